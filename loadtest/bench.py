@@ -71,6 +71,19 @@ def _ms(value_us) -> str:
     return "not exposed" if value_us is None else f"{value_us / 1000:.3f} ms"
 
 
+def delay_breakdown(idle: dict, delayed: dict) -> str:
+    """Where the 5 ms run's excess over 5 ms goes: inside the server (its own mean less 5 ms) and outside
+    it (client mean less server mean), the latter beside the same split of the no-op round trip."""
+    if idle["server_latency_mean_us"] is None or delayed["server_latency_mean_us"] is None:
+        return "    (the server exposes no latency metric: no breakdown)"
+    inside = delayed["server_latency_mean_us"] / 1000 - 5.0
+    outside = delayed["latency"]["mean_ms"] - delayed["server_latency_mean_us"] / 1000
+    idle_outside = idle["latency"]["mean_ms"] - idle["server_latency_mean_us"] / 1000
+    return (f"    excess of the mean over 5 ms: {inside:+.3f} ms inside the server, {outside:+.3f} ms between "
+            f"Locust's clock and the server's (transport, both gRPC stacks, wake-ups), against {idle_outside:+.3f} ms "
+            f"for the same round trip to the no-op server kept busy back to back")
+
+
 def rps(summary: dict) -> float:
     return summary["ok_requests"] / summary["measure_s"]
 
@@ -93,11 +106,12 @@ def run(args: argparse.Namespace) -> None:
               f"{idle['latency']['mean_ms']:.3f} ms (the server's own mean: {_ms(idle['server_latency_mean_us'])})")
     # The null backend is one "device": concurrent calls queue for it, so one user sees the bare delay.
     with null_server(args.model_base_path.resolve(), args.server_cpu, "--null_delay_ms", "5") as server:
-        summary = measure(base, plans.Cell("closed", 1, 1, None), server, args.loadgen_cpu, work)
-        p50 = summary["latency"]["p50_ms"]
+        delayed = measure(base, plans.Cell("closed", 1, 1, None), server, args.loadgen_cpu, work)
+        p50 = delayed["latency"]["p50_ms"]
         print(f"fixed 5 ms server delay, closed loop, 1 user: p50 {p50:.3f} ms (off by {p50 - 5.0:+.3f} ms; "
-              f"target within 0.3 ms); mean {summary['latency']['mean_ms']:.3f} ms, the server's own mean "
-              f"{_ms(summary['server_latency_mean_us'])}")
+              f"target within 0.3 ms); mean {delayed['latency']['mean_ms']:.3f} ms, the server's own mean "
+              f"{_ms(delayed['server_latency_mean_us'])}")
+        print(delay_breakdown(idle, delayed))
     stall = ("--null_delay_ms", "5", "--null_stall_ms", "200", "--null_stall_every_s", "2")
     with null_server(args.model_base_path.resolve(), args.server_cpu, *stall) as server:
         closed = measure(base, plans.Cell("closed", 1, 1, None), server, args.loadgen_cpu, work)

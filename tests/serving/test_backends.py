@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from serving.backends import BACKENDS, BackendOptions, load_model
+from serving.backends import BACKENDS, BackendOptions, hold_until, load_model
 
 
 def test_registry_names():
@@ -31,6 +31,17 @@ def test_null_backend_delay_and_periodic_stall(exported_model):
     started = time.perf_counter()  # the stall window opens when the backend is loaded
     stalled.run("serving_default", {"images": np.ones((1, 784), np.float32)}, ["classes"])
     assert time.perf_counter() - started >= 0.15
+
+
+def test_hold_until_never_returns_before_its_deadline():
+    lateness = []
+    for _ in range(20):
+        deadline = time.perf_counter() + 0.003
+        hold_until(deadline)
+        lateness.append(time.perf_counter() - deadline)
+    assert min(lateness) >= 0
+    assert sorted(lateness)[10] < 0.001  # the final yield-spin ends at the deadline, not a timer tick later
+    hold_until(time.perf_counter() - 1)  # a deadline in the past returns at once
 
 
 def test_savedmodel_backend_matches_the_exporters_predictions(exported_model, samples):
