@@ -10,13 +10,19 @@ batching vs none, model vs null backend), measured in one run.
 (3) requests/s of the real model / requests/s of the same server with the null backend, both
     batching as in (2) (target >= 0.7).
 
-The three servers (real model without and with batching, null model with batching) and the
-in-process baseline run under `taskset -c --server_cpu`; this process, the load client, pins
-itself to `--client_cpu` before starting any thread, so the client never steals the server's
-core. The client is a grpc.aio loop sending pre-serialized requests, so its own cost per call
-stays small. Each round runs every phase back to back, and each ratio is the median of its
-per-round values: on a shared machine, neighbouring phases see the same background load. One
-JSON line per run is appended to `--output` when given.
+Beside (1) it prints where the served path's time goes: the null backend at request batch 64
+measures the harness alone (gRPC, decoding, validation, encoding) in server CPU per request,
+which bounds ratio (1) even if the model ran inside the server exactly as fast as in-process;
+the rest of the gap is the model itself running slower between requests than in a tight loop.
+
+Every server (real model without and with batching, null model without and with batching) and
+the in-process baseline run under `taskset -c --server_cpu`, one at a time: each round starts a
+server, warms it, measures its phases and stops it before the next, so no idle server shares
+the measured core. This process, the load client, pins itself to `--client_cpu` before starting
+any thread, so the client never steals the server's core. The client is a grpc.aio loop sending
+pre-serialized requests, so its own cost per call stays small. Each ratio is the median of its
+per-round values (their range is printed too): on a shared machine, neighbouring phases see the
+same background load. One JSON line per run is appended to `--output` when given.
 
 Not for: sizing or reports (see loadtest); this checks the server's own overhead.
 """
@@ -25,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import subprocess
@@ -52,6 +57,7 @@ class LoadResult:
     p50_latency_ms: float
     p99_latency_ms: float
     server_cpu_s: float = 0.0  # CPU time the serving process (or the in-process loop) used in the window
+    server_batch_mean: float | None = None  # mean processed batch size in the window (batching servers)
 
     @property
     def throughput_rps(self) -> float:
@@ -69,6 +75,10 @@ class LoadResult:
     def images_per_cpu_s(self) -> float:
         return self.images / self.server_cpu_s if self.server_cpu_s else 0.0
 
+    @property
+    def cpu_us_per_request(self) -> float:
+        return 1e6 * self.server_cpu_s / self.requests if self.requests else 0.0
+
 
 @dataclass(frozen=True)
 class RoundResult:
@@ -79,6 +89,7 @@ class RoundResult:
     b1_no_batching: LoadResult
     b1_batching: LoadResult
     null_b1_batching: LoadResult
+    null_b64: LoadResult  # null backend, no batching, request batch 64: the serving harness's own cost
 
     @property
     def ratios(self) -> tuple[float, float, float]:
@@ -94,6 +105,23 @@ class RoundResult:
                 _ratio(self.b1_batching.requests_per_cpu_s, self.b1_no_batching.requests_per_cpu_s),
                 _ratio(self.b1_batching.requests_per_cpu_s, self.null_b1_batching.requests_per_cpu_s))
 
+    @property
+    def harness_b64_cpu_us(self) -> float:
+        """Server CPU per batch-64 request with the null backend: everything but the model."""
+        return self.null_b64.cpu_us_per_request
+
+    @property
+    def model_b64_cpu_us_in_server(self) -> float:
+        """Server CPU per batch-64 request of the real model, less the harness's share."""
+        return self.served_b64.cpu_us_per_request - self.harness_b64_cpu_us
+
+    @property
+    def ceiling_served_vs_in_process(self) -> float:
+        """Ratio (1) if the model cost exactly its in-process CPU inside the server and only the harness
+        were added: in-process CPU per call / (that + harness CPU per request)."""
+        model = self.in_process_b64.cpu_us_per_request
+        return _ratio(model, model + self.harness_b64_cpu_us)
+
 
 @dataclass(frozen=True)
 class BenchSummary:
@@ -105,6 +133,11 @@ class BenchSummary:
     cpu_ratio_served_vs_in_process: float
     cpu_ratio_batching_vs_none: float
     cpu_ratio_model_vs_null: float
+    ratio_ranges: tuple[tuple[float, float], ...]  # (min, max) over rounds of each of the three ratios
+    ceiling_served_vs_in_process: float
+    harness_b64_cpu_us: float
+    model_b64_cpu_us_in_server: float
+    model_b64_cpu_us_in_process: float
     p99_batching_not_worse: bool
     in_process_b64_images_per_s: float
     served_b64_images_per_s: float
@@ -113,6 +146,7 @@ class BenchSummary:
     b1_batching_p99_ms: float
     b1_no_batching_p99_ms: float
     null_b1_batching_rps: float
+    b1_batching_batch_mean: float | None  # mean processed batch size the batching server reported in (2)
     wrong_answers: int
     errors: int
     rounds: int
@@ -135,7 +169,8 @@ def summarize(rounds: list[RoundResult], wrong_answers: int, args: argparse.Name
 
     ratios = [r.ratios for r in rounds]
     cpu_ratios = [r.cpu_ratios for r in rounds]
-    phases = [p for r in rounds for p in (r.served_b64, r.b1_no_batching, r.b1_batching, r.null_b1_batching)]
+    phases = [p for r in rounds
+              for p in (r.served_b64, r.b1_no_batching, r.b1_batching, r.null_b1_batching, r.null_b64)]
     return BenchSummary(
         ratio_served_vs_in_process=median(r[0] for r in ratios),
         ratio_batching_vs_none=median(r[1] for r in ratios),
@@ -143,6 +178,11 @@ def summarize(rounds: list[RoundResult], wrong_answers: int, args: argparse.Name
         cpu_ratio_served_vs_in_process=median(r[0] for r in cpu_ratios),
         cpu_ratio_batching_vs_none=median(r[1] for r in cpu_ratios),
         cpu_ratio_model_vs_null=median(r[2] for r in cpu_ratios),
+        ratio_ranges=tuple((min(r[i] for r in ratios), max(r[i] for r in ratios)) for i in range(3)),
+        ceiling_served_vs_in_process=median(r.ceiling_served_vs_in_process for r in rounds),
+        harness_b64_cpu_us=median(r.harness_b64_cpu_us for r in rounds),
+        model_b64_cpu_us_in_server=median(r.model_b64_cpu_us_in_server for r in rounds),
+        model_b64_cpu_us_in_process=median(r.in_process_b64.cpu_us_per_request for r in rounds),
         p99_batching_not_worse=median(r.b1_batching.p99_latency_ms for r in rounds)
         <= median(r.b1_no_batching.p99_latency_ms for r in rounds),
         in_process_b64_images_per_s=median(r.in_process_b64.images_per_s for r in rounds),
@@ -152,9 +192,15 @@ def summarize(rounds: list[RoundResult], wrong_answers: int, args: argparse.Name
         b1_batching_p99_ms=median(r.b1_batching.p99_latency_ms for r in rounds),
         b1_no_batching_p99_ms=median(r.b1_no_batching.p99_latency_ms for r in rounds),
         null_b1_batching_rps=median(r.null_b1_batching.throughput_rps for r in rounds),
+        b1_batching_batch_mean=_median_known(r.b1_batching.server_batch_mean for r in rounds),
         wrong_answers=wrong_answers, errors=sum(p.errors for p in phases), rounds=len(rounds),
         server_cpu=args.server_cpu, client_cpu=args.client_cpu, duration_s=args.duration_s,
         device_name=device_name, utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+
+def _median_known(values) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(np.median(known)) if known else None
 
 
 def _images(samples: str | None, n: int) -> np.ndarray:
@@ -183,7 +229,7 @@ def _payloads(model: str, batch: int, samples: str | None, count: int = 16) -> l
 
 
 async def _load(target: str, payloads: list[bytes], concurrency: int, warmup_s: float,
-                duration_s: float, batch: int, server_pid: int | None = None) -> LoadResult:
+                duration_s: float, batch: int, server_pid: int | None = None, rest_url: str = "") -> LoadResult:
     import grpc
 
     channel = grpc.aio.insecure_channel(target, options=[("grpc.max_receive_message_length", 64 << 20),
@@ -212,25 +258,31 @@ async def _load(target: str, payloads: list[bytes], concurrency: int, warmup_s: 
                 errors += not ok
             n += concurrency
 
-    async def server_cpu() -> float:
-        """CPU seconds the server process used between measure_from and stop_at."""
+    async def server_side() -> tuple[float, float | None]:
+        """CPU seconds the server process used between measure_from and stop_at, and the mean batch size
+        its metrics page reports for the same window."""
         if server_pid is None:
-            return 0.0
+            return 0.0, None
         import psutil
+
+        from loadtest import scrape
 
         process = psutil.Process(server_pid)
         await asyncio.sleep(max(0.0, measure_from - time.perf_counter()))
         before = process.cpu_times()
+        metrics_before = await asyncio.to_thread(scrape.scrape, rest_url) if rest_url else None
         await asyncio.sleep(max(0.0, stop_at - time.perf_counter()))
         after = process.cpu_times()
-        return (after.user + after.system) - (before.user + before.system)
+        metrics_after = await asyncio.to_thread(scrape.scrape, rest_url) if rest_url else None
+        batch_mean = scrape.cell_figures(metrics_before, metrics_after).batch_size_mean
+        return (after.user + after.system) - (before.user + before.system), batch_mean
 
-    *_, cpu_s = await asyncio.gather(*(worker(i) for i in range(concurrency)), server_cpu())
+    *_, (cpu_s, batch_mean) = await asyncio.gather(*(worker(i) for i in range(concurrency)), server_side())
     await channel.close()
     lat_ms = np.array(latencies) * 1000 if latencies else np.zeros(1)
     ok_requests = len(latencies) - errors
     return LoadResult(ok_requests, errors, ok_requests * batch, duration_s,
-                      float(np.percentile(lat_ms, 50)), float(np.percentile(lat_ms, 99)), cpu_s)
+                      float(np.percentile(lat_ms, 50)), float(np.percentile(lat_ms, 99)), cpu_s, batch_mean)
 
 
 def _in_process(model_dir: str, batch: int, samples: str | None, warmup_s: float, duration_s: float) -> LoadResult:
@@ -289,42 +341,68 @@ def _wrong_answers(target: str, samples: str | None) -> int:
     return int((to_numpy(response.outputs["classes"]) != data["expected_classes"][:64]).sum())
 
 
+@dataclass(frozen=True)
+class Phase:
+    """One timed load against one server: request batch size and concurrent callers."""
+
+    batch: int
+    concurrency: int
+
+
+SERVED_B64 = Phase(64, 2)  # two in flight: the next request is decoded while the model runs the current one
+B1_64_CALLERS = Phase(1, 64)
+
+
 def run_bench(args: argparse.Namespace) -> BenchSummary:
-    """Three servers side by side on the server core; phases alternate within each round."""
+    """Each round: the in-process baseline, then each server alone on the server core with its phases."""
     sys.path.insert(0, str(REPO))
     from serving.process import start_server
 
     model_dir = _latest_version_dir(args.model_base_path)
     common = ["--model_name", "mnist", "--model_base_path", args.model_base_path]
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+    payloads = {b: _payloads("mnist", b, args.samples or None) for b in (1, 64)}
+    wrong = 0
+    with tempfile.TemporaryDirectory() as tmp:
         params = Path(tmp) / "batching.txt"
         params.write_text(BATCHING_PARAMETERS)
-        batching = ["--enable_batching", "--batching_parameters_file", str(params)]
-        plain = stack.enter_context(start_server(*common, cpu=args.server_cpu))
-        batched = stack.enter_context(start_server(*common, *batching, cpu=args.server_cpu))
-        null = stack.enter_context(start_server(*common, *batching, backend="null", cpu=args.server_cpu))
-        wrong = _wrong_answers(plain.grpc_target, args.samples) + _wrong_answers(batched.grpc_target, args.samples)
-        p64 = _payloads("mnist", 64, args.samples or None)
-        p1 = _payloads("mnist", 1, args.samples or None)
+        batching = ("--enable_batching", "--batching_parameters_file", str(params))
+        # (server flags, backend, phases measured on it, whether its answers are checked)
+        servers = {"plain": ((), "savedmodel", (SERVED_B64, B1_64_CALLERS), True),
+                   "batched": (batching, "savedmodel", (B1_64_CALLERS,), True),
+                   "null": ((), "null", (SERVED_B64,), False),
+                   "null_batched": (batching, "null", (B1_64_CALLERS,), False)}
 
-        def load(server, payloads, concurrency, batch) -> LoadResult:
-            return asyncio.run(_load(server.grpc_target, payloads, concurrency, args.warmup_s, args.duration_s,
-                                     batch, server.proc.pid))
+        def measure_alone(name: str) -> tuple[list[LoadResult], str, int]:
+            flags, backend, phases, checked = servers[name]
+            with start_server(*common, *flags, backend=backend, cpu=args.server_cpu) as server:
+                bad = _wrong_answers(server.grpc_target, args.samples) if checked else 0
+                results = []
+                for phase in phases:
+                    # A discarded pass first: a fresh server's first seconds (thread pools growing,
+                    # TensorFlow's kernels and caches warming) are slower than its steady state.
+                    _measure(server, payloads[phase.batch], phase, args, warmup_s=args.warmup_s, duration_s=1.0)
+                    results.append(_measure(server, payloads[phase.batch], phase, args))
+                return results, server.fields.get("device_name", ""), bad
 
-        # One discarded pass over every server first: the first seconds of a fresh server (thread pools
-        # growing, TensorFlow's kernels and caches warming) are slower than its steady state.
-        for server, payloads, concurrency, batch in ((plain, p64, 2, 64), (plain, p1, 64, 1),
-                                                     (batched, p1, 64, 1), (null, p1, 64, 1)):
-            load(server, payloads, concurrency, batch)
-        rounds = []
+        rounds, device_name = [], ""
         for _ in range(args.rounds):
-            rounds.append(RoundResult(
-                in_process_b64=_in_process_child(model_dir, args),
-                served_b64=load(plain, p64, 2, 64),
-                b1_no_batching=load(plain, p1, 64, 1),
-                b1_batching=load(batched, p1, 64, 1),
-                null_b1_batching=load(null, p1, 64, 1)))
-        return summarize(rounds, wrong, args, plain.fields.get("device_name", ""))
+            in_process = _in_process_child(model_dir, args)
+            (served_b64, b1_none), device_name, bad_plain = measure_alone("plain")
+            (b1_batching,), _, bad_batched = measure_alone("batched")
+            (null_b64,), _, _ = measure_alone("null")
+            (null_b1,), _, _ = measure_alone("null_batched")
+            wrong += bad_plain + bad_batched
+            rounds.append(RoundResult(in_process_b64=in_process, served_b64=served_b64, b1_no_batching=b1_none,
+                                      b1_batching=b1_batching, null_b1_batching=null_b1, null_b64=null_b64))
+        return summarize(rounds, wrong, args, device_name)
+
+
+def _measure(server, payloads: list[bytes], phase: Phase, args: argparse.Namespace,
+             warmup_s: float | None = None, duration_s: float | None = None) -> LoadResult:
+    return asyncio.run(_load(server.grpc_target, payloads, phase.concurrency,
+                             args.warmup_s if warmup_s is None else warmup_s,
+                             args.duration_s if duration_s is None else duration_s,
+                             phase.batch, server.proc.pid, server.rest_url))
 
 
 BATCHING_PARAMETERS = ("max_batch_size { value: 64 }\nbatch_timeout_micros { value: 2000 }\n"
@@ -335,17 +413,30 @@ def format_summary(s: BenchSummary) -> str:
     return "\n".join([
         f"(1) batch 64: served {s.served_b64_images_per_s:,.0f} img/s / in-process {s.in_process_b64_images_per_s:,.0f}"
         f" img/s -> ratio {s.ratio_served_vs_in_process:.2f}  (target >= 0.85)",
+        f"    where (1)'s time goes, server CPU per batch-64 request: harness (null backend) "
+        f"{s.harness_b64_cpu_us:,.0f} us + model {s.model_b64_cpu_us_in_server:,.0f} us, against the model's "
+        f"{s.model_b64_cpu_us_in_process:,.0f} us per call in-process; with the harness alone (1) could reach "
+        f"{s.ceiling_served_vs_in_process:.2f}",
         f"(2) batch 1 x 64 callers: batching {s.b1_batching_rps:,.0f} req/s (p99 {s.b1_batching_p99_ms:.1f} ms) / "
         f"none {s.b1_no_batching_rps:,.0f} req/s (p99 {s.b1_no_batching_p99_ms:.1f} ms) -> ratio "
         f"{s.ratio_batching_vs_none:.2f}  (target >= 2.0; p99 not worse: {s.p99_batching_not_worse})",
+        f"    the batching server's mean processed batch: "
+        f"{'not exposed' if s.b1_batching_batch_mean is None else f'{s.b1_batching_batch_mean:.1f}'} rows "
+        f"(max 64, timeout 2 ms, one batch thread)",
         f"(3) model {s.b1_batching_rps:,.0f} req/s / null {s.null_b1_batching_rps:,.0f} req/s -> ratio "
         f"{s.ratio_model_vs_null:.2f}  (target >= 0.7)",
+        f"range over rounds: (1) {_span(s.ratio_ranges[0])}  (2) {_span(s.ratio_ranges[1])}  "
+        f"(3) {_span(s.ratio_ranges[2])}",
         f"per server CPU-second (what the ratios would be on an otherwise idle core): "
         f"(1) {s.cpu_ratio_served_vs_in_process:.2f}  (2) {s.cpu_ratio_batching_vs_none:.2f}  "
         f"(3) {s.cpu_ratio_model_vs_null:.2f}",
         f"median of {s.rounds} round(s) of {s.duration_s:.0f} s phases; server cpu {s.server_cpu} "
         f"({s.device_name}), client cpu {s.client_cpu}; errors {s.errors}, wrong answers {s.wrong_answers}",
     ])
+
+
+def _span(bounds) -> str:
+    return f"{bounds[0]:.2f}-{bounds[1]:.2f}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -359,10 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=3, help="rounds of all phases; ratios are their medians")
     p.add_argument("--output", default="", help="append the summary as one JSON line to this file")
     # Internal: one measurement in a pinned child process.
-    p.add_argument("--_client", default="", help=argparse.SUPPRESS)
     p.add_argument("--_in_process", default="", help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
-    p.add_argument("--concurrency", type=int, default=1, help=argparse.SUPPRESS)
     return p
 
 
@@ -370,12 +459,6 @@ def run(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args._in_process:
         result = _in_process(args._in_process, args.batch, args.samples or None, args.warmup_s, args.duration_s)
-        print(json.dumps(asdict(result)))
-        return 0
-    if args._client:
-        payloads = _payloads("mnist", args.batch, args.samples or None)
-        result = asyncio.run(_load(args._client, payloads, args.concurrency, args.warmup_s, args.duration_s,
-                                   args.batch))
         print(json.dumps(asdict(result)))
         return 0
     if not Path(args.model_base_path).is_dir():

@@ -7,16 +7,17 @@ import argparse
 from serving.bench import LoadResult, RoundResult, format_summary, summarize
 
 
-def load(requests: int, images: int, p99_ms: float = 10.0, cpu_s: float = 2.0) -> LoadResult:
+def load(requests: int, images: int, p99_ms: float = 10.0, cpu_s: float = 2.0,
+         batch_mean: float | None = None) -> LoadResult:
     return LoadResult(requests=requests, errors=0, images=images, elapsed_s=2.0, p50_latency_ms=1.0,
-                      p99_latency_ms=p99_ms, server_cpu_s=cpu_s)
+                      p99_latency_ms=p99_ms, server_cpu_s=cpu_s, server_batch_mean=batch_mean)
 
 
 def test_cpu_ratios_count_work_per_cpu_second():
     # served: 1000 img in 2 s wall but only 1 CPU-s (the core was shared) -> 1000 img/CPU-s;
     # in-process: 1000 img in 2 CPU-s -> 500 img/CPU-s; ratio 2.0 while the wall-clock ratio is 1.0
     rnd = RoundResult(load(10, 1000, cpu_s=2.0), load(10, 1000, cpu_s=1.0), load(100, 100), load(100, 100),
-                      load(100, 100))
+                      load(100, 100), load(10, 1000))
     assert rnd.ratios[0] == 1.0 and rnd.cpu_ratios[0] == 2.0
 
 
@@ -25,13 +26,13 @@ def test_ratios_are_medians_of_per_round_ratios():
     rounds = [
         # in-process 20k img/s, served 18k -> 0.9; batching 3000 rps / none 1000 -> 3.0; model 3000 / null 4000 -> 0.75
         RoundResult(load(625, 40_000), load(563, 36_000), load(2000, 2000, 40.0), load(6000, 6000, 20.0),
-                    load(8000, 8000)),
+                    load(8000, 8000), NULL_B64),
         # 0.5, 1.0, 0.5
         RoundResult(load(625, 40_000), load(313, 20_000), load(4000, 4000, 40.0), load(4000, 4000, 20.0),
-                    load(8000, 8000)),
+                    load(8000, 8000), NULL_B64),
         # 1.0, 2.0, 1.0
         RoundResult(load(625, 40_000), load(625, 40_000), load(2000, 2000, 40.0), load(4000, 4000, 20.0),
-                    load(4000, 4000)),
+                    load(4000, 4000), NULL_B64),
     ]
     summary = summarize(rounds, wrong_answers=0, args=args, device_name="cpu model")
     assert round(summary.ratio_served_vs_in_process, 3) == 0.9
@@ -42,5 +43,33 @@ def test_ratios_are_medians_of_per_round_ratios():
     assert (round(summary.cpu_ratio_served_vs_in_process, 3), summary.cpu_ratio_batching_vs_none,
             summary.cpu_ratio_model_vs_null) == (0.9, 2.0, 0.75)
     assert summary.b1_batching_rps == 2000.0 and summary.rounds == 3
+    assert summary.ratio_ranges == ((0.5, 1.0), (1.0, 3.0), (0.5, 1.0))
     text = format_summary(summary)
     assert "ratio 0.90" in text and "ratio 2.00" in text and "ratio 0.75" in text
+
+
+# Null backend at batch 64: 4000 requests in 2 CPU-s -> 500 us of harness per request.
+NULL_B64 = load(4000, 256_000, cpu_s=2.0)
+
+
+def test_harness_share_bounds_ratio_one():
+    # in-process: 625 calls in 2 CPU-s -> 3200 us per call; served: 500 requests in 2 CPU-s -> 4000 us
+    rnd = RoundResult(load(625, 40_000), load(500, 32_000), load(100, 100), load(100, 100), load(100, 100),
+                      NULL_B64)
+    assert rnd.harness_b64_cpu_us == 500.0
+    assert rnd.model_b64_cpu_us_in_server == 3500.0  # 4000 us less the harness's 500
+    assert round(rnd.ceiling_served_vs_in_process, 4) == round(3200 / 3700, 4)
+
+
+def test_batch_size_is_the_median_of_the_rounds_that_report_one():
+    args = argparse.Namespace(server_cpu="0", client_cpu="1", duration_s=2.0)
+
+    def round_with(batch_mean):
+        return RoundResult(load(625, 40_000), load(563, 36_000), load(2000, 2000),
+                           load(4000, 4000, batch_mean=batch_mean), load(8000, 8000), NULL_B64)
+
+    summary = summarize([round_with(20.0), round_with(None), round_with(30.0)], 0, args, "cpu")
+    assert summary.b1_batching_batch_mean == 25.0
+    assert "batch: 25.0 rows" in format_summary(summary)
+    unknown = summarize([round_with(None)], 0, args, "cpu")
+    assert unknown.b1_batching_batch_mean is None and "batch: not exposed" in format_summary(unknown)
