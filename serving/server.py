@@ -41,7 +41,7 @@ from serving.batching import BatchingOptions, BatchScheduler
 from serving.errors import ServingError
 from serving.metrics import ServerMetrics
 from serving.model_source import ModelEntry, ModelSource
-from serving.tensors import TensorConversionError, from_numpy, to_numpy
+from serving.tensors import TensorConversionError, to_numpy, write_tensor
 from serving.validation import check_inputs, check_outputs
 
 log = logging.getLogger("serving")
@@ -203,7 +203,7 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
             response.model_spec.signature_name = spec.name
             tensor_content = self.core.config.tensor_content
             for alias, array in outputs.items():
-                response.outputs[alias].CopyFrom(from_numpy(array, tensor_content))
+                write_tensor(response.outputs[alias], array, tensor_content)
         except Exception as exc:
             status = _status_name(exc)
             self.core.metrics.record_request(name, "Predict", "GRPC", status, time.perf_counter() - started)

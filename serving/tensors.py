@@ -9,15 +9,16 @@ Encoding follows TF Serving: by default responses use the typed repeated fields
 written for TF Serving read them unchanged; `tensor_content` (raw little-endian bytes, what
 `tf.make_tensor_proto` sends) is available as an option.
 
-Not for: validating a tensor against a signature (see `serving.signatures`).
+Not for: validating a tensor against a signature (see `serving.validation`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
-from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
+from tensorflow.core.framework import tensor_pb2, types_pb2
 
 
 @dataclass(frozen=True)
@@ -117,9 +118,9 @@ def to_numpy(proto: tensor_pb2.TensorProto) -> np.ndarray:
     if codec is None:
         raise TensorConversionError(f"unsupported tensor dtype {dtype_name(proto.dtype)}")
     shape = proto_shape(proto)
-    size = int(np.prod(shape, dtype=np.int64))
-    if proto.tensor_content and codec.enum != types_pb2.DT_STRING:
-        content = proto.tensor_content
+    size = math.prod(shape)
+    content = proto.tensor_content if codec.enum != types_pb2.DT_STRING else b""  # read once: each read copies
+    if content:
         if len(content) != size * codec.numpy.itemsize:
             raise TensorConversionError(
                 f"tensor_content holds {len(content)} bytes but shape {list(shape)} of {codec.name} needs "
@@ -128,21 +129,32 @@ def to_numpy(proto: tensor_pb2.TensorProto) -> np.ndarray:
     return _typed_values(proto, codec, size).reshape(shape)
 
 
-def _shape_proto(shape: tuple[int, ...]) -> tensor_shape_pb2.TensorShapeProto:
-    return tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in shape])
+def _set_shape(proto: tensor_pb2.TensorProto, shape: tuple[int, ...]) -> None:
+    dims = proto.tensor_shape.dim
+    for size in shape:
+        dims.add(size=size)
 
 
 def from_numpy(array: np.ndarray, tensor_content: bool = False) -> tensor_pb2.TensorProto:
     """Encode an array; typed fields (TF Serving's default) unless `tensor_content` is asked for."""
+    proto = tensor_pb2.TensorProto()
+    write_tensor(proto, array, tensor_content)
+    return proto
+
+
+def write_tensor(proto: tensor_pb2.TensorProto, array: np.ndarray, tensor_content: bool = False) -> None:
+    """`from_numpy` into an empty TensorProto in place (e.g. a response's output map entry), saving a copy."""
     array = np.asarray(array)
     if array.dtype.kind in "SUO":
-        proto = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, tensor_shape=_shape_proto(array.shape))
+        proto.dtype = types_pb2.DT_STRING
+        _set_shape(proto, array.shape)
         proto.string_val.extend(v if isinstance(v, bytes) else str(v).encode() for v in array.ravel())
-        return proto
+        return
     codec = CODECS_BY_NUMPY.get(array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype)
     if codec is None:
         raise TensorConversionError(f"cannot encode numpy dtype {array.dtype}")
-    proto = tensor_pb2.TensorProto(dtype=codec.enum, tensor_shape=_shape_proto(array.shape))
+    proto.dtype = codec.enum
+    _set_shape(proto, array.shape)
     flat = np.ascontiguousarray(array, dtype=codec.numpy).ravel()
     if tensor_content:
         proto.tensor_content = flat.tobytes()
@@ -156,4 +168,3 @@ def from_numpy(array: np.ndarray, tensor_content: bool = False) -> tensor_pb2.Te
         proto.half_val.extend(flat.view("<u2").tolist())
     else:
         getattr(proto, codec.field).extend(flat.tolist())
-    return proto

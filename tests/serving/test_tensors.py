@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
-from serving.tensors import TensorConversionError, from_numpy, to_numpy
+from serving.tensors import TensorConversionError, from_numpy, to_numpy, write_tensor
 
 ARRAYS = [
     np.arange(12, dtype=np.float32).reshape(3, 4) / 7,
@@ -19,6 +19,17 @@ ARRAYS = [
     np.array([0.5, -1.0], dtype=np.float16),
     np.array([np.nan, np.inf, -np.inf], dtype=np.float32),
 ]
+
+
+def test_write_tensor_fills_a_response_output_in_place():
+    from tensorflow_serving.apis import predict_pb2
+
+    response = predict_pb2.PredictResponse()
+    scores = np.arange(20, dtype=np.float32).reshape(2, 10) / 3
+    write_tensor(response.outputs["scores"], scores)
+    assert response.outputs["scores"] == from_numpy(scores)
+    parsed = predict_pb2.PredictResponse.FromString(response.SerializeToString())
+    np.testing.assert_array_equal(tf.make_ndarray(parsed.outputs["scores"]), scores)
 
 
 @pytest.mark.parametrize("array", ARRAYS, ids=lambda a: str(a.dtype))
