@@ -209,18 +209,24 @@ def _images(samples: str | None, n: int) -> np.ndarray:
     return np.random.default_rng(0).random((n, 784), dtype=np.float32)
 
 
-def _payloads(model: str, batch: int, samples: str | None, count: int = 16) -> list[bytes]:
+def _batches(batch: int, samples: str | None, count: int = 16) -> list[np.ndarray]:
+    """The `count` input batches every phase cycles through, served and in-process alike."""
+    images = _images(samples, max(batch * count, 64))
+    out = []
+    for i in range(count):
+        rows = images[(i * batch) % len(images):][:batch]
+        out.append(rows if len(rows) == batch else np.resize(images, (batch, images.shape[1])))
+    return out
+
+
+def _payloads(model: str, batch: int, samples: str | None) -> list[bytes]:
     """Serialized PredictRequests (tensor_content, as tf.make_tensor_proto sends), built once."""
     from tensorflow_serving.apis import predict_pb2
 
     from serving.tensors import from_numpy
 
-    images = _images(samples, max(batch * count, 64))
     out = []
-    for i in range(count):
-        rows = images[(i * batch) % len(images):][:batch]
-        if len(rows) < batch:
-            rows = np.resize(images, (batch, images.shape[1]))
+    for rows in _batches(batch, samples):
         request = predict_pb2.PredictRequest()
         request.model_spec.name = model
         request.inputs["images"].CopyFrom(from_numpy(rows, tensor_content=True))
@@ -286,18 +292,19 @@ async def _load(target: str, payloads: list[bytes], concurrency: int, warmup_s: 
 
 
 def _in_process(model_dir: str, batch: int, samples: str | None, warmup_s: float, duration_s: float) -> LoadResult:
-    """The SavedModel called directly, the way a user would without any server."""
+    """The SavedModel called directly, the way a user would without any server, on the same batches the
+    served phases send (in turn, as their callers do)."""
     import tensorflow as tf
 
     fn = tf.saved_model.load(model_dir).signatures["serving_default"]
-    images = _images(samples, batch)
-    x = np.resize(images, (batch, images.shape[1]))
-    end_warmup = time.perf_counter() + warmup_s
+    inputs = _batches(batch, samples)
+    end_warmup, calls = time.perf_counter() + warmup_s, 0
     while time.perf_counter() < end_warmup:
-        fn(images=tf.constant(x))["classes"].numpy()
+        fn(images=tf.constant(inputs[calls % len(inputs)]))["classes"].numpy()
+        calls += 1
     calls, start, cpu_start = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - start < duration_s:
-        fn(images=tf.constant(x))["classes"].numpy()
+        fn(images=tf.constant(inputs[calls % len(inputs)]))["classes"].numpy()
         calls += 1
     elapsed = time.perf_counter() - start
     return LoadResult(calls, 0, calls * batch, elapsed, 0.0, 0.0, time.process_time() - cpu_start)
