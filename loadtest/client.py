@@ -126,23 +126,20 @@ class GrpcPredictClient:
 
     def call(self, index: int, intended_unix_s: float | None = None) -> CallRecord:
         prepared = self.requests[index % len(self.requests)]
-        sent = time.time()
-        intended = sent if intended_unix_s is None else intended_unix_s
-        start = time.perf_counter()
+        clock = CallClock(intended_unix_s)
+        images = len(prepared.labels)
         try:
             response = self.predict(prepared.payload, timeout=self.timeout_s)
-            latency_us = _since_us(start, sent, intended)
+            latency_us = clock.latency_us()
             self.model_version = response.model_spec.version.value or self.model_version
             outcome = self._judge(response, prepared)
         except grpc.RpcError as exc:
             code = exc.code() if hasattr(exc, "code") else None
-            return _failure(intended, sent, _since_us(start, sent, intended), code.name if code else "UNKNOWN",
-                            exc.details() if hasattr(exc, "details") else str(exc), len(prepared.labels))
+            return clock.failure(clock.latency_us(), code.name if code else "UNKNOWN",
+                                 exc.details() if hasattr(exc, "details") else str(exc), images)
         except Exception as exc:  # a call never raises into the load loop
-            return _failure(intended, sent, _since_us(start, sent, intended), "CLIENT_ERROR",
-                            f"{type(exc).__name__}: {exc}", len(prepared.labels))
-        return CallRecord(intended, sent, latency_us, outcome.status == "OK", outcome.status, outcome.error,
-                          len(prepared.labels), outcome.correct, outcome.checked)
+            return clock.failure(clock.latency_us(), "CLIENT_ERROR", f"{type(exc).__name__}: {exc}", images)
+        return clock.record(latency_us, outcome, images)
 
     def _judge(self, response, prepared: PreparedRequest) -> Outcome:
         if "classes" not in response.outputs or "scores" not in response.outputs:
@@ -180,22 +177,19 @@ class RestPredictClient:
 
     def call(self, index: int, intended_unix_s: float | None = None) -> CallRecord:
         prepared = self.requests[index % len(self.requests)]
-        sent = time.time()
-        intended = sent if intended_unix_s is None else intended_unix_s
-        start = time.perf_counter()
+        clock = CallClock(intended_unix_s)
+        images = len(prepared.labels)
         try:
             response = self.http.post(self.path, body=prepared.payload, headers={"Content-Type": "application/json"})
             body = response.read()
-            latency_us = _since_us(start, sent, intended)
+            latency_us = clock.latency_us()
             if response.status_code != 200:
-                return _failure(intended, sent, latency_us, f"HTTP_{response.status_code}",
-                                body[:300].decode(errors="replace"), len(prepared.labels))
+                return clock.failure(latency_us, f"HTTP_{response.status_code}",
+                                     body[:300].decode(errors="replace"), images)
             outcome = self._judge(json.loads(body), prepared)
         except Exception as exc:  # a call never raises into the load loop
-            return _failure(intended, sent, _since_us(start, sent, intended), "CLIENT_ERROR",
-                            f"{type(exc).__name__}: {exc}", len(prepared.labels))
-        return CallRecord(intended, sent, latency_us, outcome.status == "OK", outcome.status, outcome.error,
-                          len(prepared.labels), outcome.correct, outcome.checked)
+            return clock.failure(clock.latency_us(), "CLIENT_ERROR", f"{type(exc).__name__}: {exc}", images)
+        return clock.record(latency_us, outcome, images)
 
     def _judge(self, body: dict, prepared: PreparedRequest) -> Outcome:
         outputs = body.get("outputs")
@@ -211,10 +205,25 @@ class RestPredictClient:
 CLIENTS = {"grpc": GrpcPredictClient, "rest": RestPredictClient}
 
 
-def _since_us(start_perf: float, sent_unix: float, intended_unix: float) -> float:
-    """Latency from the intended send time: the monotonic call duration plus how late it left."""
-    return (time.perf_counter() - start_perf) * 1e6 + max(0.0, sent_unix - intended_unix) * 1e6
+class CallClock:
+    """One call's times: when it was meant to leave (open loop: its scheduled slot), when it left, and
+    the monotonic start its duration is measured from. Latency counts from the intended time, so a
+    late send is charged to the call (coordinated omission)."""
 
+    __slots__ = ("intended", "sent", "start")
 
-def _failure(intended: float, sent: float, latency_us: float, status: str, error: str, images: int) -> CallRecord:
-    return CallRecord(intended, sent, latency_us, False, status, error, images, 0, 0)
+    def __init__(self, intended_unix_s: float | None) -> None:
+        self.sent = time.time()
+        self.intended = self.sent if intended_unix_s is None else intended_unix_s
+        self.start = time.perf_counter()
+
+    def latency_us(self) -> float:
+        """The monotonic call duration so far plus how late the call left."""
+        return (time.perf_counter() - self.start) * 1e6 + max(0.0, self.sent - self.intended) * 1e6
+
+    def record(self, latency_us: float, outcome: Outcome, images: int) -> CallRecord:
+        return CallRecord(self.intended, self.sent, latency_us, outcome.status == "OK", outcome.status,
+                          outcome.error, images, outcome.correct, outcome.checked)
+
+    def failure(self, latency_us: float, status: str, error: str, images: int) -> CallRecord:
+        return CallRecord(self.intended, self.sent, latency_us, False, status, error, images, 0, 0)
