@@ -92,8 +92,8 @@ def run(args: argparse.Namespace) -> None:
     base = plans.RunSettings(warmup_s=1.0, measure_s=args.seconds, samples=str(args.samples), check="shape",
                              late_threshold_ms=2.0)
     work = Path(tempfile.mkdtemp(prefix="loadtest-bench-"))
-    print(f"server on core {args.server_cpu}, one Locust process on core {args.loadgen_cpu}; "
-          f"{args.seconds:g} s measured per run")
+    print(f"embedded server (null backend, device cpu) on core {args.server_cpu}, one Locust process on core "
+          f"{args.loadgen_cpu}; {args.seconds:g} s measured per run")
     with null_server(args.model_base_path.resolve(), args.server_cpu) as server:
         for users in (8, 16, 32):
             summary = measure(base, plans.Cell("closed", 1, users, None), server, args.loadgen_cpu, work)

@@ -61,23 +61,23 @@ class LoadResult:
 
     @property
     def throughput_rps(self) -> float:
-        return self.requests / self.elapsed_s if self.elapsed_s else 0.0
+        return _ratio(self.requests, self.elapsed_s)
 
     @property
     def images_per_s(self) -> float:
-        return self.images / self.elapsed_s if self.elapsed_s else 0.0
+        return _ratio(self.images, self.elapsed_s)
 
     @property
     def requests_per_cpu_s(self) -> float:
-        return self.requests / self.server_cpu_s if self.server_cpu_s else 0.0
+        return _ratio(self.requests, self.server_cpu_s)
 
     @property
     def images_per_cpu_s(self) -> float:
-        return self.images / self.server_cpu_s if self.server_cpu_s else 0.0
+        return _ratio(self.images, self.server_cpu_s)
 
     @property
     def cpu_us_per_request(self) -> float:
-        return 1e6 * self.server_cpu_s / self.requests if self.requests else 0.0
+        return 1e6 * _ratio(self.server_cpu_s, self.requests)
 
 
 @dataclass(frozen=True)
@@ -153,6 +153,8 @@ class BenchSummary:
     server_cpu: str
     client_cpu: str
     duration_s: float
+    server_kind: str  # from the servers' ready lines: always the embedded server here
+    device: str
     device_name: str
     utc: str
 
@@ -162,7 +164,7 @@ def _ratio(a: float, b: float) -> float:
 
 
 def summarize(rounds: list[RoundResult], wrong_answers: int, args: argparse.Namespace,
-              device_name: str) -> BenchSummary:
+              server: dict[str, str]) -> BenchSummary:
     """Median of each figure and of each per-round ratio (pure: tested with hand-made rounds)."""
     def median(values) -> float:
         return float(np.median(list(values)))
@@ -195,7 +197,8 @@ def summarize(rounds: list[RoundResult], wrong_answers: int, args: argparse.Name
         b1_batching_batch_mean=_median_known(r.b1_batching.server_batch_mean for r in rounds),
         wrong_answers=wrong_answers, errors=sum(p.errors for p in phases), rounds=len(rounds),
         server_cpu=args.server_cpu, client_cpu=args.client_cpu, duration_s=args.duration_s,
-        device_name=device_name, utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        server_kind=server.get("kind", ""), device=server.get("device", ""),
+        device_name=server.get("device_name", ""), utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 
 def _median_known(values) -> float | None:
@@ -379,7 +382,7 @@ def run_bench(args: argparse.Namespace) -> BenchSummary:
                    "null": ((), "null", (SERVED_B64,), False),
                    "null_batched": (batching, "null", (B1_64_CALLERS,), False)}
 
-        def measure_alone(name: str) -> tuple[list[LoadResult], str, int]:
+        def measure_alone(name: str) -> tuple[list[LoadResult], dict[str, str], int]:
             flags, backend, phases, checked = servers[name]
             with start_server(*common, *flags, backend=backend, cpu=args.server_cpu) as server:
                 bad = _wrong_answers(server.grpc_target, args.samples) if checked else 0
@@ -387,29 +390,26 @@ def run_bench(args: argparse.Namespace) -> BenchSummary:
                 for phase in phases:
                     # A discarded pass first: a fresh server's first seconds (thread pools growing,
                     # TensorFlow's kernels and caches warming) are slower than its steady state.
-                    _measure(server, payloads[phase.batch], phase, args, warmup_s=args.warmup_s, duration_s=1.0)
-                    results.append(_measure(server, payloads[phase.batch], phase, args))
-                return results, server.fields.get("device_name", ""), bad
+                    _measure(server, payloads[phase.batch], phase, args.warmup_s, 1.0)
+                    results.append(_measure(server, payloads[phase.batch], phase, args.warmup_s, args.duration_s))
+                return results, server.fields, bad
 
-        rounds, device_name = [], ""
+        rounds, served_by = [], {}
         for _ in range(args.rounds):
             in_process = _in_process_child(model_dir, args)
-            (served_b64, b1_none), device_name, bad_plain = measure_alone("plain")
+            (served_b64, b1_none), served_by, bad_plain = measure_alone("plain")
             (b1_batching,), _, bad_batched = measure_alone("batched")
             (null_b64,), _, _ = measure_alone("null")
             (null_b1,), _, _ = measure_alone("null_batched")
             wrong += bad_plain + bad_batched
             rounds.append(RoundResult(in_process_b64=in_process, served_b64=served_b64, b1_no_batching=b1_none,
                                       b1_batching=b1_batching, null_b1_batching=null_b1, null_b64=null_b64))
-        return summarize(rounds, wrong, args, device_name)
+        return summarize(rounds, wrong, args, served_by)
 
 
-def _measure(server, payloads: list[bytes], phase: Phase, args: argparse.Namespace,
-             warmup_s: float | None = None, duration_s: float | None = None) -> LoadResult:
-    return asyncio.run(_load(server.grpc_target, payloads, phase.concurrency,
-                             args.warmup_s if warmup_s is None else warmup_s,
-                             args.duration_s if duration_s is None else duration_s,
-                             phase.batch, server.proc.pid, server.rest_url))
+def _measure(server, payloads: list[bytes], phase: Phase, warmup_s: float, duration_s: float) -> LoadResult:
+    return asyncio.run(_load(server.grpc_target, payloads, phase.concurrency, warmup_s, duration_s, phase.batch,
+                             server.proc.pid, server.rest_url))
 
 
 BATCHING_PARAMETERS = ("max_batch_size { value: 64 }\nbatch_timeout_micros { value: 2000 }\n"
@@ -438,7 +438,8 @@ def format_summary(s: BenchSummary) -> str:
         f"(1) {s.cpu_ratio_served_vs_in_process:.2f}  (2) {s.cpu_ratio_batching_vs_none:.2f}  "
         f"(3) {s.cpu_ratio_model_vs_null:.2f}",
         f"median of {s.rounds} round(s) of {s.duration_s:.0f} s phases; server cpu {s.server_cpu} "
-        f"({s.device_name}), client cpu {s.client_cpu}; errors {s.errors}, wrong answers {s.wrong_answers}",
+        f"({s.server_kind} server, {s.device}: {s.device_name}), client cpu {s.client_cpu}; errors {s.errors}, "
+        f"wrong answers {s.wrong_answers}",
     ])
 
 

@@ -7,6 +7,10 @@ import argparse
 from serving.bench import LoadResult, RoundResult, format_summary, summarize
 
 
+# What the servers' ready lines said (serving.process.parse_ready_line).
+SERVER = {"kind": "embedded", "device": "cpu", "device_name": "cpu model"}
+
+
 def load(requests: int, images: int, p99_ms: float = 10.0, cpu_s: float = 2.0,
          batch_mean: float | None = None) -> LoadResult:
     return LoadResult(requests=requests, errors=0, images=images, elapsed_s=2.0, p50_latency_ms=1.0,
@@ -34,7 +38,7 @@ def test_ratios_are_medians_of_per_round_ratios():
         RoundResult(load(625, 40_000), load(625, 40_000), load(2000, 2000, 40.0), load(4000, 4000, 20.0),
                     load(4000, 4000), NULL_B64),
     ]
-    summary = summarize(rounds, wrong_answers=0, args=args, device_name="cpu model")
+    summary = summarize(rounds, wrong_answers=0, args=args, server=SERVER)
     assert round(summary.ratio_served_vs_in_process, 3) == 0.9
     assert summary.ratio_batching_vs_none == 2.0
     assert summary.ratio_model_vs_null == 0.75
@@ -44,7 +48,9 @@ def test_ratios_are_medians_of_per_round_ratios():
             summary.cpu_ratio_model_vs_null) == (0.9, 2.0, 0.75)
     assert summary.b1_batching_rps == 2000.0 and summary.rounds == 3
     assert summary.ratio_ranges == ((0.5, 1.0), (1.0, 3.0), (0.5, 1.0))
+    assert (summary.server_kind, summary.device, summary.device_name) == ("embedded", "cpu", "cpu model")
     text = format_summary(summary)
+    assert "(embedded server, cpu: cpu model)" in text
     assert "ratio 0.90" in text and "ratio 2.00" in text and "ratio 0.75" in text
 
 
@@ -68,8 +74,8 @@ def test_batch_size_is_the_median_of_the_rounds_that_report_one():
         return RoundResult(load(625, 40_000), load(563, 36_000), load(2000, 2000),
                            load(4000, 4000, batch_mean=batch_mean), load(8000, 8000), NULL_B64)
 
-    summary = summarize([round_with(20.0), round_with(None), round_with(30.0)], 0, args, "cpu")
+    summary = summarize([round_with(20.0), round_with(None), round_with(30.0)], 0, args, SERVER)
     assert summary.b1_batching_batch_mean == 25.0
     assert "batch: 25.0 rows" in format_summary(summary)
-    unknown = summarize([round_with(None)], 0, args, "cpu")
+    unknown = summarize([round_with(None)], 0, args, SERVER)
     assert unknown.b1_batching_batch_mean is None and "batch: not exposed" in format_summary(unknown)
