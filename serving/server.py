@@ -166,10 +166,11 @@ def _status_name(exc: BaseException) -> str:
     return exc.code if isinstance(exc, ServingError) else "INTERNAL"
 
 
-def decode_inputs(request: predict_pb2.PredictRequest) -> dict[str, np.ndarray]:
-    """Request TensorProtos -> arrays; undecodable tensors are INVALID_ARGUMENT."""
+def decode_inputs(request: predict_pb2.PredictRequest, max_bytes: int | None = None) -> dict[str, np.ndarray]:
+    """Request TensorProtos -> arrays; undecodable tensors, or typed values that would expand past
+    `max_bytes` (the request size limit), are INVALID_ARGUMENT."""
     try:
-        return {alias: to_numpy(proto) for alias, proto in request.inputs.items()}
+        return {alias: to_numpy(proto, max_bytes) for alias, proto in request.inputs.items()}
     except TensorConversionError as exc:
         raise ServingError("INVALID_ARGUMENT", str(exc)) from exc
 
@@ -196,7 +197,8 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         try:
             version, label = requested_version(request.model_spec)
             model, spec = self.core.resolve(name, version, label, request.model_spec.signature_name)
-            outputs = self.core.predict(model, spec, decode_inputs(request), list(request.output_filter))
+            inputs = decode_inputs(request, self.core.config.max_message_bytes)
+            outputs = self.core.predict(model, spec, inputs, list(request.output_filter))
             response = predict_pb2.PredictResponse()
             response.model_spec.name = name
             response.model_spec.version.value = model.version

@@ -112,13 +112,21 @@ def _typed_values(proto: tensor_pb2.TensorProto, codec: DtypeCodec, size: int) -
     return np.concatenate([flat, np.repeat(flat[-1:], size - count)])
 
 
-def to_numpy(proto: tensor_pb2.TensorProto) -> np.ndarray:
-    """Decode a TensorProto (tensor_content or typed fields) into an array of its own dtype."""
+def to_numpy(proto: tensor_pb2.TensorProto, max_expanded_bytes: int | None = None) -> np.ndarray:
+    """Decode a TensorProto (tensor_content or typed fields) into an array of its own dtype.
+
+    Typed fields may carry fewer values than the shape holds (TF repeats the last one, or fills with
+    zeros); `max_expanded_bytes` bounds what such a tensor may expand to, so a few bytes on the wire
+    cannot make the decoder allocate gigabytes.
+    """
     codec = CODECS_BY_ENUM.get(proto.dtype)
     if codec is None:
         raise TensorConversionError(f"unsupported tensor dtype {dtype_name(proto.dtype)}")
     shape = proto_shape(proto)
     size = math.prod(shape)
+    expanded = size * codec.numpy.itemsize
+    if max_expanded_bytes is not None and expanded > max_expanded_bytes:
+        _check_carried(proto, codec, shape, expanded, max_expanded_bytes)
     content = proto.tensor_content if codec.enum != types_pb2.DT_STRING else b""  # read once: each read copies
     if content:
         if len(content) != size * codec.numpy.itemsize:
@@ -127,6 +135,19 @@ def to_numpy(proto: tensor_pb2.TensorProto) -> np.ndarray:
                 f"{size * codec.numpy.itemsize}")
         return np.frombuffer(content, dtype=codec.numpy).reshape(shape)
     return _typed_values(proto, codec, size).reshape(shape)
+
+
+def _check_carried(proto: tensor_pb2.TensorProto, codec: DtypeCodec, shape: tuple[int, ...], expanded: int,
+                   limit: int) -> None:
+    """A tensor over the limit is fine only when its values are all on the wire (the message limit bounds
+    those); one that would expand a few typed values to that size is refused."""
+    carried = len(proto.tensor_content) if codec.enum != types_pb2.DT_STRING else 0
+    if carried == 0:
+        carried = len(getattr(proto, codec.field)) * codec.numpy.itemsize
+    if carried < expanded:
+        raise TensorConversionError(
+            f"tensor of shape {list(shape)} ({codec.name}) would expand to {expanded} bytes from the values it "
+            f"carries, more than the {limit} bytes a request may hold")
 
 
 def _set_shape(proto: tensor_pb2.TensorProto, shape: tuple[int, ...]) -> None:

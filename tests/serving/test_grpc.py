@@ -98,6 +98,12 @@ def _with_bad_content():
     return request
 
 
+def _with_values_expanding_past_the_size_limit():
+    request = _request()  # one typed value declared as 2**24 rows: 53 GB once expanded, a few bytes sent
+    request.inputs["images"].CopyFrom(tf.make_tensor_proto(0.5, dtype=tf.float32, shape=[1 << 24, 784]))
+    return request
+
+
 def _with_unknown_output():
     request = _request()
     request.output_filter.append("logits")
@@ -123,6 +129,8 @@ BAD_REQUESTS = {
     "wrong width": (lambda: _request(np.zeros((1, 783), np.float32)), "INVALID_ARGUMENT", "expects [-1,784]"),
     "empty batch": (lambda: _request(np.zeros((0, 784), np.float32)), "INVALID_ARGUMENT", "was 0"),
     "bad tensor_content": (_with_bad_content, "INVALID_ARGUMENT", "tensor_content holds 10 bytes"),
+    "expands past the size limit": (_with_values_expanding_past_the_size_limit, "INVALID_ARGUMENT",
+                                    "would expand to 52613349376 bytes"),
     "unknown output": (_with_unknown_output, "INVALID_ARGUMENT", "output tensor alias not found in signature: logits"),
 }
 

@@ -67,6 +67,17 @@ def test_fewer_typed_values_repeat_the_last_as_tensorflow_does():
     np.testing.assert_array_equal(to_numpy(proto), np.full((2, 2), 0.5, dtype=np.float32))
 
 
+def test_expansion_of_few_typed_values_is_bounded_but_values_on_the_wire_are_not():
+    splat = tf.make_tensor_proto(0.5, dtype=tf.float32, shape=[1000, 784])  # one value, 3,136,000 bytes expanded
+    assert to_numpy(splat).shape == (1000, 784)  # no limit asked for: expands as TensorFlow does
+    with pytest.raises(TensorConversionError, match=r"\[1000, 784\] \(float\) would expand to 3136000 bytes"):
+        to_numpy(splat, max_expanded_bytes=1_000_000)
+    carried = from_numpy(np.ones((1000, 784), np.float32))  # every value on the wire, typed or raw
+    assert to_numpy(carried, max_expanded_bytes=1_000_000).shape == (1000, 784)
+    raw = from_numpy(np.ones((1000, 784), np.float32), tensor_content=True)
+    assert to_numpy(raw, max_expanded_bytes=1_000_000).shape == (1000, 784)
+
+
 def test_bad_protos_are_refused():
     too_many = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, float_val=[1, 2, 3])
     too_many.tensor_shape.dim.add(size=2)
