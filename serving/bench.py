@@ -13,7 +13,8 @@ batching vs none, model vs null backend), measured in one run.
 Beside (1) it prints where the served path's time goes: the null backend at request batch 64
 measures the harness alone (gRPC, decoding, validation, encoding) in server CPU per request,
 which bounds ratio (1) even if the model ran inside the server exactly as fast as in-process;
-the rest of the gap is the model itself running slower between requests than in a tight loop.
+and it splits served, in-process and null CPU per request by kind of thread (TensorFlow's pools,
+Python's threads, native gRPC threads), which shows where the rest of the gap runs.
 
 Every server (real model without and with batching, null model without and with batching) and
 the in-process baseline run under `taskset -c --server_cpu`, one at a time: each round starts a
@@ -37,10 +38,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from serving.process import thread_cpu_s
 
 REPO = Path(__file__).resolve().parents[1]
 PREDICT_METHOD = "/tensorflow.serving.PredictionService/Predict"
@@ -58,6 +61,8 @@ class LoadResult:
     p99_latency_ms: float
     server_cpu_s: float = 0.0  # CPU time the serving process (or the in-process loop) used in the window
     server_batch_mean: float | None = None  # mean processed batch size in the window (batching servers)
+    # The same CPU time by kind of thread (serving.process.thread_cpu_s): TensorFlow's pools, Python's, native
+    server_thread_cpu_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def throughput_rps(self) -> float:
@@ -78,6 +83,10 @@ class LoadResult:
     @property
     def cpu_us_per_request(self) -> float:
         return 1e6 * _ratio(self.server_cpu_s, self.requests)
+
+    @property
+    def thread_cpu_us_per_request(self) -> dict[str, float]:
+        return {kind: 1e6 * _ratio(cpu_s, self.requests) for kind, cpu_s in self.server_thread_cpu_s.items()}
 
 
 @dataclass(frozen=True)
@@ -111,11 +120,6 @@ class RoundResult:
         return self.null_b64.cpu_us_per_request
 
     @property
-    def model_b64_cpu_us_in_server(self) -> float:
-        """Server CPU per batch-64 request of the real model, less the harness's share."""
-        return self.served_b64.cpu_us_per_request - self.harness_b64_cpu_us
-
-    @property
     def ceiling_served_vs_in_process(self) -> float:
         """Ratio (1) if the model cost exactly its in-process CPU inside the server and only the harness
         were added: in-process CPU per call / (that + harness CPU per request)."""
@@ -136,8 +140,12 @@ class BenchSummary:
     ratio_ranges: tuple[tuple[float, float], ...]  # (min, max) over rounds of each of the three ratios
     ceiling_served_vs_in_process: float
     harness_b64_cpu_us: float
-    model_b64_cpu_us_in_server: float
+    served_b64_cpu_us: float  # server CPU per batch-64 request, real model
     model_b64_cpu_us_in_process: float
+    # CPU per batch-64 request (per call in-process) by kind of thread: where the served path's excess runs
+    served_b64_thread_cpu_us: dict[str, float]
+    in_process_b64_thread_cpu_us: dict[str, float]
+    null_b64_thread_cpu_us: dict[str, float]
     p99_batching_not_worse: bool
     in_process_b64_images_per_s: float
     served_b64_images_per_s: float
@@ -183,8 +191,11 @@ def summarize(rounds: list[RoundResult], wrong_answers: int, args: argparse.Name
         ratio_ranges=tuple((min(r[i] for r in ratios), max(r[i] for r in ratios)) for i in range(3)),
         ceiling_served_vs_in_process=median(r.ceiling_served_vs_in_process for r in rounds),
         harness_b64_cpu_us=median(r.harness_b64_cpu_us for r in rounds),
-        model_b64_cpu_us_in_server=median(r.model_b64_cpu_us_in_server for r in rounds),
+        served_b64_cpu_us=median(r.served_b64.cpu_us_per_request for r in rounds),
         model_b64_cpu_us_in_process=median(r.in_process_b64.cpu_us_per_request for r in rounds),
+        served_b64_thread_cpu_us=_median_by_kind(r.served_b64 for r in rounds),
+        in_process_b64_thread_cpu_us=_median_by_kind(r.in_process_b64 for r in rounds),
+        null_b64_thread_cpu_us=_median_by_kind(r.null_b64 for r in rounds),
         p99_batching_not_worse=median(r.b1_batching.p99_latency_ms for r in rounds)
         <= median(r.b1_no_batching.p99_latency_ms for r in rounds),
         in_process_b64_images_per_s=median(r.in_process_b64.images_per_s for r in rounds),
@@ -204,6 +215,13 @@ def summarize(rounds: list[RoundResult], wrong_answers: int, args: argparse.Name
 def _median_known(values) -> float | None:
     known = [v for v in values if v is not None]
     return float(np.median(known)) if known else None
+
+
+def _median_by_kind(results) -> dict[str, float]:
+    """Median CPU per request of each kind of thread over the rounds that report it."""
+    per_round = [r.thread_cpu_us_per_request for r in results]
+    kinds = sorted({kind for figures in per_round for kind in figures})
+    return {kind: float(np.median([f[kind] for f in per_round if kind in f])) for kind in kinds}
 
 
 def _images(samples: str | None, n: int) -> np.ndarray:
@@ -267,31 +285,38 @@ async def _load(target: str, payloads: list[bytes], concurrency: int, warmup_s: 
                 errors += not ok
             n += concurrency
 
-    async def server_side() -> tuple[float, float | None]:
-        """CPU seconds the server process used between measure_from and stop_at, and the mean batch size
-        its metrics page reports for the same window."""
+    async def server_side() -> tuple[float, float | None, dict[str, float]]:
+        """CPU seconds the server process used between measure_from and stop_at (in all and by kind of
+        thread), and the mean batch size its metrics page reports for the same window."""
         if server_pid is None:
-            return 0.0, None
+            return 0.0, None, {}
         import psutil
 
         from loadtest import scrape
 
         process = psutil.Process(server_pid)
         await asyncio.sleep(max(0.0, measure_from - time.perf_counter()))
-        before = process.cpu_times()
+        before, threads_before = process.cpu_times(), thread_cpu_s(server_pid)
         metrics_before = await asyncio.to_thread(scrape.scrape, rest_url) if rest_url else None
         await asyncio.sleep(max(0.0, stop_at - time.perf_counter()))
-        after = process.cpu_times()
+        after, threads_after = process.cpu_times(), thread_cpu_s(server_pid)
         metrics_after = await asyncio.to_thread(scrape.scrape, rest_url) if rest_url else None
         batch_mean = scrape.cell_figures(metrics_before, metrics_after).batch_size_mean
-        return (after.user + after.system) - (before.user + before.system), batch_mean
+        return ((after.user + after.system) - (before.user + before.system), batch_mean,
+                _cpu_used(threads_before, threads_after))
 
-    *_, (cpu_s, batch_mean) = await asyncio.gather(*(worker(i) for i in range(concurrency)), server_side())
+    *_, (cpu_s, batch_mean, thread_cpu) = await asyncio.gather(*(worker(i) for i in range(concurrency)), server_side())
     await channel.close()
     lat_ms = np.array(latencies) * 1000 if latencies else np.zeros(1)
     ok_requests = len(latencies) - errors
     return LoadResult(ok_requests, errors, ok_requests * batch, duration_s,
-                      float(np.percentile(lat_ms, 50)), float(np.percentile(lat_ms, 99)), cpu_s, batch_mean)
+                      float(np.percentile(lat_ms, 50)), float(np.percentile(lat_ms, 99)), cpu_s, batch_mean,
+                      thread_cpu)
+
+
+def _cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Per-kind CPU seconds between two thread_cpu_s readings (threads that ended meanwhile are lost)."""
+    return {kind: max(0.0, after[kind] - before.get(kind, 0.0)) for kind in after}
 
 
 def _in_process(model_dir: str, batch: int, samples: str | None, warmup_s: float, duration_s: float) -> LoadResult:
@@ -305,12 +330,13 @@ def _in_process(model_dir: str, batch: int, samples: str | None, warmup_s: float
     while time.perf_counter() < end_warmup:
         fn(images=tf.constant(inputs[calls % len(inputs)]))["classes"].numpy()
         calls += 1
-    calls, start, cpu_start = 0, time.perf_counter(), time.process_time()
+    calls, start, cpu_start, threads_start = 0, time.perf_counter(), time.process_time(), thread_cpu_s(os.getpid())
     while time.perf_counter() - start < duration_s:
         fn(images=tf.constant(inputs[calls % len(inputs)]))["classes"].numpy()
         calls += 1
     elapsed = time.perf_counter() - start
-    return LoadResult(calls, 0, calls * batch, elapsed, 0.0, 0.0, time.process_time() - cpu_start)
+    return LoadResult(calls, 0, calls * batch, elapsed, 0.0, 0.0, time.process_time() - cpu_start,
+                      server_thread_cpu_s=_cpu_used(threads_start, thread_cpu_s(os.getpid())))
 
 
 def _in_process_child(model_dir: str, args: argparse.Namespace) -> LoadResult:
@@ -420,10 +446,12 @@ def format_summary(s: BenchSummary) -> str:
     return "\n".join([
         f"(1) batch 64: served {s.served_b64_images_per_s:,.0f} img/s / in-process {s.in_process_b64_images_per_s:,.0f}"
         f" img/s -> ratio {s.ratio_served_vs_in_process:.2f}  (target >= 0.85)",
-        f"    where (1)'s time goes, server CPU per batch-64 request: harness (null backend) "
-        f"{s.harness_b64_cpu_us:,.0f} us + model {s.model_b64_cpu_us_in_server:,.0f} us, against the model's "
-        f"{s.model_b64_cpu_us_in_process:,.0f} us per call in-process; with the harness alone (1) could reach "
-        f"{s.ceiling_served_vs_in_process:.2f}",
+        f"    where (1)'s time goes: served {s.served_b64_cpu_us:,.0f} us of server CPU per batch-64 request "
+        f"against {s.model_b64_cpu_us_in_process:,.0f} us per call in-process; the harness alone (null backend) "
+        f"costs {s.harness_b64_cpu_us:,.0f} us, so (1) could reach {s.ceiling_served_vs_in_process:.2f} if "
+        f"nothing else changed",
+        f"    by kind of thread, served / in-process / null backend (us per batch-64 request): "
+        f"{_by_kind(s.served_b64_thread_cpu_us, s.in_process_b64_thread_cpu_us, s.null_b64_thread_cpu_us)}",
         f"(2) batch 1 x 64 callers: batching {s.b1_batching_rps:,.0f} req/s (p99 {s.b1_batching_p99_ms:.1f} ms) / "
         f"none {s.b1_no_batching_rps:,.0f} req/s (p99 {s.b1_no_batching_p99_ms:.1f} ms) -> ratio "
         f"{s.ratio_batching_vs_none:.2f}  (target >= 2.0; p99 not worse: {s.p99_batching_not_worse})",
@@ -441,6 +469,13 @@ def format_summary(s: BenchSummary) -> str:
         f"({s.server_kind} server, {s.device}: {s.device_name}), client cpu {s.client_cpu}; errors {s.errors}, "
         f"wrong answers {s.wrong_answers}",
     ])
+
+
+def _by_kind(*columns: dict[str, float]) -> str:
+    kinds = sorted({kind for column in columns for kind in column})
+    if not kinds:
+        return "not measured (no /proc)"
+    return ", ".join(f"{kind} " + " / ".join(f"{c.get(kind, 0.0):,.0f}" for c in columns) for kind in kinds)
 
 
 def _span(bounds) -> str:

@@ -93,6 +93,44 @@ def _wait_ready(proc: subprocess.Popen, stderr_path: Path, timeout_s: float) -> 
     raise RuntimeError(f"server did not become ready within {timeout_s:.0f} s (exit code {proc.poll()}):\n{tail}")
 
 
+# Thread kinds `thread_cpu_s` reports; TensorFlow names its pools' threads tf_* (tf_Compute, ...).
+THREAD_KINDS = ("tensorflow", "python", "native")
+
+
+def _thread_kind(comm: str, process_comm: str) -> str:
+    if comm.startswith("tf_"):
+        return "tensorflow"
+    return "python" if comm == process_comm else "native"  # Python's threads keep the process's name
+
+
+def _stat_cpu_ticks(stat: str) -> tuple[str, int]:
+    """(comm, utime + stime in clock ticks) from one /proc/.../stat line (comm may hold spaces)."""
+    comm = stat[stat.index("(") + 1:stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2:].split()
+    return comm, int(fields[11]) + int(fields[12])  # stat fields 14 and 15; fields[0] is field 3
+
+
+def thread_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) the live threads of `pid` have used, by kind: `tensorflow` (its
+    thread pools), `python` (threads Python started) and `native` (other libraries' own threads, such
+    as gRPC's event engine). Linux /proc only: empty elsewhere or once the process is gone."""
+    task_dir = Path(f"/proc/{pid}/task")
+    try:
+        process_comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        tids = os.listdir(task_dir)
+    except OSError:
+        return {}
+    ticks = dict.fromkeys(THREAD_KINDS, 0)
+    for tid in tids:
+        try:
+            comm, used = _stat_cpu_ticks((task_dir / tid / "stat").read_text())
+        except OSError:  # the thread ended meanwhile
+            continue
+        ticks[_thread_kind(comm, process_comm)] += used
+    hz = os.sysconf("SC_CLK_TCK")
+    return {kind: n / hz for kind, n in ticks.items()}
+
+
 @contextmanager
 def start_server(*args: str, backend: str = "savedmodel", env: dict | None = None, cpu: int | str | None = None,
                  timeout_s: float = 120.0) -> Iterator[ServerHandle]:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+import os
+import subprocess
+import sys
+import threading
+import time
+
 from serving.bench import LoadResult, RoundResult, format_summary, summarize
+from serving.process import _stat_cpu_ticks, _thread_kind, thread_cpu_s
 
 
 # What the servers' ready lines said (serving.process.parse_ready_line).
@@ -12,9 +19,10 @@ SERVER = {"kind": "embedded", "device": "cpu", "device_name": "cpu model"}
 
 
 def load(requests: int, images: int, p99_ms: float = 10.0, cpu_s: float = 2.0,
-         batch_mean: float | None = None) -> LoadResult:
+         batch_mean: float | None = None, threads: dict[str, float] | None = None) -> LoadResult:
     return LoadResult(requests=requests, errors=0, images=images, elapsed_s=2.0, p50_latency_ms=1.0,
-                      p99_latency_ms=p99_ms, server_cpu_s=cpu_s, server_batch_mean=batch_mean)
+                      p99_latency_ms=p99_ms, server_cpu_s=cpu_s, server_batch_mean=batch_mean,
+                      server_thread_cpu_s=threads or {})
 
 
 def test_cpu_ratios_count_work_per_cpu_second():
@@ -63,8 +71,74 @@ def test_harness_share_bounds_ratio_one():
     rnd = RoundResult(load(625, 40_000), load(500, 32_000), load(100, 100), load(100, 100), load(100, 100),
                       NULL_B64)
     assert rnd.harness_b64_cpu_us == 500.0
-    assert rnd.model_b64_cpu_us_in_server == 3500.0  # 4000 us less the harness's 500
     assert round(rnd.ceiling_served_vs_in_process, 4) == round(3200 / 3700, 4)
+
+
+def test_cpu_by_kind_of_thread_is_per_request_and_the_median_over_rounds():
+    args = argparse.Namespace(server_cpu="0", client_cpu="1", duration_s=2.0)
+
+    def round_with(tf_s: float, python_s: float):
+        # 500 served requests: tf_s / 500 s of TensorFlow threads' CPU per request, likewise Python's
+        served = load(500, 32_000, threads={"tensorflow": tf_s, "python": python_s, "native": 0.05})
+        in_process = load(625, 40_000, threads={"tensorflow": 1.5, "python": 0.25})
+        return RoundResult(in_process, served, load(100, 100), load(100, 100), load(100, 100), NULL_B64)
+
+    summary = summarize([round_with(1.2, 0.5), round_with(1.3, 0.6), round_with(1.4, 0.4)], 0, args, SERVER)
+    assert summary.served_b64_thread_cpu_us == {"native": 100.0, "python": 1000.0, "tensorflow": 2600.0}
+    assert summary.in_process_b64_thread_cpu_us == {"python": 400.0, "tensorflow": 2400.0}
+    assert summary.null_b64_thread_cpu_us == {}
+    assert summary.served_b64_cpu_us == 4000.0
+    assert "native 100 / 0 / 0, python 1,000 / 400 / 0, tensorflow 2,600 / 2,400 / 0" in format_summary(summary)
+
+
+def _burn_s(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_thread_cpu_is_split_into_python_and_native_threads():
+    # A child that burns CPU on a Python thread only: its Python threads account for it, no other kind.
+    code = "import time\nend = time.thread_time() + 0.3\nwhile time.thread_time() < end: pass\ninput()"
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while thread_cpu_s(child.pid).get("python", 0.0) < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        used = thread_cpu_s(child.pid)
+        assert used["python"] >= 0.3 and used["tensorflow"] == 0.0 and used["native"] < 0.1
+    finally:
+        child.communicate("\n", timeout=30)
+    assert thread_cpu_s(child.pid) == {}  # the process is gone
+
+
+def test_a_python_thread_of_this_process_counts_as_python():
+    burned, release = threading.Event(), threading.Event()
+
+    def work() -> None:
+        _burn_s(0.3)
+        burned.set()
+        release.wait(30)  # stay alive: a thread's time leaves the live threads' total when it ends
+
+    before = thread_cpu_s(os.getpid())
+    worker = threading.Thread(target=work)
+    worker.start()
+    try:
+        assert burned.wait(30)
+        after = thread_cpu_s(os.getpid())
+    finally:
+        release.set()
+        worker.join()
+    assert after["python"] - before["python"] >= 0.25
+
+
+def test_stat_lines_whose_thread_name_holds_spaces_and_parentheses_parse():
+    # /proc/PID/stat: pid (comm) state ppid ... utime(14) stime(15) ...; comm may be "a) (b"
+    fields = ["S"] + ["0"] * 10 + ["120", "30"] + ["0"] * 5
+    assert _stat_cpu_ticks("42 (tf_a) (b) " + " ".join(fields)) == ("tf_a) (b", 150)
+    assert _thread_kind("tf_Compute", "python") == "tensorflow"
+    assert _thread_kind("python", "python") == "python"
+    assert _thread_kind("event_engine", "python") == "native"
 
 
 def test_batch_size_is_the_median_of_the_rounds_that_report_one():
