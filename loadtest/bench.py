@@ -24,18 +24,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import psutil
-
 from loadtest import plan as plans
 from loadtest import scrape
 from loadtest.sweep import Target, locust_command, run_locust
-from serving.process import start_server
+from serving.process import process_cpu_s, start_server
 
 
 @dataclass(frozen=True)
 class BenchServer:
     target: Target
-    process: psutil.Process  # to read the server's CPU time around each run
+    pid: int  # to read the server's CPU time around each run (taskset execs the server: same pid)
 
 
 @contextmanager
@@ -43,8 +41,10 @@ def null_server(model_base_path: Path, cpu: str, *flags: str, timeout_s: float =
     """A null-backend embedded server on free ports, pinned to `cpu`; yields a `BenchServer`."""
     with start_server("--model_name", "mnist", "--model_base_path", str(model_base_path), *flags,
                       backend="null", cpu=cpu, timeout_s=timeout_s) as server:
-        target = Target("null", "embedded", "cpu", "", server.grpc_target, server.rest_url, "mnist", "off", {}, {})
-        yield BenchServer(target, psutil.Process(server.proc.pid))  # taskset execs: same pid
+        fields = server.fields  # what the server's ready line says it is
+        target = Target("null", fields["kind"], fields["device"], fields["device_name"], server.grpc_target,
+                        server.rest_url, "mnist", "off", {}, {})
+        yield BenchServer(target, server.proc.pid)
 
 
 def measure(run: plans.RunSettings, cell: plans.Cell, server: BenchServer, cpu: str, work: Path) -> dict:
@@ -53,7 +53,7 @@ def measure(run: plans.RunSettings, cell: plans.Cell, server: BenchServer, cpu: 
     The server is idle while Locust starts, so its CPU seconds over the run divided by the
     warm-up plus measured time approximate its load during them.
     """
-    server_cpu_before = sum(server.process.cpu_times()[:2])
+    server_cpu_before = process_cpu_s(server.pid)
     metrics_before = scrape.scrape(server.target.rest_url)
     summary_path = work / f"{cell.mode}-{cell.concurrency or cell.rate_rps}-{time.monotonic_ns()}.json"
     command = ["taskset", "-c", cpu, *locust_command(run, cell, server.target, summary_path)]
@@ -61,7 +61,7 @@ def measure(run: plans.RunSettings, cell: plans.Cell, server: BenchServer, cpu: 
                         run.startup_timeout_s + run.warmup_s + run.measure_s + 60)
     if result.failure or result.summary is None:
         raise RuntimeError(f"locust run failed: {result.failure}")
-    server_cpu_s = sum(server.process.cpu_times()[:2]) - server_cpu_before
+    server_cpu_s = process_cpu_s(server.pid) - server_cpu_before
     figures = scrape.cell_figures(metrics_before, scrape.scrape(server.target.rest_url))
     return {**result.summary, "server_cpu_percent": 100 * server_cpu_s / (run.warmup_s + run.measure_s),
             "server_latency_mean_us": figures.extra.get("request_latency_mean_us")}
@@ -92,9 +92,10 @@ def run(args: argparse.Namespace) -> None:
     base = plans.RunSettings(warmup_s=1.0, measure_s=args.seconds, samples=str(args.samples), check="shape",
                              late_threshold_ms=2.0)
     work = Path(tempfile.mkdtemp(prefix="loadtest-bench-"))
-    print(f"embedded server (null backend, device cpu) on core {args.server_cpu}, one Locust process on core "
-          f"{args.loadgen_cpu}; {args.seconds:g} s measured per run")
     with null_server(args.model_base_path.resolve(), args.server_cpu) as server:
+        measured = server.target
+        print(f"{measured.kind} server (null backend, device {measured.device}: {measured.device_name}) on core "
+              f"{args.server_cpu}, one Locust process on core {args.loadgen_cpu}; {args.seconds:g} s measured per run")
         for users in (8, 16, 32):
             summary = measure(base, plans.Cell("closed", 1, users, None), server, args.loadgen_cpu, work)
             cpu = 100 * sum(summary["cpu_s_by_pid"].values()) / summary["measure_s"]

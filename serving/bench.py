@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from serving.process import thread_cpu_s
+from serving.process import process_cpu_s, start_server, thread_cpu_s
 
 REPO = Path(__file__).resolve().parents[1]
 PREDICT_METHOD = "/tensorflow.serving.PredictionService/Predict"
@@ -290,20 +290,16 @@ async def _load(target: str, payloads: list[bytes], concurrency: int, warmup_s: 
         thread), and the mean batch size its metrics page reports for the same window."""
         if server_pid is None:
             return 0.0, None, {}
-        import psutil
-
         from loadtest import scrape
 
-        process = psutil.Process(server_pid)
         await asyncio.sleep(max(0.0, measure_from - time.perf_counter()))
-        before, threads_before = process.cpu_times(), thread_cpu_s(server_pid)
+        before, threads_before = process_cpu_s(server_pid), thread_cpu_s(server_pid)
         metrics_before = await asyncio.to_thread(scrape.scrape, rest_url) if rest_url else None
         await asyncio.sleep(max(0.0, stop_at - time.perf_counter()))
-        after, threads_after = process.cpu_times(), thread_cpu_s(server_pid)
+        after, threads_after = process_cpu_s(server_pid), thread_cpu_s(server_pid)
         metrics_after = await asyncio.to_thread(scrape.scrape, rest_url) if rest_url else None
         batch_mean = scrape.cell_figures(metrics_before, metrics_after).batch_size_mean
-        return ((after.user + after.system) - (before.user + before.system), batch_mean,
-                _cpu_used(threads_before, threads_after))
+        return after - before, batch_mean, _cpu_used(threads_before, threads_after)
 
     *_, (cpu_s, batch_mean, thread_cpu) = await asyncio.gather(*(worker(i) for i in range(concurrency)), server_side())
     await channel.close()
@@ -353,9 +349,11 @@ def _in_process_child(model_dir: str, args: argparse.Namespace) -> LoadResult:
 
 
 def _latest_version_dir(base: str) -> str:
-    versions = sorted(int(p.name) for p in Path(base).iterdir() if p.name.isdigit())
+    from serving.model_source import versions_on_disk  # imports TensorFlow
+
+    versions = versions_on_disk(Path(base))
     if not versions:
-        raise ValueError(f"no version directory under {base}")
+        raise ValueError(f"no version directory with a saved_model.pb under {base}")
     return str(Path(base) / str(versions[-1]))
 
 
@@ -391,9 +389,6 @@ B1_64_CALLERS = Phase(1, 64)
 
 def run_bench(args: argparse.Namespace) -> BenchSummary:
     """Each round: the in-process baseline, then each server alone on the server core with its phases."""
-    sys.path.insert(0, str(REPO))
-    from serving.process import start_server
-
     model_dir = _latest_version_dir(args.model_base_path)
     common = ["--model_name", "mnist", "--model_base_path", args.model_base_path]
     payloads = {b: _payloads("mnist", b, args.samples or None) for b in (1, 64)}

@@ -20,9 +20,11 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 READY_PREFIX = "serving ready "
@@ -48,7 +50,6 @@ class ServerHandle:
     ready_line: str
     fields: dict[str, str]
     stderr_path: Path
-    argv: list[str] = field(default_factory=list)
 
     @property
     def grpc_target(self) -> str:
@@ -57,9 +58,6 @@ class ServerHandle:
     @property
     def rest_url(self) -> str:
         return f"http://{self.fields['rest']}"
-
-    def stderr_text(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
 
     def stop(self, timeout_s: float = 30.0) -> int:
         """SIGTERM, wait for the graceful drain, SIGKILL if it hangs; returns the exit code."""
@@ -103,32 +101,30 @@ def _thread_kind(comm: str, process_comm: str) -> str:
     return "python" if comm == process_comm else "native"  # Python's threads keep the process's name
 
 
-def _stat_cpu_ticks(stat: str) -> tuple[str, int]:
-    """(comm, utime + stime in clock ticks) from one /proc/.../stat line (comm may hold spaces)."""
-    comm = stat[stat.index("(") + 1:stat.rindex(")")]
-    fields = stat[stat.rindex(")") + 2:].split()
-    return comm, int(fields[11]) + int(fields[12])  # stat fields 14 and 15; fields[0] is field 3
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used so far, all its threads included."""
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
 
 
 def thread_cpu_s(pid: int) -> dict[str, float]:
     """CPU seconds (user + system) the live threads of `pid` have used, by kind: `tensorflow` (its
     thread pools), `python` (threads Python started) and `native` (other libraries' own threads, such
-    as gRPC's event engine). Linux /proc only: empty elsewhere or once the process is gone."""
-    task_dir = Path(f"/proc/{pid}/task")
+    as gRPC's event engine). Thread names come from Linux's /proc: empty elsewhere or once the
+    process is gone."""
     try:
+        threads = psutil.Process(pid).threads()
         process_comm = Path(f"/proc/{pid}/comm").read_text().strip()
-        tids = os.listdir(task_dir)
-    except OSError:
+    except (psutil.Error, OSError):
         return {}
-    ticks = dict.fromkeys(THREAD_KINDS, 0)
-    for tid in tids:
+    used = dict.fromkeys(THREAD_KINDS, 0.0)
+    for thread in threads:
         try:
-            comm, used = _stat_cpu_ticks((task_dir / tid / "stat").read_text())
+            comm = Path(f"/proc/{pid}/task/{thread.id}/comm").read_text().strip()
         except OSError:  # the thread ended meanwhile
             continue
-        ticks[_thread_kind(comm, process_comm)] += used
-    hz = os.sysconf("SC_CLK_TCK")
-    return {kind: n / hz for kind, n in ticks.items()}
+        used[_thread_kind(comm, process_comm)] += thread.user_time + thread.system_time
+    return used
 
 
 @contextmanager
@@ -150,7 +146,7 @@ def start_server(*args: str, backend: str = "savedmodel", env: dict | None = Non
     handle = None
     try:
         line = _wait_ready(proc, stderr_path, timeout_s)
-        handle = ServerHandle(proc, line, parse_ready_line(line), stderr_path, argv)
+        handle = ServerHandle(proc, line, parse_ready_line(line), stderr_path)
         yield handle
     finally:
         if handle is not None:

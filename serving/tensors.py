@@ -129,10 +129,10 @@ def to_numpy(proto: tensor_pb2.TensorProto, max_expanded_bytes: int | None = Non
         _check_carried(proto, codec, shape, expanded, max_expanded_bytes)
     content = proto.tensor_content if codec.enum != types_pb2.DT_STRING else b""  # read once: each read copies
     if content:
-        if len(content) != size * codec.numpy.itemsize:
+        if len(content) != expanded:
             raise TensorConversionError(
                 f"tensor_content holds {len(content)} bytes but shape {list(shape)} of {codec.name} needs "
-                f"{size * codec.numpy.itemsize}")
+                f"{expanded}")
         return np.frombuffer(content, dtype=codec.numpy).reshape(shape)
     return _typed_values(proto, codec, size).reshape(shape)
 
