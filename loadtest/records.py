@@ -15,9 +15,6 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-RECORD_SCHEMA_VERSION = 1
-
-
 @dataclass(frozen=True)
 class ServerLabel:
     """Exactly what was measured: which server, on which device, with which batching."""

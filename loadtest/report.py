@@ -25,11 +25,9 @@ from pathlib import Path
 from typing import Sequence
 
 from loadtest.records import CellResult
+from serving.state import KIND_NAMES
 from loadtest.size import (Series, SizingError, group_series, level_name, load_level, read_all,
                            unusable_reason, usable)
-
-KIND_NAMES = {"embedded": "embedded server", "tfserving-container": "TF Serving container"}
-
 
 class ReportError(Exception):
     """Bad input to the report: the CLI prints it as one line and exits non-zero."""

@@ -105,7 +105,7 @@ def run(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from serving.server import ServerConfig, run as serve, select_device
+    from serving.server import ServerConfig, select_device, serve
 
     models = model_entries(args)
     batching = batching_options(args)

@@ -151,9 +151,6 @@ class Task:
         self._ready = threading.Lock()
         self._ready.acquire()
 
-    def done(self) -> bool:
-        return self._answer is not None
-
     def answer(self, value: object) -> None:
         """Set the outputs (a dict) or the error (an exception), once; wakes the waiting thread."""
         if self._answer is None:

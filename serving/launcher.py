@@ -43,12 +43,12 @@ from serving.config import (
     cli_layer, compose_variables, generate, load_config,
 )
 from serving.process import READY_RE
-from serving.state import ServedEndpoint, read_state, state_file_path, write_state
+from serving.state import (CONTAINER_KIND, EMBEDDED_KIND, KIND_NAMES, ServedEndpoint, read_state, state_file_path,
+                           write_state)
 
 COMPOSE_FILE = REPO_ROOT / "docker" / "compose.yaml"
 COMPOSE_ENV_FILE = REPO_ROOT / "docker" / ".env"
 KINDS = ("auto", "container", "embedded")
-CONTAINER_KIND, EMBEDDED_KIND = "tfserving-container", "embedded"
 LOG_TAIL_LINES = 40
 # TensorFlow logs this when TF Serving creates a GPU device, e.g. "Created device
 # /job:localhost/replica:0/task:0/device:GPU:0 with 79078 MB memory:  -> device: 0, name: NVIDIA
@@ -546,7 +546,7 @@ def already_serving(request: StartRequest, existing: ServedEndpoint) -> bool:
 
 def describe(endpoint: ServedEndpoint) -> str:
     where = f"pid {endpoint.pid}" if endpoint.pid else f"container {(endpoint.container or '?')[:12]}"
-    kind = "TF Serving container" if endpoint.kind == CONTAINER_KIND else "embedded server"
+    kind = KIND_NAMES.get(endpoint.kind, endpoint.kind)
     version = endpoint.versions.get("model_version", "?")
     return (f"{kind} on {endpoint.device} ({endpoint.device_name}), {where}, grpc {endpoint.grpc_target}, "
             f"rest {endpoint.rest_url}, batching profile {endpoint.batching_profile}, "

@@ -121,6 +121,8 @@ class ServerMetrics:
         info.labels("embedded", device, device_name, batching_profile).set(1)
         self._latency_cells: dict[tuple[str, str, str], object] = {}  # labelled children, looked up once
         self._runtime_cells: dict[tuple[str, str, str], object] = {}
+        self._padding_cells: dict[tuple[str], object] = {}
+        self._queuing_cells: dict[tuple[str], object] = {}
 
     def record_request(self, model_name: str, api: str, entrypoint: str, status: str, latency_s: float) -> None:
         """One finished request: counted by status (TF Serving's code name); latency (us) only when OK, as TF
@@ -138,10 +140,10 @@ class ServerMetrics:
         """One processed batch: sizes, padding, and each task's time in the queue."""
         self._counters.inc(WRAPPED_RUN_COUNT, ())
         self.processed_batch_size.observe(stats.processed_size)
-        self.padding_size.labels(str(stats.processed_size)).observe(stats.padding)
+        _child(self._padding_cells, self.padding_size, (str(stats.processed_size),)).observe(stats.padding)
         for size in stats.input_sizes:
             self.input_batch_size.observe(size)
-        queuing = self.queuing_latency.labels(thread_pool_name)
+        queuing = _child(self._queuing_cells, self.queuing_latency, (thread_pool_name,))
         for delay_s in stats.queueing_delays_s:
             queuing.observe(delay_s * 1e6)
 

@@ -78,7 +78,7 @@ def _string_array(value, alias: str) -> np.ndarray:
     def convert(v):
         if isinstance(v, list):
             return [convert(x) for x in v]
-        if isinstance(v, dict) and set(v) == {"b64"}:
+        if _is_b64(v):
             return base64.b64decode(v["b64"])
         if isinstance(v, str):
             return v.encode()
@@ -104,7 +104,8 @@ def parse_predict_body(body: dict, spec: SignatureSpec) -> tuple[dict[str, np.nd
         inputs = body["inputs"]
         if isinstance(inputs, dict) and not _is_b64(inputs):
             return _named_arrays(inputs, spec), False
-        return {_single_input(spec): _to_array(inputs, _single_input(spec), spec)}, False
+        alias = _single_input(spec)
+        return {alias: _to_array(inputs, alias, spec)}, False
     instances = body["instances"]
     if not isinstance(instances, list):
         raise ServingError("INVALID_ARGUMENT", "Expecting 'instances' to be an list/array")
@@ -115,7 +116,8 @@ def parse_predict_body(body: dict, spec: SignatureSpec) -> tuple[dict[str, np.nd
         if any(set(i) != names for i in instances):
             raise ServingError("INVALID_ARGUMENT", "Expecting all instances to have the same named inputs")
         return _named_arrays({n: [i[n] for i in instances] for n in names}, spec), True
-    return {_single_input(spec): _to_array(instances, _single_input(spec), spec)}, True
+    alias = _single_input(spec)
+    return {alias: _to_array(instances, alias, spec)}, True
 
 
 def _is_b64(value) -> bool:

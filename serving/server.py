@@ -439,9 +439,4 @@ def serve(config: ServerConfig) -> int:
     return 0
 
 
-def run(config: ServerConfig) -> int:
-    """Serve in this thread until signalled."""
-    return serve(config)
-
-
-__all__ = ["ServerConfig", "ServingCore", "run", "serve", "select_device", "cpu_model_name", "server_info"]
+__all__ = ["ServerConfig", "ServingCore", "serve", "select_device", "cpu_model_name", "server_info"]

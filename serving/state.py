@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 DEFAULT_STATE_FILE = Path(".state/servers.json")
-SERVER_KINDS = ("embedded", "tfserving-container")
+EMBEDDED_KIND, CONTAINER_KIND = "embedded", "tfserving-container"
+# How reports and status lines name each kind of server.
+KIND_NAMES = {EMBEDDED_KIND: "embedded server", CONTAINER_KIND: "TF Serving container"}
 
 
 @dataclass(frozen=True)
@@ -23,7 +25,7 @@ class ServedEndpoint:
     """One running model server, described well enough to label every result measured on it."""
 
     name: str  # e.g. "cpu" or "gpu": the state file's key
-    kind: str  # one of SERVER_KINDS
+    kind: str  # a key of KIND_NAMES
     device: str  # "cpu" or "gpu"
     device_name: str  # CPU model string or GPU name, as the server reports it
     host: str

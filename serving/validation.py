@@ -58,9 +58,9 @@ def _check_one(index: int, alias: str, array: np.ndarray, spec: SignatureSpec) -
     tensor = spec.inputs[alias]
     codec = CODECS_BY_NUMPY.get(array.dtype)
     got = "string" if array.dtype == object else (codec.name if codec else str(array.dtype))
-    if got != dtype_name(tensor.dtype_enum):
-        raise ServingError("INVALID_ARGUMENT",
-                           f"Expects arg[{index}] to be {dtype_name(tensor.dtype_enum)} but {got} is provided")
+    want = dtype_name(tensor.dtype_enum)
+    if got != want:
+        raise ServingError("INVALID_ARGUMENT", f"Expects arg[{index}] to be {want} but {got} is provided")
     if tensor.shape is None:
         return
     if array.ndim != len(tensor.shape) or any(want >= 0 and got_dim != want
