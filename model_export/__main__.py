@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from model_export.data import SOURCES
+from model_export.data import SOURCES, DataUnavailable
 from model_export.export import ExportError, ExportOptions, run_export
 
 DEFAULTS = ExportOptions()
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     try:
         result = run_export(options)
-    except (ExportError, ValueError) as exc:
+    except (ExportError, DataUnavailable, ValueError) as exc:
         print(f"model_export: error: {exc}", file=sys.stderr)
         return 1
     data = result.metadata["data"]

@@ -44,6 +44,15 @@ def test_keras_only_source_raises_when_unavailable(monkeypatch):
         data.load_dataset("keras")
 
 
+def test_export_cli_reports_unavailable_full_mnist_in_one_line(monkeypatch, capsys, tmp_path):
+    from model_export import __main__ as cli
+
+    monkeypatch.setattr(data, "load_keras_mnist", lambda: (_ for _ in ()).throw(OSError("offline")))
+    assert cli.main(["--data", "keras", "--output_dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["model_export: error: full MNIST could not be loaded: offline"]
+
+
 def test_unknown_source_is_rejected():
     with pytest.raises(ValueError, match="unknown data source"):
         data.load_dataset("synthetic")
