@@ -17,8 +17,8 @@ import yaml
 
 from serving import config as cfg
 from serving.launcher import read_env_file
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "docker"
 COMPOSE = DOCKER / "compose.yaml"
 LOADGEN_COMPOSE = DOCKER / "loadgen.compose.yaml"

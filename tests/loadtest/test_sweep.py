@@ -24,8 +24,8 @@ from loadtest import stats
 from loadtest.records import CSV_COLUMNS, read_results
 from loadtest.sweep import Sweep, Target, locust_command, run_locust
 from serving.process import start_server
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 BATCHING = "max_batch_size { value: 64 }\nbatch_timeout_micros { value: 500 }\nnum_batch_threads { value: 2 }\n" \
            "max_enqueued_batches { value: 100 }\n"
 

@@ -93,7 +93,7 @@ def test_warmup_file_is_prediction_logs(exported_model, tf):
         assert [d.size for d in tensor.tensor_shape.dim][1] == 784
 
 
-def test_second_export_takes_next_version_and_leaves_first_alone(exported_model, tmp_path):
+def test_second_export_takes_next_version_and_leaves_first_alone(tmp_path):
     first = run_export_cli(tmp_path, *QUICK_EXPORT_ARGS[:2], "--epochs", "1", "--max_train_images", "300")
     assert first.returncode == 0, first.stderr[-2000:]
     before = (tmp_path / "mnist" / "1" / "saved_model.pb").read_bytes()

@@ -6,13 +6,17 @@ handful of processes (each costs a TensorFlow import) rather than one per test.
 
 from __future__ import annotations
 
+import urllib.request
 from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
+from google.protobuf import text_format
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from loadtest.scrape import METRICS_PATH
+from serving.config import BatchingProfile
 from serving.tensors import from_numpy
 from serving.process import start_server
 
@@ -24,18 +28,10 @@ def samples(exported_model) -> dict[str, np.ndarray]:
 
 
 def write_batching_file(path: Path, **fields) -> Path:
-    """A BatchingParameters text proto, as TF Serving reads it."""
-    lines = []
-    for name, value in fields.items():
-        if name == "allowed_batch_sizes":
-            lines += [f"allowed_batch_sizes: {v}" for v in value]
-        elif name == "pad_variable_length_inputs":
-            lines.append(f"{name}: {str(value).lower()}")
-        elif isinstance(value, bool):
-            lines.append(f"{name} {{ value: {str(value).lower()} }}")
-        else:
-            lines.append(f"{name} {{ value: {value} }}")
-    path.write_text("\n".join(lines) + "\n")
+    """A BatchingParameters text proto, as TF Serving reads it, written by the project's own config code."""
+    fields["allowed_batch_sizes"] = tuple(fields.get("allowed_batch_sizes", ()))
+    profile = BatchingProfile(name=path.stem, enable_batching=True, **fields)
+    path.write_text(text_format.MessageToString(profile.to_proto()))
     return path
 
 
@@ -77,6 +73,13 @@ def rpc_error(fn, *args, **kwargs) -> grpc.RpcError:
     with pytest.raises(grpc.RpcError) as info:
         fn(*args, **kwargs)
     return info.value
+
+
+def metrics_page(server) -> str:
+    """The server's Prometheus metrics page (`server` is anything with a `rest_url`)."""
+    with urllib.request.urlopen(server.rest_url + METRICS_PATH, timeout=10) as reply:
+        assert reply.status == 200
+        return reply.read().decode()
 
 
 def metric_value(page: str, name: str, labels: str = "") -> float:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -20,7 +19,14 @@ from serving.batching import (
 )
 from serving.errors import ServingError
 from serving.tensors import to_numpy
-from tests.serving.conftest import metric_value, predict_request, rpc_error, stub_for, write_batching_file
+from tests.serving.conftest import (
+    metric_value,
+    metrics_page,
+    predict_request,
+    rpc_error,
+    stub_for,
+    write_batching_file,
+)
 from serving.process import start_server
 
 
@@ -137,7 +143,7 @@ def test_model_error_reaches_every_task_of_the_batch(make_scheduler):
             future.result(timeout=5)
 
 
-def test_stop_processes_what_is_queued(make_scheduler):
+def test_stop_processes_what_is_queued():
     model = Recorder()
     scheduler = BatchScheduler(BatchingOptions(max_batch_size=8, batch_timeout_micros=30_000_000,
                                                num_batch_threads=1), model)
@@ -162,10 +168,6 @@ def test_parameters_tf_serving_refuses_are_refused(options, message):
 
 
 # --- against a running server -------------------------------------------------------------------
-
-
-def metrics_page(server) -> str:
-    return urllib.request.urlopen(server.rest_url + "/monitoring/prometheus/metrics", timeout=10).read().decode()
 
 
 def test_server_merges_concurrent_requests_and_pads_to_allowed_sizes(batching_server, samples):

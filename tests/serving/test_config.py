@@ -13,8 +13,8 @@ from serving import config as cfg
 from serving.tfs_protos import (
     DEFAULT_PROMETHEUS_PATH, load_batching_parameters, load_model_server_config, load_monitoring_config,
 )
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 WRAPPED = {"max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads",
            "thread_pool_name", "enable_large_batch_splitting", "max_execution_batch_size"}
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import urllib.request
-
 import grpc
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ from tensorflow_serving.apis import (
 )
 
 from serving.tensors import from_numpy, to_numpy
-from tests.serving.conftest import metric_value, predict_request, rpc_error, stub_for
+from tests.serving.conftest import metric_value, metrics_page, predict_request, rpc_error, stub_for
 
 
 @pytest.fixture(scope="module")
@@ -208,9 +206,9 @@ def test_other_rpcs_are_unimplemented_with_a_clear_message(stub, plain_server):
 
 def test_request_count_metric_by_status(stub, plain_server):
     def count(status: str) -> float:
-        page = urllib.request.urlopen(plain_server.rest_url + "/monitoring/prometheus/metrics", timeout=10).read()
+        page = metrics_page(plain_server)
         try:
-            return metric_value(page.decode(), ":tensorflow:serving:request_count",
+            return metric_value(page, ":tensorflow:serving:request_count",
                                 f'model_name="mnist",status="{status}"')
         except AssertionError:
             return 0.0

@@ -18,7 +18,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -26,8 +25,9 @@ import yaml
 
 from serving import launcher
 from serving.state import read_state
+from tests.conftest import REPO
+from tests.serving.conftest import metrics_page
 
-REPO = Path(__file__).resolve().parents[2]
 BROKEN = "fake docker: engine on fire"
 
 FAKE_DOCKER = r'''
@@ -225,8 +225,7 @@ def test_serve_cpu_without_docker_starts_the_embedded_server_once_and_stop_clear
     assert all(r.ok for r in records), [r.error for r in records]
 
     # The generated monitoring config turned on TF Serving's Prometheus endpoint.
-    with urllib.request.urlopen(f"{endpoint.rest_url}/monitoring/prometheus/metrics", timeout=10) as reply:
-        assert reply.status == 200 and ":tensorflow:serving:" in reply.read().decode()
+    assert ":tensorflow:serving:" in metrics_page(endpoint)  # metrics_page asserts HTTP 200
     # The compose file's container health check passes against this TF-Serving-compatible REST API.
     assert run_compose_health_check(endpoint.rest_port, endpoint.model_name).returncode == 0
     assert run_compose_health_check(endpoint.rest_port, "no-such-model").returncode != 0
@@ -307,7 +306,7 @@ def test_a_container_that_exits_prints_its_last_log_lines_and_is_removed(fake_mo
     assert bench.state() == {}
 
 
-def test_serve_gpu_with_docker_but_no_nvidia_runtime_and_no_gpu_names_both(fake_models, tmp_path, monkeypatch):
+def test_serve_gpu_with_docker_but_no_nvidia_runtime_and_no_gpu_names_both(fake_models, tmp_path):
     docker = launcher.DockerProbe(compose=("docker", "compose"), nvidia_runtime=False, server_version="28")
     no_gpu = launcher.TensorFlowGpus("2.21.0", built_with_cuda=True, gpu_names=())
     with pytest.raises(launcher.LaunchError, match="no NVIDIA runtime.*nvidia-container-toolkit.*sees no GPU"):
