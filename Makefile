@@ -29,10 +29,10 @@ test: setup
 
 # Benchmarks print ratios measured within one run, server and client pinned to different cores.
 bench-server: setup
-	$(PY) -m serving.bench --model_base_path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
+	$(PY) -m loadtest.benchmarks.server --model_base_path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
 
 bench-loadgen: setup
-	$(PY) -m loadtest.bench --model_base_path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
+	$(PY) -m loadtest.benchmarks.loadgen --model_base_path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
 
 clean-venv:
 	rm -rf $(VENV)
@@ -47,16 +47,16 @@ clean-venv:
 SERVE_ARGS = --batching $(BATCHING) --models_dir $(MODELS)
 
 serve: setup
-	$(PY) -m serving.launcher run --device cpu $(SERVE_ARGS)
+	$(PY) -m serving.deploy.launcher run --device cpu $(SERVE_ARGS)
 
 serve-cpu: setup
-	$(PY) -m serving.launcher start --device cpu $(SERVE_ARGS)
+	$(PY) -m serving.deploy.launcher start --device cpu $(SERVE_ARGS)
 
 serve-gpu: setup
-	$(PY) -m serving.launcher start --device gpu $(SERVE_ARGS)
+	$(PY) -m serving.deploy.launcher start --device gpu $(SERVE_ARGS)
 
 stop: setup
-	$(PY) -m serving.launcher stop
+	$(PY) -m serving.deploy.launcher stop
 
 
 # --- load tests: loadtest, locust-ui ---
@@ -73,7 +73,7 @@ loadtest: setup
 
 # Locust's web UI (http://127.0.0.1:$(LOCUST_WEB_PORT)) on the same locustfile, against the running server.
 locust-ui: setup
-	$(PY) -m loadtest.ui --web-port $(LOCUST_WEB_PORT) $(if $(LOCUST_HOST),--host $(LOCUST_HOST))
+	$(PY) -m loadtest.load.ui --web-port $(LOCUST_WEB_PORT) $(if $(LOCUST_HOST),--host $(LOCUST_HOST))
 
 
 # --- report, sizing and the demo ---
@@ -89,11 +89,11 @@ PRICES ?= loadtest/prices.example.toml
 
 report: setup
 	@test -n "$(RESULTS)" || { echo "make report: no results/*/results.jsonl yet: run make loadtest, or pass RESULTS=path/results.jsonl" >&2; exit 2; }
-	$(PY) -m loadtest.report $(RESULTS) $(if $(COMPARE),--compare $(COMPARE))
+	$(PY) -m loadtest.analysis.report $(RESULTS) $(if $(COMPARE),--compare $(COMPARE))
 
 size: setup
 	@test -n "$(RESULTS)" || { echo "make size: no results/*/results.jsonl yet: run make loadtest, or pass RESULTS=path/results.jsonl" >&2; exit 2; }
-	$(PY) -m loadtest.size --p99_ms $(P99_MS) $(if $(TARGET_IPS),--target_ips $(TARGET_IPS),--target_rps $(TARGET_RPS)) --headroom $(HEADROOM) --prices $(PRICES) $(RESULTS)
+	$(PY) -m loadtest.analysis.size --p99_ms $(P99_MS) $(if $(TARGET_IPS),--target_ips $(TARGET_IPS),--target_rps $(TARGET_RPS)) --headroom $(HEADROOM) --prices $(PRICES) $(RESULTS)
 
 # The one-command demo: whatever can serve here (the embedded server on CPU when there is no
 # Docker engine), the quick sweep, the report; the server is stopped however the sweep ends.

@@ -26,6 +26,6 @@ RUN python -m pip install --no-deps .
 RUN useradd --create-home locust
 USER locust
 
-ENV LOCUST_LOCUSTFILE=loadtest/locustfile.py \
+ENV LOCUST_LOCUSTFILE=loadtest/load/locustfile.py \
     LOCUST_MODE_WORKER=true
 ENTRYPOINT ["locust"]

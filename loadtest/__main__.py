@@ -1,4 +1,4 @@
-"""`python -m loadtest`: run a sweep plan against the running servers (see `loadtest.sweep`)."""
+"""`python -m loadtest`: run a sweep plan against the running servers (see `loadtest.sweep.runner`)."""
 
 from loadtest.cli import main
 

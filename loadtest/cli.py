@@ -13,8 +13,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from loadtest import plan as plans
-from loadtest.sweep import Interrupted, Sweep, SweepError, resolve_targets
+from loadtest.sweep import plan as plans
+from loadtest.sweep.runner import Interrupted, Sweep, SweepError, resolve_targets
 
 DEFAULT_PLAN = Path("loadtest/plans/quick.toml")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the probe imports TensorFlow: keep the console readable
@@ -72,7 +72,7 @@ def build_report_for(sweep: Sweep) -> None:
     """The report of what this sweep recorded, also after failed or interrupted cells."""
     if not sweep.results:
         return
-    from loadtest import report  # matplotlib is only needed once there is something to plot
+    from loadtest.analysis import report  # matplotlib is only needed once there is something to plot
 
     try:
         report.main([str(sweep.jsonl_path)])

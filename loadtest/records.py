@@ -1,6 +1,6 @@
 """Typed records of a sweep: one `CellResult` per measured cell, one JSON line each.
 
-The sweep (`loadtest.sweep`) computes a cell's summary once into a `CellResult` and appends it
+The sweep (`loadtest.sweep.runner`) computes a cell's summary once into a `CellResult` and appends it
 to `results/<UTC time>/results.jsonl`; the report and the sizing read the same records back with
 `read_results`. Field names carry their units. CSV is a derived view whose columns are declared
 once in `CSV_COLUMNS`.
@@ -14,6 +14,7 @@ import csv
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+
 
 @dataclass(frozen=True)
 class ServerLabel:
@@ -105,7 +106,7 @@ class CellResult:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, raw: dict) -> "CellResult":
+    def from_dict(cls, raw: dict) -> CellResult:
         values = dict(raw)
         values["server"] = ServerLabel(**raw["server"])
         values["load"] = LoadSpec(**raw["load"])

@@ -6,7 +6,7 @@ milliseconds. Histograms travel between processes encoded (compressed, base64) a
 a merged histogram equals one histogram of all the samples.
 
 Every function here is pure (no clock, no I/O), so tests check them with hand-computed numbers.
-Not for: collecting samples under load (see `loadtest.collector`) or talking to servers.
+Not for: collecting samples under load (see `loadtest.load.collector`) or talking to servers.
 """
 
 from __future__ import annotations

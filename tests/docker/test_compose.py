@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serving import config as cfg
-from serving.launcher import read_env_file
+from serving.deploy import config as cfg
+from serving.deploy.launcher import read_env_file
 from tests.conftest import REPO
 
 DOCKER = REPO / "docker"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loadtest import stats
-from loadtest.collector import WRONG_ANSWER, Aggregate, CallRecord, Collector
+from loadtest.load.collector import WRONG_ANSWER, Aggregate, CallRecord, Collector
 
 
 def record(intended: float, latency_us: float, *, late_s: float = 0.0, status: str = "OK", correct: int = 4):

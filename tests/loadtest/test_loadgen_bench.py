@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadtest.bench import delay_breakdown
+from loadtest.benchmarks.loadgen import delay_breakdown
 
 
 def run_summary(mean_ms: float, server_mean_us: float | None) -> dict:

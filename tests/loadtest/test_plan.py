@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest import plan as plans
+from loadtest.sweep import plan as plans
 
 PLANS = Path(__file__).resolve().parents[2] / "loadtest" / "plans"
 

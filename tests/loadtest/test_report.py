@@ -17,7 +17,7 @@ import pytest
 import websocket
 from matplotlib import image as mpimg
 
-from loadtest import report
+from loadtest.analysis import report
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RUNS = ("cpu-run", "gpu-run", "cpu-run-b")

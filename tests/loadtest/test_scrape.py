@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadtest import scrape
+from loadtest.sweep import scrape
 
 
 def page(batches: dict, queue_sum: float, queue_count: int, requests_ok: int) -> str:

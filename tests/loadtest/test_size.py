@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtest import size
-from loadtest.size import Capacity, MeasuredPoint, SizingError
+from loadtest.analysis import size
+from loadtest.analysis.size import Capacity, MeasuredPoint, SizingError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CPU = str(FIXTURES / "cpu-run" / "results.jsonl")
@@ -194,7 +194,7 @@ def test_json_output():
 def test_cli_errors_are_one_line_and_non_zero(argv, message, capsys):
     assert size.main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("loadtest.size: error: ") and message in err
+    assert err.count("\n") == 1 and err.startswith("loadtest.analysis.size: error: ") and message in err
 
 
 def test_unknown_price_field_is_a_cli_error(tmp_path, capsys):

@@ -19,11 +19,11 @@ import numpy as np
 import psutil
 import pytest
 
-from loadtest import plan as plans
 from loadtest import stats
 from loadtest.records import CSV_COLUMNS, read_results
-from loadtest.sweep import Sweep, Target, locust_command, run_locust
-from serving.process import start_server
+from loadtest.sweep import plan as plans
+from loadtest.sweep.runner import Sweep, Target, locust_command, run_locust
+from serving.deploy.process import start_server
 from tests.conftest import REPO
 
 BATCHING = "max_batch_size { value: 64 }\nbatch_timeout_micros { value: 500 }\nnum_batch_threads { value: 2 }\n" \

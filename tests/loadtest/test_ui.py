@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest import ui
-from serving.state import ServedEndpoint, write_state
+from loadtest.load import ui
+from serving.deploy.state import ServedEndpoint, write_state
 
 
 def endpoint(name: str, port: int) -> ServedEndpoint:
@@ -27,5 +27,5 @@ def test_host_comes_from_the_state_file(tmp_path):
 def test_web_ui_binds_loopback_on_the_same_locustfile():
     command = ui.locust_ui_command("grpc://127.0.0.1:8500", "models/mnist-samples.npz", 8089, ["--loglevel", "INFO"])
     assert command[command.index("--web-host") + 1] == "127.0.0.1"
-    assert command[command.index("-f") + 1].endswith("loadtest/locustfile.py")
+    assert command[command.index("-f") + 1].endswith("loadtest/load/locustfile.py")
     assert command[-2:] == ["--loglevel", "INFO"] and "--class-picker" in command

@@ -15,10 +15,10 @@ import pytest
 from google.protobuf import text_format
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-from loadtest.scrape import METRICS_PATH
-from serving.config import BatchingProfile
-from serving.tensors import from_numpy
-from serving.process import start_server
+from loadtest.sweep.scrape import METRICS_PATH
+from serving.deploy.config import BatchingProfile
+from serving.deploy.process import start_server
+from serving.protocol.tensors import from_numpy
 
 
 @pytest.fixture(scope="session")

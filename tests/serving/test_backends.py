@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from serving.backends import BACKENDS, BackendOptions, hold_until, load_model
+from serving.server.backends import BACKENDS, BackendOptions, hold_until, load_model
 
 
 def test_registry_names():

@@ -10,15 +10,16 @@ import grpc
 import numpy as np
 import pytest
 
-from serving.batching import (
+from serving.deploy.process import start_server
+from serving.protocol.tensors import to_numpy
+from serving.server.batching import (
     QUEUE_FULL_MESSAGE,
     BatchingOptions,
     BatchScheduler,
     check_options,
     padded_size,
 )
-from serving.errors import ServingError
-from serving.tensors import to_numpy
+from serving.server.errors import ServingError
 from tests.serving.conftest import (
     metric_value,
     metrics_page,
@@ -27,7 +28,6 @@ from tests.serving.conftest import (
     stub_for,
     write_batching_file,
 )
-from serving.process import start_server
 
 
 class Recorder:

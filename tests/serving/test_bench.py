@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import argparse
-
 import os
 import subprocess
 import sys
 import threading
 import time
 
-from serving.bench import LoadResult, RoundResult, format_summary, summarize
-from serving.process import _thread_kind, thread_cpu_s
+from loadtest.benchmarks.server import LoadResult, RoundResult, format_summary, summarize
+from serving.deploy.process import _thread_kind, thread_cpu_s
 
-
-# What the servers' ready lines said (serving.process.parse_ready_line).
+# What the servers' ready lines said (serving.deploy.process.parse_ready_line).
 SERVER = {"kind": "embedded", "device": "cpu", "device_name": "cpu model"}
 
 

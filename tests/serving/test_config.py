@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from serving import config as cfg
-from serving.tfs_protos import (
-    DEFAULT_PROMETHEUS_PATH, load_batching_parameters, load_model_server_config, load_monitoring_config,
+from serving.deploy import config as cfg
+from serving.protocol.protos import (
+    DEFAULT_PROMETHEUS_PATH,
+    load_batching_parameters,
+    load_model_server_config,
+    load_monitoring_config,
 )
 from tests.conftest import REPO
 
@@ -179,7 +182,7 @@ def test_regenerating_the_same_profile_leaves_files_untouched(config, tmp_path):
 
 def test_cli_prints_the_directory_and_rejects_bad_input(tmp_path):
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "serving.config", "--build_dir", str(tmp_path), *args],
+        return subprocess.run([sys.executable, "-m", "serving.deploy.config", "--build_dir", str(tmp_path), *args],
                               capture_output=True, text=True, cwd=REPO, timeout=60)
 
     done = cli("--profile", "cpu", "--models_dir", str(tmp_path / "m"))
@@ -191,5 +194,5 @@ def test_cli_prints_the_directory_and_rejects_bad_input(tmp_path):
     bad = cli("--profile", "cpu", "--set", "allowed_batch_sizes=4,8")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
-        "serving.config: profiles.cpu: Last entry in allowed_batch_sizes must match max_batch_size; "
+        "serving.deploy.config: profiles.cpu: Last entry in allowed_batch_sizes must match max_batch_size; "
         "last entry was 8; expected 1024"]

@@ -17,7 +17,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
-from serving.tensors import from_numpy, to_numpy
+from serving.protocol.tensors import from_numpy, to_numpy
 from tests.serving.conftest import metric_value, metrics_page, predict_request, rpc_error, stub_for
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from serving import launcher
-from serving.state import read_state
+from serving.deploy import launcher
+from serving.deploy.state import read_state
 from tests.conftest import REPO
 from tests.serving.conftest import metrics_page
 
@@ -77,7 +77,7 @@ def compose_up(service):
     command = [re.sub(r"--(port|rest_api_port)=(\d+)", lambda m: f"--{m[1]}={host_port[m[2]]}", a)
                for a in spec["command"]]
     log = open(HOME / f"{service}.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "serving", *command], stdout=log, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen([sys.executable, "-m", "serving.server", *command], stdout=log, stderr=subprocess.STDOUT,
                             cwd=os.environ["FAKE_DOCKER_REPO"], start_new_session=True)
     (HOME / f"{service}.pid").write_text(str(proc.pid))
 
@@ -136,7 +136,7 @@ def free_port() -> int:
 class Bench:
     """A scratch world for the launcher: its state file, build dir, fake docker and ports."""
 
-    created: list["Bench"] = []
+    created: list[Bench] = []
 
     def __init__(self, root: Path, models_dir: Path, mode: str = "broken", nvidia: bool = False):
         Bench.created.append(self)
@@ -156,7 +156,7 @@ class Bench:
         self.grpc_port, self.rest_port = free_port(), free_port()
 
     def launcher(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "serving.launcher", *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "serving.deploy.launcher", *args], capture_output=True, text=True,
                               cwd=REPO, env=self.env, timeout=timeout)
 
     def start(self, device: str = "cpu", batching: str = "off", *extra: str) -> subprocess.CompletedProcess:
@@ -204,7 +204,7 @@ def gpu_visible() -> bool:
 # ---------------------------------------------------------------- without Docker: the embedded server
 
 def test_serve_cpu_without_docker_starts_the_embedded_server_once_and_stop_clears_it(exported_model, tmp_path):
-    from loadtest.client import GrpcPredictClient, Samples
+    from loadtest.load.client import GrpcPredictClient, Samples
 
     bench = Bench(tmp_path, exported_model.output_dir, mode="broken")
     done = bench.start("cpu", "cpu")
@@ -362,7 +362,7 @@ def test_container_path_end_to_end_with_the_compose_files_own_command(exported_m
 def test_serve_in_the_foreground_is_recorded_while_it_runs_and_cleared_on_ctrl_c(exported_model, tmp_path):
     bench = Bench(tmp_path, exported_model.output_dir)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "serving.launcher", "run", "--batching", "off", "--models_dir",
+        [sys.executable, "-m", "serving.deploy.launcher", "run", "--batching", "off", "--models_dir",
          str(exported_model.output_dir), "--grpc_port", str(bench.grpc_port), "--rest_port", str(bench.rest_port)],
         cwd=REPO, env=bench.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)

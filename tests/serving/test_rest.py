@@ -9,7 +9,7 @@ import urllib.parse
 import numpy as np
 import pytest
 
-from serving.tensors import to_numpy
+from serving.protocol.tensors import to_numpy
 from tests.serving.conftest import predict_request, stub_for
 
 

@@ -18,9 +18,9 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 
-from serving.model_source import ModelEntry, aspired_versions
+from serving.deploy.process import REPO, start_server
+from serving.server.model_source import ModelEntry, aspired_versions
 from tests.serving.conftest import predict_request, rpc_error, stub_for, write_batching_file
-from serving.process import REPO, start_server
 
 READY = re.compile(r'^serving ready kind=embedded grpc=127\.0\.0\.1:\d+ rest=127\.0\.0\.1:\d+ model=\S+ version=\d+ '
                    r'device=(cpu|gpu) device_name="[^"]+" batching=(on|off)$')
@@ -100,7 +100,7 @@ def test_sigterm_finishes_in_flight_requests_and_exits_zero(exported_model):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "serving", "--port", "0", "--rest_api_port", "0", *args],
+    return subprocess.run([sys.executable, "-m", "serving.server", "--port", "0", "--rest_api_port", "0", *args],
                           capture_output=True, text=True, timeout=120, cwd=REPO,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
 

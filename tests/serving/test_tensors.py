@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
-from serving.tensors import TensorConversionError, from_numpy, to_numpy, write_tensor
+from serving.protocol.tensors import TensorConversionError, from_numpy, to_numpy, write_tensor
 
 ARRAYS = [
     np.arange(12, dtype=np.float32).reshape(3, 4) / 7,

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from tensorflow.core.framework import types_pb2
 
-from serving.backends import SignatureSpec, TensorSpec
-from serving.errors import HTTP_STATUS, ServingError
-from serving.model_source import entries_from_config
-from serving.validation import check_inputs, check_outputs
+from serving.server.backends import SignatureSpec, TensorSpec
+from serving.server.errors import HTTP_STATUS, ServingError
+from serving.server.model_source import entries_from_config
+from serving.server.validation import check_inputs, check_outputs
 
 SPEC = SignatureSpec(
     name="predict_images", method_name="tensorflow/serving/predict",
@@ -57,7 +57,7 @@ def test_http_codes_follow_tf_serving():
 
 
 def test_model_config_file_entries(tmp_path):
-    from serving.tfs_protos import load_model_server_config
+    from serving.protocol.protos import load_model_server_config
 
     path = tmp_path / "models.config"
     path.write_text('model_config_list { config { name: "mnist" base_path: "/m/mnist" model_platform: "tensorflow" '

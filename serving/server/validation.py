@@ -5,16 +5,16 @@ process (a oneDNN check failure), so every input is checked here first and refus
 status code and, where TF Serving has one, the wording TF Serving gives. Non-finite values are
 valid floats and pass through.
 
-Not for: decoding protos or JSON (see `serving.tensors`, `serving.rest`).
+Not for: decoding protos or JSON (see `serving.protocol.tensors`, `serving.server.rest`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from serving.backends import SignatureSpec
-from serving.errors import ServingError
-from serving.tensors import CODECS_BY_NUMPY, dtype_name
+from serving.protocol.tensors import CODECS_BY_NUMPY, dtype_name
+from serving.server.backends import SignatureSpec
+from serving.server.errors import ServingError
 
 
 def _shape_text(shape) -> str:

@@ -4,13 +4,13 @@ Each figure draws one line per series (device × batching profile × request bat
 mode) in the same colour across figures. Valid cells are filled markers joined by the line;
 invalid cells are hollow markers, failed cells are crosses at zero: shown, never dropped.
 
-Not for: deciding what is valid (the sweep did) or laying out the report (`loadtest.report`).
+Not for: deciding what is valid (the sweep did) or laying out the report (`loadtest.analysis.report`).
 """
 
 from __future__ import annotations
 
 import io
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator  # noqa: E402
 
-from loadtest.size import Series, level_name, load_level, usable  # noqa: E402
+from loadtest.analysis.size import Series, level_name, load_level, usable  # noqa: E402
 
 DPI = 100
 PALETTE = plt.get_cmap("tab20").colors

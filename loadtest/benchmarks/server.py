@@ -1,7 +1,7 @@
 """Performance check of the embedded server: the three performance ratios (served vs in-process,
 batching vs none, model vs null backend), measured in one run.
 
-    python -m serving.bench --model_base_path models/mnist [--samples models/mnist-samples.npz]
+    python -m loadtest.benchmarks.server --model_base_path models/mnist [--samples models/mnist-samples.npz]
 
 (1) at request batch 64: served images/s / images/s of the same SavedModel called in-process
     (target >= 0.85);
@@ -43,9 +43,9 @@ from pathlib import Path
 
 import numpy as np
 
-from serving.process import process_cpu_s, start_server, thread_cpu_s
+from serving.deploy.process import process_cpu_s, start_server, thread_cpu_s
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PREDICT_METHOD = "/tensorflow.serving.PredictionService/Predict"
 
 
@@ -61,7 +61,7 @@ class LoadResult:
     p99_latency_ms: float
     server_cpu_s: float = 0.0  # CPU time the serving process (or the in-process loop) used in the window
     server_batch_mean: float | None = None  # mean processed batch size in the window (batching servers)
-    # The same CPU time by kind of thread (serving.process.thread_cpu_s): TensorFlow's pools, Python's, native
+    # The same CPU time by kind of thread (serving.deploy.process.thread_cpu_s): TensorFlow's pools, Python's, native
     server_thread_cpu_s: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -244,7 +244,7 @@ def _payloads(model: str, batch: int, samples: str | None) -> list[bytes]:
     """Serialized PredictRequests (tensor_content, as tf.make_tensor_proto sends), built once."""
     from tensorflow_serving.apis import predict_pb2
 
-    from serving.tensors import from_numpy
+    from serving.protocol.tensors import from_numpy
 
     out = []
     for rows in _batches(batch, samples):
@@ -290,7 +290,7 @@ async def _load(target: str, payloads: list[bytes], concurrency: int, warmup_s: 
         thread), and the mean batch size its metrics page reports for the same window."""
         if server_pid is None:
             return 0.0, None, {}
-        from loadtest import scrape
+        from loadtest.sweep import scrape
 
         await asyncio.sleep(max(0.0, measure_from - time.perf_counter()))
         before, threads_before = process_cpu_s(server_pid), thread_cpu_s(server_pid)
@@ -337,7 +337,7 @@ def _in_process(model_dir: str, batch: int, samples: str | None, warmup_s: float
 
 def _in_process_child(model_dir: str, args: argparse.Namespace) -> LoadResult:
     """The in-process baseline in its own process, pinned to the server's core."""
-    cmd = ["taskset", "-c", args.server_cpu, sys.executable, "-m", "serving.bench", "--_in_process", model_dir,
+    cmd = ["taskset", "-c", args.server_cpu, sys.executable, "-m", "loadtest.benchmarks.server", "--_in_process", model_dir,
            "--batch", "64", "--warmup_s", str(args.warmup_s), "--duration_s", str(args.duration_s)]
     if args.samples:
         cmd += ["--samples", args.samples]
@@ -349,7 +349,7 @@ def _in_process_child(model_dir: str, args: argparse.Namespace) -> LoadResult:
 
 
 def _latest_version_dir(base: str) -> str:
-    from serving.model_source import versions_on_disk  # imports TensorFlow
+    from serving.server.model_source import versions_on_disk  # imports TensorFlow
 
     versions = versions_on_disk(Path(base))
     if not versions:
@@ -364,7 +364,7 @@ def _wrong_answers(target: str, samples: str | None) -> int:
     import grpc
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-    from serving.tensors import from_numpy, to_numpy
+    from serving.protocol.tensors import from_numpy, to_numpy
 
     data = np.load(samples)
     request = predict_pb2.PredictRequest()
@@ -478,7 +478,7 @@ def _span(bounds) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m serving.bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m loadtest.benchmarks.server", description=__doc__.splitlines()[0])
     p.add_argument("--model_base_path", default="models/mnist")
     p.add_argument("--samples", default="", help="npz with `images` (default: random pixels)")
     p.add_argument("--server_cpu", default="0")
@@ -516,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(argv)
     except (ValueError, RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
-        print(f"serving.bench: error: {exc}", file=sys.stderr)
+        print(f"loadtest.benchmarks.server: error: {exc}", file=sys.stderr)
         return 2
 
 

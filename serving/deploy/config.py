@@ -11,15 +11,15 @@ profile into one directory:
 - `monitoring.config`        MonitoringConfig text proto (`--monitoring_config_file`)
 - `compose.env`              the variables docker/compose.yaml reads, for running compose by hand
 
-The embedded server (`python -m serving`) and the TF Serving containers read these very files.
+The embedded server (`python -m serving.server`) and the TF Serving containers read these very files.
 Paths inside them are absolute host paths; the containers mount the models and this directory
 at the same absolute paths, so one file is valid in both places (tensorflow_model_server
 rejects relative model base paths).
 
-Not for: starting servers (see `serving.launcher`) or reading the files back at serving time
-(see `serving.tfs_protos`).
+Not for: starting servers (see `serving.deploy.launcher`) or reading the files back at serving time
+(see `serving.protocol.protos`).
 
-CLI: `python -m serving.config --profile cpu [--models_dir models] [--set max_batch_size=64]`
+CLI: `python -m serving.deploy.config --profile cpu [--models_dir models] [--set max_batch_size=64]`
 prints the generated directory.
 """
 
@@ -30,16 +30,17 @@ import os
 import re
 import sys
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from google.protobuf import text_format
 
-from serving.tfs_protos import DEFAULT_PROMETHEUS_PATH, BatchingParameters, MonitoringConfig
+from serving.protocol.protos import DEFAULT_PROMETHEUS_PATH, BatchingParameters, MonitoringConfig
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG_FILE = Path(__file__).resolve().with_name("serving.toml")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG_FILE = REPO_ROOT / "serving" / "serving.toml"
 DEFAULT_BUILD_DIR = REPO_ROOT / "build" / "serving"
 DEVICES = ("cpu", "gpu")
 CPU_CORES = "cpu_cores"  # symbolic value in the TOML, resolved when the files are generated
@@ -479,7 +480,7 @@ def cli_layer(args: argparse.Namespace) -> dict:
 
 
 def run(argv: list[str] | None = None) -> ServingFiles:
-    parser = argparse.ArgumentParser(prog="python -m serving.config", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m serving.deploy.config", description=__doc__.splitlines()[0])
     add_config_arguments(parser)
     parser.add_argument("--profile", default="off", help="batching profile name (make BATCHING=...)")
     args = parser.parse_args(argv)
@@ -492,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         files = run(argv)
     except ValueError as exc:
-        print(f"serving.config: {exc}", file=sys.stderr)
+        print(f"serving.deploy.config: {exc}", file=sys.stderr)
         return 2
     print(files.directory)
     return 0

@@ -24,13 +24,13 @@ import numpy as np
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2, model_pb2
 
-from serving.backends import SignatureSpec
-from serving.errors import ServingError
-from serving.server import ServingCore, model_metadata, model_status, server_info
-from serving.tensors import CODECS_BY_ENUM
-from serving.validation import check_input_names
+from serving.protocol.tensors import CODECS_BY_ENUM
+from serving.server.app import ServingCore, model_metadata, model_status, server_info
+from serving.server.backends import SignatureSpec
+from serving.server.errors import ServingError
+from serving.server.validation import check_input_names
 
-log = logging.getLogger("serving.rest")
+log = logging.getLogger("serving.server.rest")
 
 _MODEL_PATH = re.compile(
     r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>-?\d+)|/labels/(?P<label>[^/:]+))?"
@@ -193,7 +193,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802  (the stdlib's name)
         try:
             if self.path == self.core.config.monitoring_path:
-                from serving.metrics import CONTENT_TYPE
+                from serving.server.metrics import CONTENT_TYPE
 
                 self._send(200, self.core.metrics.exposition(), CONTENT_TYPE)
                 return

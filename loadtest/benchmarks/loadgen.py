@@ -1,6 +1,6 @@
 """Benchmark of the load generator itself, against the embedded server's null backend.
 
-`python -m loadtest.bench` starts `python -m serving --backend null` pinned to one core and one
+`python -m loadtest.benchmarks.loadgen` starts `python -m serving.server --backend null` pinned to one core and one
 Locust process pinned to another (`taskset -c`), then prints, all measured within this one run:
 
 1. requests/s one Locust process sustains, closed loop at 8, 16 and 32 users (no-op server);
@@ -11,7 +11,7 @@ Locust process pinned to another (`taskset -c`), then prints, all measured withi
    closed loop's users wait with the server, so only a handful of requests see it (coordinated
    omission).
 
-Not for: measuring a real model (see `loadtest.sweep`).
+Not for: measuring a real model (see `loadtest.sweep.runner`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from loadtest import plan as plans
-from loadtest import scrape
-from loadtest.sweep import Target, locust_command, run_locust
-from serving.process import process_cpu_s, start_server
+from loadtest.sweep import plan as plans
+from loadtest.sweep import scrape
+from loadtest.sweep.runner import Target, locust_command, run_locust
+from serving.deploy.process import process_cpu_s, start_server
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m loadtest.benchmarks.loadgen", description=__doc__.splitlines()[0])
     parser.add_argument("--model_base_path", type=Path, default=Path("models/mnist"))
     parser.add_argument("--samples", type=Path, default=Path("models/mnist-samples.npz"))
     parser.add_argument("--server-cpu", default="0")

@@ -9,9 +9,9 @@ Measured points are the evidence: capacity is interpolated only between two meas
 valid monotone series and never extrapolated past the highest one; invalid or failed cells are
 never used (they are listed). Where the measurements cannot answer, the answer says so.
 
-Not for: drawing plots or writing the report (`loadtest.report`), or measuring anything.
+Not for: drawing plots or writing the report (`loadtest.analysis.report`), or measuring anything.
 
-    python -m loadtest.size --p99_ms 50 --target_rps 5000 [--headroom 0.2] \
+    python -m loadtest.analysis.size --p99_ms 50 --target_rps 5000 [--headroom 0.2] \
         [--prices loadtest/prices.example.toml] results/*/results.jsonl
 """
 
@@ -22,13 +22,13 @@ import json
 import math
 import sys
 import tomllib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Sequence
 
 from loadtest.records import CellResult, read_results
 
-DEFAULT_PRICES = Path(__file__).with_name("prices.example.toml")
+DEFAULT_PRICES = Path(__file__).resolve().parents[1] / "prices.example.toml"
 PRICE_FIELDS = {"currency", "example", "note", "device", "device_name"}
 UNITS = {"rps": "requests/s", "ips": "images/s"}
 
@@ -386,7 +386,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = _Parser(prog="python -m loadtest.size", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="python -m loadtest.analysis.size", description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="+", type=Path, help="results.jsonl files of sweeps")
     parser.add_argument("--p99_ms", type=float, required=True, help="latency objective: p99 <= this")
     target = parser.add_mutually_exclusive_group(required=True)
@@ -441,7 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _, text = run(argv)
     except SizingError as exc:
-        print(f"loadtest.size: error: {exc}", file=sys.stderr)
+        print(f"loadtest.analysis.size: error: {exc}", file=sys.stderr)
         return 2
     print(text)
     return 0

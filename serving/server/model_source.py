@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from serving.backends import LoadedModel
-from serving.errors import ServingError
+from serving.server.backends import LoadedModel
+from serving.server.errors import ServingError
 
 log = logging.getLogger("serving")
 

@@ -3,11 +3,11 @@
 Layers, later wins: the dataclass defaults below -> the plan file (TOML, `loadtest/plans/*.toml`)
 -> `LOADTEST_<FIELD>` environment variables for the `[run]` fields (e.g. `LOADTEST_MEASURE_S=3`)
 -> command-line flags of `python -m loadtest`. Servers come from the state file that `make
-serve-*` writes (`serving.state`), narrowed by `[servers] names`, or are given explicitly as
+serve-*` writes (`serving.deploy.state`), narrowed by `[servers] names`, or are given explicitly as
 targets.
 
 Fixed rules (validity thresholds, histogram precision) live in `loadtest.stats`, apart from what
-users tune here. Not for: running anything (see `loadtest.sweep`).
+users tune here. Not for: running anything (see `loadtest.sweep.runner`).
 """
 
 from __future__ import annotations

@@ -3,14 +3,14 @@
 `ServingCore` is what both protocols call: resolve the model version, check the signature and
 inputs (before TensorFlow sees anything), then run alone or through the batch scheduler. The
 gRPC layer (`PredictionService`, `ModelService` from tensorflow-serving-api) and the REST layer
-(`serving.rest`) only convert to and from arrays and status codes.
+(`serving.server.rest`) only convert to and from arrays and status codes.
 
 gRPC uses grpc's synchronous server: each in-flight request holds one thread of a pool of
 `--grpc_max_threads` (measured here, a Python sync server costs about half the CPU per call of
 grpc.aio). Without batching the model runs on that thread, as TF Serving runs it on its RPC
 thread; with batching the thread enqueues and waits while batch threads run the model.
 
-Not for: command-line parsing (`serving.__main__`) or tensor encoding (`serving.tensors`).
+Not for: command-line parsing (`serving.server.__main__`) or tensor encoding (`serving.protocol.tensors`).
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ from tensorflow_serving.apis import (
 )
 
 from model_export.provenance import cpu_model_name
-from serving.backends import DEFAULT_SIGNATURE, BackendOptions, LoadedModel, load_model
-from serving.batching import BatchingOptions, BatchScheduler
-from serving.errors import ServingError
-from serving.metrics import ServerMetrics
-from serving.model_source import ModelEntry, ModelSource
-from serving.tensors import TensorConversionError, to_numpy, write_tensor
-from serving.validation import check_inputs, check_outputs
+from serving.protocol.tensors import TensorConversionError, to_numpy, write_tensor
+from serving.server.backends import DEFAULT_SIGNATURE, BackendOptions, LoadedModel, load_model
+from serving.server.batching import BatchingOptions, BatchScheduler
+from serving.server.errors import ServingError
+from serving.server.metrics import ServerMetrics
+from serving.server.model_source import ModelEntry, ModelSource
+from serving.server.validation import check_inputs, check_outputs
 
 log = logging.getLogger("serving")
 
@@ -398,7 +398,7 @@ def ready_line(config: ServerConfig, grpc_port: int, rest_port: int, source: Mod
 
 def serve(config: ServerConfig) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code (0 after a graceful drain)."""
-    from serving.rest import RestServer
+    from serving.server.rest import RestServer
 
     metrics = ServerMetrics(config.device, config.device_name, config.batching_profile)
     source = ModelSource(list(config.models), lambda entry, version: load_and_warm(config, entry, version),

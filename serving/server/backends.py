@@ -7,7 +7,7 @@ Two backends behind one small interface (load, run, name, version), chosen from 
   lets tests provoke queueing) with the exact same request path as the real model.
 
 Both read the signatures from `saved_model.pb` itself, so validation and metadata never depend
-on the backend. Not for: request validation, batching or protocols (see `serving.server`).
+on the backend. Not for: request validation, batching or protocols (see `serving.server.app`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
-from serving.tensors import CODECS_BY_ENUM
+from serving.protocol.tensors import CODECS_BY_ENUM
 
 SERVE_TAG = "serve"
 DEFAULT_SIGNATURE = "serving_default"

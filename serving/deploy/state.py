@@ -4,7 +4,7 @@ One JSON file (default `.state/servers.json`, overridable with `$SERVING_STATE_F
 one record per running server, keyed by its name (`cpu`, `gpu`, ...). Written atomically
 (temporary file, then rename) so a reader never sees half a file.
 
-Not for: starting or stopping servers (see `serving.launcher`).
+Not for: starting or stopping servers (see `serving.deploy.launcher`).
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ when earlier reports exist: nothing is overwritten. Every table says what was me
 kind, device name, batching profile, versions); invalid and failed cells are drawn hollow or as
 crosses and listed with their reasons, never dropped.
 
-Not for: sizing (`loadtest.size`, whose series grouping this shares) or measuring anything.
+Not for: sizing (`loadtest.analysis.size`, whose series grouping this shares) or measuring anything.
 
-    python -m loadtest.report RESULTS.jsonl... [--compare OTHER.jsonl...] [--out DIR]
+    python -m loadtest.analysis.report RESULTS.jsonl... [--compare OTHER.jsonl...] [--out DIR]
 """
 
 from __future__ import annotations
@@ -19,15 +19,24 @@ import base64
 import html
 import itertools
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Sequence
 
+from loadtest.analysis.size import (
+    Series,
+    SizingError,
+    group_series,
+    level_name,
+    load_level,
+    read_all,
+    unusable_reason,
+    usable,
+)
 from loadtest.records import CellResult
-from serving.state import KIND_NAMES
-from loadtest.size import (Series, SizingError, group_series, level_name, load_level, read_all,
-                           unusable_reason, usable)
+from serving.deploy.state import KIND_NAMES
+
 
 class ReportError(Exception):
     """Bad input to the report: the CLI prints it as one line and exits non-zero."""
@@ -257,7 +266,7 @@ def _validity(c: CellResult | None) -> str:
 def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = (),
                  sources: Sequence[Path] = ()) -> Report:
     """Every table and figure of the report, computed once; rendering only formats them."""
-    from loadtest import plots  # matplotlib is slow to import; only the report needs it
+    from loadtest.analysis import plots  # matplotlib is slow to import; only the report needs it
 
     series = group_series(results)
     labels = series_labels(series)
@@ -282,7 +291,7 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
     if compare:
         blocks.append(compare_table(results, compare))
     blocks.append(cells_table(series, labels, only_unusable=False))
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     intro = (f"Generated {now} from {', '.join(str(p) for p in sources) or 'results'}"
              f" ({len(results)} cells in {len(series)} series"
              f"{f'; compared with {len(compare)} cells' if compare else ''}).",
@@ -381,7 +390,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = _Parser(prog="python -m loadtest.report", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="python -m loadtest.analysis.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="+", type=Path, help="results.jsonl files to report")
     parser.add_argument("--compare", nargs="+", type=Path, default=[],
                         help="results.jsonl files of another run to compare against")
@@ -405,7 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         html_path, md_path = run(argv)
     except (ReportError, OSError) as exc:
-        print(f"loadtest.report: error: {exc}", file=sys.stderr)
+        print(f"loadtest.analysis.report: error: {exc}", file=sys.stderr)
         return 2
     print(f"report: {html_path}\nsummary: {md_path}")
     return 0

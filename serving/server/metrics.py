@@ -17,7 +17,7 @@ import threading
 
 import prometheus_client
 
-from serving.batching import BatchStats
+from serving.server.batching import BatchStats
 
 prometheus_client.disable_created_metrics()
 

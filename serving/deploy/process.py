@@ -1,4 +1,4 @@
-"""Start a real `python -m serving` process on free ports, and always stop it; parse its ready line.
+"""Start a real `python -m serving.server` process on free ports, and always stop it; parse its ready line.
 
 Shared by the benchmarks, the launcher and the tests, so the ready line has one parser.
 
@@ -19,14 +19,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 READY_PREFIX = "serving ready "
 READY_RE = re.compile(
     r"serving ready kind=(?P<kind>\S+) grpc=(?P<grpc>\S+) rest=(?P<rest>\S+) model=(?P<model>\S+) "
@@ -130,11 +130,11 @@ def thread_cpu_s(pid: int) -> dict[str, float]:
 @contextmanager
 def start_server(*args: str, backend: str = "savedmodel", env: dict | None = None, cpu: int | str | None = None,
                  timeout_s: float = 120.0) -> Iterator[ServerHandle]:
-    """Run `python -m serving --port 0 --rest_api_port 0 --backend B *args`; yield a ServerHandle.
+    """Run `python -m serving.server --port 0 --rest_api_port 0 --backend B *args`; yield a ServerHandle.
 
     `cpu` pins the server to those cores with `taskset -c` (e.g. 0 or "0,1"); `env` adds variables.
     """
-    argv = [sys.executable, "-m", "serving", "--port", "0", "--rest_api_port", "0", "--backend", backend, *args]
+    argv = [sys.executable, "-m", "serving.server", "--port", "0", "--rest_api_port", "0", "--backend", backend, *args]
     if cpu is not None:
         argv = ["taskset", "-c", str(cpu), *argv]
     full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1", **(env or {})}

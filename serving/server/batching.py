@@ -19,7 +19,7 @@ tensorflow_serving/batching/batching_session.cc):
   the largest (with the first element of each task's tensor, as TF Serving does).
 
 Request threads enqueue under one lock and wait on their task; batch threads run the model and
-answer each task. Not for: protocol handling or validation (see `serving.server`).
+answer each task. Not for: protocol handling or validation (see `serving.server.app`).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-from serving.errors import ServingError
+from serving.server.errors import ServingError
 
 _PARTS_LOCK = threading.Lock()
 QUEUE_FULL_MESSAGE = "The batch scheduling queue to which this task was submitted is full"

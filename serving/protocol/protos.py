@@ -14,8 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
-from google.protobuf import wrappers_pb2  # noqa: F401  (registers wrappers.proto in the default pool)
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    message_factory,
+    text_format,
+    wrappers_pb2,  # noqa: F401  (registers wrappers.proto in the default pool)
+)
 
 _PACKAGE = "tensorflow.serving"
 _FILE_NAME = "mnist_serving_bench/tfs_config_mirror.proto"

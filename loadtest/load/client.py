@@ -10,7 +10,7 @@ null backend that returns zeros). A call never raises: failures come back as rec
 Under Locust, import this module only after `locust` (gevent must patch the standard library
 before TensorFlow, which the TF Serving protos import, pulls in ssl) and after
 `grpc.experimental.gevent.init_gevent()`.
-Not for: scheduling load (see `loadtest.locustfile`) or statistics (see `loadtest.stats`).
+Not for: scheduling load (see `loadtest.load.locustfile`) or statistics (see `loadtest.stats`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import grpc
 import numpy as np
 from tensorflow_serving.apis import predict_pb2
 
-from loadtest.collector import WRONG_ANSWER, CallRecord
-from serving import tensors
+from loadtest.load.collector import WRONG_ANSWER, CallRecord
+from serving.protocol import tensors
 
 PREDICT_METHOD = "/tensorflow.serving.PredictionService/Predict"
 INPUT_NAME = "images"
@@ -43,7 +43,7 @@ class Samples:
     model_version: int | None
 
     @classmethod
-    def load(cls, path: Path) -> "Samples":
+    def load(cls, path: Path) -> Samples:
         with np.load(Path(path)) as data:
             missing = {"images", "labels", "expected_classes"} - set(data.files)
             if missing:

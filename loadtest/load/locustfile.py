@@ -1,6 +1,6 @@
 """Locust users for TF Serving's Predict API over gRPC and REST, closed or open loop.
 
-Run headless by the sweep (`loadtest.sweep`), or interactively in Locust's web UI (`make
+Run headless by the sweep (`loadtest.sweep.runner`), or interactively in Locust's web UI (`make
 locust-ui`). Users, by protocol and load model:
 
 - `GrpcClosedUser` / `RestClosedUser`: closed loop, each user sends back to back.
@@ -23,11 +23,6 @@ TensorFlow (imported by the TF Serving protos) pulls in ssl.
 
 from __future__ import annotations
 
-import locust  # noqa: I001  (first: gevent monkey-patching)
-from locust import User, constant, events, task
-from locust.exception import StopUser
-from locust.runners import MasterRunner, WorkerRunner
-
 import itertools  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
@@ -40,12 +35,15 @@ import gevent  # noqa: E402
 import gevent.pool  # noqa: E402
 import grpc.experimental.gevent as grpc_gevent  # noqa: E402
 import psutil  # noqa: E402
+from locust import User, constant, events, task
+from locust.exception import StopUser
+from locust.runners import MasterRunner, WorkerRunner
 
 grpc_gevent.init_gevent()
 
 from loadtest import stats  # noqa: E402
-from loadtest.client import CHECKS, CLIENTS, Samples  # noqa: E402
-from loadtest.collector import Aggregate, Collector  # noqa: E402
+from loadtest.load.client import CHECKS, CLIENTS, Samples  # noqa: E402
+from loadtest.load.collector import Aggregate, Collector  # noqa: E402
 
 log = logging.getLogger("loadtest")
 DONE_MESSAGE = "mnist_done"
@@ -54,7 +52,7 @@ REPORT_KEY = "mnist_delta"
 
 @events.init_command_line_parser.add_listener
 def add_arguments(parser) -> None:
-    group = parser.add_argument_group("MNIST Predict load (loadtest.locustfile)")
+    group = parser.add_argument_group("MNIST Predict load (loadtest.load.locustfile)")
     group.add_argument("--samples", default="models/mnist-samples.npz", help="sample digits (.npz from the export)")
     group.add_argument("--model-name", default="mnist")
     group.add_argument("--signature", default="serving_default")

@@ -1,4 +1,4 @@
-"""`python -m loadtest.ui`: Locust's web UI on the same locustfile, against a running server.
+"""`python -m loadtest.load.ui`: Locust's web UI on the same locustfile, against a running server.
 
 Finds the server in the state file (`make serve-*` writes it; `--server NAME` picks one, default
 the first) or takes `--host grpc://HOST:PORT`, then replaces itself with Locust's web UI bound to
@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from serving.state import read_state
+from serving.deploy.state import read_state
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 
@@ -37,7 +37,7 @@ def locust_ui_command(host: str, samples: str, web_port: int, extra: list[str]) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.ui", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m loadtest.load.ui", description=__doc__.splitlines()[0])
     parser.add_argument("--server", default=None, help="state-file server name (default: the first)")
     parser.add_argument("--host", default="", help="grpc://HOST:PORT instead of the state file")
     parser.add_argument("--samples", default="models/mnist-samples.npz")

@@ -1,4 +1,4 @@
-"""`python -m serving`: the embedded server, with `tensorflow_model_server`'s flags.
+"""`python -m serving.server`: the embedded server, with `tensorflow_model_server`'s flags.
 
 Flags mirror tensorflow_model_server (`--port`, `--rest_api_port`, `--model_name`,
 `--model_base_path`, `--model_config_file`, `--enable_batching`, `--batching_parameters_file`,
@@ -16,10 +16,10 @@ import os
 import sys
 from pathlib import Path
 
-from serving.backends import BACKENDS, BackendOptions
-from serving.batching import BatchingOptions, check_options, options_from_proto
-from serving.model_source import ModelEntry, entries_from_config
-from serving.tfs_protos import DEFAULT_PROMETHEUS_PATH
+from serving.protocol.protos import DEFAULT_PROMETHEUS_PATH
+from serving.server.backends import BACKENDS, BackendOptions
+from serving.server.batching import BatchingOptions, check_options, options_from_proto
+from serving.server.model_source import ModelEntry, entries_from_config
 
 
 def _bool(text: str) -> bool:
@@ -32,7 +32,7 @@ def _bool(text: str) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m serving", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m serving.server", description=__doc__.splitlines()[0])
     tfs = p.add_argument_group("tensorflow_model_server flags")
     tfs.add_argument("--port", type=int, default=8500, help="gRPC port (0: pick a free one)")
     tfs.add_argument("--rest_api_port", type=int, default=8501, help="REST/metrics port (0: pick a free one)")
@@ -66,7 +66,7 @@ def model_entries(args: argparse.Namespace) -> tuple[ModelEntry, ...]:
     if args.model_config_file:
         if args.model_base_path:
             raise ValueError("give either --model_config_file or --model_base_path, not both")
-        from serving.tfs_protos import load_model_server_config
+        from serving.protocol.protos import load_model_server_config
 
         return tuple(entries_from_config(load_model_server_config(args.model_config_file)))
     if not args.model_base_path:
@@ -83,7 +83,7 @@ def batching_options(args: argparse.Namespace) -> BatchingOptions | None:
         options = BatchingOptions()
         check_options(options)
         return options
-    from serving.tfs_protos import load_batching_parameters
+    from serving.protocol.protos import load_batching_parameters
 
     return options_from_proto(load_batching_parameters(args.batching_parameters_file))
 
@@ -92,7 +92,7 @@ def monitoring_path(args: argparse.Namespace) -> str | None:
     """Prometheus page path: TF Serving's default unless a monitoring config says otherwise."""
     if not args.monitoring_config_file:
         return DEFAULT_PROMETHEUS_PATH
-    from serving.tfs_protos import load_monitoring_config
+    from serving.protocol.protos import load_monitoring_config
 
     config = load_monitoring_config(args.monitoring_config_file).prometheus_config
     if not config.enable:
@@ -105,7 +105,7 @@ def run(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from serving.server import ServerConfig, select_device, serve
+    from serving.server.app import ServerConfig, select_device, serve
 
     models = model_entries(args)
     batching = batching_options(args)

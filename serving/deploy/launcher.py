@@ -1,20 +1,20 @@
 """Start, stop and report the model servers behind `make serve`, `make serve-cpu|gpu`, `make stop`.
 
 `start --device cpu|gpu --batching PROFILE` generates TF Serving's files for the profile
-(`serving.config`) and serves them on the device's ports:
+(`serving.deploy.config`) and serves them on the device's ports:
 
 - with a reachable Docker engine (and, for GPU, its NVIDIA runtime): the official TF Serving
   container from docker/compose.yaml, waited on until gRPC `GetModelStatus` says AVAILABLE;
-- otherwise the embedded server (`python -m serving`) in the background on the same ports and
+- otherwise the embedded server (`python -m serving.server`) in the background on the same ports and
   files; for GPU only when TensorFlow sees a GPU, else a clear error naming what is missing.
 
-Whatever started is recorded in the state file (`serving.state`) that `make loadtest` reads;
+Whatever started is recorded in the state file (`serving.deploy.state`) that `make loadtest` reads;
 `stop` stops it and clears the record. A CPU run is never labelled GPU: the device and its name
 come from what the server itself reports.
 
 `run` is `make serve`: the embedded server in the foreground, recorded while it runs.
 
-Not for: serving requests (see `python -m serving`) or generating files (see `serving.config`).
+Not for: serving requests (see `python -m serving.server`) or generating files (see `serving.deploy.config`).
 """
 
 from __future__ import annotations
@@ -30,21 +30,36 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 import psutil
 
 from model_export.provenance import cpu_model_name, package_versions, utc_now
-from serving.config import (
-    DEVICES, REPO_ROOT, ServingConfig, ServingFiles, add_config_arguments, batching_overrides,
-    cli_layer, compose_variables, generate, load_config,
+from serving.deploy.config import (
+    DEVICES,
+    REPO_ROOT,
+    ServingConfig,
+    ServingFiles,
+    add_config_arguments,
+    batching_overrides,
+    cli_layer,
+    compose_variables,
+    generate,
+    load_config,
 )
-from serving.process import READY_RE
-from serving.state import (CONTAINER_KIND, EMBEDDED_KIND, KIND_NAMES, ServedEndpoint, read_state, state_file_path,
-                           write_state)
+from serving.deploy.process import READY_RE
+from serving.deploy.state import (
+    CONTAINER_KIND,
+    EMBEDDED_KIND,
+    KIND_NAMES,
+    ServedEndpoint,
+    read_state,
+    state_file_path,
+    write_state,
+)
 
 COMPOSE_FILE = REPO_ROOT / "docker" / "compose.yaml"
 COMPOSE_ENV_FILE = REPO_ROOT / "docker" / ".env"
@@ -216,7 +231,7 @@ def is_our_embedded_server(endpoint: ServedEndpoint) -> bool:
         cmdline = psutil.Process(endpoint.pid).cmdline()
     except psutil.Error:
         return False
-    return "serving" in cmdline and str(endpoint.grpc_port) in cmdline
+    return "serving.server" in cmdline and str(endpoint.grpc_port) in cmdline
 
 
 @contextmanager
@@ -281,9 +296,9 @@ def library_versions() -> dict[str, str]:
 # ---------------------------------------------------------------- the embedded server
 
 def embedded_command(request: StartRequest) -> list[str]:
-    """`python -m serving` on the generated files: the same files the containers mount."""
+    """`python -m serving.server` on the generated files: the same files the containers mount."""
     files, config = request.files, request.config
-    command = [sys.executable, "-m", "serving",
+    command = [sys.executable, "-m", "serving.server",
                "--host", config.host, "--port", str(request.grpc_port),
                "--rest_api_port", str(request.rest_port),
                "--model_config_file", str(files.model_config_file),
@@ -350,7 +365,7 @@ def terminate(proc_pid: int, timeout_s: float = 30) -> None:
 
 
 class EmbeddedLauncher:
-    """`python -m serving` as a background process."""
+    """`python -m serving.server` as a background process."""
 
     kind = EMBEDDED_KIND
 
@@ -675,7 +690,7 @@ def build_request(args: argparse.Namespace) -> StartRequest:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m serving.launcher", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m serving.deploy.launcher", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (("start", "start a server in the background (make serve-cpu / serve-gpu)"),
                             ("run", "run the embedded server in the foreground (make serve)")):
@@ -719,7 +734,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(argv)
     except (LaunchError, ValueError) as exc:
-        print(f"serving.launcher: {exc}", file=sys.stderr)
+        print(f"serving.deploy.launcher: {exc}", file=sys.stderr)
         return 1
 
 

@@ -1,14 +1,14 @@
 """The sweep: every cell of a plan against every chosen server, one `CellResult` per cell.
 
 For each server, in order: probe it (one real Predict), then for each cell scrape its Prometheus
-metrics, run Locust headless in a subprocess (`loadtest.locustfile`: warm-up, then the measured
+metrics, run Locust headless in a subprocess (`loadtest.load.locustfile`: warm-up, then the measured
 window, then drain), scrape again, probe again, and append the cell's record to
 `results/<UTC time>/results.jsonl` (plus `results.csv`, a console row, and Locust's log under
 `logs/`). Each Locust run is bounded by a deadline and killed past it. A server that stops
 answering fails its cell with the reason, and its remaining cells are recorded as not run; Ctrl-C
 fails the running cell, keeps every earlier record, and ends the sweep.
 
-Not for: generating load itself (see `loadtest.locustfile`) or statistics (see `loadtest.stats`).
+Not for: generating load itself (see `loadtest.load.locustfile`) or statistics (see `loadtest.stats`).
 """
 
 from __future__ import annotations
@@ -22,17 +22,18 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from loadtest import plan as plans
-from loadtest import scrape, stats
-from loadtest.records import (CellResult, LoadSpec, ServerLabel, ValidityFlag, append_csv, append_result)
+from loadtest import stats
+from loadtest.records import CellResult, LoadSpec, ServerLabel, ValidityFlag, append_csv, append_result
+from loadtest.sweep import plan as plans
+from loadtest.sweep import scrape
 from model_export.provenance import cpu_model_name, git_revision, package_versions, utc_now
-from serving.state import read_state
+from serving.deploy.state import read_state
 
-LOCUSTFILE = Path(__file__).with_name("locustfile.py")
-REPO = Path(__file__).resolve().parents[1]
+LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "locustfile.py"
+REPO = Path(__file__).resolve().parents[2]
 USER_CLASSES = {("grpc", "closed"): "GrpcClosedUser", ("grpc", "open"): "GrpcOpenUser",
                 ("rest", "closed"): "RestClosedUser", ("rest", "open"): "RestOpenUser"}
 KILL_GRACE_S = 5.0
@@ -99,13 +100,13 @@ class Prober:
     """One real Predict (a single digit), to tell a live server from a dead one between cells."""
 
     def __init__(self, run: plans.RunSettings):
-        from loadtest.client import Samples  # imports TensorFlow (slow): only when a sweep runs
+        from loadtest.load.client import Samples  # imports TensorFlow (slow): only when a sweep runs
 
         self.run = run
         self.samples = Samples.load(Path(run.samples))
 
     def probe(self, target: Target, timeout_s: float = 5.0) -> Probe:
-        from loadtest.client import GrpcPredictClient
+        from loadtest.load.client import GrpcPredictClient
 
         if self.run.protocol == "rest":
             return self._probe_rest(target, timeout_s)
@@ -437,7 +438,7 @@ def _cores() -> int:
 
 
 def utc_stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 def _new_dir(root: Path, name: str) -> Path:
