@@ -35,7 +35,7 @@ from loadtest.analysis.size import (
     usable,
 )
 from loadtest.records import CellResult
-from serving.deploy.state import KIND_NAMES
+from serving.endpoint import kind_display_name
 
 
 class ReportError(Exception):
@@ -80,7 +80,7 @@ def pct(new: float | None, old: float | None) -> str:
 
 
 def kind_name(kind: str) -> str:
-    return KIND_NAMES.get(kind, kind)
+    return kind_display_name(kind)
 
 
 def device_name(name: str) -> str:

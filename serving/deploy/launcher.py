@@ -52,14 +52,11 @@ from serving.deploy.config import (
 )
 from serving.deploy.process import READY_RE
 from serving.deploy.state import (
-    CONTAINER_KIND,
-    EMBEDDED_KIND,
-    KIND_NAMES,
-    ServedEndpoint,
     read_state,
     state_file_path,
     write_state,
 )
+from serving.endpoint import ServedEndpoint, ServerKind, kind_display_name
 
 COMPOSE_FILE = REPO_ROOT / "docker" / "compose.yaml"
 COMPOSE_ENV_FILE = REPO_ROOT / "docker" / ".env"
@@ -346,7 +343,7 @@ def endpoint_from_ready(request: StartRequest, ready: re.Match, pid: int) -> Ser
         raise LaunchError(f"asked for device {request.device} but the server reports device {ready['device']}")
     versions = {**library_versions(), "model_version": ready["version"]}
     return ServedEndpoint(
-        name=request.name, kind=EMBEDDED_KIND, device=ready["device"], device_name=ready["device_name"],
+        name=request.name, kind=ServerKind.EMBEDDED, device=ready["device"], device_name=ready["device_name"],
         host=request.config.host, grpc_port=request.grpc_port, rest_port=request.rest_port,
         model_name=request.config.model.name, batching_profile=request.files.profile.name,
         batching=request.files.profile.parameters(), versions=versions, pid=pid, started_utc=utc_now())
@@ -367,7 +364,7 @@ def terminate(proc_pid: int, timeout_s: float = 30) -> None:
 class EmbeddedLauncher:
     """`python -m serving.server` as a background process."""
 
-    kind = EMBEDDED_KIND
+    kind = ServerKind.EMBEDDED
 
     def start(self, request: StartRequest) -> ServedEndpoint:
         log = server_log_path(request.name)
@@ -440,7 +437,7 @@ def container_state(container: str) -> str:
 class ContainerLauncher:
     """The official tensorflow/serving image through docker/compose.yaml."""
 
-    kind = CONTAINER_KIND
+    kind = ServerKind.CONTAINER
 
     def __init__(self, docker: DockerProbe):
         self.docker = docker
@@ -485,7 +482,7 @@ class ContainerLauncher:
         image = image_reference(request.device, dict(os.environ))
         image_id = _docker("inspect", "--format", "{{.Image}}", container).stdout.strip()
         return ServedEndpoint(
-            name=request.name, kind=CONTAINER_KIND, device=request.device, device_name=device_name,
+            name=request.name, kind=ServerKind.CONTAINER, device=request.device, device_name=device_name,
             host="127.0.0.1", grpc_port=request.grpc_port, rest_port=request.rest_port,
             model_name=request.config.model.name, batching_profile=request.files.profile.name,
             batching=request.files.profile.parameters(),
@@ -515,9 +512,9 @@ class ContainerLauncher:
 
 def launcher_for(kind: str, docker: DockerProbe | None = None):
     """The registry: server kind -> launcher (a container launcher needs the Docker probe)."""
-    if kind == CONTAINER_KIND:
+    if kind == ServerKind.CONTAINER:
         return ContainerLauncher(docker or probe_docker())
-    if kind == EMBEDDED_KIND:
+    if kind == ServerKind.EMBEDDED:
         return EmbeddedLauncher()
     raise LaunchError(f"unknown server kind {kind!r} in the state file")
 
@@ -561,7 +558,7 @@ def already_serving(request: StartRequest, existing: ServedEndpoint) -> bool:
 
 def describe(endpoint: ServedEndpoint) -> str:
     where = f"pid {endpoint.pid}" if endpoint.pid else f"container {(endpoint.container or '?')[:12]}"
-    kind = KIND_NAMES.get(endpoint.kind, endpoint.kind)
+    kind = kind_display_name(endpoint.kind)
     version = endpoint.versions.get("model_version", "?")
     return (f"{kind} on {endpoint.device} ({endpoint.device_name}), {where}, grpc {endpoint.grpc_target}, "
             f"rest {endpoint.rest_url}, batching profile {endpoint.batching_profile}, "
@@ -607,7 +604,7 @@ def _start_locked(request: StartRequest, docker: DockerProbe | None) -> tuple[Se
         write_state(state)
     check_model_exists(request.config)
     launcher, note = choose_launcher(request.device, request.kind, docker or probe_docker())
-    publish_host = request.config.host if launcher.kind == EMBEDDED_KIND else _publish_host()
+    publish_host = request.config.host if launcher.kind == ServerKind.EMBEDDED else _publish_host()
     for port in (request.grpc_port, request.rest_port):
         check_port_free(publish_host, port)
     endpoint = launcher.start(request)
@@ -685,7 +682,7 @@ def build_request(args: argparse.Namespace) -> StartRequest:
         cli["devices"] = {args.device: ports}
     config = load_config(args.config, cli=cli)
     files = generate(config, args.batching, args.build_dir, batching_overrides(os.environ, args.set))
-    return StartRequest(device=args.device, kind=getattr(args, "kind", EMBEDDED_KIND), config=config, files=files,
+    return StartRequest(device=args.device, kind=getattr(args, "kind", ServerKind.EMBEDDED), config=config, files=files,
                         timeout_s=args.timeout_s)
 
 

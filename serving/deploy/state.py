@@ -11,41 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
+from serving.endpoint import ServedEndpoint
+
 DEFAULT_STATE_FILE = Path(".state/servers.json")
-EMBEDDED_KIND, CONTAINER_KIND = "embedded", "tfserving-container"
-# How reports and status lines name each kind of server.
-KIND_NAMES = {EMBEDDED_KIND: "embedded server", CONTAINER_KIND: "TF Serving container"}
-
-
-@dataclass(frozen=True)
-class ServedEndpoint:
-    """One running model server, described well enough to label every result measured on it."""
-
-    name: str  # e.g. "cpu" or "gpu": the state file's key
-    kind: str  # a key of KIND_NAMES
-    device: str  # "cpu" or "gpu"
-    device_name: str  # CPU model string or GPU name, as the server reports it
-    host: str
-    grpc_port: int
-    rest_port: int
-    model_name: str
-    batching_profile: str  # profile name from the serving config, "off" when batching is disabled
-    batching: dict = field(default_factory=dict)  # the batching parameters in force, TF Serving field names
-    versions: dict = field(default_factory=dict)  # e.g. {"tensorflow": "2.21.0", "image": "tensorflow/serving:2.19.1"}
-    pid: int | None = None  # embedded server process
-    container: str | None = None  # container name when kind == "tfserving-container"
-    started_utc: str = ""
-
-    @property
-    def grpc_target(self) -> str:
-        return f"{self.host}:{self.grpc_port}"
-
-    @property
-    def rest_url(self) -> str:
-        return f"http://{self.host}:{self.rest_port}"
 
 
 def state_file_path() -> Path:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from loadtest.load import ui
-from serving.deploy.state import ServedEndpoint, write_state
+from serving.deploy.state import write_state
+from serving.endpoint import ServedEndpoint
 
 
 def endpoint(name: str, port: int) -> ServedEndpoint:
