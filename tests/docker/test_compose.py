@@ -17,7 +17,7 @@ import yaml
 
 from serving.deploy import config as cfg
 from serving.deploy.launcher import read_env_file
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 DOCKER = REPO / "docker"
 COMPOSE = DOCKER / "compose.yaml"

@@ -24,7 +24,7 @@ from loadtest.records import CSV_COLUMNS, read_results
 from loadtest.sweep import plan as plans
 from loadtest.sweep.runner import Sweep, Target, locust_command, run_locust
 from serving.deploy.process import start_server
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 BATCHING = "max_batch_size { value: 64 }\nbatch_timeout_micros { value: 500 }\nnum_batch_threads { value: 2 }\n" \
            "max_enqueued_batches { value: 100 }\n"

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import QUICK_EXPORT_ARGS, run_export_cli
+from tests.support.export import QUICK_EXPORT_ARGS, run_export_cli
 
 
 @pytest.fixture(scope="module")

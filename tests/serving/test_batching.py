@@ -20,14 +20,9 @@ from serving.server.batching import (
     padded_size,
 )
 from serving.server.errors import ServingError
-from tests.serving.conftest import (
-    metric_value,
-    metrics_page,
-    predict_request,
-    rpc_error,
-    stub_for,
-    write_batching_file,
-)
+from tests.support.batching import write_batching_file
+from tests.support.grpc import predict_request, rpc_error, stub_for
+from tests.support.metrics import metric_value, metrics_page
 
 
 class Recorder:

@@ -16,7 +16,7 @@ from serving.protocol.protos import (
     load_model_server_config,
     load_monitoring_config,
 )
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 WRAPPED = {"max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads",
            "thread_pool_name", "enable_large_batch_splitting", "max_execution_batch_size"}

@@ -18,7 +18,8 @@ from tensorflow_serving.apis import (
 )
 
 from serving.protocol.tensors import from_numpy, to_numpy
-from tests.serving.conftest import metric_value, metrics_page, predict_request, rpc_error, stub_for
+from tests.support.grpc import predict_request, rpc_error, stub_for
+from tests.support.metrics import metric_value, metrics_page
 
 
 @pytest.fixture(scope="module")

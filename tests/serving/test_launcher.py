@@ -25,8 +25,8 @@ import yaml
 
 from serving.deploy import launcher
 from serving.deploy.state import read_state
-from tests.conftest import REPO
-from tests.serving.conftest import metrics_page
+from tests.support.metrics import metrics_page
+from tests.support.paths import REPO
 
 BROKEN = "fake docker: engine on fire"
 

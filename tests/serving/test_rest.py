@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from serving.protocol.tensors import to_numpy
-from tests.serving.conftest import predict_request, stub_for
+from tests.support.grpc import predict_request, stub_for
 
 
 def call(server, method: str, path: str, body=None, content_type: str = "application/json"):

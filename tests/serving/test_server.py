@@ -20,7 +20,8 @@ from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 
 from serving.deploy.process import REPO, start_server
 from serving.server.model_source import ModelEntry, aspired_versions
-from tests.serving.conftest import predict_request, rpc_error, stub_for, write_batching_file
+from tests.support.batching import write_batching_file
+from tests.support.grpc import predict_request, rpc_error, stub_for
 
 READY = re.compile(r'^serving ready kind=embedded grpc=127\.0\.0\.1:\d+ rest=127\.0\.0\.1:\d+ model=\S+ version=\d+ '
                    r'device=(cpu|gpu) device_name="[^"]+" batching=(on|off)$')

@@ -21,8 +21,8 @@ import pytest
 
 from loadtest.analysis import size
 from loadtest.analysis.size import Capacity, MeasuredPoint, SizingError
+from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
 CPU = str(FIXTURES / "cpu-run" / "results.jsonl")
 GPU = str(FIXTURES / "gpu-run" / "results.jsonl")
 PRICES = str(FIXTURES / "prices.toml")

@@ -1,0 +1,28 @@
+"""Fixtures for the analysis tests: copies of the hand-made fixture runs, and a report built from them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from loadtest.analysis import report
+from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
+
+RUNS = ("cpu-run", "gpu-run", "cpu-run-b")
+
+
+@pytest.fixture
+def runs(tmp_path) -> dict[str, Path]:
+    """Copies of the fixture runs, so reports written beside them land in tmp_path."""
+    out = {}
+    for name in RUNS:
+        shutil.copytree(FIXTURES / name, tmp_path / name)
+        out[name] = tmp_path / name / "results.jsonl"
+    return out
+
+
+@pytest.fixture
+def built(runs) -> tuple[Path, Path]:
+    return report.run([str(runs["cpu-run"]), str(runs["gpu-run"]), "--compare", str(runs["cpu-run-b"])])
