@@ -1,16 +1,19 @@
-# One command per stage of the pipeline: export -> serve -> loadtest -> report.
-# Every target depends on `setup`, so a fresh clone needs no manual step.
+# One command per stage of the pipeline: export -> serve -> loadtest -> report/size.
+# Every target calls the one console script, `mnist-bench` (installed into .venv by `setup`),
+# and depends on `setup`, so a fresh clone needs no manual step.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+CLI := $(VENV)/bin/mnist-bench
 STAMP := $(VENV)/.installed
 MODELS ?= models
 BATCHING ?= off
 PLAN ?= loadtest/plans/quick.toml
 EXPORT_ARGS ?=
 
-.PHONY: setup export test bench-server bench-loadgen serve serve-cpu serve-gpu stop loadtest locust-ui report size demo clean-venv
+.PHONY: setup browser lint test test-fast export bench-server bench-loadgen serve serve-cpu serve-gpu stop \
+	loadtest locust-ui report size demo clean-venv
 
 setup: $(STAMP)
 
@@ -21,21 +24,35 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m pip install -q -c requirements.lock -e '.[test]'
 	touch $(STAMP)
 
-export: setup
-	$(PY) -m model_export --output_dir $(MODELS) $(EXPORT_ARGS)
+clean-venv:
+	rm -rf $(VENV)
 
-test: setup
+# --- checks: lint, test-fast, test ---
+lint: setup
+	$(VENV)/bin/ruff check model_export serving loadtest tests
+	$(VENV)/bin/mypy
+
+# Unit tests only (no server, Locust, export or browser): under a minute.
+test-fast: setup
+	$(PY) -m pytest -q -m "not integration"
+
+# Debian's chromium, which the report's browser test drives through Playwright (no browser download).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+		|| { echo "make browser: could not install Debian's chromium (apt-get install chromium, as root)" >&2; exit 1; }
+
+test: setup browser
 	$(PY) -m pytest -q
 
 # Benchmarks print ratios measured within one run, server and client pinned to different cores.
 bench-server: setup
-	$(PY) -m loadtest.benchmarks.server --model_base_path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
+	$(CLI) bench server --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
 
 bench-loadgen: setup
-	$(PY) -m loadtest.benchmarks.loadgen --model_base_path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
+	$(CLI) bench loadgen --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
 
-clean-venv:
-	rm -rf $(VENV)
+export: setup
+	$(CLI) export --output-dir $(MODELS) $(EXPORT_ARGS)
 
 # --- serving: serve, serve-cpu, serve-gpu, stop ---
 # One serving config (serving/serving.toml) -> TF Serving's files in build/serving/<profile>/,
@@ -44,20 +61,19 @@ clean-venv:
 # serve: embedded server in the foreground (Ctrl-C stops it).
 # serve-cpu / serve-gpu: TF Serving container when Docker can, else the embedded server, in the
 # background; recorded in .state/servers.json for `make loadtest`. stop: stops them all.
-SERVE_ARGS = --batching $(BATCHING) --models_dir $(MODELS)
+SERVE_ARGS = --batching $(BATCHING) --models-dir $(MODELS)
 
 serve: setup
-	$(PY) -m serving.deploy.launcher run --device cpu $(SERVE_ARGS)
+	$(CLI) serve run --device cpu $(SERVE_ARGS)
 
 serve-cpu: setup
-	$(PY) -m serving.deploy.launcher start --device cpu $(SERVE_ARGS)
+	$(CLI) serve start --device cpu $(SERVE_ARGS)
 
 serve-gpu: setup
-	$(PY) -m serving.deploy.launcher start --device gpu $(SERVE_ARGS)
+	$(CLI) serve start --device gpu $(SERVE_ARGS)
 
 stop: setup
-	$(PY) -m serving.deploy.launcher stop
-
+	$(CLI) serve stop
 
 # --- load tests: loadtest, locust-ui ---
 # `make loadtest` sweeps every server in the state file (make serve-*), or TARGET=host:port
@@ -69,12 +85,11 @@ LOCUST_HOST ?=
 LOCUST_WEB_PORT ?= 8089
 
 loadtest: setup
-	$(PY) -m loadtest --plan $(PLAN) $(if $(TARGET),--target $(TARGET)) $(if $(REST_URL),--rest-url $(REST_URL)) $(LOADTEST_ARGS)
+	$(CLI) loadtest --plan $(PLAN) $(if $(TARGET),--target $(TARGET)) $(if $(REST_URL),--rest-url $(REST_URL)) $(LOADTEST_ARGS)
 
 # Locust's web UI (http://127.0.0.1:$(LOCUST_WEB_PORT)) on the same locustfile, against the running server.
 locust-ui: setup
-	$(PY) -m loadtest.load.ui --web-port $(LOCUST_WEB_PORT) $(if $(LOCUST_HOST),--host $(LOCUST_HOST))
-
+	$(CLI) ui --web-port $(LOCUST_WEB_PORT) $(if $(LOCUST_HOST),--host $(LOCUST_HOST))
 
 # --- report, sizing and the demo ---
 # RESULTS defaults to the newest results/<UTC time>/results.jsonl, looked up when the recipe runs
@@ -89,11 +104,11 @@ PRICES ?= loadtest/prices.example.toml
 
 report: setup
 	@test -n "$(RESULTS)" || { echo "make report: no results/*/results.jsonl yet: run make loadtest, or pass RESULTS=path/results.jsonl" >&2; exit 2; }
-	$(PY) -m loadtest.analysis.report $(RESULTS) $(if $(COMPARE),--compare $(COMPARE))
+	$(CLI) report $(RESULTS) $(foreach c,$(COMPARE),--compare $(c))
 
 size: setup
 	@test -n "$(RESULTS)" || { echo "make size: no results/*/results.jsonl yet: run make loadtest, or pass RESULTS=path/results.jsonl" >&2; exit 2; }
-	$(PY) -m loadtest.analysis.size --p99_ms $(P99_MS) $(if $(TARGET_IPS),--target_ips $(TARGET_IPS),--target_rps $(TARGET_RPS)) --headroom $(HEADROOM) --prices $(PRICES) $(RESULTS)
+	$(CLI) size --p99-ms $(P99_MS) $(if $(TARGET_IPS),--target-ips $(TARGET_IPS),--target-rps $(TARGET_RPS)) --headroom $(HEADROOM) --prices $(PRICES) $(RESULTS)
 
 # The one-command demo: whatever can serve here (the embedded server on CPU when there is no
 # Docker engine), the quick sweep, the report; the server is stopped however the sweep ends.
@@ -104,4 +119,3 @@ demo: setup
 	@$(MAKE) --no-print-directory serve-cpu BATCHING=$(DEMO_BATCHING)
 	@trap '$(MAKE) --no-print-directory stop' EXIT; $(MAKE) --no-print-directory loadtest
 	@echo "demo: report at $$(ls -1t results/*/report*.html | head -n 1)"
-

@@ -1,6 +1,7 @@
-"""`python -m loadtest`: run a sweep plan against the running servers (see `loadtest.sweep.runner`)."""
+"""`python -m loadtest`: the same command line as the `mnist-bench` console script (`loadtest.main`)."""
 
-from loadtest.cli import main
+import sys
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+from loadtest.main import main
+
+sys.exit(main())

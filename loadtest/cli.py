@@ -1,69 +1,109 @@
-"""Command line of the sweep: `python -m loadtest --plan loadtest/plans/quick.toml [...]`.
+"""The load test's commands: `loadtest` (the sweep), `report`, `size` and `ui` (Locust's web UI).
 
-The last layer of the plan's configuration: flags given here replace the plan file's `[run]`
-fields and its servers. `run()` raises; `main()` turns errors into one line and an exit code
-(0 all cells measured, 1 an error or failed cells, 130 interrupted).
+`COMMANDS` lists them for the `mnist-bench` root group (`loadtest.main`); `python -m loadtest`
+runs the sweep command alone. Each command parses its flags and calls the `run()` of the module
+that does the work, which raises; the commands turn those errors into `click.ClickException` (exit
+1, for what the user must fix in files or servers) or a usage error (exit 2, a bad flag), which the
+root command prints as one line. The sweep exits 1 when a cell failed and 130 when interrupted
+(Ctrl-C), after keeping every finished cell.
+
+The sweep's flags are the last layer of the plan's configuration (`loadtest.sweep.plan`): they
+replace the plan file's `[run]` fields and its servers.
+
+Not for: the work itself (`loadtest.sweep.runner`, `loadtest.analysis.report`/`size`, `loadtest.load.ui`).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import click
+
+from loadtest.analysis.prices import DEFAULT_PRICES
+from loadtest.analysis.series import AnalysisError
+from loadtest.load import ui
 from loadtest.sweep import plan as plans
-from loadtest.sweep.runner import Interrupted, Sweep, SweepError, resolve_targets
+from loadtest.sweep.runner import Interrupted, Sweep, SweepError
+from loadtest.sweep.targets import resolve_targets
+from loadtest.vocab import Arrival, CellStatus, Check, Protocol
 
 DEFAULT_PLAN = Path("loadtest/plans/quick.toml")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the probe imports TensorFlow: keep the console readable
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__.splitlines()[0])
-    parser.add_argument("--plan", type=Path, default=DEFAULT_PLAN, help="plan file (TOML)")
-    parser.add_argument("--server", action="append", default=[], help="state-file server name (repeatable)")
-    parser.add_argument("--target", action="append", default=[],
-                        help="explicit gRPC HOST:PORT instead of the state file (repeatable)")
-    parser.add_argument("--rest-url", action="append", default=[],
-                        help="REST base URL of each --target, in order (metrics, REST load)")
-    parser.add_argument("--state-file", type=Path, default=None, help="default: $SERVING_STATE_FILE or .state/")
-    parser.add_argument("--results-dir", type=Path, default=Path("results"))
-    parser.add_argument("--no-report", dest="report", action="store_false",
-                        help="skip the HTML/Markdown report normally built after the sweep")
-    for name, kind in (("warmup_s", float), ("measure_s", float), ("processes", int), ("protocol", str),
-                       ("check", str), ("samples", str), ("arrival", str), ("request_timeout_s", float)):
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, default=None,
-                            help=f"override [run] {name}")
-    return parser
+# ----------------------------------------------------------------------------- loadtest (the sweep)
+
+RUN_OPTIONS = (("warmup_s", float), ("measure_s", float), ("processes", int), ("request_timeout_s", float),
+               ("samples", str))
+CHOICE_OPTIONS = (("protocol", Protocol), ("check", Check), ("arrival", Arrival))
 
 
-def targets_from_args(targets: list[str], rest_urls: list[str]) -> tuple:
-    if len(rest_urls) > len(targets):
-        raise plans.PlanError("--rest-url given more often than --target")
-    rest = rest_urls + [""] * (len(targets) - len(rest_urls))
-    return tuple(plans.ExplicitTarget(name=f"target{i}", grpc=t, rest=r) for i, (t, r) in enumerate(zip(targets, rest)))
+def run_overrides(function: Any) -> Any:
+    """The `[run]` fields a flag may replace: --warmup-s, --measure-s, ..., --protocol, --check, --arrival."""
+    for name, enum in reversed(CHOICE_OPTIONS):
+        function = click.option("--" + name, name, type=click.Choice([m.value for m in enum]),
+                                help=f"override [run] {name}")(function)
+    for name, kind in reversed(RUN_OPTIONS):
+        function = click.option("--" + name.replace("_", "-"), name, type=kind, help=f"override [run] {name}")(function)
+    return function
 
 
-def run(argv: list[str] | None = None) -> Sweep:
-    args = build_parser().parse_args(argv)
-    plan = plans.load_plan(args.plan)
-    plan = plans.with_overrides(plan, warmup_s=args.warmup_s, measure_s=args.measure_s, processes=args.processes,
-                                protocol=args.protocol, check=args.check, samples=args.samples,
-                                arrival=args.arrival, request_timeout_s=args.request_timeout_s)
-    if args.target:
-        plan = replace(plan, targets=targets_from_args(args.target, args.rest_url))
-    if args.server:
-        plan = replace(plan, server_names=tuple(args.server))
+@click.command("loadtest")
+@click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=DEFAULT_PLAN, show_default=True,
+              help="plan file (TOML)")
+@click.option("--server", "servers", multiple=True, help="state-file server name (repeatable)")
+@click.option("--target", "targets", multiple=True,
+              help="explicit gRPC HOST:PORT instead of the state file (repeatable)")
+@click.option("--rest-url", "rest_urls", multiple=True,
+              help="REST base URL of each --target, in order (metrics, REST load)")
+@click.option("--state-file", type=click.Path(path_type=Path), default=None,
+              help="default: $SERVING_STATE_FILE or .state/servers.json")
+@click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@click.option("--report/--no-report", default=True, help="build the HTML/Markdown report after the sweep")
+@run_overrides
+@click.pass_context
+def sweep_command(ctx: click.Context, plan_path: Path, servers: tuple[str, ...], targets: tuple[str, ...],
+                  rest_urls: tuple[str, ...], state_file: Path | None, results_dir: Path, report: bool,
+                  **overrides: Any) -> None:
+    """Run a sweep plan against the running servers (or --target addresses)."""
+    try:
+        sweep = run(plan_path, servers=servers, targets=targets, rest_urls=rest_urls, state_file=state_file,
+                    results_dir=results_dir, report=report, overrides=overrides)
+    except Interrupted:
+        click.echo("loadtest: interrupted; the running cell is recorded as failed, earlier cells are kept", err=True)
+        ctx.exit(130)
+    except KeyboardInterrupt:
+        click.echo("loadtest: interrupted between cells; every finished cell is kept", err=True)
+        ctx.exit(130)
+    except (plans.PlanError, SweepError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"results: {sweep.jsonl_path}")
+    failed = [r for r in sweep.results if r.status == CellStatus.FAILED]
+    if failed:
+        raise click.ClickException(
+            f"{len(failed)} of {len(sweep.results)} cells failed (first: {failed[0].failure_reason})")
+
+
+def run(plan_path: Path, *, servers: Sequence[str] = (), targets: Sequence[str] = (), rest_urls: Sequence[str] = (),
+        state_file: Path | None = None, results_dir: Path = Path("results"), report: bool = True,
+        overrides: dict[str, Any] | None = None) -> Sweep:
+    """Layer the plan, resolve its servers, run the sweep (and its report); raises on any error."""
+    plan = plans.with_overrides(plans.load_plan(plan_path), **(overrides or {}))
+    if targets:
+        plan = replace(plan, targets=plans.explicit_targets(list(targets), list(rest_urls), plan.run.model_name))
+    if servers:
+        plan = replace(plan, server_names=tuple(servers))
     if not Path(plan.run.samples).exists():
         raise SweepError(f"sample digits {plan.run.samples} not found; run `make export` first")
-    targets = resolve_targets(plan, args.state_file)
-    sweep = Sweep(plan, targets, args.results_dir, plan_path=str(args.plan))
+    sweep = Sweep(plan, resolve_targets(plan, state_file), results_dir, plan_path=str(plan_path))
     try:
         sweep.run()
     finally:
-        if args.report:
+        if report:
             build_report_for(sweep)
     return sweep
 
@@ -75,29 +115,81 @@ def build_report_for(sweep: Sweep) -> None:
     from loadtest.analysis import report  # matplotlib is only needed once there is something to plot
 
     try:
-        report.main([str(sweep.jsonl_path)])
+        echo_report_paths(*report.run([sweep.jsonl_path]))
     except Exception as exc:  # the results are on disk whatever the report does; keep the sweep's exit status
-        print(f"loadtest: report not built ({type(exc).__name__}: {exc}); "
-              f"run `make report RESULTS={sweep.jsonl_path}`", file=sys.stderr)
+        click.echo(f"loadtest: report not built ({type(exc).__name__}: {exc}); "
+                   f"run `make report RESULTS={sweep.jsonl_path}`", err=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def echo_report_paths(html_path: Path, md_path: Path) -> None:
+    click.echo(f"report: {html_path}\nsummary: {md_path}")
+
+
+# ----------------------------------------------------------------------------- report
+
+
+@click.command("report")
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--compare", multiple=True, type=click.Path(path_type=Path),
+              help="results.jsonl of another run to compare against (repeatable)")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="output folder (default: beside the first results)")
+def report_command(results: tuple[Path, ...], compare: tuple[Path, ...], out: Path | None) -> None:
+    """Write report.html (plots, every cell) and report.md (summary) from sweep results."""
+    from loadtest.analysis import report  # matplotlib is slow to import: only when a report is asked for
+
     try:
-        sweep = run(argv)
-    except Interrupted:
-        print("loadtest: interrupted; the running cell is recorded as failed, earlier cells are kept",
-              file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:
-        print("loadtest: interrupted between cells; every finished cell is kept", file=sys.stderr)
-        return 130
-    except (plans.PlanError, SweepError, ValueError, OSError) as exc:
-        print(f"loadtest: {exc}", file=sys.stderr)
-        return 1
-    failed = [r for r in sweep.results if r.status == "failed"]
-    print(f"results: {sweep.jsonl_path}")
-    if failed:
-        print(f"loadtest: {len(failed)} of {len(sweep.results)} cells failed "
-              f"(first: {failed[0].failure_reason})", file=sys.stderr)
-        return 1
-    return 0
+        paths = report.run(results, compare, out)
+    except (AnalysisError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    echo_report_paths(*paths)
+
+
+# ----------------------------------------------------------------------------- size
+
+
+@click.command("size")
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--p99-ms", type=float, required=True, help="latency objective: p99 <= this")
+@click.option("--target-rps", type=float, default=None, help="target load in requests/s")
+@click.option("--target-ips", type=float, default=None, help="target load in images/s")
+@click.option("--headroom", type=float, default=0.2, show_default=True,
+              help="share of each replica's capacity kept free")
+@click.option("--prices", type=click.Path(path_type=Path), default=DEFAULT_PRICES, help="price file (TOML)")
+@click.option("--json", "as_json", is_flag=True, help="print the answers as JSON")
+def size_command(results: tuple[Path, ...], p99_ms: float, target_rps: float | None, target_ips: float | None,
+                 headroom: float, prices: Path, as_json: bool) -> None:
+    """Replicas and cost per device meeting a p99 objective at a target load, from sweep results."""
+    from loadtest.analysis import size
+
+    if target_rps is not None and target_ips is not None:
+        raise click.UsageError("--target-rps and --target-ips are mutually exclusive")
+    try:
+        objective = size.objective_from(p99_ms, target_rps, target_ips, headroom)
+    except AnalysisError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        _, text = size.run(results, objective, prices, as_json)
+    except AnalysisError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(text)
+
+
+# ----------------------------------------------------------------------------- ui
+
+
+@click.command("ui", context_settings={"ignore_unknown_options": True})
+@click.option("--server", default=None, help="state-file server name (default: the first)")
+@click.option("--host", default="", help="grpc://HOST:PORT instead of the state file")
+@click.option("--samples", default="models/mnist-samples.npz", show_default=True)
+@click.option("--web-port", type=int, default=8089, show_default=True)
+@click.argument("extra", nargs=-1, type=click.UNPROCESSED)
+def ui_command(server: str | None, host: str, samples: str, web_port: int, extra: tuple[str, ...]) -> None:
+    """Locust's web UI on the same locustfile, against a running server (extra arguments go to Locust)."""
+    try:
+        ui.run(server=server, host=host, samples=samples, web_port=web_port, extra=list(extra))
+    except (ui.UiError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+COMMANDS: list[click.Command] = [sweep_command, report_command, size_command, ui_command]

@@ -14,6 +14,9 @@ import csv
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
+
+from loadtest.vocab import Arrival, CellStatus, Check, Flag, LoadMode, Protocol
 
 
 @dataclass(frozen=True)
@@ -21,11 +24,11 @@ class ServerLabel:
     """Exactly what was measured: which server, on which device, with which batching."""
 
     name: str  # state-file key, e.g. "cpu"
-    kind: str  # "embedded" or "tfserving-container"
-    device: str  # "cpu" or "gpu"
+    kind: str  # a serving.endpoint.ServerKind value
+    device: str  # a serving.endpoint.Device value, or "unknown" for an address given by hand
     device_name: str  # CPU model or GPU name
     target: str  # host:port the load went to
-    protocol: str  # "grpc" or "rest"
+    protocol: Protocol
     model_name: str
     model_version: int | None  # as reported in responses
     batching_profile: str  # "off" when server-side batching is disabled
@@ -37,22 +40,22 @@ class ServerLabel:
 class LoadSpec:
     """The cell's load: closed loop (`concurrency`) or open loop (`rate_rps`, `arrival`)."""
 
-    mode: str  # "closed" or "open"
+    mode: LoadMode
     request_batch_size: int  # images per request
     concurrency: int | None  # closed loop: users sending back to back
     rate_rps: float | None  # open loop: target arrival rate, requests/s
-    arrival: str | None  # open loop: "constant" or "poisson"
+    arrival: Arrival | None  # open loop only
     warmup_s: float
     duration_s: float
     processes: int  # Locust worker processes
-    check: str = "classes"  # response check: "classes" (vs the model's own answers) or "shape" (null backend)
+    check: Check = Check.CLASSES  # "classes": vs the model's own answers; "shape": null backend
     late_threshold_ms: float = 0.0  # open loop: a send leaving later than this after its intended time is late
     window_s: float = 1.0  # throughput windows for the stability check
 
 
 @dataclass(frozen=True)
 class ValidityFlag:
-    flag: str  # "saturated", "unstable", "errors", "failed"
+    flag: Flag
     reason: str
 
 
@@ -65,7 +68,7 @@ class CellResult:
     utc_time: str
     server: ServerLabel
     load: LoadSpec
-    status: str  # "ok" or "failed"
+    status: CellStatus
     failure_reason: str  # "" when status == "ok"
     requests: int
     ok_requests: int
@@ -92,7 +95,7 @@ class CellResult:
     server_batch_sizes: dict  # processed batch size -> count during the cell
     server_queue_delay_mean_us: float | None
     valid: bool
-    flags: list  # of ValidityFlag
+    flags: list[ValidityFlag]
     provenance: dict  # git commit, host, cpu model, versions, plan
     # Added by the sweep (additive: records without them read back with the defaults).
     images: int = 0  # images in the successful measured requests
@@ -108,11 +111,24 @@ class CellResult:
     @classmethod
     def from_dict(cls, raw: dict) -> CellResult:
         values = dict(raw)
-        values["server"] = ServerLabel(**raw["server"])
-        values["load"] = LoadSpec(**raw["load"])
-        values["flags"] = [ValidityFlag(**flag) for flag in raw["flags"]]
+        values["server"] = _server_label(raw["server"])
+        values["load"] = _load_spec(raw["load"])
+        values["status"] = CellStatus(raw["status"])
+        values["flags"] = [ValidityFlag(Flag(flag["flag"]), flag["reason"]) for flag in raw["flags"]]
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def _server_label(raw: dict) -> ServerLabel:
+    return ServerLabel(**{**raw, "protocol": Protocol(raw["protocol"])})
+
+
+def _load_spec(raw: dict) -> LoadSpec:
+    arrival = raw.get("arrival")
+    typed: dict[str, Any] = {"mode": LoadMode(raw["mode"]), "arrival": None if arrival is None else Arrival(arrival)}
+    if "check" in raw:
+        typed["check"] = Check(raw["check"])
+    return LoadSpec(**{**raw, **typed})
 
 
 def append_result(path: Path, result: CellResult) -> None:
@@ -134,7 +150,7 @@ def read_results(path: Path) -> list[CellResult]:
         except json.JSONDecodeError:
             if line_no == len(Path(path).read_text().splitlines()):
                 continue
-            raise ValueError(f"{path}:{line_no}: not a JSON record")
+            raise ValueError(f"{path}:{line_no}: not a JSON record") from None
     return results
 
 

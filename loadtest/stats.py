@@ -6,7 +6,8 @@ milliseconds. Histograms travel between processes encoded (compressed, base64) a
 a merged histogram equals one histogram of all the samples.
 
 Every function here is pure (no clock, no I/O), so tests check them with hand-computed numbers.
-Not for: collecting samples under load (see `loadtest.load.collector`) or talking to servers.
+Not for: collecting samples under load (`loadtest.load.collector`), arrival schedules
+(`loadtest.load.arrivals`), server-side Prometheus figures (`loadtest.sweep.scrape`), or talking to servers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import math
 from dataclasses import dataclass
 
 from hdrh.histogram import HdrHistogram
+
+from loadtest.vocab import Flag
 
 LOWEST_US = 1
 HIGHEST_US = 3_600_000_000  # one hour: anything slower is clamped, not lost
@@ -150,7 +153,7 @@ UNSTABLE_CHANGE = 0.10
 def validity_flags(*, errors: int, requests: int, errors_by_code: dict, late_fraction: float,
                    process_cpu_percents: list[float], total_cpu_percent: float, cores: int,
                    window_rps: list[float], pool_waits: int = 0, window_s: float = 1.0,
-                   poisson: bool = False) -> list[tuple[str, str]]:
+                   poisson: bool = False) -> list[tuple[Flag, str]]:
     """(flag, reason) pairs for a measured cell; an empty list means the cell is valid.
 
     Saturated: the load generator, not the server, may be the bottleneck (a process near one
@@ -159,60 +162,22 @@ def validity_flags(*, errors: int, requests: int, errors_by_code: dict, late_fra
     Unstable: consecutive measurement windows differ by more than 10% in throughput (beyond
     counting noise when arrivals are Poisson).
     """
-    flags = []
+    flags: list[tuple[Flag, str]] = []
     if errors:
         codes = ", ".join(f"{code}={n}" for code, n in sorted(errors_by_code.items()))
-        flags.append(("errors", f"{errors} of {requests} requests failed ({codes})"))
+        flags.append((Flag.ERRORS, f"{errors} of {requests} requests failed ({codes})"))
     busiest = max(process_cpu_percents, default=0.0)
     if busiest >= 100.0 * SATURATED_CPU_SHARE:
-        flags.append(("saturated", f"a load generator process used {busiest:.0f}% of a core"))
+        flags.append((Flag.SATURATED, f"a load generator process used {busiest:.0f}% of a core"))
     elif cores and total_cpu_percent >= 100.0 * cores * SATURATED_CPU_SHARE:
-        flags.append(("saturated", f"load generator used {total_cpu_percent:.0f}% of {cores} cores"))
+        flags.append((Flag.SATURATED, f"load generator used {total_cpu_percent:.0f}% of {cores} cores"))
     if late_fraction > LATE_SEND_LIMIT:
         cause = f"; {pool_waits} waited for a free in-flight slot" if pool_waits else ""
-        flags.append(("saturated", f"{late_fraction:.1%} of sends left late (limit {LATE_SEND_LIMIT:.0%}){cause}"))
+        flags.append((Flag.SATURATED, f"{late_fraction:.1%} of sends left late (limit {LATE_SEND_LIMIT:.0%}){cause}"))
     change = max_consecutive_change(window_rps, window_s, poisson)
     if change > UNSTABLE_CHANGE:
-        flags.append(("unstable", f"throughput of consecutive windows changed by {change:.0%} "
+        flags.append((Flag.UNSTABLE, f"throughput of consecutive windows changed by {change:.0%} "
                                   f"(limit {UNSTABLE_CHANGE:.0%})"))
     if requests == 0:
-        flags.append(("errors", "no request completed in the measurement window"))
+        flags.append((Flag.ERRORS, "no request completed in the measurement window"))
     return flags
-
-
-def histogram_bucket_deltas(before: dict, after: dict) -> dict:
-    """Per-bucket counts during an interval from two cumulative Prometheus histograms.
-
-    `before`/`after` map a bucket's upper bound (float, inf last) to its cumulative count.
-    Returns upper bound -> count of observations that fell in that bucket during the interval.
-    """
-    bounds = sorted(after)
-    deltas, below = {}, 0.0
-    for bound in bounds:
-        cumulative = after[bound] - before.get(bound, 0.0)
-        count = cumulative - below
-        below = cumulative
-        if count > 0:
-            deltas[bound] = count
-    return deltas
-
-
-def mean_from_sums(sum_before: float, sum_after: float, count_before: float, count_after: float):
-    """Mean of the observations made between two scrapes of a Prometheus histogram or summary."""
-    count = count_after - count_before
-    if count <= 0:
-        return None
-    return (sum_after - sum_before) / count
-
-
-def constant_gap(rng, rate_per_s: float) -> float:
-    return 1.0 / rate_per_s
-
-
-def poisson_gap(rng, rate_per_s: float) -> float:
-    """Exponential inter-arrival gap: arrivals of a Poisson process at `rate_per_s`."""
-    return rng.expovariate(rate_per_s)
-
-
-# Open-loop arrival shapes by name (the plan's `arrival` and Locust's `--arrival` choices).
-ARRIVAL_GAPS = {"constant": constant_gap, "poisson": poisson_gap}

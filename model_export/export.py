@@ -76,7 +76,7 @@ def version_dirs(base: Path) -> dict[int, Path]:
 def check_existing_versions(base: Path) -> list[int]:
     """Versions already exported; raises ExportError on one that is not a SavedModel."""
     versions = version_dirs(base)
-    for version, path in sorted(versions.items()):
+    for _version, path in sorted(versions.items()):
         if not path.is_dir() or not any((path / name).is_file() for name in ("saved_model.pb", "saved_model.pbtxt")):
             raise ExportError(f"existing version {path} is corrupt (no saved_model.pb); remove or repair it first")
     return sorted(versions)

@@ -20,7 +20,7 @@ import typing
 from collections.abc import Mapping
 from functools import reduce
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -91,7 +91,7 @@ def field_variables(cls: type, prefix: str, section: tuple[str, ...] = ()) -> di
 def typed(cls: type[T], values: Mapping[str, Any], section: str) -> T:
     """A dataclass from one merged table: unknown keys refused, strings converted to the field's type."""
     hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = {f.name for f in dataclasses.fields(cast(Any, cls))}
     unknown = set(values) - known
     if unknown:
         raise SettingsError(f"unknown [{section}] field(s) {sorted(unknown)}; expected {sorted(known)}")

@@ -19,10 +19,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator  # noqa: E402
 
-from loadtest.analysis.size import Series, level_name, load_level, usable  # noqa: E402
+from loadtest.analysis.series import Series, level_name, load_level, usable  # noqa: E402
+from loadtest.vocab import CellStatus, LoadMode  # noqa: E402
 
 DPI = 100
-PALETTE = plt.get_cmap("tab20").colors
+PALETTE = plt.get_cmap("tab20").colors  # type: ignore[attr-defined]
 
 
 def colour(index: int):
@@ -83,11 +84,11 @@ def _scatter(ax, x, y, index: int, cells) -> None:
     good = [(a, b) for a, b, c in zip(x, y, cells) if usable(c)]
     if good:
         ax.plot(*zip(*good), color=colour(index), marker="o", markersize=5)
-    bad = [(a, b) for a, b, c in zip(x, y, cells) if not usable(c) and c.status == "ok"]
+    bad = [(a, b) for a, b, c in zip(x, y, cells) if not usable(c) and c.status == CellStatus.OK]
     if bad:
         ax.plot(*zip(*bad), color=colour(index), marker="o", markersize=7, linestyle="",
                 markerfacecolor="none", markeredgewidth=1.5)
-    failed = [a for a, c in zip(x, cells) if c.status != "ok"]
+    failed = [a for a, c in zip(x, cells) if c.status != CellStatus.OK]
     if failed:
         ax.plot(failed, [0.03] * len(failed), color=colour(index), marker="x", markersize=8,
                 linestyle="", transform=ax.get_xaxis_transform(), clip_on=False)
@@ -95,7 +96,7 @@ def _scatter(ax, x, y, index: int, cells) -> None:
 
 def throughput_figure(series: Sequence[Series], labels: Sequence[str]) -> bytes:
     """Throughput (images/s) against concurrency or offered rate, one panel per load mode."""
-    modes = [m for m in ("closed", "open") if any(s.key.mode == m for s in series)]
+    modes = [m for m in (LoadMode.CLOSED, LoadMode.OPEN) if any(s.key.mode == m for s in series)]
     fig, axes = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 4.2), squeeze=False)
     fig.subplots_adjust(wspace=0.3)
     for ax, mode in zip(axes[0], modes):

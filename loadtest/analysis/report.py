@@ -7,26 +7,31 @@ when earlier reports exist: nothing is overwritten. Every table says what was me
 kind, device name, batching profile, versions); invalid and failed cells are drawn hollow or as
 crosses and listed with their reasons, never dropped.
 
-Not for: sizing (`loadtest.analysis.size`, whose series grouping this shares) or measuring anything.
+The HTML page is rendered from a Jinja2 template (`templates/report.html.j2`, autoescaped); the
+Markdown summary is written directly (it is a file format of its own, not a drawn table).
 
-    python -m loadtest.analysis.report RESULTS.jsonl... [--compare OTHER.jsonl...] [--out DIR]
+Not for: sizing (`loadtest.analysis.size`), grouping into series (`loadtest.analysis.series`, shared
+with the sizing) or measuring anything.
+
+    mnist-bench report RESULTS.jsonl... [--compare OTHER.jsonl...] [--out DIR]
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
-import html
 import itertools
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from loadtest.analysis.size import (
+import jinja2
+
+from loadtest.analysis.formatting import change as pct
+from loadtest.analysis.formatting import number as fmt
+from loadtest.analysis.formatting import params
+from loadtest.analysis.series import (
     Series,
-    SizingError,
     group_series,
     level_name,
     load_level,
@@ -35,12 +40,8 @@ from loadtest.analysis.size import (
     usable,
 )
 from loadtest.records import CellResult
+from loadtest.vocab import CellStatus
 from serving.endpoint import kind_display_name
-
-
-class ReportError(Exception):
-    """Bad input to the report: the CLI prints it as one line and exits non-zero."""
-
 
 # ----------------------------------------------------------------------------- building blocks
 
@@ -69,16 +70,6 @@ class Report:
     blocks: tuple[Table | Figure, ...] = field(default_factory=tuple)
 
 
-def fmt(value: float | None, digits: int = 1) -> str:
-    return "—" if value is None else f"{value:,.{digits}f}"
-
-
-def pct(new: float | None, old: float | None) -> str:
-    if new is None or old is None or old == 0:
-        return "—"
-    return f"{(new - old) / old:+.1%}"
-
-
 def kind_name(kind: str) -> str:
     return kind_display_name(kind)
 
@@ -87,12 +78,8 @@ def device_name(name: str) -> str:
     return name or "(not recorded)"
 
 
-def params(d: dict, empty: str = "—") -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(d.items())) or empty
-
-
 def cell_mark(cell: CellResult) -> str:
-    return "failed" if cell.status != "ok" else ("" if usable(cell) else "invalid")
+    return "failed" if cell.status != CellStatus.OK else ("" if usable(cell) else "invalid")
 
 
 def series_labels(series: Sequence[Series]) -> list[str]:
@@ -257,7 +244,7 @@ def compare_table(base: Sequence[CellResult], other: Sequence[CellResult]) -> Ta
 def _validity(c: CellResult | None) -> str:
     if c is None:
         return "absent"
-    return "valid" if usable(c) else ("failed" if c.status != "ok" else "invalid")
+    return "valid" if usable(c) else ("failed" if c.status != CellStatus.OK else "invalid")
 
 
 # ----------------------------------------------------------------------------- assembly
@@ -296,49 +283,27 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
              f" ({len(results)} cells in {len(series)} series"
              f"{f'; compared with {len(compare)} cells' if compare else ''}).",
              f"{sum(usable(c) for c in results)} valid, "
-             f"{sum(c.status == 'ok' and not usable(c) for c in results)} invalid, "
-             f"{sum(c.status != 'ok' for c in results)} failed cells.")
+             f"{sum(c.status == CellStatus.OK and not usable(c) for c in results)} invalid, "
+             f"{sum(c.status != CellStatus.OK for c in results)} failed cells.")
     return Report("Inference load test report", intro, tuple(blocks))
 
 
 # ----------------------------------------------------------------------------- rendering
 
-CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1200px;
-color:#222;padding:0 1em}
-h1{font-size:1.6em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;font-size:12px;margin:.5em 0;display:block;overflow-x:auto}
-th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
-th{background:#f3f3f3}tr.invalid td{background:#fff4e0}tr.failed td{background:#fde8e8}
-p.caption{font-size:12px;color:#555}img{max-width:100%;height:auto;display:block}
-"""
+TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("loadtest.analysis", "templates"),
+                               autoescape=True, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
+                               undefined=jinja2.StrictUndefined)
 
 
-def html_table(t: Table) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
-    body = []
-    for i, row in enumerate(t.rows):
-        mark = t.marks[i] if i < len(t.marks) else ""
-        cls = f' class="{mark}"' if mark else ""
-        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>")
-    return (f"<h2>{html.escape(t.title)}</h2>\n<p class=\"caption\">{html.escape(t.caption)}</p>\n"
-            f"<table><thead><tr>{head}</tr></thead><tbody>\n" + "\n".join(body) + "\n</tbody></table>")
-
-
-def html_figure(f: Figure) -> str:
-    img = ""
-    if f.png:
-        data = base64.b64encode(f.png).decode("ascii")
-        img = f'<img alt="{html.escape(f.title)}" src="data:image/png;base64,{data}">'
-    return f"<h2>{html.escape(f.title)}</h2>\n{img}\n<p class=\"caption\">{html.escape(f.caption)}</p>"
+def png_data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
 def render_html(report: Report) -> str:
-    parts = [html_table(b) if isinstance(b, Table) else html_figure(b) for b in report.blocks]
-    intro = "".join(f"<p>{html.escape(line)}</p>" for line in report.intro)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(report.title)}</title><style>{CSS}</style></head><body>\n"
-            f"<h1>{html.escape(report.title)}</h1>\n{intro}\n" + "\n".join(parts) + "\n</body></html>\n")
+    """The self-contained page: inline CSS, plots as base64 PNGs, no script, no external URL."""
+    blocks = [{"table": b if isinstance(b, Table) else None, "figure": b if isinstance(b, Figure) else None,
+               "src": png_data_uri(b.png) if isinstance(b, Figure) and b.png else ""} for b in report.blocks]
+    return TEMPLATES.get_template("report.html.j2").render(report=report, blocks=blocks)
 
 
 def md_cell(value: str) -> str:
@@ -384,41 +349,9 @@ def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
     return html_path, md_path
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        raise ReportError(message)
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = _Parser(prog="python -m loadtest.analysis.report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", nargs="+", type=Path, help="results.jsonl files to report")
-    parser.add_argument("--compare", nargs="+", type=Path, default=[],
-                        help="results.jsonl files of another run to compare against")
-    parser.add_argument("--out", type=Path, help="output folder (default: beside the first results)")
-    return parser.parse_args(argv)
-
-
-def run(argv: Sequence[str] | None = None) -> tuple[Path, Path]:
-    """Read, build, write; returns the HTML and Markdown paths. Raises ReportError."""
-    args = parse_args(argv)
-    try:
-        results = read_all(args.results)
-        compare = read_all(args.compare) if args.compare else []
-    except SizingError as exc:
-        raise ReportError(str(exc)) from exc
-    report = build_report(results, compare, [*args.results, *args.compare])
-    return write_report(report, args.out or args.results[0].parent)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        html_path, md_path = run(argv)
-    except (ReportError, OSError) as exc:
-        print(f"loadtest.analysis.report: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"report: {html_path}\nsummary: {md_path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def run(results: Sequence[Path], compare: Sequence[Path] = (), out: Path | None = None) -> tuple[Path, Path]:
+    """Read, build, write; returns the HTML and Markdown paths. Raises AnalysisError, OSError."""
+    cells = read_all(results)
+    others = read_all(compare) if compare else []
+    report = build_report(cells, others, [*results, *compare])
+    return write_report(report, Path(out) if out else Path(results[0]).parent)

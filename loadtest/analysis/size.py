@@ -9,99 +9,41 @@ Measured points are the evidence: capacity is interpolated only between two meas
 valid monotone series and never extrapolated past the highest one; invalid or failed cells are
 never used (they are listed). Where the measurements cannot answer, the answer says so.
 
-Not for: drawing plots or writing the report (`loadtest.analysis.report`), or measuring anything.
+Not for: drawing plots or writing the report (`loadtest.analysis.report`), grouping results into
+series (`loadtest.analysis.series`), reading prices (`loadtest.analysis.prices`), or measuring.
 
-    python -m loadtest.analysis.size --p99_ms 50 --target_rps 5000 [--headroom 0.2] \
+    mnist-bench size --p99-ms 50 --target-rps 5000 [--headroom 0.2] \
         [--prices loadtest/prices.example.toml] results/*/results.jsonl
 """
 
 from __future__ import annotations
 
-import argparse
+import io
 import json
 import math
-import sys
-import tomllib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from loadtest.records import CellResult, read_results
+from rich.console import Console
+from rich.table import Table
 
-DEFAULT_PRICES = Path(__file__).resolve().parents[1] / "prices.example.toml"
-PRICE_FIELDS = {"currency", "example", "note", "device", "device_name"}
+from loadtest.analysis.formatting import number
+from loadtest.analysis.prices import DEFAULT_PRICES, PriceBook, load_prices
+from loadtest.analysis.series import (
+    AnalysisError,
+    Series,
+    SeriesKey,
+    group_series,
+    level_name,
+    load_level,
+    read_all,
+    unusable_reason,
+    usable,
+)
+from loadtest.records import CellResult
+
 UNITS = {"rps": "requests/s", "ips": "images/s"}
-
-
-class SizingError(Exception):
-    """Bad input to the sizing: the CLI prints it as one line and exits non-zero."""
-
-
-# ----------------------------------------------------------------------------- series
-
-
-@dataclass(frozen=True)
-class SeriesKey:
-    """What one line of measurements holds fixed; only the load level varies along it."""
-
-    run_id: str
-    kind: str
-    device: str
-    device_name: str
-    batching_profile: str
-    request_batch_size: int
-    mode: str  # "closed" (level = concurrency) or "open" (level = offered requests/s)
-
-    def label(self, with_run: bool = False) -> str:
-        text = (f"{self.device} {self.kind}, batching {self.batching_profile}, "
-                f"req batch {self.request_batch_size}" + (", open loop" if self.mode == "open" else ""))
-        return f"{text}, run {self.run_id}" if with_run else text
-
-
-@dataclass(frozen=True)
-class Series:
-    key: SeriesKey
-    cells: tuple[CellResult, ...]  # sorted by load level
-
-
-def load_level(cell: CellResult) -> float:
-    """Concurrency for a closed loop, offered rate (requests/s) for an open loop."""
-    level = cell.load.concurrency if cell.load.mode == "closed" else cell.load.rate_rps
-    return float(level) if level is not None else 0.0
-
-
-def level_name(mode: str) -> str:
-    return "concurrency" if mode == "closed" else "offered rate (req/s)"
-
-
-def series_key(cell: CellResult) -> SeriesKey:
-    s = cell.server
-    return SeriesKey(cell.run_id, s.kind, s.device, s.device_name, s.batching_profile,
-                     cell.load.request_batch_size, cell.load.mode)
-
-
-def group_series(results: Sequence[CellResult]) -> list[Series]:
-    """Cells grouped into series, in a stable order (device, profile, batch size, mode, run)."""
-    groups: dict[SeriesKey, list[CellResult]] = {}
-    for cell in results:
-        groups.setdefault(series_key(cell), []).append(cell)
-    order = sorted(groups, key=lambda k: (k.device, k.kind, k.device_name, k.batching_profile,
-                                          k.request_batch_size, k.mode, k.run_id))
-    return [Series(k, tuple(sorted(groups[k], key=lambda c: (load_level(c), c.cell_index))))
-            for k in order]
-
-
-def usable(cell: CellResult) -> bool:
-    """Only valid, finished cells with a p99 count as evidence."""
-    return cell.valid and cell.status == "ok" and cell.latency_p99_ms is not None
-
-
-def unusable_reason(cell: CellResult) -> str:
-    if cell.status != "ok":
-        return f"failed: {cell.failure_reason or 'no reason recorded'}"
-    if cell.flags:
-        return "; ".join(f"{f.flag}: {f.reason}" for f in cell.flags)
-    return "invalid (no reason recorded)" if not cell.valid else "no p99 recorded"
 
 
 # ----------------------------------------------------------------------------- capacity
@@ -183,55 +125,6 @@ def cost_per_million(hourly_cost: float, inferences_per_s: float) -> float:
     return hourly_cost / (inferences_per_s * 3600.0) * 1e6
 
 
-# ----------------------------------------------------------------------------- prices
-
-
-@dataclass(frozen=True)
-class PriceBook:
-    """Cost per hour of one replica's machine, by exact device name, else by device kind."""
-
-    source: str
-    currency: str
-    example: bool
-    note: str
-    by_device_name: dict
-    by_device: dict
-
-    def lookup(self, device: str, device_name: str) -> float | None:
-        if device_name in self.by_device_name:
-            return self.by_device_name[device_name]
-        return self.by_device.get(device)
-
-
-def _price_table(raw: dict, name: str, path: Path) -> dict:
-    table = raw.get(name, {})
-    if not isinstance(table, dict):
-        raise SizingError(f"{path}: [{name}] must be a table of name = price per hour")
-    for key, value in table.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise SizingError(f"{path}: [{name}] {key!r} must be a non-negative number, got {value!r}")
-    return {key: float(value) for key, value in table.items()}
-
-
-def load_prices(path: Path) -> PriceBook:
-    """Read a price file; unknown fields are errors so a typo cannot silently price nothing."""
-    path = Path(path)
-    if not path.is_file():
-        raise SizingError(f"price file not found: {path}")
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise SizingError(f"{path}: not valid TOML: {exc}") from exc
-    unknown = sorted(set(raw) - PRICE_FIELDS)
-    if unknown:
-        raise SizingError(f"{path}: unknown field(s) {', '.join(unknown)}; "
-                          f"known: {', '.join(sorted(PRICE_FIELDS))}")
-    return PriceBook(source=str(path), currency=str(raw.get("currency", "USD")),
-                     example=bool(raw.get("example", False)), note=str(raw.get("note", "")),
-                     by_device_name=_price_table(raw, "device_name", path),
-                     by_device=_price_table(raw, "device", path))
-
-
 # ----------------------------------------------------------------------------- answers
 
 
@@ -267,7 +160,8 @@ class SizingAnswer:
 
 def measured_points(series: Series, unit: str) -> list[MeasuredPoint]:
     return [MeasuredPoint(load_level(c), c.throughput_rps if unit == "rps" else c.throughput_ips,
-                          c.latency_p99_ms) for c in series.cells if usable(c)]
+                          c.latency_p99_ms) for c in series.cells
+            if usable(c) and c.latency_p99_ms is not None]
 
 
 def size_series(series: Series, objective: Objective, prices: PriceBook) -> SizingAnswer:
@@ -319,44 +213,50 @@ def cheapest(answers: Sequence[SizingAnswer]) -> SizingAnswer | None:
 # ----------------------------------------------------------------------------- text
 
 
-def _money(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None else f"{value:,.{digits}f}"
+def answer_table(answers: Sequence[SizingAnswer], unit: str, currency: str, with_run: bool) -> str:
+    """The options that meet the objective, ranked, as a plain-text table ("" when none does)."""
+    table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 2, 0, 0))
+    for name in ("rank", "option", "device name", *(("run",) if with_run else ()), f"capacity {unit}", "how",
+                 "replicas", f"{currency}/h", f"{currency}/M inferences"):
+        table.add_column(name, no_wrap=True)
+    for a in answers:
+        if a.meets:
+            table.add_row(str(a.rank), a.series.label(), a.series.device_name or "(not recorded)",
+                          *((a.series.run_id,) if with_run else ()), f"{a.capacity:,.1f}", a.capacity_method,
+                          str(a.replicas), number(a.cost_per_hour, 2), number(a.cost_per_million, 4))
+    if not table.row_count:
+        return ""
+    out = io.StringIO()
+    Console(file=out, width=10_000, color_system=None, highlight=False).print(table)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
 
 
 def format_answers(answers: Sequence[SizingAnswer], objective: Objective, prices: PriceBook) -> str:
     """The plain-text answer: a ranked table, the cheapest option, and what could not be sized."""
     with_run = len({a.series.run_id for a in answers}) > 1
-    unit = UNITS[objective.unit]
     lines = [f"Sizing for {objective.describe()}: replicas = ceil(target / (capacity x "
              f"{1 - objective.headroom:g})); each replica assumed to perform as the measured one.",
              f"Prices: {prices.source} ({prices.currency} per hour per replica"
              + ("; EXAMPLE prices, not quotes" if prices.example else "") + ")"]
-    header = ("rank", "option", "device name", *(("run",) if with_run else ()), f"capacity {unit}",
-              "how", "replicas",
-              f"{prices.currency}/h", f"{prices.currency}/M inferences")
-    rows = [(str(a.rank), a.series.label(), a.series.device_name or "(not recorded)",
-             *((a.series.run_id,) if with_run else ()), f"{a.capacity:,.1f}",
-             a.capacity_method, str(a.replicas), _money(a.cost_per_hour), _money(a.cost_per_million, 4))
-            for a in answers if a.meets]
-    if rows:
-        widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
-        lines += ["", "  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-        lines.append("how: interpolated = between two measured points; measured = a measured point; "
-                     "lower-bound = objective met at every measured load, capacity may be higher.")
-    best = cheapest(answers)
-    lines.append("")
-    if best is not None:
-        lines.append(f"Cheapest meeting the objective: {best.series.label(with_run)} on "
-                     f"{best.series.device_name}: {best.replicas} replica(s), "
-                     f"{_money(best.cost_per_hour)} {prices.currency}/h, "
-                     f"{_money(best.cost_per_million, 4)} {prices.currency} per million inferences.")
-    elif rows:
-        lines.append("Options meet the objective but none has a price in the price file.")
-    else:
-        lines.append("No measured option meets the objective: the measurements cannot answer.")
+    table = answer_table(answers, UNITS[objective.unit], prices.currency, with_run)
+    if table:
+        lines += ["", table, "how: interpolated = between two measured points; measured = a measured point; "
+                             "lower-bound = objective met at every measured load, capacity may be higher."]
+    lines += ["", _verdict(answers, prices.currency, with_run, bool(table))]
     lines += _notes(answers, with_run)
     return "\n".join(lines)
+
+
+def _verdict(answers: Sequence[SizingAnswer], currency: str, with_run: bool, any_meets: bool) -> str:
+    best = cheapest(answers)
+    if best is not None:
+        return (f"Cheapest meeting the objective: {best.series.label(with_run)} on "
+                f"{best.series.device_name}: {best.replicas} replica(s), "
+                f"{number(best.cost_per_hour, 2)} {currency}/h, "
+                f"{number(best.cost_per_million, 4)} {currency} per million inferences.")
+    if any_meets:
+        return "Options meet the objective but none has a price in the price file."
+    return "No measured option meets the objective: the measurements cannot answer."
 
 
 def _notes(answers: Sequence[SizingAnswer], with_run: bool) -> list[str]:
@@ -377,75 +277,28 @@ def _notes(answers: Sequence[SizingAnswer], with_run: bool) -> list[str]:
     return lines
 
 
-# ----------------------------------------------------------------------------- CLI
+# ----------------------------------------------------------------------------- entry point
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one-line errors, raised so main() formats them
-        raise SizingError(message)
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = _Parser(prog="python -m loadtest.analysis.size", description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", nargs="+", type=Path, help="results.jsonl files of sweeps")
-    parser.add_argument("--p99_ms", type=float, required=True, help="latency objective: p99 <= this")
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--target_rps", type=float, help="target load in requests/s")
-    target.add_argument("--target_ips", type=float, help="target load in images/s")
-    parser.add_argument("--headroom", type=float, default=0.2,
-                        help="share of each replica's capacity kept free (default 0.2)")
-    parser.add_argument("--prices", type=Path, default=DEFAULT_PRICES, help="price file (TOML)")
-    parser.add_argument("--json", action="store_true", help="print the answers as JSON")
-    return parser.parse_args(argv)
-
-
-def objective_from(args: argparse.Namespace) -> Objective:
-    unit, target = ("rps", args.target_rps) if args.target_rps is not None else ("ips", args.target_ips)
-    if not (math.isfinite(args.p99_ms) and args.p99_ms > 0):
-        raise SizingError(f"--p99_ms must be a positive number of milliseconds, got {args.p99_ms:g}")
+def objective_from(p99_ms: float, target_rps: float | None, target_ips: float | None, headroom: float) -> Objective:
+    """The objective the flags describe; AnalysisError names a flag out of range."""
+    unit, target = ("rps", target_rps) if target_rps is not None else ("ips", target_ips)
+    if target is None:
+        raise AnalysisError("one of the arguments --target-rps --target-ips is required")
+    if not (math.isfinite(p99_ms) and p99_ms > 0):
+        raise AnalysisError(f"--p99-ms must be a positive number of milliseconds, got {p99_ms:g}")
     if not (math.isfinite(target) and target > 0):
-        raise SizingError(f"--target_{unit} must be positive, got {target:g}")
-    if not (0 <= args.headroom < 1):
-        raise SizingError(f"--headroom must be in [0, 1), got {args.headroom:g}")
-    return Objective(args.p99_ms, target, unit, args.headroom)
+        raise AnalysisError(f"--target-{unit} must be positive, got {target:g}")
+    if not (0 <= headroom < 1):
+        raise AnalysisError(f"--headroom must be in [0, 1), got {headroom:g}")
+    return Objective(p99_ms, target, unit, headroom)
 
 
-def read_all(paths: Sequence[Path]) -> list[CellResult]:
-    """Every cell of every file; a missing, unreadable or empty file is an error."""
-    results = []
-    for path in paths:
-        if not Path(path).is_file():
-            raise SizingError(f"results file not found: {path}")
-        try:
-            cells = read_results(path)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise SizingError(f"{path}: not a results file: {exc}") from exc
-        if not cells:
-            raise SizingError(f"{path}: no cells in this results file")
-        results += cells
-    return results
-
-
-def run(argv: Sequence[str] | None = None) -> tuple[list[SizingAnswer], str]:
-    """Parse, read, size; returns the answers and their text. Raises SizingError on bad input."""
-    args = parse_args(argv)
-    objective = objective_from(args)
-    prices = load_prices(args.prices)
-    answers = size(read_all(args.results), objective, prices)
-    if args.json:
+def run(results: Sequence[Path], objective: Objective, prices: Path = DEFAULT_PRICES,
+        as_json: bool = False) -> tuple[list[SizingAnswer], str]:
+    """Read, size; returns the answers and their text (JSON or the table). Raises AnalysisError."""
+    book = load_prices(prices)
+    answers = size(read_all(results), objective, book)
+    if as_json:
         return answers, json.dumps([asdict(a) for a in answers], indent=2)
-    return answers, format_answers(answers, objective, prices)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        _, text = run(argv)
-    except SizingError as exc:
-        print(f"loadtest.analysis.size: error: {exc}", file=sys.stderr)
-        return 2
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return answers, format_answers(answers, objective, book)

@@ -1,6 +1,6 @@
 """Benchmark of the load generator itself, against the embedded server's null backend.
 
-`python -m loadtest.benchmarks.loadgen` starts `python -m serving.server --backend null` pinned to one core and one
+`mnist-bench bench loadgen` starts `python -m serving.server --backend null` pinned to one core and one
 Locust process pinned to another (`taskset -c`), then prints, all measured within this one run:
 
 1. requests/s one Locust process sustains, closed loop at 8, 16 and 32 users (no-op server);
@@ -11,59 +11,88 @@ Locust process pinned to another (`taskset -c`), then prints, all measured withi
    closed loop's users wait with the server, so only a handful of requests see it (coordinated
    omission).
 
+Each run is one sweep cell (`loadtest.sweep.runner.locust_command` / `run_locust`) against a
+`ServedEndpoint` built from the server's ready line.
+
 Not for: measuring a real model (see `loadtest.sweep.runner`).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from loadtest.sweep import plan as plans
 from loadtest.sweep import scrape
-from loadtest.sweep.runner import Target, locust_command, run_locust
-from serving.deploy.process import process_cpu_s, start_server
+from loadtest.sweep.runner import locust_command, run_locust
+from loadtest.vocab import Arrival, Check, LoadMode
+from serving.deploy.process import ServerHandle, process_cpu_s, start_server
+from serving.endpoint import ServedEndpoint
+
+MODEL = "mnist"
+DELAY_MS = 5.0  # the fixed server delay of part 2
+STALL_FLAGS = ("--null_delay_ms", "5", "--null_stall_ms", "200", "--null_stall_every_s", "2")
+Print = Callable[[str], None]
+
+
+class LoadgenBenchError(RuntimeError):
+    """A benchmark run that failed (a Locust run without a summary); the message says why."""
 
 
 @dataclass(frozen=True)
-class BenchServer:
-    target: Target
-    pid: int  # to read the server's CPU time around each run (taskset execs the server: same pid)
+class LoadgenOptions:
+    """One load-generator benchmark's settings, as `mnist-bench bench loadgen` gives them."""
+
+    model_base_path: Path = Path("models/mnist")
+    samples: Path = Path("models/mnist-samples.npz")
+    server_cpu: str = "0"
+    loadgen_cpu: str = "1"
+    seconds: float = 5.0  # measured per run
+    open_rate: float = 100.0  # open loop: under the 5 ms server's 200/s
+
+
+def endpoint_of(server: ServerHandle, name: str) -> ServedEndpoint:
+    """The served-endpoint record of a started server, from its ready line (pid: taskset execs the server,
+    so it is the server's own, to read its CPU time around each run)."""
+    fields = server.fields
+    host, _, grpc_port = fields["grpc"].rpartition(":")
+    rest_port = fields["rest"].rpartition(":")[2]
+    return ServedEndpoint(name=name, kind=fields["kind"], device=fields["device"], device_name=fields["device_name"],
+                          host=host, grpc_port=int(grpc_port), rest_port=int(rest_port), model_name=MODEL,
+                          batching_profile="off", pid=server.proc.pid)
 
 
 @contextmanager
-def null_server(model_base_path: Path, cpu: str, *flags: str, timeout_s: float = 180.0):
-    """A null-backend embedded server on free ports, pinned to `cpu`; yields a `BenchServer`."""
-    with start_server("--model_name", "mnist", "--model_base_path", str(model_base_path), *flags,
+def null_server(model_base_path: Path, cpu: str, *flags: str, timeout_s: float = 180.0) -> Iterator[ServedEndpoint]:
+    """A null-backend embedded server on free ports, pinned to `cpu`."""
+    with start_server("--model_name", MODEL, "--model_base_path", str(model_base_path), *flags,
                       backend="null", cpu=cpu, timeout_s=timeout_s) as server:
-        fields = server.fields  # what the server's ready line says it is
-        target = Target("null", fields["kind"], fields["device"], fields["device_name"], server.grpc_target,
-                        server.rest_url, "mnist", "off", {}, {})
-        yield BenchServer(target, server.proc.pid)
+        yield endpoint_of(server, "null")
 
 
-def measure(run: plans.RunSettings, cell: plans.Cell, server: BenchServer, cpu: str, work: Path) -> dict:
+def measure(run: plans.RunSettings, cell: plans.Cell, server: ServedEndpoint, cpu: str, work: Path) -> dict:
     """One pinned Locust run; its summary (raises if the run failed), plus the server's CPU use.
 
     The server is idle while Locust starts, so its CPU seconds over the run divided by the
     warm-up plus measured time approximate its load during them.
     """
+    if server.pid is None:
+        raise LoadgenBenchError(f"no process id for server {server.name}: cannot read its CPU time")
     server_cpu_before = process_cpu_s(server.pid)
-    metrics_before = scrape.scrape(server.target.rest_url)
+    metrics_before = scrape.scrape(server.rest_url)
     summary_path = work / f"{cell.mode}-{cell.concurrency or cell.rate_rps}-{time.monotonic_ns()}.json"
-    command = ["taskset", "-c", cpu, *locust_command(run, cell, server.target, summary_path)]
+    command = ["taskset", "-c", cpu, *locust_command(run, cell, server, summary_path)]
     result = run_locust(command, summary_path, summary_path.with_suffix(".log"),
                         run.startup_timeout_s + run.warmup_s + run.measure_s + 60)
     if result.failure or result.summary is None:
-        raise RuntimeError(f"locust run failed: {result.failure}")
+        raise LoadgenBenchError(f"locust run failed: {result.failure}")
     server_cpu_s = process_cpu_s(server.pid) - server_cpu_before
-    figures = scrape.cell_figures(metrics_before, scrape.scrape(server.target.rest_url))
-    return {**result.summary, "server_cpu_percent": 100 * server_cpu_s / (run.warmup_s + run.measure_s),
+    figures = scrape.cell_figures(metrics_before, scrape.scrape(server.rest_url))
+    return {**result.summary.to_dict(), "server_cpu_percent": 100 * server_cpu_s / (run.warmup_s + run.measure_s),
             "server_latency_mean_us": figures.extra.get("request_latency_mean_us")}
 
 
@@ -76,7 +105,7 @@ def delay_breakdown(idle: dict, delayed: dict) -> str:
     it (client mean less server mean), the latter beside the same split of the no-op round trip."""
     if idle["server_latency_mean_us"] is None or delayed["server_latency_mean_us"] is None:
         return "    (the server exposes no latency metric: no breakdown)"
-    inside = delayed["server_latency_mean_us"] / 1000 - 5.0
+    inside = delayed["server_latency_mean_us"] / 1000 - DELAY_MS
     outside = delayed["latency"]["mean_ms"] - delayed["server_latency_mean_us"] / 1000
     idle_outside = idle["latency"]["mean_ms"] - idle["server_latency_mean_us"] / 1000
     return (f"    excess of the mean over 5 ms: {inside:+.3f} ms inside the server, {outside:+.3f} ms between "
@@ -88,59 +117,57 @@ def rps(summary: dict) -> float:
     return summary["ok_requests"] / summary["measure_s"]
 
 
-def run(args: argparse.Namespace) -> None:
-    base = plans.RunSettings(warmup_s=1.0, measure_s=args.seconds, samples=str(args.samples), check="shape",
-                             late_threshold_ms=2.0)
+def closed(users: int) -> plans.Cell:
+    return plans.Cell(LoadMode.CLOSED, 1, users, None)
+
+
+def run(options: LoadgenOptions, echo: Print = print) -> None:
+    """The three parts, each on a fresh null server; one line per measurement through `echo`."""
+    base = plans.RunSettings(warmup_s=1.0, measure_s=options.seconds, samples=str(options.samples),
+                             check=Check.SHAPE, late_threshold_ms=2.0)
     work = Path(tempfile.mkdtemp(prefix="loadtest-bench-"))
-    with null_server(args.model_base_path.resolve(), args.server_cpu) as server:
-        measured = server.target
-        print(f"{measured.kind} server (null backend, device {measured.device}: {measured.device_name}) on core "
-              f"{args.server_cpu}, one Locust process on core {args.loadgen_cpu}; {args.seconds:g} s measured per run")
+    idle = throughput_part(options, base, work, echo)
+    delay_part(options, base, work, idle, echo)
+    stall_part(options, base, work, echo)
+
+
+def throughput_part(options: LoadgenOptions, base: plans.RunSettings, work: Path, echo: Print) -> dict:
+    """Part 1 and the no-op round trip of part 2; returns the 1-user run."""
+    with null_server(options.model_base_path.resolve(), options.server_cpu) as server:
+        echo(f"{server.kind} server (null backend, device {server.device}: {server.device_name}) on core "
+             f"{options.server_cpu}, one Locust process on core {options.loadgen_cpu}; {options.seconds:g} s "
+             f"measured per run")
         for users in (8, 16, 32):
-            summary = measure(base, plans.Cell("closed", 1, users, None), server, args.loadgen_cpu, work)
+            summary = measure(base, closed(users), server, options.loadgen_cpu, work)
             cpu = 100 * sum(summary["cpu_s_by_pid"].values()) / summary["measure_s"]
-            print(f"no-op server, closed loop, {users:2d} users: {rps(summary):7.0f} requests/s "
-                  f"(p50 {summary['latency']['p50_ms']:.3f} ms; CPU of a core: load generator {cpu:.0f}%, "
-                  f"server {summary['server_cpu_percent']:.0f}%)")
-        idle = measure(base, plans.Cell("closed", 1, 1, None), server, args.loadgen_cpu, work)
-        print(f"no-op server, closed loop,  1 user:  p50 {idle['latency']['p50_ms']:.3f} ms, mean "
-              f"{idle['latency']['mean_ms']:.3f} ms (the server's own mean: {_ms(idle['server_latency_mean_us'])})")
+            echo(f"no-op server, closed loop, {users:2d} users: {rps(summary):7.0f} requests/s "
+                 f"(p50 {summary['latency']['p50_ms']:.3f} ms; CPU of a core: load generator {cpu:.0f}%, "
+                 f"server {summary['server_cpu_percent']:.0f}%)")
+        idle = measure(base, closed(1), server, options.loadgen_cpu, work)
+        echo(f"no-op server, closed loop,  1 user:  p50 {idle['latency']['p50_ms']:.3f} ms, mean "
+             f"{idle['latency']['mean_ms']:.3f} ms (the server's own mean: {_ms(idle['server_latency_mean_us'])})")
+    return idle
+
+
+def delay_part(options: LoadgenOptions, base: plans.RunSettings, work: Path, idle: dict, echo: Print) -> None:
+    """Part 2: one user against a fixed 5 ms delay."""
     # The null backend is one "device": concurrent calls queue for it, so one user sees the bare delay.
-    with null_server(args.model_base_path.resolve(), args.server_cpu, "--null_delay_ms", "5") as server:
-        delayed = measure(base, plans.Cell("closed", 1, 1, None), server, args.loadgen_cpu, work)
+    with null_server(options.model_base_path.resolve(), options.server_cpu, "--null_delay_ms", "5") as server:
+        delayed = measure(base, closed(1), server, options.loadgen_cpu, work)
         p50 = delayed["latency"]["p50_ms"]
-        print(f"fixed 5 ms server delay, closed loop, 1 user: p50 {p50:.3f} ms (off by {p50 - 5.0:+.3f} ms; "
-              f"target within 0.3 ms); mean {delayed['latency']['mean_ms']:.3f} ms, the server's own mean "
-              f"{_ms(delayed['server_latency_mean_us'])}")
-        print(delay_breakdown(idle, delayed))
-    stall = ("--null_delay_ms", "5", "--null_stall_ms", "200", "--null_stall_every_s", "2")
-    with null_server(args.model_base_path.resolve(), args.server_cpu, *stall) as server:
-        closed = measure(base, plans.Cell("closed", 1, 1, None), server, args.loadgen_cpu, work)
-        open_run = replace(base, arrival="constant")
-        opened = measure(open_run, plans.Cell("open", 1, None, args.open_rate), server, args.loadgen_cpu, work)
-        print(f"planted 200 ms stall every 2 s: closed-loop p99 {closed['latency']['p99_ms']:.3f} ms "
-              f"({rps(closed):.0f} req/s, 1 user); open-loop p99 {opened['latency']['p99_ms']:.3f} ms "
-              f"({rps(opened):.0f} req/s at {args.open_rate:g}/s, {opened['late_sends']} late sends)")
+        echo(f"fixed 5 ms server delay, closed loop, 1 user: p50 {p50:.3f} ms (off by {p50 - DELAY_MS:+.3f} ms; "
+             f"target within 0.3 ms); mean {delayed['latency']['mean_ms']:.3f} ms, the server's own mean "
+             f"{_ms(delayed['server_latency_mean_us'])}")
+        echo(delay_breakdown(idle, delayed))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.benchmarks.loadgen", description=__doc__.splitlines()[0])
-    parser.add_argument("--model_base_path", type=Path, default=Path("models/mnist"))
-    parser.add_argument("--samples", type=Path, default=Path("models/mnist-samples.npz"))
-    parser.add_argument("--server-cpu", default="0")
-    parser.add_argument("--loadgen-cpu", default="1")
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--open-rate", type=float, default=100.0, help="open loop: under the 5 ms server's 200/s")
-    args = parser.parse_args(argv)
-    try:
-        if not args.samples.exists() or not args.model_base_path.exists():
-            raise FileNotFoundError(f"{args.model_base_path} or {args.samples} missing; run `make export` first")
-        run(args)
-    except (OSError, RuntimeError) as exc:
-        print(f"bench: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def stall_part(options: LoadgenOptions, base: plans.RunSettings, work: Path, echo: Print) -> None:
+    """Part 3: closed-loop vs open-loop p99 through a planted stall."""
+    with null_server(options.model_base_path.resolve(), options.server_cpu, *STALL_FLAGS) as server:
+        closed_run = measure(base, closed(1), server, options.loadgen_cpu, work)
+        open_settings = replace(base, arrival=Arrival.CONSTANT)
+        opened = measure(open_settings, plans.Cell(LoadMode.OPEN, 1, None, options.open_rate), server,
+                         options.loadgen_cpu, work)
+        echo(f"planted 200 ms stall every 2 s: closed-loop p99 {closed_run['latency']['p99_ms']:.3f} ms "
+             f"({rps(closed_run):.0f} req/s, 1 user); open-loop p99 {opened['latency']['p99_ms']:.3f} ms "
+             f"({rps(opened):.0f} req/s at {options.open_rate:g}/s, {opened['late_sends']} late sends)")

@@ -25,12 +25,12 @@ import numpy as np
 from tensorflow_serving.apis import predict_pb2
 
 from loadtest.load.collector import WRONG_ANSWER, CallRecord
+from loadtest.vocab import Check, Protocol
+from model_export.data import IMAGE_PIXELS, NUM_CLASSES
 from serving.protocol import tensors
+from serving.protocol.names import PREDICT_METHOD
 
-PREDICT_METHOD = "/tensorflow.serving.PredictionService/Predict"
 INPUT_NAME = "images"
-IMAGE_PIXELS = 784
-NUM_CLASSES = 10
 
 
 @dataclass(frozen=True)
@@ -95,19 +95,19 @@ def check_shapes(classes: np.ndarray, scores_shape: tuple, prepared: PreparedReq
     return Outcome("OK", "", 0, 0)
 
 
-CHECKS = {"classes": check_classes, "shape": check_shapes}
+CHECKS = {Check.CLASSES: check_classes, Check.SHAPE: check_shapes}
 
 
 class GrpcPredictClient:
     """Predict over one gRPC channel; `call` returns a record and never raises."""
 
-    protocol = "grpc"
+    protocol = Protocol.GRPC
 
     def __init__(self, target: str, model_name: str, signature: str, samples: Samples, batch_size: int,
-                 check: str = "classes", timeout_s: float = 10.0, variants: int = 16):
+                 check: str = Check.CLASSES, timeout_s: float = 10.0, variants: int = 16):
         if check not in CHECKS:
             raise ValueError(f"unknown check {check!r}; choose from {sorted(CHECKS)}")
-        self.batch_size, self.timeout_s, self.check = batch_size, timeout_s, CHECKS[check]
+        self.batch_size, self.timeout_s, self.check = batch_size, timeout_s, CHECKS[Check(check)]
         self.channel = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", 64 << 20),
                                                              ("grpc.max_send_message_length", 64 << 20)])
         # Identity serializer: requests are serialised once, up front.
@@ -155,16 +155,16 @@ class GrpcPredictClient:
 class RestPredictClient:
     """Predict over TF Serving's REST API (`POST /v1/models/<name>:predict`), columnar format."""
 
-    protocol = "rest"
+    protocol = Protocol.REST
 
     def __init__(self, base_url: str, model_name: str, signature: str, samples: Samples, batch_size: int,
-                 check: str = "classes", timeout_s: float = 10.0, variants: int = 16, concurrency: int = 512):
+                 check: str = Check.CLASSES, timeout_s: float = 10.0, variants: int = 16, concurrency: int = 512):
         from geventhttpclient import HTTPClient
         from geventhttpclient.url import URL
 
         if check not in CHECKS:
             raise ValueError(f"unknown check {check!r}; choose from {sorted(CHECKS)}")
-        self.batch_size, self.check = batch_size, CHECKS[check]
+        self.batch_size, self.check = batch_size, CHECKS[Check(check)]
         self.path = f"/v1/models/{model_name}:predict"
         self.http = HTTPClient.from_url(URL(base_url), concurrency=concurrency, network_timeout=timeout_s,
                                         connection_timeout=timeout_s)
@@ -202,7 +202,8 @@ class RestPredictClient:
         self.http.close()
 
 
-CLIENTS = {"grpc": GrpcPredictClient, "rest": RestPredictClient}
+CLIENTS: dict[Protocol, type[GrpcPredictClient] | type[RestPredictClient]] = {
+    Protocol.GRPC: GrpcPredictClient, Protocol.REST: RestPredictClient}
 
 
 class CallClock:

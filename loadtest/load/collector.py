@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hdrh.histogram import HdrHistogram
+
 from loadtest import stats
 
 WRONG_ANSWER = "WRONG_ANSWER"
@@ -41,7 +43,7 @@ _SUMMED = ("requests", "ok_requests", "images", "correct", "checked", "late_send
 class Tally:
     """Counts and latencies of calls, merged exactly: the same shape on workers and the master."""
 
-    histogram: object = field(default_factory=stats.new_histogram)
+    histogram: HdrHistogram = field(default_factory=stats.new_histogram)
     requests: int = 0
     ok_requests: int = 0
     images: int = 0

@@ -15,7 +15,8 @@ Every call yields one `CallRecord`; each fires Locust's `request` event (Locust'
 and UI) and goes into this process's `Collector` (exact µs HdrHistogram over the measurement
 window). Workers ship collector deltas to the master on Locust's worker reports and, once drained,
 in a final `mnist_done` message; the master (or the single local process) writes the run's
-summary JSON to `--summary-out` and quits. `--measure-s 0` means interactive: no window, no quit.
+summary (`loadtest.load.summary.LoadSummary`) to `--summary-out` and quits. `--measure-s 0` means
+interactive: no window, no quit.
 
 `import locust` must stay the first import: gevent patches the standard library before
 TensorFlow (imported by the TF Serving protos) pulls in ssl.
@@ -30,6 +31,7 @@ import os  # noqa: E402
 import random  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import gevent  # noqa: E402
 import gevent.pool  # noqa: E402
@@ -42,8 +44,11 @@ from locust.runners import MasterRunner, WorkerRunner
 grpc_gevent.init_gevent()
 
 from loadtest import stats  # noqa: E402
+from loadtest.load.arrivals import ARRIVAL_GAPS  # noqa: E402
 from loadtest.load.client import CHECKS, CLIENTS, Samples  # noqa: E402
 from loadtest.load.collector import Aggregate, Collector  # noqa: E402
+from loadtest.load.summary import LoadSummary, LocustTotals  # noqa: E402
+from loadtest.vocab import Protocol  # noqa: E402
 
 log = logging.getLogger("loadtest")
 DONE_MESSAGE = "mnist_done"
@@ -61,7 +66,7 @@ def add_arguments(parser) -> None:
                        help="classes: compare with the model's own predictions; shape: null backend")
     group.add_argument("--request-timeout-s", type=float, default=10.0)
     group.add_argument("--rate-per-user", type=float, default=10.0, help="open loop: requests/s per user")
-    group.add_argument("--arrival", default="constant", choices=sorted(stats.ARRIVAL_GAPS))
+    group.add_argument("--arrival", default="constant", choices=sorted(ARRIVAL_GAPS))
     group.add_argument("--seed", type=int, default=1, help="open loop Poisson arrivals")
     group.add_argument("--max-in-flight", type=int, default=512, help="open loop: pool size per user")
     group.add_argument("--late-threshold-ms", type=float, default=2.0)
@@ -77,7 +82,7 @@ class RunState:
     """This process's part of the run: one shared client, the collector, and in-flight calls."""
 
     def __init__(self) -> None:
-        self.environment = None
+        self.environment: Any = None  # Locust's Environment, once initialised
         self.client = None  # the latest one used: its model version goes into the summary
         self.clients: dict = {}
         self.collector: Collector | None = None
@@ -109,6 +114,13 @@ class RunState:
         self.cpu, self.done_processes, self.summary_written, self.raw_latencies = {}, set(), False, []
         self.model_version, self.abandoned = None, 0
 
+    @property
+    def window(self) -> Collector:
+        """The collector of the run under way (only used once a test has started)."""
+        if self.collector is None:
+            raise RuntimeError("no run under way")
+        return self.collector
+
     def measure_end(self) -> float:
         return self.collector.end_unix_s if self.collector else float("inf")
 
@@ -122,7 +134,7 @@ class RunState:
             options = self.options
             samples = Samples.load(Path(options.samples))
             target = host.removeprefix("grpc://") if protocol == "grpc" else host
-            self.clients[key] = CLIENTS[protocol](target, options.model_name, options.signature, samples,
+            self.clients[key] = CLIENTS[Protocol(protocol)](target, options.model_name, options.signature, samples,
                                                   options.batch_size, options.check, options.request_timeout_s)
         self.client = self.clients[key]
         return self.client
@@ -135,8 +147,8 @@ class RunState:
             record = client.call(index, intended_unix_s)
         finally:
             self.in_flight -= 1
-        self.collector.add(record)
-        if self.options.raw_latency_dir and record.ok and self.collector.in_window(record.intended_unix_s):
+        self.window.add(record)
+        if self.options.raw_latency_dir and record.ok and self.window.in_window(record.intended_unix_s):
             self.raw_latencies.append(record.latency_us)
         events.request.fire(request_type=client.protocol.upper(), name=f"Predict batch={client.batch_size}",
                             response_time=record.latency_us / 1000.0, response_length=0,
@@ -183,7 +195,7 @@ class _OpenLoop(_PredictUser):
         worker = getattr(self.environment.runner, "worker_index", 0)
         rng = random.Random(hash((options.seed, worker, next(_STREAM_NUMBERS))))
         rate = options.rate_per_user
-        gap = stats.ARRIVAL_GAPS[options.arrival]
+        gap = ARRIVAL_GAPS[options.arrival]
         pool = gevent.pool.Pool(options.max_in_flight)
         intended = time.time()
         while RUN.sending_allowed(intended):
@@ -191,7 +203,7 @@ class _OpenLoop(_PredictUser):
             if delay > 0:
                 gevent.sleep(delay)
             if pool.full():
-                RUN.collector.note_pool_wait(intended)
+                RUN.window.note_pool_wait(intended)
                 pool.wait_available(timeout=options.request_timeout_s + 1.0)  # calls time out by then
             self.index += 1
             pool.spawn(RUN.call, self.client, self.index, intended)
@@ -223,15 +235,15 @@ def _process_cpu_s() -> float:
 def _watch_window() -> None:
     """Per load process: CPU over the window, then drain in-flight calls and hand the data over."""
     options = RUN.options
-    gevent.sleep(max(0.0, RUN.collector.start_unix_s - time.time()))
+    gevent.sleep(max(0.0, RUN.window.start_unix_s - time.time()))
     cpu_start = _process_cpu_s()
-    gevent.sleep(max(0.0, RUN.collector.end_unix_s - time.time()))
+    gevent.sleep(max(0.0, RUN.window.end_unix_s - time.time()))
     cpu_used = _process_cpu_s() - cpu_start
     deadline = time.time() + options.request_timeout_s + 1.0
     while RUN.in_flight and time.time() < deadline:
         gevent.sleep(0.02)
     payload = {"pid": os.getpid(), "cpu_s": cpu_used, "in_flight_abandoned": RUN.in_flight,
-               "model_version": getattr(RUN.client, "model_version", None), "delta": RUN.collector.take_delta()}
+               "model_version": getattr(RUN.client, "model_version", None), "delta": RUN.window.take_delta()}
     _write_raw_latencies()
     runner = RUN.environment.runner
     if isinstance(runner, WorkerRunner):
@@ -263,29 +275,32 @@ def _finish(complete: bool) -> None:
         return
     RUN.summary_written = True
     if RUN.options.summary_out:
-        Path(RUN.options.summary_out).write_text(json.dumps(run_summary(complete)))
+        Path(RUN.options.summary_out).write_text(run_summary(complete).to_json())
     runner = RUN.environment.runner
     gevent.spawn_later(0.1, runner.quit)
 
 
-def run_summary(complete: bool) -> dict:
+def run_summary(complete: bool) -> LoadSummary:
     """What the sweep needs from a run: merged counts, latency, windows, CPU per process."""
     options, agg = RUN.options, RUN.aggregate
     windows = max(1, int(options.measure_s // options.window_s)) if options.measure_s > 0 else 0
-    locust_total = RUN.environment.stats.total
-    return {
-        "complete": complete, "processes_reported": len(RUN.done_processes),
-        "processes_expected": max(1, RUN.expected_workers), "measure_s": options.measure_s,
-        "window_s": options.window_s, "requests": agg.requests, "ok_requests": agg.ok_requests,
-        "images": agg.images, "correct": agg.correct, "checked": agg.checked, "late_sends": agg.late_sends,
-        "pool_waits": agg.pool_waits, "errors_by_code": agg.errors_by_code, "error_examples": agg.error_examples,
-        "latency": vars(agg.latency()), "histogram_us": stats.encode(agg.histogram),
-        "window_rps": stats.window_counts_to_rps(agg.window_counts, options.window_s, windows),
-        "cpu_s_by_pid": RUN.cpu, "model_version": RUN.model_version, "in_flight_abandoned": RUN.abandoned,
-        "locust": {"requests": locust_total.num_requests, "failures": locust_total.num_failures,
-                   "p50_ms": locust_total.get_response_time_percentile(0.5),
-                   "p99_ms": locust_total.get_response_time_percentile(0.99)},
-    }
+    return LoadSummary(
+        complete=complete, processes_reported=len(RUN.done_processes),
+        processes_expected=max(1, RUN.expected_workers), measure_s=options.measure_s,
+        window_s=options.window_s, requests=agg.requests, ok_requests=agg.ok_requests,
+        images=agg.images, correct=agg.correct, checked=agg.checked, late_sends=agg.late_sends,
+        pool_waits=agg.pool_waits, errors_by_code=agg.errors_by_code, error_examples=agg.error_examples,
+        latency=agg.latency(), histogram_us=stats.encode(agg.histogram),
+        window_rps=stats.window_counts_to_rps(agg.window_counts, options.window_s, windows),
+        cpu_s_by_pid=RUN.cpu, model_version=RUN.model_version, in_flight_abandoned=RUN.abandoned,
+        locust=locust_totals())
+
+
+def locust_totals() -> LocustTotals:
+    total = RUN.environment.stats.total
+    return LocustTotals(requests=total.num_requests, failures=total.num_failures,
+                        p50_ms=total.get_response_time_percentile(0.5),
+                        p99_ms=total.get_response_time_percentile(0.99))
 
 
 @events.init.add_listener
@@ -351,4 +366,4 @@ def on_test_stop(environment, **_kwargs) -> None:
     log.info("exact latency (µs histogram): %d requests, p50 %s ms, p99 %s ms, p99.9 %s ms, max %s ms",
              latency.count, latency.p50_ms, latency.p99_ms, latency.p999_ms, latency.max_ms)
     if environment.parsed_options.summary_out:
-        Path(environment.parsed_options.summary_out).write_text(json.dumps(run_summary(complete=True)))
+        Path(environment.parsed_options.summary_out).write_text(run_summary(complete=True).to_json())

@@ -1,10 +1,11 @@
-"""A sweep plan: the grid of cells to measure, and how long each runs.
+"""A sweep plan: the grid of cells to measure, how long each runs, and which servers.
 
-Layers, later wins: the dataclass defaults below -> the plan file (TOML, `loadtest/plans/*.toml`)
--> `LOADTEST_<FIELD>` environment variables for the `[run]` fields (e.g. `LOADTEST_MEASURE_S=3`)
--> command-line flags of `python -m loadtest`. Servers come from the state file that `make
-serve-*` writes (`serving.deploy.state`), narrowed by `[servers] names`, or are given explicitly as
-targets.
+Layers, later wins, merged by the project's one mechanism (`serving.layering`): the dataclass
+defaults below -> the plan file (TOML, `loadtest/plans/*.toml`) -> `LOADTEST_<FIELD>` environment
+variables for the `[run]` fields (e.g. `LOADTEST_MEASURE_S=3`) -> command-line flags of the
+`loadtest` command (`with_overrides`). Servers come from the state file that `make serve-*` writes
+(`serving.deploy.state`), narrowed by `[servers] names`, or are given by address as targets
+(`[servers] targets`, or `--target`), which become `ServedEndpoint`s like the state file's.
 
 Fixed rules (validity thresholds, histogram precision) live in `loadtest.stats`, apart from what
 users tune here. Not for: running anything (see `loadtest.sweep.runner`).
@@ -13,19 +14,21 @@ users tune here. Not for: running anything (see `loadtest.sweep.runner`).
 from __future__ import annotations
 
 import os
-import tomllib
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from loadtest import stats
+from loadtest.vocab import Arrival, Check, LoadMode, Protocol
+from serving.endpoint import ServedEndpoint, ServerKind
+from serving.layering import SettingsError, env_layer, field_variables, layered, read_toml, typed
 
-LOAD_MODES = ("closed", "open")
-ARRIVALS = tuple(stats.ARRIVAL_GAPS)
-PROTOCOLS = ("grpc", "rest")
+SECTIONS = ("name", "run", "grid", "servers")
+SERVER_FIELDS = ("names", "targets")
 
 
-class PlanError(ValueError):
-    """A plan that cannot be run; the message names the offending field."""
+class PlanError(SettingsError):
+    """A plan that cannot be run; the message names the offending field, file or variable."""
 
 
 @dataclass(frozen=True)
@@ -36,9 +39,9 @@ class RunSettings:
     measure_s: float = 5.0
     window_s: float = 1.0  # throughput windows for the stability check
     processes: int = 1  # Locust worker processes (1 = a single local process)
-    protocol: str = "grpc"
-    arrival: str = "poisson"  # open-loop cells
-    check: str = "classes"  # "shape" for a null-backend server, whose zeros are not answers
+    protocol: Protocol = Protocol.GRPC
+    arrival: Arrival = Arrival.POISSON  # open-loop cells
+    check: Check = Check.CLASSES  # "shape" for a null-backend server, whose zeros are not answers
     request_timeout_s: float = 10.0
     late_threshold_ms: float = 2.0
     max_in_flight: int = 512  # open loop, per process
@@ -50,22 +53,18 @@ class RunSettings:
 
 @dataclass(frozen=True)
 class Grid:
-    batch_sizes: tuple = (1,)
-    concurrency: tuple = (1,)  # closed-loop cells; empty for none
-    rates_rps: tuple = ()  # open-loop cells; empty for none
+    batch_sizes: tuple[int, ...] = (1,)
+    concurrency: tuple[int, ...] = (1,)  # closed-loop cells; empty for none
+    rates_rps: tuple[float, ...] = ()  # open-loop cells; empty for none
 
 
 @dataclass(frozen=True)
-class ExplicitTarget:
-    """A server given by address instead of the state file."""
+class TargetAddress:
+    """How a plan file names a server by address: `{ name, grpc = "host:port", rest = "http://..." }`."""
 
     name: str
-    grpc: str  # host:port
-    rest: str = ""  # http://host:port, for metrics; "" when unknown
-    kind: str = "unknown"
-    device: str = "unknown"
-    device_name: str = ""
-    batching_profile: str = "unknown"
+    grpc: str
+    rest: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,18 +72,20 @@ class Plan:
     name: str = "plan"
     run: RunSettings = field(default_factory=RunSettings)
     grid: Grid = field(default_factory=Grid)
-    server_names: tuple = ()  # from the state file; empty = every recorded server
-    targets: tuple = ()  # ExplicitTarget, used instead of the state file when given
+    server_names: tuple[str, ...] = ()  # from the state file; empty = every recorded server
+    targets: tuple[ServedEndpoint, ...] = ()  # servers given by address, used instead of the state file
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The plan as recorded in `plan.json` and every result's provenance (targets by address)."""
+        return {"name": self.name, "run": asdict(self.run), "grid": asdict(self.grid),
+                "server_names": self.server_names, "targets": tuple(map(target_dict, self.targets))}
 
 
 @dataclass(frozen=True)
 class Cell:
     """One measurement: a server is chosen separately; this is the load put on it."""
 
-    mode: str
+    mode: LoadMode
     batch_size: int
     concurrency: int | None
     rate_rps: float | None
@@ -94,80 +95,110 @@ def cells(grid: Grid) -> list[Cell]:
     """Cells in sweep order: by batch size, closed loop by concurrency, then open loop by rate."""
     out = []
     for batch in grid.batch_sizes:
-        out += [Cell("closed", batch, users, None) for users in grid.concurrency]
-        out += [Cell("open", batch, None, float(rate)) for rate in grid.rates_rps]
+        out += [Cell(LoadMode.CLOSED, batch, users, None) for users in grid.concurrency]
+        out += [Cell(LoadMode.OPEN, batch, None, float(rate)) for rate in grid.rates_rps]
     return out
 
 
-def load_plan(path: Path | None, env: dict | None = None) -> Plan:
+# ----------------------------------------------------------------------------- targets by address
+
+
+def endpoint_at(name: str, grpc: str, rest: str = "", model_name: str = "mnist") -> ServedEndpoint:
+    """A server known only by its addresses: `grpc` is HOST:PORT (or grpc://HOST:PORT), `rest` an
+    http://HOST:PORT base URL or "" when unknown (then `rest_port` is 0). Kind, device and batching
+    are "unknown" until the server's metrics page says otherwise (`loadtest.sweep.targets`)."""
+    host, grpc_port = _host_port(grpc.removeprefix("grpc://"), "target")
+    rest_port = 0
+    if rest:
+        rest_host, rest_port = _host_port(rest.removeprefix("http://").rstrip("/"), "REST URL")
+        if rest_host != host or not rest.startswith("http://"):
+            raise PlanError(f"REST URL {rest!r} must be http://{host}:PORT, the host of target {grpc!r}")
+    return ServedEndpoint(name=name, kind=ServerKind.UNKNOWN, device="unknown", device_name="", host=host,
+                          grpc_port=grpc_port, rest_port=rest_port, model_name=model_name,
+                          batching_profile="unknown")
+
+
+def _host_port(address: str, what: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise PlanError(f"{what} {address!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def rest_url(endpoint: ServedEndpoint) -> str:
+    """The server's REST base URL, or "" when it is unknown (an address-only target without one)."""
+    return endpoint.rest_url if endpoint.rest_port else ""
+
+
+def target_dict(endpoint: ServedEndpoint) -> dict:
+    """A target as plans have always recorded it (the results' provenance keeps this shape)."""
+    return {"name": endpoint.name, "grpc": endpoint.grpc_target, "rest": rest_url(endpoint),
+            "kind": endpoint.kind, "device": endpoint.device, "device_name": endpoint.device_name,
+            "batching_profile": endpoint.batching_profile}
+
+
+def explicit_targets(grpc_targets: list[str], rest_urls: list[str], model_name: str) -> tuple[ServedEndpoint, ...]:
+    """`--target` addresses (named target0, target1, ...) with the `--rest-url` of each, in order."""
+    if len(rest_urls) > len(grpc_targets):
+        raise PlanError("--rest-url given more often than --target")
+    rest = rest_urls + [""] * (len(grpc_targets) - len(rest_urls))
+    return tuple(endpoint_at(f"target{i}", t, r, model_name) for i, (t, r) in enumerate(zip(grpc_targets, rest)))
+
+
+# ----------------------------------------------------------------------------- layers
+
+
+def load_plan(path: Path | None, env: Mapping[str, str] | None = None) -> Plan:
     """Defaults, then the TOML file (if any), then `LOADTEST_*` environment overrides; validated."""
-    raw = {}
-    if path is not None:
-        try:
-            raw = tomllib.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise PlanError(f"plan file {path} not found") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise PlanError(f"plan file {path}: {exc}") from None
-    plan = _from_dict(raw, default_name=Path(path).stem if path else "plan")
-    plan = replace(plan, run=_env_overrides(plan.run, os.environ if env is None else env))
+    try:
+        raw = read_toml(path, "plan file") if path is not None else {}
+        variables = field_variables(RunSettings, "LOADTEST", ("run",))
+        merged = layered(raw, env_layer(os.environ if env is None else env, variables))
+        plan = _from_layers(merged, default_name=Path(path).stem if path else "plan")
+    except PlanError:
+        raise
+    except SettingsError as exc:
+        raise PlanError(str(exc)) from None
     validate(plan)
     return plan
 
 
-def _from_dict(raw: dict, default_name: str) -> Plan:
-    unknown = set(raw) - {"name", "run", "grid", "servers"}
+def _from_layers(raw: Mapping[str, Any], default_name: str) -> Plan:
+    unknown = set(raw) - set(SECTIONS)
     if unknown:
-        raise PlanError(f"unknown plan section(s) {sorted(unknown)}; expected name, run, grid, servers")
-    run = _typed(RunSettings, raw.get("run", {}), "run")
-    grid_raw = raw.get("grid", {})
-    grid = _typed(Grid, {k: tuple(v) if isinstance(v, list) else v for k, v in grid_raw.items()}, "grid")
+        raise PlanError(f"unknown plan section(s) {sorted(unknown)}; expected {', '.join(SECTIONS)}")
+    run = typed(RunSettings, raw.get("run", {}), "run")
+    grid = typed(Grid, raw.get("grid", {}), "grid")
     servers = raw.get("servers", {})
-    unknown = set(servers) - {"names", "targets"}
+    unknown = set(servers) - set(SERVER_FIELDS)
     if unknown:
-        raise PlanError(f"unknown [servers] field(s) {sorted(unknown)}; expected names, targets")
-    targets = tuple(_typed(ExplicitTarget, t, "servers.targets") for t in servers.get("targets", []))
+        raise PlanError(f"unknown [servers] field(s) {sorted(unknown)}; expected {', '.join(SERVER_FIELDS)}")
+    addresses = [typed(TargetAddress, t, "servers.targets") for t in servers.get("targets", [])]
+    targets = tuple(endpoint_at(a.name, a.grpc, a.rest, run.model_name) for a in addresses)
     return Plan(raw.get("name", default_name), run, grid, tuple(servers.get("names", [])), targets)
 
 
-def _typed(cls, values: dict, section: str):
-    known = {f.name: f for f in fields(cls)}
-    unknown = set(values) - set(known)
-    if unknown:
-        raise PlanError(f"unknown [{section}] field(s) {sorted(unknown)}; expected {sorted(known)}")
-    try:
-        return cls(**values)
-    except TypeError as exc:
-        raise PlanError(f"[{section}]: {exc}") from None
-
-
-def _env_overrides(run: RunSettings, env) -> RunSettings:
-    """`LOADTEST_<FIELD>` (upper case) replaces a [run] field, converted to the field's type."""
-    changes = {}
-    for f in fields(RunSettings):
-        value = env.get(f"LOADTEST_{f.name.upper()}")
-        if value is not None:
-            changes[f.name] = _convert(value, type(getattr(run, f.name)), f"LOADTEST_{f.name.upper()}")
-    return replace(run, **changes)
-
-
-def _convert(value: str, kind: type, name: str):
-    try:
-        return kind(value)
-    except ValueError:
-        raise PlanError(f"{name}={value!r} is not a {kind.__name__}") from None
-
-
-def with_overrides(plan: Plan, **run_changes) -> Plan:
+def with_overrides(plan: Plan, **run_changes: Any) -> Plan:
     """The command line's layer: replace [run] fields that were given (None = not given)."""
     changes = {k: v for k, v in run_changes.items() if v is not None}
-    updated = replace(plan, run=replace(plan.run, **changes))
+    try:
+        run = typed(RunSettings, layered(asdict(plan.run), changes), "run")
+    except SettingsError as exc:
+        raise PlanError(str(exc)) from None
+    updated = replace(plan, run=run)
     validate(updated)
     return updated
 
 
+# ----------------------------------------------------------------------------- validation
+
+
 def validate(plan: Plan) -> None:
-    run, grid = plan.run, plan.grid
+    _validate_run(plan.run)
+    _validate_grid(plan.grid)
+
+
+def _validate_run(run: RunSettings) -> None:
     positive = {"warmup_s": run.warmup_s >= 0, "measure_s": run.measure_s > 0, "window_s": run.window_s > 0,
                 "processes": run.processes >= 1, "request_timeout_s": run.request_timeout_s > 0,
                 "max_in_flight": run.max_in_flight >= 1, "late_threshold_ms": run.late_threshold_ms >= 0}
@@ -176,9 +207,9 @@ def validate(plan: Plan) -> None:
             raise PlanError(f"[run] {name}={getattr(run, name)} is out of range")
     if run.window_s > run.measure_s:
         raise PlanError(f"[run] window_s={run.window_s} is longer than measure_s={run.measure_s}")
-    _choice("protocol", run.protocol, PROTOCOLS)
-    _choice("arrival", run.arrival, ARRIVALS)
-    _choice("check", run.check, ("classes", "shape"))
+
+
+def _validate_grid(grid: Grid) -> None:
     if not grid.batch_sizes or any(not isinstance(b, int) or b < 1 for b in grid.batch_sizes):
         raise PlanError(f"[grid] batch_sizes={list(grid.batch_sizes)} must be positive integers")
     if any(not isinstance(c, int) or c < 1 for c in grid.concurrency):
@@ -187,8 +218,3 @@ def validate(plan: Plan) -> None:
         raise PlanError(f"[grid] rates_rps={list(grid.rates_rps)} must be positive numbers")
     if not grid.concurrency and not grid.rates_rps:
         raise PlanError("[grid] needs concurrency levels (closed loop) or rates_rps (open loop)")
-
-
-def _choice(name: str, value: str, allowed: tuple) -> None:
-    if value not in allowed:
-        raise PlanError(f"[run] {name}={value!r}; choose from {list(allowed)}")

@@ -6,6 +6,9 @@ so one scraper serves both: batch sizes the server actually processed
 (`...batching_session:queuing_latency`, µs), and the request count and latency the server saw.
 A server without metrics (or with batching off) simply yields None/empty figures.
 
+The Prometheus arithmetic (bucket deltas, means between two scrapes) is here too: it is about
+server-side counters, not the client's latency statistics.
+
 Not for: client-side statistics (see `loadtest.stats`).
 """
 
@@ -17,14 +20,12 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadtest import stats
-
-METRICS_PATH = "/monitoring/prometheus/metrics"
-PROCESSED_BATCH_SIZE = "batching_session:processed_batch_size"
-QUEUING_LATENCY = "batching_session:queuing_latency"
-REQUEST_LATENCY = "serving:request_latency"
-REQUEST_COUNT = "serving:request_count"
-SERVER_INFO = "embedded:server_info"
+from serving.protocol.names import METRICS_PATH
+from serving.protocol.names import PROCESSED_BATCH_SIZE_SUFFIX as PROCESSED_BATCH_SIZE
+from serving.protocol.names import QUEUING_LATENCY_SUFFIX as QUEUING_LATENCY
+from serving.protocol.names import REQUEST_COUNT_SUFFIX as REQUEST_COUNT
+from serving.protocol.names import REQUEST_LATENCY_SUFFIX as REQUEST_LATENCY
+from serving.protocol.names import SERVER_INFO_SUFFIX as SERVER_INFO
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ def _known_suffix(name: str) -> str | None:
 
 
 def _histogram(family) -> HistogramSnapshot:
-    buckets, total, count = {}, 0.0, 0.0
+    buckets: dict[float, float] = {}
+    total, count = 0.0, 0.0
     for sample in family.samples:
         if sample.name.endswith("_bucket"):
             bound = float(sample.labels["le"])
@@ -112,7 +114,7 @@ def cell_figures(before: Snapshot | None, after: Snapshot | None) -> ServerFigur
     buckets = {}
     if sizes is not None:
         old = before.histograms.get(PROCESSED_BATCH_SIZE, HistogramSnapshot())
-        deltas = stats.histogram_bucket_deltas(old.buckets, after.histograms[PROCESSED_BATCH_SIZE].buckets)
+        deltas = histogram_bucket_deltas(old.buckets, after.histograms[PROCESSED_BATCH_SIZE].buckets)
         buckets = {_bound_text(bound): count for bound, count in deltas.items()}
     requests = {key: value - before.counters.get(REQUEST_COUNT, {}).get(key, 0.0)
                 for key, value in after.counters.get(REQUEST_COUNT, {}).items()}
@@ -126,10 +128,35 @@ def _delta(before: Snapshot, after: Snapshot, suffix: str) -> float | None:
         return None
     old = before.histograms.get(suffix, HistogramSnapshot())
     new = after.histograms[suffix]
-    return stats.mean_from_sums(old.sum, new.sum, old.count, new.count)
+    return mean_from_sums(old.sum, new.sum, old.count, new.count)
 
 
 def _bound_text(bound: float) -> str:
     if math.isinf(bound):
         return "+Inf"
     return str(int(bound)) if bound == int(bound) else str(bound)
+
+
+def histogram_bucket_deltas(before: dict, after: dict) -> dict:
+    """Per-bucket counts during an interval from two cumulative Prometheus histograms.
+
+    `before`/`after` map a bucket's upper bound (float, inf last) to its cumulative count.
+    Returns upper bound -> count of observations that fell in that bucket during the interval.
+    """
+    deltas: dict[float, float] = {}
+    below = 0.0
+    for bound in sorted(after):
+        cumulative = after[bound] - before.get(bound, 0.0)
+        count = cumulative - below
+        below = cumulative
+        if count > 0:
+            deltas[bound] = count
+    return deltas
+
+
+def mean_from_sums(sum_before: float, sum_after: float, count_before: float, count_after: float) -> float | None:
+    """Mean of the observations made between two scrapes of a Prometheus histogram or summary."""
+    count = count_after - count_before
+    if count <= 0:
+        return None
+    return (sum_after - sum_before) / count

@@ -1,54 +1,33 @@
-"""The serving configuration, and the TF Serving files generated from it.
+"""The serving configuration: its records, and how its layers become one `ServingConfig`.
 
 One source (`serving/serving.toml`) describes the model, the ports per device and the named
-batching profiles. This module layers it (dataclass defaults -> TOML -> `SERVING_*` environment
--> command line) into a frozen `ServingConfig`, and writes TF Serving's own files for one
-profile into one directory:
+batching profiles. It is layered with `serving.layering` (dataclass defaults -> TOML ->
+`SERVING_*` environment -> command line) into a frozen `ServingConfig`; each batching profile is
+checked as TF Serving would check it, so a bad profile fails here rather than inside a container.
 
-- `models.config`            ModelServerConfig text proto (`--model_config_file`)
-- `batching_parameters.txt`  BatchingParameters text proto (`--batching_parameters_file`),
-                             only for profiles with batching enabled
-- `monitoring.config`        MonitoringConfig text proto (`--monitoring_config_file`)
-- `compose.env`              the variables docker/compose.yaml reads, for running compose by hand
-
-The embedded server (`python -m serving.server`) and the TF Serving containers read these very files.
-Paths inside them are absolute host paths; the containers mount the models and this directory
-at the same absolute paths, so one file is valid in both places (tensorflow_model_server
-rejects relative model base paths).
-
-Not for: starting servers (see `serving.deploy.launcher`) or reading the files back at serving time
-(see `serving.protocol.protos`).
-
-CLI: `python -m serving.deploy.config --profile cpu [--models_dir models] [--set max_batch_size=64]`
-prints the generated directory.
+Not for: writing TF Serving's files from it (`serving.deploy.tfs_files`), starting servers
+(`serving.deploy.launcher`) or reading the files back at serving time (`serving.protocol.protos`).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
-import sys
-import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import text_format
-
-from serving.protocol.protos import DEFAULT_PROMETHEUS_PATH, BatchingParameters, MonitoringConfig
+from serving.endpoint import Device
+from serving.layering import env_layer, layered, read_toml
+from serving.protocol.names import METRICS_PATH
+from serving.protocol.protos import BatchingParameters
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG_FILE = REPO_ROOT / "serving" / "serving.toml"
 DEFAULT_BUILD_DIR = REPO_ROOT / "build" / "serving"
-DEVICES = ("cpu", "gpu")
+DEVICES = tuple(Device)
 CPU_CORES = "cpu_cores"  # symbolic value in the TOML, resolved when the files are generated
-
-MODEL_CONFIG_FILE = "models.config"
-BATCHING_PARAMETERS_FILE = "batching_parameters.txt"
-MONITORING_CONFIG_FILE = "monitoring.config"
-COMPOSE_ENV_FILE = "compose.env"
 
 # BatchingParameters fields, in TF Serving's declaration order (session_bundle_config.proto).
 BATCHING_FIELDS = tuple(f.name for f in BatchingParameters.DESCRIPTOR.fields)
@@ -122,7 +101,7 @@ class ServingConfig:
         "cpu": DevicePorts(grpc_port=8500, rest_port=8501),
         "gpu": DevicePorts(grpc_port=8510, rest_port=8511),
     })
-    prometheus_path: str = DEFAULT_PROMETHEUS_PATH
+    prometheus_path: str = METRICS_PATH
     profiles: Mapping[str, BatchingProfile] = field(
         default_factory=lambda: {"off": BatchingProfile(name="off")})
     source: str = ""  # the TOML file the config came from
@@ -139,18 +118,6 @@ class ServingConfig:
         return self.devices[device]
 
 
-@dataclass(frozen=True)
-class ServingFiles:
-    """The TF Serving files generated for one profile."""
-
-    directory: Path
-    profile: BatchingProfile
-    model_config_file: Path
-    batching_parameters_file: Path | None  # None when the profile turns batching off
-    monitoring_config_file: Path
-    compose_env_file: Path
-
-
 # ---------------------------------------------------------------- layering
 
 def cpu_cores() -> int:
@@ -161,39 +128,27 @@ def cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _merge(base: dict, top: Mapping) -> dict:
-    merged = dict(base)
-    for key, value in top.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def read_toml(path: Path) -> dict:
-    try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError as exc:
-        raise ValueError(f"serving config {path} not found") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"serving config {path} is not valid TOML: {exc}") from exc
-
-
-def env_layer(env: Mapping[str, str]) -> dict:
-    """`SERVING_*` variables as a layer over the TOML: model, host and ports."""
-    layer: dict = {}
-    simple = {"SERVING_MODEL_NAME": ("model", "name"), "SERVING_MODELS_DIR": ("model", "models_dir"),
-              "SERVING_HOST": ("server", "host")}
-    for var, (section, key) in simple.items():
-        if env.get(var):
-            layer.setdefault(section, {})[key] = env[var]
+def environment_variables() -> dict[str, tuple[str, ...]]:
+    """`SERVING_*` variables and where each goes in the TOML's shape: model, host and ports."""
+    variables: dict[str, tuple[str, ...]] = {
+        "SERVING_MODEL_NAME": ("model", "name"), "SERVING_MODELS_DIR": ("model", "models_dir"),
+        "SERVING_HOST": ("server", "host")}
     for device in DEVICES:
         for key in ("grpc_port", "rest_port"):
-            var = f"SERVING_{device.upper()}_{key.upper()}"
-            if env.get(var):
-                layer.setdefault("devices", {}).setdefault(device, {})[key] = env[var]
+            variables[f"SERVING_{device.upper()}_{key.upper()}"] = ("devices", device, key)
+    return variables
+
+
+def command_line_layer(models_dir: str | None = None, model_name: str | None = None, device: str | None = None,
+                       grpc_port: int | None = None, rest_port: int | None = None) -> dict:
+    """The command-line layer in the TOML's shape; options not given are left out."""
+    layer: dict = {}
+    model = {key: value for key, value in (("models_dir", models_dir), ("name", model_name)) if value}
+    if model:
+        layer["model"] = model
+    ports = {key: value for key, value in (("grpc_port", grpc_port), ("rest_port", rest_port)) if value}
+    if ports and device:
+        layer["devices"] = {device: ports}
     return layer
 
 
@@ -361,8 +316,7 @@ def load_config(config_file: str | Path | None = None, env: Mapping[str, str] | 
     """
     env = os.environ if env is None else env
     path = Path(config_file or env.get("SERVING_CONFIG") or DEFAULT_CONFIG_FILE)
-    raw = _merge(read_toml(path), env_layer(env))
-    raw = _merge(raw, cli or {})
+    raw = layered(read_toml(path, "serving config"), env_layer(env, environment_variables()), cli or {})
     return build_config(raw, source=str(path))
 
 
@@ -372,132 +326,3 @@ def effective_profile_name(base: str, overrides: Mapping[str, Any]) -> str:
         return base
     return base + "+" + ",".join(f"{key}={str(value).replace(' ', '')}"
                                  for key, value in sorted(overrides.items()))
-
-
-# ---------------------------------------------------------------- generating TF Serving files
-
-def model_server_config_text(config: ServingConfig) -> str:
-    from tensorflow_serving.config import model_server_config_pb2
-
-    message = model_server_config_pb2.ModelServerConfig()
-    entry = message.model_config_list.config.add()
-    entry.name = config.model.name
-    entry.base_path = str(config.model.base_path)
-    entry.model_platform = config.model.platform
-    return text_format.MessageToString(message)
-
-
-def monitoring_config_text(config: ServingConfig) -> str:
-    message = MonitoringConfig()
-    message.prometheus_config.enable = True
-    message.prometheus_config.path = config.prometheus_path
-    return text_format.MessageToString(message)
-
-
-def compose_env_text(config: ServingConfig, files: ServingFiles) -> str:
-    """The variables docker/compose.yaml needs, as a compose `--env-file`."""
-    return "".join(f"{key}={value}\n" for key, value in compose_variables(config, files).items())
-
-
-def compose_variables(config: ServingConfig, files: ServingFiles) -> dict[str, str]:
-    batching = files.batching_parameters_file
-    variables = {
-        "TFS_MODEL_NAME": config.model.name,
-        "TFS_MODELS_DIR": str(config.model.base_path.parent),
-        "TFS_CONFIG_DIR": str(files.directory),
-        "TFS_MODEL_CONFIG_FILE": str(files.model_config_file),
-        "TFS_MONITORING_CONFIG_FILE": str(files.monitoring_config_file),
-        "TFS_ENABLE_BATCHING": "true" if batching else "false",
-        # Empty when batching is off: tensorflow_model_server rejects the file without batching.
-        "TFS_BATCHING_PARAMETERS_FILE": str(batching) if batching else "",
-        "TFS_FILE_SYSTEM_POLL_WAIT_SECONDS": str(config.file_system_poll_wait_seconds),
-        "TFS_BATCHING_PROFILE": files.profile.name,
-    }
-    for device, ports in config.devices.items():
-        variables[f"TFS_{device.upper()}_GRPC_PORT"] = str(ports.grpc_port)
-        variables[f"TFS_{device.upper()}_REST_PORT"] = str(ports.rest_port)
-    return variables
-
-
-def _write_if_changed(path: Path, text: str) -> None:
-    """Atomic, and untouched when equal, so a running server polling the file sees no churn."""
-    if path.exists() and path.read_text() == text:
-        return
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def _directory_name(profile_name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.+=,-]", "_", profile_name)
-
-
-def generate(config: ServingConfig, profile_name: str, build_dir: str | Path | None = None,
-             overrides: Mapping[str, Any] | None = None) -> ServingFiles:
-    """Write TF Serving's files for one profile (plus overrides) and return where they are."""
-    base = config.profile(profile_name)
-    if overrides:
-        raw = {name: getattr(base, name) for name in BATCHING_FIELDS if getattr(base, name) is not None}
-        raw.update(overrides)
-        raw["enable_batching"] = base.enable_batching
-        base = build_profile(profile_name, raw, cpu_cores())
-    profile = replace(base, name=effective_profile_name(profile_name, overrides or {}))
-    directory = (Path(build_dir) if build_dir else DEFAULT_BUILD_DIR).resolve() / _directory_name(profile.name)
-    directory.mkdir(parents=True, exist_ok=True)
-    files = ServingFiles(
-        directory=directory, profile=profile,
-        model_config_file=directory / MODEL_CONFIG_FILE,
-        batching_parameters_file=directory / BATCHING_PARAMETERS_FILE if profile.enable_batching else None,
-        monitoring_config_file=directory / MONITORING_CONFIG_FILE,
-        compose_env_file=directory / COMPOSE_ENV_FILE)
-    _write_if_changed(files.model_config_file, model_server_config_text(config))
-    _write_if_changed(files.monitoring_config_file, monitoring_config_text(config))
-    if files.batching_parameters_file:
-        _write_if_changed(files.batching_parameters_file, text_format.MessageToString(profile.to_proto()))
-    else:
-        (directory / BATCHING_PARAMETERS_FILE).unlink(missing_ok=True)
-    _write_if_changed(files.compose_env_file, compose_env_text(config, files))
-    return files
-
-
-# ---------------------------------------------------------------- CLI
-
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags shared by this CLI and the launcher (the CLI layer)."""
-    parser.add_argument("--config", help="serving TOML (default: $SERVING_CONFIG or serving/serving.toml)")
-    parser.add_argument("--models_dir", help="directory holding <model>/<version>/ (make MODELS=...)")
-    parser.add_argument("--model_name", help="model name in the config and in requests")
-    parser.add_argument("--build_dir", default=os.environ.get("SERVING_BUILD_DIR"),
-                        help="where generated files go (default: build/serving)")
-    parser.add_argument("--set", action="append", metavar="FIELD=VALUE",
-                        help="override one batching field of the chosen profile (repeatable)")
-
-
-def cli_layer(args: argparse.Namespace) -> dict:
-    model = {key: value for key, value in
-             (("models_dir", args.models_dir), ("name", args.model_name)) if value}
-    return {"model": model} if model else {}
-
-
-def run(argv: list[str] | None = None) -> ServingFiles:
-    parser = argparse.ArgumentParser(prog="python -m serving.deploy.config", description=__doc__.splitlines()[0])
-    add_config_arguments(parser)
-    parser.add_argument("--profile", default="off", help="batching profile name (make BATCHING=...)")
-    args = parser.parse_args(argv)
-    overrides = batching_overrides(os.environ, args.set)
-    config = load_config(args.config, cli=cli_layer(args))
-    return generate(config, args.profile, args.build_dir, overrides)
-
-
-def main(argv: list[str] | None = None) -> int:
-    try:
-        files = run(argv)
-    except ValueError as exc:
-        print(f"serving.deploy.config: {exc}", file=sys.stderr)
-        return 2
-    print(files.directory)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

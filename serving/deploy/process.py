@@ -1,19 +1,20 @@
-"""Start a real `python -m serving.server` process on free ports, and always stop it; parse its ready line.
+"""Server processes: start one on free ports and wait for its ready line, stop one, read its CPU time.
 
-Shared by the benchmarks, the launcher and the tests, so the ready line has one parser.
+Shared by the benchmarks, the launcher, the load test and the tests, so there is one ready-line
+waiter (`wait_ready_line`), one process stopper (`stop_process`) and one CPU-time reader.
 
     with start_server("--model_name", "mnist", "--model_base_path", str(base)) as server:
         stub = PredictionServiceStub(grpc.insecure_channel(server.grpc_target))
 
 The server is started with `--port 0 --rest_api_port 0`, the ready line is awaited (bounded),
 and on exit the process gets SIGTERM (then SIGKILL if it does not finish draining in time).
+
+Not for: the ready line's format (`serving.protocol.names`) or choosing how to serve (`serving.deploy.launcher`).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import selectors
 import signal
 import subprocess
 import sys
@@ -26,20 +27,17 @@ from pathlib import Path
 
 import psutil
 
+from serving.protocol.names import READY_PREFIX, READY_RE, parse_ready_line
+
+__all__ = ["READY_PREFIX", "READY_RE", "ServerHandle", "ServerNotReady", "parse_ready_line", "process_cpu_s",
+           "start_server", "stop_process", "thread_cpu_s", "wait_ready_line"]
+
 REPO = Path(__file__).resolve().parents[2]
-READY_PREFIX = "serving ready "
-READY_RE = re.compile(
-    r"serving ready kind=(?P<kind>\S+) grpc=(?P<grpc>\S+) rest=(?P<rest>\S+) model=(?P<model>\S+) "
-    r'version=(?P<version>\S+) device=(?P<device>\S+) device_name="(?P<device_name>[^"]*)" '
-    r"batching=(?P<batching>\S+)")
+KILL_WAIT_S = 10.0  # how long a SIGKILLed process may take to disappear
 
 
-def parse_ready_line(line: str) -> dict[str, str]:
-    """The fields of the server's ready line; ValueError for any other line."""
-    match = READY_RE.match(line.strip())
-    if not match:
-        raise ValueError(f"not a ready line: {line!r}")
-    return match.groupdict()
+class ServerNotReady(RuntimeError):
+    """The server exited, or printed no ready line in time; the message ends with its log's last lines."""
 
 
 @dataclass
@@ -49,7 +47,7 @@ class ServerHandle:
     proc: subprocess.Popen
     ready_line: str
     fields: dict[str, str]
-    stderr_path: Path
+    stderr_path: Path  # the server's stdout and stderr together
 
     @property
     def grpc_target(self) -> str:
@@ -61,34 +59,75 @@ class ServerHandle:
 
     def stop(self, timeout_s: float = 30.0) -> int:
         """SIGTERM, wait for the graceful drain, SIGKILL if it hangs; returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc, timeout_s)
         return self.proc.returncode
 
 
-def _wait_ready(proc: subprocess.Popen, stderr_path: Path, timeout_s: float) -> str:
-    selector = selectors.DefaultSelector()
-    selector.register(proc.stdout, selectors.EVENT_READ)
+def stop_process(proc: subprocess.Popen | int, timeout_s: float = 30.0, *,
+                 first_signal: signal.Signals = signal.SIGTERM, group: bool = False) -> None:
+    """Stop a process and wait for it: `first_signal` (SIGTERM: a server drains in-flight calls), then
+    SIGKILL if it is still there after `timeout_s`. `group` signals its whole process group (a
+    process started with `start_new_session=True`, and its children). A process already gone is fine."""
+    pid = proc if isinstance(proc, int) else proc.pid
+    if isinstance(proc, subprocess.Popen) and proc.poll() is not None:
+        return
+    for signum, wait_s in ((first_signal, timeout_s), (signal.SIGKILL, KILL_WAIT_S)):
+        try:
+            os.killpg(pid, signum) if group else os.kill(pid, signum)
+        except ProcessLookupError:
+            _reap(proc)
+            return
+        if _exited_within(proc, wait_s):
+            return
+
+
+def _exited_within(proc: subprocess.Popen | int, wait_s: float) -> bool:
+    try:
+        if isinstance(proc, int):
+            psutil.Process(proc).wait(timeout=wait_s)
+        else:
+            proc.wait(timeout=wait_s)
+    except (subprocess.TimeoutExpired, psutil.TimeoutExpired):
+        return False
+    except psutil.NoSuchProcess:
+        pass
+    return True
+
+
+def _reap(proc: subprocess.Popen | int) -> None:
+    if isinstance(proc, subprocess.Popen):
+        proc.poll()
+
+
+def read_from(path: Path, offset: int = 0) -> str:
+    """The text of `path` from byte `offset` on."""
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        return handle.read().decode(errors="replace")
+
+
+def log_tail(text: str, lines: int = 40) -> str:
+    """The last `lines` lines of a log's text."""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def wait_ready_line(proc: subprocess.Popen, log: Path, offset: int, timeout_s: float) -> str:
+    """The server's ready line, read from its log (from byte `offset`, where this run's output begins).
+
+    Raises ServerNotReady with the log's last lines when the server exits first or `timeout_s` passes.
+    """
     deadline = time.monotonic() + timeout_s
-    buffered = ""
     while time.monotonic() < deadline:
-        if selector.select(timeout=0.2):
-            chunk = os.read(proc.stdout.fileno(), 65536).decode(errors="replace")
-            if not chunk:  # stdout closed: the server exited
-                break
-            buffered += chunk
-            for line in buffered.splitlines():
-                if line.startswith(READY_PREFIX):
-                    return line.strip()
-        elif proc.poll() is not None:
-            break
-    tail = stderr_path.read_text(errors="replace")[-3000:]
-    raise RuntimeError(f"server did not become ready within {timeout_s:.0f} s (exit code {proc.poll()}):\n{tail}")
+        text = read_from(log, offset)
+        match = READY_RE.search(text)
+        if match:
+            return match.group(0)
+        if proc.poll() is not None:
+            raise ServerNotReady(f"the embedded server exited with code {proc.returncode} before it was ready; "
+                                 f"last lines of {log}:\n{log_tail(text)}")
+        time.sleep(0.1)
+    raise ServerNotReady(f"the embedded server printed no ready line within {timeout_s:.0f} s; "
+                         f"last lines of {log}:\n{log_tail(read_from(log, offset))}")
 
 
 # Thread kinds `thread_cpu_s` reports; TensorFlow names its pools' threads tf_* (tf_Compute, ...).
@@ -138,22 +177,13 @@ def start_server(*args: str, backend: str = "savedmodel", env: dict | None = Non
     if cpu is not None:
         argv = ["taskset", "-c", str(cpu), *argv]
     full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1", **(env or {})}
-    stderr_file = tempfile.NamedTemporaryFile(prefix="serving-", suffix=".log", delete=False)
-    stderr_path = Path(stderr_file.name)
-    proc = subprocess.Popen(argv, cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=stderr_file,
-                            stdin=subprocess.DEVNULL)
-    stderr_file.close()
-    handle = None
+    with tempfile.NamedTemporaryFile(prefix="serving-", suffix=".log", delete=False) as log_file:
+        log_path = Path(log_file.name)
+        proc = subprocess.Popen(argv, cwd=REPO, env=full_env, stdout=log_file, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
     try:
-        line = _wait_ready(proc, stderr_path, timeout_s)
-        handle = ServerHandle(proc, line, parse_ready_line(line), stderr_path)
-        yield handle
+        line = wait_ready_line(proc, log_path, 0, timeout_s)
+        yield ServerHandle(proc, line, parse_ready_line(line), log_path)
     finally:
-        if handle is not None:
-            handle.stop()
-        elif proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        stderr_path.unlink(missing_ok=True)
+        stop_process(proc)
+        log_path.unlink(missing_ok=True)

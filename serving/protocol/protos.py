@@ -21,6 +21,9 @@ from google.protobuf import (
     text_format,
     wrappers_pb2,  # noqa: F401  (registers wrappers.proto in the default pool)
 )
+from google.protobuf.message import Message
+
+from serving.protocol.names import METRICS_PATH
 
 _PACKAGE = "tensorflow.serving"
 _FILE_NAME = "mnist_serving_bench/tfs_config_mirror.proto"
@@ -58,7 +61,7 @@ def _add_message(file_proto: descriptor_pb2.FileDescriptorProto, name: str, fiel
             field.type_name = type_name
 
 
-def _build_classes() -> dict[str, type]:
+def _build_classes() -> dict[str, type[Message]]:
     pool = descriptor_pool.Default()
     try:
         file_desc = pool.FindFileByName(_FILE_NAME)
@@ -83,11 +86,11 @@ BatchingParameters = _CLASSES["BatchingParameters"]
 PrometheusConfig = _CLASSES["PrometheusConfig"]
 MonitoringConfig = _CLASSES["MonitoringConfig"]
 
-# TF Serving's default Prometheus path (PrometheusExporter::kPrometheusPath).
-DEFAULT_PROMETHEUS_PATH = "/monitoring/prometheus/metrics"
+# TF Serving's default Prometheus path (PrometheusExporter::kPrometheusPath); spelled in names.py.
+DEFAULT_PROMETHEUS_PATH = METRICS_PATH
 
 
-def parse_text_file(path: str | Path, message_class: type):
+def parse_text_file(path: str | Path, message_class: type[Message]) -> Message:
     """Parse a text-format proto file into `message_class`; raises ValueError with the file name."""
     text = Path(path).read_text()
     try:

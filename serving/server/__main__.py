@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from serving.protocol.protos import DEFAULT_PROMETHEUS_PATH
+from serving.protocol.names import METRICS_PATH
 from serving.server.backends import BACKENDS, BackendOptions
 from serving.server.batching import BatchingOptions, check_options, options_from_proto
 from serving.server.model_source import ModelEntry, entries_from_config
@@ -91,13 +91,13 @@ def batching_options(args: argparse.Namespace) -> BatchingOptions | None:
 def monitoring_path(args: argparse.Namespace) -> str | None:
     """Prometheus page path: TF Serving's default unless a monitoring config says otherwise."""
     if not args.monitoring_config_file:
-        return DEFAULT_PROMETHEUS_PATH
+        return METRICS_PATH
     from serving.protocol.protos import load_monitoring_config
 
     config = load_monitoring_config(args.monitoring_config_file).prometheus_config
     if not config.enable:
         return None
-    return config.path or DEFAULT_PROMETHEUS_PATH
+    return config.path or METRICS_PATH
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -105,7 +105,8 @@ def run(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from serving.server.app import ServerConfig, select_device, serve
+    from serving.server.app import serve
+    from serving.server.core import ServerConfig, select_device
 
     models = model_entries(args)
     batching = batching_options(args)

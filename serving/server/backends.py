@@ -7,7 +7,7 @@ Two backends behind one small interface (load, run, name, version), chosen from 
   lets tests provoke queueing) with the exact same request path as the real model.
 
 Both read the signatures from `saved_model.pb` itself, so validation and metadata never depend
-on the backend. Not for: request validation, batching or protocols (see `serving.server.app`).
+on the backend. Not for: request validation, batching or protocols (see `serving.server.core`).
 """
 
 from __future__ import annotations

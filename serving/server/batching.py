@@ -19,7 +19,7 @@ tensorflow_serving/batching/batching_session.cc):
   the largest (with the first element of each task's tensor, as TF Serving does).
 
 Request threads enqueue under one lock and wait on their task; batch threads run the model and
-answer each task. Not for: protocol handling or validation (see `serving.server.app`).
+answer each task. Not for: protocol handling or validation (see `serving.server.core`).
 """
 
 from __future__ import annotations
@@ -147,11 +147,11 @@ class Task:
         self.enqueued_s = time.perf_counter()
         self.parts: list | None = None  # per-part outputs when the task was split
         self.pending = 0
-        self._answer: object = None
+        self._answer: dict[str, np.ndarray] | BaseException | None = None
         self._ready = threading.Lock()
         self._ready.acquire()
 
-    def answer(self, value: object) -> None:
+    def answer(self, value: dict[str, np.ndarray] | BaseException) -> None:
         """Set the outputs (a dict) or the error (an exception), once; wakes the waiting thread."""
         if self._answer is None:
             self._answer = value
@@ -162,9 +162,11 @@ class Task:
         if not self._ready.acquire(timeout=-1 if timeout is None else timeout):
             raise TimeoutError("batched task not answered in time")
         self._ready.release()  # let later result() calls return at once
-        if isinstance(self._answer, BaseException):
-            raise self._answer
-        return self._answer
+        answer = self._answer
+        if isinstance(answer, BaseException):
+            raise answer
+        assert answer is not None  # the semaphore is released only after an answer is set
+        return answer
 
 
 class Batch:
@@ -382,7 +384,7 @@ class BatchScheduler:
             thread.join()
 
 
-def _deliver(task: Task, part: int, answer: object) -> None:
+def _deliver(task: Task, part: int, answer: dict[str, np.ndarray] | BaseException) -> None:
     if task.parts is None:
         task.answer(answer)
         return

@@ -17,6 +17,18 @@ import threading
 
 import prometheus_client
 
+from serving.endpoint import ServerKind
+from serving.protocol.names import (
+    INPUT_BATCH_SIZE,
+    PADDING_SIZE,
+    PROCESSED_BATCH_SIZE,
+    QUEUING_LATENCY,
+    REQUEST_COUNT,
+    REQUEST_LATENCY,
+    RUNTIME_LATENCY,
+    SERVER_INFO,
+    WRAPPED_RUN_COUNT,
+)
 from serving.server.batching import BatchStats
 
 prometheus_client.disable_created_metrics()
@@ -78,9 +90,6 @@ def _child(cache: dict, metric, labels: tuple[str, ...]):
     return child
 
 
-REQUEST_COUNT = ":tensorflow:serving:request_count"
-WRAPPED_RUN_COUNT = ":tensorflow:serving:batching_session:wrapped_run_count"
-
 
 class ServerMetrics:
     """All metrics one server exports, in their own registry (tests may build several)."""
@@ -92,33 +101,33 @@ class ServerMetrics:
         self._counters.declare(WRAPPED_RUN_COUNT, "Total count of run calls on the wrapped session", ())
         r = self.registry
         self.request_latency = prometheus_client.Histogram(
-            ":tensorflow:serving:request_latency",
+            REQUEST_LATENCY,
             "Distribution of wall time (in microseconds) for Tensorflow Serving request.",
             ["model_name", "API", "entrypoint"], buckets=exponential_buckets(10, 1.8, 33), registry=r)
         self.runtime_latency = prometheus_client.Histogram(
-            ":tensorflow:serving:runtime_latency",
+            RUNTIME_LATENCY,
             "Distribution of wall time (in microseconds) for Tensorflow runtime.",
             ["model_name", "API", "runtime"], buckets=exponential_buckets(10, 1.8, 33), registry=r)
         self.queuing_latency = prometheus_client.Histogram(
-            ":tensorflow:serving:batching_session:queuing_latency",
+            QUEUING_LATENCY,
             "Distribution of wall time spent (in microseconds) in queuing",
             ["thread_pool_name"], buckets=exponential_buckets(100, 1.2, 52), registry=r)
         size_buckets = exponential_buckets(1, 2, 14)
         self.input_batch_size = prometheus_client.Histogram(
-            ":tensorflow:serving:batching_session:input_batch_size",
+            INPUT_BATCH_SIZE,
             "Tracks the batch size distribution on the inputs.", buckets=size_buckets, registry=r)
         self.processed_batch_size = prometheus_client.Histogram(
-            ":tensorflow:serving:batching_session:processed_batch_size",
+            PROCESSED_BATCH_SIZE,
             "Tracks the batch size distribution on processing.", buckets=size_buckets, registry=r)
         self.padding_size = prometheus_client.Histogram(
-            ":tensorflow:serving:batching_session:padding_size",
+            PADDING_SIZE,
             "Tracks the padding size distribution on batches.", ["execution_batch_size"],
             buckets=size_buckets, registry=r)
         info = prometheus_client.Gauge(
-            ":tensorflow:serving:embedded:server_info",
+            SERVER_INFO,
             "The embedded server's device (cpu/gpu), device model name and batching profile; value is 1.",
             ["kind", "device", "device_name", "batching_profile"], registry=r)
-        info.labels("embedded", device, device_name, batching_profile).set(1)
+        info.labels(ServerKind.EMBEDDED, device, device_name, batching_profile).set(1)
         self._latency_cells: dict[tuple[str, str, str], object] = {}  # labelled children, looked up once
         self._runtime_cells: dict[tuple[str, str, str], object] = {}
         self._padding_cells: dict[tuple[str], object] = {}

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from serving.deploy import config as cfg
-from serving.deploy.launcher import read_env_file
+from serving.deploy import tfs_files as tfs
+from serving.deploy.docker import compose_defaults
 from tests.support.paths import REPO
 
 DOCKER = REPO / "docker"
@@ -73,10 +74,10 @@ def flags(command: list[str]) -> dict[str, str]:
     return parsed
 
 
-def compose_for(profile: str, tmp_path: Path, extra: dict | None = None) -> tuple[dict, cfg.ServingFiles]:
+def compose_for(profile: str, tmp_path: Path, extra: dict | None = None) -> tuple[dict, tfs.ServingFiles]:
     config = cfg.load_config(env={})
-    files = cfg.generate(config, profile, tmp_path)
-    env = {**read_env_file(DOCKER / ".env"), **read_env_file(files.compose_env_file), **(extra or {})}
+    files = tfs.generate(config, profile, tmp_path)
+    env = {**compose_defaults(DOCKER / ".env"), **compose_defaults(files.compose_env_file), **(extra or {})}
     return interpolate(yaml.safe_load(COMPOSE.read_text()), env), files
 
 
@@ -86,7 +87,7 @@ def cpu_compose(tmp_path):
 
 
 def test_images_are_the_official_ones_pinned_once_in_docker_env(tmp_path):
-    pinned = read_env_file(DOCKER / ".env")
+    pinned = compose_defaults(DOCKER / ".env")
     assert pinned["TFS_IMAGE"] == "tensorflow/serving"
     assert re.fullmatch(r"\d+\.\d+\.\d+", pinned["TFS_VERSION"]), "pin an exact release, never latest"
     raw = yaml.safe_load(COMPOSE.read_text())["services"]
@@ -127,7 +128,7 @@ def test_gpu_service_reserves_an_nvidia_gpu_and_cpu_service_does_not(cpu_compose
     doc, _ = cpu_compose
     (device,) = doc["services"]["tfserving-gpu"]["deploy"]["resources"]["reservations"]["devices"]
     assert device["driver"] == "nvidia" and "gpu" in device["capabilities"]
-    assert device["device_ids"] == [read_env_file(DOCKER / ".env")["TFS_GPU_DEVICE"]]
+    assert device["device_ids"] == [compose_defaults(DOCKER / ".env")["TFS_GPU_DEVICE"]]
     assert "deploy" not in doc["services"]["tfserving-cpu"]
 
 
@@ -158,7 +159,7 @@ def test_health_checks_ask_the_model_status_endpoint(cpu_compose):
 
 
 def test_missing_generated_variables_fail_loudly_rather_than_mount_nothing():
-    env = read_env_file(DOCKER / ".env")
+    env = compose_defaults(DOCKER / ".env")
     with pytest.raises(KeyError, match="TFS_"):
         interpolate(yaml.safe_load(COMPOSE.read_text()), env)
 
@@ -175,7 +176,7 @@ def test_loadgen_image_installs_the_pinned_project_and_runs_locust_workers():
 
 
 def test_loadgen_compose_builds_that_image_with_the_pinned_python(tmp_path):
-    env = {**read_env_file(DOCKER / ".env"), "LOCUST_MASTER_NODE_HOST": "10.0.0.5"}
+    env = {**compose_defaults(DOCKER / ".env"), "LOCUST_MASTER_NODE_HOST": "10.0.0.5"}
     worker = interpolate(yaml.safe_load(LOADGEN_COMPOSE.read_text()), env)["services"]["locust-worker"]
     assert (LOADGEN_COMPOSE.parent / worker["build"]["context"] / worker["build"]["dockerfile"]).resolve() \
         == DOCKERFILE.resolve()
@@ -192,9 +193,10 @@ def _compose_cli() -> list[str] | None:
     return None
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(_compose_cli() is None, reason="no Docker Compose v2 on this machine")
 def test_docker_compose_itself_accepts_the_file(tmp_path):
-    files = cfg.generate(cfg.load_config(env={}), "cpu", tmp_path)
+    files = tfs.generate(cfg.load_config(env={}), "cpu", tmp_path)
     done = subprocess.run([*_compose_cli(), "-f", str(COMPOSE), "--env-file", str(DOCKER / ".env"),
                            "--env-file", str(files.compose_env_file), "--profile", "cpu", "--profile", "gpu",
                            "config", "--quiet"], capture_output=True, text=True, timeout=60)

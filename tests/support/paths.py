@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+# The console script `pip install -e .` puts beside this interpreter: what a user runs.
+MNIST_BENCH = (str(Path(sys.executable).with_name("mnist-bench")),)
 ANALYSIS_FIXTURES = REPO / "tests" / "loadtest" / "analysis" / "fixtures"  # hand-made results of three runs

@@ -25,4 +25,4 @@ def runs(tmp_path) -> dict[str, Path]:
 
 @pytest.fixture
 def built(runs) -> tuple[Path, Path]:
-    return report.run([str(runs["cpu-run"]), str(runs["gpu-run"]), "--compare", str(runs["cpu-run-b"])])
+    return report.run([runs["cpu-run"], runs["gpu-run"]], compare=[runs["cpu-run-b"]])

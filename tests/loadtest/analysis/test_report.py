@@ -4,6 +4,7 @@ self-contained HTML page (its rendering in a browser: `test_report_browser.py`).
 from __future__ import annotations
 
 from loadtest.analysis import report
+from tests.support.cli import invoke
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
 
@@ -15,13 +16,13 @@ def table(md: str, title: str) -> list[list[str]]:
 
 
 def test_report_written_beside_first_results_and_never_overwritten(runs):
-    first = report.run([str(runs["cpu-run"])])
+    first = report.run([runs["cpu-run"]])
     assert first == (runs["cpu-run"].parent / "report.html", runs["cpu-run"].parent / "report.md")
     before = first[0].read_bytes()
-    second = report.run([str(runs["cpu-run"])])
+    second = report.run([runs["cpu-run"]])
     assert second == (runs["cpu-run"].parent / "report-2.html", runs["cpu-run"].parent / "report-2.md")
     assert first[0].read_bytes() == before
-    elsewhere = report.run([str(runs["cpu-run"]), "--out", str(runs["cpu-run"].parent / "out")])
+    elsewhere = report.run([runs["cpu-run"]], out=runs["cpu-run"].parent / "out")
     assert elsewhere[0] == runs["cpu-run"].parent / "out" / "report.html" and elsewhere[1].is_file()
 
 
@@ -69,14 +70,16 @@ def test_comparison_deltas(built):
     assert gpu[4] == "—" and gpu[6] == "—" and gpu[10] == "absent"
 
 
-def test_cli_errors_are_one_line(runs, tmp_path, capsys):
-    assert report.main([str(tmp_path / "missing.jsonl")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "results file not found" in err
+def test_cli_errors_are_one_line(runs, tmp_path):
+    done = invoke("report", tmp_path / "missing.jsonl")
+    assert done.exit_code == 1
+    err = done.stderr
+    assert err.count("\n") == 1 and err.startswith("mnist-bench report: error: ") and "results file not found" in err
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    assert report.main([str(empty)]) == 2
-    assert "no cells" in capsys.readouterr().err
+    done = invoke("report", empty)
+    assert done.exit_code == 1
+    assert "no cells" in done.stderr
 
 
 def test_html_is_self_contained(built):
@@ -95,7 +98,7 @@ def test_report_without_valid_cells_or_batch_metrics(tmp_path):
     for cell in read_results(FIXTURES / "cpu-run" / "results.jsonl")[:3]:
         append_result(path, replace(cell, valid=False, server_batch_sizes={}, server_batch_size_mean=None,
                                     flags=[ValidityFlag("unstable", "windows differ by 18%")]))
-    html_path, md_path = report.run([str(path)])
+    html_path, md_path = report.run([path])
     page = html_path.read_text()
     assert page.count('src="data:image/png;base64,') == 2
     assert "No server-side batch sizes were recorded" in page
@@ -115,7 +118,7 @@ def test_report_of_a_run_whose_every_cell_failed(tmp_path):
     append_result(path, replace(cell, status="failed", failure_reason="interrupted (Ctrl-C)", valid=False,
                                 throughput_rps=0.0, throughput_ips=0.0, latency_p50_ms=None,
                                 latency_p99_ms=None, flags=[ValidityFlag("failed", "interrupted (Ctrl-C)")]))
-    html_path, md_path = report.run([str(path)])
+    html_path, md_path = report.run([path])
     assert html_path.read_text().count('src="data:image/png;base64,') >= 2
     rows = table(md_path.read_text(), "Invalid and failed cells")
     assert len(rows) == 1 and "interrupted (Ctrl-C)" in " ".join(rows[0])

@@ -1,6 +1,6 @@
 """Sizing arithmetic and answers, against numbers computed by hand.
 
-Fixture figures (tests/loadtest/fixtures/make_fixtures.py) and test prices
+Fixture figures (tests/loadtest/analysis/fixtures/make_fixtures.py) and test prices
 (fixtures/prices.toml: cpu 0.40, gpu 2.00, "NVIDIA H100 80GB HBM3" 4.00 USD/h), objective
 p99 <= 50 ms, headroom 0.2, target 5000 requests/s (18e6 images/h at 1 image per request):
 
@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.analysis import size
-from loadtest.analysis.size import Capacity, MeasuredPoint, SizingError
+from loadtest.analysis import prices, size
+from loadtest.analysis.series import AnalysisError
+from loadtest.analysis.size import Capacity, MeasuredPoint
+from tests.support.cli import invoke
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
 CPU = str(FIXTURES / "cpu-run" / "results.jsonl")
@@ -86,7 +88,7 @@ def test_capacity_not_interpolated_when_series_not_monotone():
 
 
 def test_prices_by_device_name_then_kind():
-    book = size.load_prices(Path(PRICES))
+    book = prices.load_prices(Path(PRICES))
     assert book.lookup("gpu", "NVIDIA H100 80GB HBM3") == 4.00
     assert book.lookup("gpu", "NVIDIA A10G") == 2.00
     assert book.lookup("cpu", "any CPU") == 0.40
@@ -94,7 +96,7 @@ def test_prices_by_device_name_then_kind():
 
 
 def test_example_price_file_loads_and_is_labelled_example():
-    book = size.load_prices(size.DEFAULT_PRICES)
+    book = prices.load_prices(prices.DEFAULT_PRICES)
     assert book.example and book.lookup("cpu", "?") is not None and book.lookup("gpu", "?") is not None
 
 
@@ -109,22 +111,22 @@ def test_example_price_file_loads_and_is_labelled_example():
 def test_bad_price_files(tmp_path, text, message):
     path = tmp_path / "prices.toml"
     path.write_text(text)
-    with pytest.raises(SizingError) as err:
-        size.load_prices(path)
+    with pytest.raises(AnalysisError) as err:
+        prices.load_prices(path)
     assert message in str(err.value)
 
 
 # ----------------------------------------------------------------------------- answers
 
 
-def answers_by_label(argv):
-    answers, _ = size.run(argv)
+def answers_by_label(p99_ms, *, target_rps=None, target_ips=None):
+    answers, _ = size.run([CPU, GPU], size.objective_from(p99_ms, target_rps, target_ips, 0.2), PRICES)
     return {(a.series.device, a.series.batching_profile, a.series.request_batch_size, a.series.mode): a
             for a in answers}, answers
 
 
 def test_sizing_answers_from_fixtures_by_requests():
-    by, answers = answers_by_label(["--p99_ms", "50", "--target_rps", "5000", "--prices", PRICES, CPU, GPU])
+    by, answers = answers_by_label(50, target_rps=5000)
     off = by[("cpu", "off", 1, "closed")]
     assert (off.capacity, off.capacity_method, off.replicas) == (pytest.approx(1325), "interpolated", 5)
     assert off.cost_per_hour == pytest.approx(2.00) and off.cost_per_million == pytest.approx(2 / 18)
@@ -145,7 +147,7 @@ def test_sizing_answers_from_fixtures_by_requests():
 
 
 def test_sizing_by_images_prefers_large_request_batches():
-    by, answers = answers_by_label(["--p99_ms", "50", "--target_ips", "20000", "--prices", PRICES, CPU, GPU])
+    by, answers = answers_by_label(50, target_ips=20000)
     best = size.cheapest(answers)
     # 5642.35 images/s -> 20000 / 4513.88 = 4.43 -> 5 replicas x 0.40 = 2.00; 2 / 72 per million.
     assert best is by[("cpu", "off", 32, "closed")]
@@ -154,9 +156,10 @@ def test_sizing_by_images_prefers_large_request_batches():
     assert by[("gpu", "off", 32, "closed")].replicas == 1  # 89600 images/s measured per replica
 
 
-def test_text_answer_names_cheapest_and_what_cannot_be_answered(capsys):
-    assert size.main(["--p99_ms", "50", "--target_rps", "5000", "--prices", PRICES, CPU, GPU]) == 0
-    out = capsys.readouterr().out
+def test_text_answer_names_cheapest_and_what_cannot_be_answered():
+    done = invoke("size", "--p99-ms", "50", "--target-rps", "5000", "--prices", PRICES, CPU, GPU)
+    assert done.exit_code == 0
+    out = done.stdout
     assert ("Cheapest meeting the objective: cpu embedded, batching latency, req batch 1, "
             "run 2026-11-22T05-10-00Z on Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz: 3 replica(s), "
             "1.20 USD/h, 0.0667 USD per million inferences.") in out
@@ -165,47 +168,52 @@ def test_text_answer_names_cheapest_and_what_cannot_be_answered(capsys):
     assert "failed: server stopped answering: UNAVAILABLE for 12.0 s" in out
 
 
-def test_objective_met_nowhere_says_so(capsys):
-    assert size.main(["--p99_ms", "1.5", "--target_rps", "100", "--prices", PRICES, CPU, GPU]) == 0
-    out = capsys.readouterr().out
+def test_objective_met_nowhere_says_so():
+    done = invoke("size", "--p99-ms", "1.5", "--target-rps", "100", "--prices", PRICES, CPU, GPU)
+    assert done.exit_code == 0
+    out = done.stdout
     assert "No measured option meets the objective: the measurements cannot answer." in out
 
 
-def test_example_prices_are_labelled_in_the_answer(capsys):
-    assert size.main(["--p99_ms", "50", "--target_rps", "5000", CPU]) == 0
-    assert "EXAMPLE prices, not quotes" in capsys.readouterr().out
+def test_example_prices_are_labelled_in_the_answer():
+    done = invoke("size", "--p99-ms", "50", "--target-rps", "5000", CPU)
+    assert done.exit_code == 0
+    assert "EXAMPLE prices, not quotes" in done.stdout
 
 
 def test_json_output():
-    _, text = size.run(["--p99_ms", "50", "--target_rps", "5000", "--prices", PRICES, "--json", CPU])
+    _, text = size.run([CPU], size.objective_from(50, 5000, None, 0.2), PRICES, as_json=True)
     first = json.loads(text)[0]
     assert first["rank"] == 1 and first["replicas"] == 3 and first["series"]["batching_profile"] == "latency"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--p99_ms", "50", "--target_rps", "10", "missing.jsonl"], "results file not found: missing.jsonl"),
-    (["--p99_ms", "0", "--target_rps", "10", CPU], "--p99_ms must be a positive number"),
-    (["--p99_ms", "50", "--target_ips", "-5", CPU], "--target_ips must be positive"),
-    (["--p99_ms", "50", "--target_rps", "10", "--headroom", "1", CPU], "--headroom must be in [0, 1)"),
-    (["--p99_ms", "50", CPU], "one of the arguments --target_rps --target_ips is required"),
-    (["--p99_ms", "fast", "--target_rps", "10", CPU], "invalid float value: 'fast'"),
-    (["--p99_ms", "50", "--target_rps", "10", "--prices", "nope.toml", CPU], "price file not found"),
+@pytest.mark.parametrize("argv, exit_code, message", [
+    (["--p99-ms", "50", "--target-rps", "10", "missing.jsonl"], 1, "results file not found: missing.jsonl"),
+    (["--p99-ms", "0", "--target-rps", "10", CPU], 2, "--p99-ms must be a positive number"),
+    (["--p99-ms", "50", "--target-ips", "-5", CPU], 2, "--target-ips must be positive"),
+    (["--p99-ms", "50", "--target-rps", "10", "--headroom", "1", CPU], 2, "--headroom must be in [0, 1)"),
+    (["--p99-ms", "50", CPU], 2, "one of the arguments --target-rps --target-ips is required"),
+    (["--p99-ms", "fast", "--target-rps", "10", CPU], 2, "'fast' is not a valid float"),
+    (["--p99-ms", "50", "--target-rps", "10", "--prices", "nope.toml", CPU], 1, "price file not found"),
 ])
-def test_cli_errors_are_one_line_and_non_zero(argv, message, capsys):
-    assert size.main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("loadtest.analysis.size: error: ") and message in err
+def test_cli_errors_are_one_line_and_non_zero(argv, exit_code, message):
+    done = invoke("size", *argv)
+    assert done.exit_code == exit_code  # 1: a file to fix; 2: a flag to fix
+    err = done.stderr
+    assert err.count("\n") == 1 and err.startswith("mnist-bench size: error: ") and message in err
 
 
-def test_unknown_price_field_is_a_cli_error(tmp_path, capsys):
-    prices = tmp_path / "prices.toml"
-    prices.write_text('currency = "EUR"\nper_hour = 3\n')
-    assert size.main(["--p99_ms", "50", "--target_rps", "10", "--prices", str(prices), CPU]) == 2
-    assert "unknown field(s) per_hour" in capsys.readouterr().err
+def test_unknown_price_field_is_a_cli_error(tmp_path):
+    price_file = tmp_path / "prices.toml"
+    price_file.write_text('currency = "EUR"\nper_hour = 3\n')
+    done = invoke("size", "--p99-ms", "50", "--target-rps", "10", "--prices", price_file, CPU)
+    assert done.exit_code == 1
+    assert "unknown field(s) per_hour" in done.stderr
 
 
-def test_corrupt_results_file_is_a_cli_error(tmp_path, capsys):
+def test_corrupt_results_file_is_a_cli_error(tmp_path):
     bad = tmp_path / "results.jsonl"
     bad.write_text("{not json\n{}\n")
-    assert size.main(["--p99_ms", "50", "--target_rps", "10", str(bad)]) == 2
-    assert "not a results file" in capsys.readouterr().err
+    done = invoke("size", "--p99-ms", "50", "--target-rps", "10", bad)
+    assert done.exit_code == 1
+    assert "not a results file" in done.stderr

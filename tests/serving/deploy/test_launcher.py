@@ -1,10 +1,10 @@
-"""serving/launcher.py: what `make serve-cpu`, `make serve-gpu`, `make serve` and `make stop` do.
+"""serving/deploy/launcher.py: what `make serve-cpu`, `make serve-gpu`, `make serve` and `make stop` do.
 
-Real processes throughout: the launcher CLI in a subprocess, the real embedded server on free
-ports, a real exported model. Docker is replaced by a fake `docker` on PATH (a small Python
-script) whose behaviour each test picks: broken, failing `compose up`, a container that exits, or
-a "container" that really serves by running the embedded server with the compose file's own
-command line and port mappings.
+Real processes: the `serve` CLI in a subprocess (in-process where it refuses before any server
+starts), the real embedded server on free ports, a real exported model. Docker is replaced by a
+fake `docker` on PATH (a small Python script) whose behaviour each test picks: broken, failing
+`compose up`, a container that exits, or a "container" that really serves by running the
+embedded server with the compose file's own command line and port mappings.
 """
 
 from __future__ import annotations
@@ -17,16 +17,21 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from model_export.provenance import cpu_model_name
+from serving.deploy import docker as docker_launch
 from serving.deploy import launcher
-from serving.deploy.state import read_state
+from serving.deploy.embedded import is_our_embedded_server
+from serving.deploy.state import read_state, write_state
+from serving.endpoint import ServedEndpoint
+from tests.support.cli import command, invoke
 from tests.support.metrics import metrics_page
 from tests.support.paths import REPO
+from tests.support.waiting import wait_for
 
 BROKEN = "fake docker: engine on fire"
 
@@ -127,6 +132,11 @@ fail(f"fake docker: unexpected call {args}")
 '''
 
 
+def serve_command(*args: str) -> list[str]:
+    """The `serve` CLI as a separate process."""
+    return command("serve", *args)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -156,13 +166,23 @@ class Bench:
         self.grpc_port, self.rest_port = free_port(), free_port()
 
     def launcher(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "serving.deploy.launcher", *args], capture_output=True, text=True,
-                              cwd=REPO, env=self.env, timeout=timeout)
+        return subprocess.run(serve_command(*args), capture_output=True, text=True, cwd=REPO, env=self.env,
+                              timeout=timeout)
+
+    def invoke(self, *args: str) -> subprocess.CompletedProcess:
+        """The `serve` CLI in this process, for commands that refuse before a server starts."""
+        result = invoke("serve", *args, env=self.env)
+        return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+    def start_args(self, device: str, batching: str, *extra: str) -> list[str]:
+        return ["start", "--device", device, "--batching", batching, "--models-dir", str(self.models_dir),
+                "--grpc-port", str(self.grpc_port), "--rest-port", str(self.rest_port), *extra]
 
     def start(self, device: str = "cpu", batching: str = "off", *extra: str) -> subprocess.CompletedProcess:
-        return self.launcher("start", "--device", device, "--batching", batching, "--models_dir",
-                             str(self.models_dir), "--grpc_port", str(self.grpc_port),
-                             "--rest_port", str(self.rest_port), *extra)
+        return self.launcher(*self.start_args(device, batching, *extra))
+
+    def refused_start(self, device: str = "cpu", batching: str = "off", *extra: str) -> subprocess.CompletedProcess:
+        return self.invoke(*self.start_args(device, batching, *extra))
 
     def state(self) -> dict:
         return read_state(self.state_file)
@@ -203,6 +223,7 @@ def gpu_visible() -> bool:
 
 # ---------------------------------------------------------------- without Docker: the embedded server
 
+@pytest.mark.integration
 def test_serve_cpu_without_docker_starts_the_embedded_server_once_and_stop_clears_it(exported_model, tmp_path):
     from loadtest.load.client import GrpcPredictClient, Samples
 
@@ -215,7 +236,7 @@ def test_serve_cpu_without_docker_starts_the_embedded_server_once_and_stop_clear
     assert (endpoint.kind, endpoint.device, endpoint.grpc_port) == ("embedded", "cpu", bench.grpc_port)
     assert endpoint.device_name and endpoint.batching_profile == "cpu"
     assert endpoint.batching["num_batch_threads"] >= 1 and endpoint.versions["tensorflow"]
-    assert launcher.is_our_embedded_server(endpoint)
+    assert is_our_embedded_server(endpoint)
 
     # `make loadtest` reads the state file and reaches the server with its own client.
     samples = Samples.load(exported_model.samples_path)
@@ -250,7 +271,7 @@ def test_a_port_taken_by_something_else_is_a_clear_error(fake_models, tmp_path):
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", bench.rest_port))
         squatter.listen()
-        done = bench.start("cpu", "off", "--kind", "embedded")
+        done = bench.refused_start("cpu", "off", "--kind", "embedded")
     assert done.returncode == 1
     assert f"port {bench.rest_port} on 127.0.0.1 is already in use by pid {os.getpid()}" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and bench.state() == {}
@@ -258,11 +279,12 @@ def test_a_port_taken_by_something_else_is_a_clear_error(fake_models, tmp_path):
 
 def test_missing_model_is_a_clear_error(tmp_path):
     bench = Bench(tmp_path, tmp_path / "nothing-here")
-    done = bench.start("cpu", "off")
+    done = bench.refused_start("cpu", "off")
     assert done.returncode == 1 and "no model versions under" in done.stderr and "make export" in done.stderr
 
 
 @pytest.mark.skipif(gpu_visible(), reason="this machine has a GPU: serve-gpu may rightly succeed")
+@pytest.mark.integration
 def test_serve_gpu_with_neither_docker_nor_a_gpu_fails_naming_what_is_missing(fake_models, tmp_path):
     bench = Bench(tmp_path, fake_models, mode="broken")
     done = bench.start("gpu", "gpu")
@@ -277,7 +299,7 @@ def test_serve_gpu_with_neither_docker_nor_a_gpu_fails_naming_what_is_missing(fa
 
 def test_a_failing_docker_is_reported_when_a_container_is_required(fake_models, tmp_path):
     bench = Bench(tmp_path, fake_models, mode="broken")
-    done = bench.start("cpu", "off", "--kind", "container")
+    done = bench.refused_start("cpu", "off", "--kind", "container")
     assert done.returncode == 1
     assert "cannot start the TF Serving container" in done.stderr and BROKEN in done.stderr
     assert bench.state() == {}
@@ -285,7 +307,7 @@ def test_a_failing_docker_is_reported_when_a_container_is_required(fake_models, 
 
 def test_compose_up_failure_is_reported_with_dockers_own_words(fake_models, tmp_path):
     bench = Bench(tmp_path, fake_models, mode="compose-fails")
-    done = bench.start("cpu", "cpu")
+    done = bench.refused_start("cpu", "cpu")
     assert done.returncode == 1
     assert "`docker compose up tfserving-cpu` failed" in done.stderr and "pull access denied" in done.stderr
     up = [c for c in bench.docker_calls() if "up" in c["args"]][0]
@@ -296,9 +318,10 @@ def test_compose_up_failure_is_reported_with_dockers_own_words(fake_models, tmp_
     assert bench.state() == {}
 
 
+@pytest.mark.integration
 def test_a_container_that_exits_prints_its_last_log_lines_and_is_removed(fake_models, tmp_path):
     bench = Bench(tmp_path, fake_models, mode="exits")
-    done = bench.start("cpu", "off", "--timeout_s", "60")
+    done = bench.start("cpu", "off", "--timeout-s", "60")
     assert done.returncode == 1
     assert "container fake-tfserving-cpu is exited" in done.stderr
     assert "Failed to start server" in done.stderr  # the container's own log lines
@@ -321,7 +344,7 @@ def test_serve_gpu_with_docker_but_no_nvidia_runtime_and_no_gpu_names_both(fake_
 
 def test_a_gpu_container_whose_log_shows_no_gpu_is_never_labelled_gpu(monkeypatch):
     cpu_only_log = subprocess.CompletedProcess([], 0, stdout="", stderr="I0000 Running on CPU\n")
-    monkeypatch.setattr(launcher, "_docker", lambda *args, **kw: cpu_only_log)
+    monkeypatch.setattr(docker_launch, "_docker", lambda *args, **kw: cpu_only_log)
     container = launcher.ContainerLauncher(launcher.DockerProbe(compose=("docker", "compose")))
     with pytest.raises(launcher.LaunchError, match="no GPU device"):
         container._device_name("gpu", "abc")
@@ -330,10 +353,11 @@ def test_a_gpu_container_whose_log_shows_no_gpu_is_never_labelled_gpu(monkeypatc
                  "Created TensorFlow device (/job:localhost/replica:0/task:0/device:GPU:0 with 79078 MB memory) "
                  "-> physical GPU (device: 0, name: NVIDIA H100 80GB HBM3, pci bus id: 0000:00:05.0)"):
         gpu_log = subprocess.CompletedProcess([], 0, stdout="", stderr=line)
-        monkeypatch.setattr(launcher, "_docker", lambda *args, _log=gpu_log, **kw: _log)
+        monkeypatch.setattr(docker_launch, "_docker", lambda *args, _log=gpu_log, **kw: _log)
         assert container._device_name("gpu", "abc") == "NVIDIA H100 80GB HBM3"
 
 
+@pytest.mark.integration
 def test_container_path_end_to_end_with_the_compose_files_own_command(exported_model, tmp_path):
     """The fake engine runs the compose service's command line on the mapped host ports."""
     bench = Bench(tmp_path, exported_model.output_dir, mode="serve")
@@ -343,10 +367,10 @@ def test_container_path_end_to_end_with_the_compose_files_own_command(exported_m
         assert done.stdout.startswith("serve-cpu: started TF Serving container on cpu")
         endpoint = bench.state()["cpu"]
         assert endpoint.kind == "tfserving-container" and endpoint.container == "fake-tfserving-cpu"
-        pinned = launcher.read_env_file(launcher.COMPOSE_ENV_FILE)
+        pinned = docker_launch.compose_defaults()
         assert endpoint.versions["image"] == f"tensorflow/serving:{pinned['TFS_VERSION']}"
         assert endpoint.versions["image_id"] == "sha256:fakeimage"
-        assert endpoint.device_name == launcher.cpu_model_name()
+        assert endpoint.device_name == cpu_model_name()
         assert endpoint.batching["max_batch_size"] == 1024
         served_log = (tmp_path / "tfserving-cpu.log").read_text()
         assert "batching=on" in served_log  # the compose flags turned batching on with the generated file
@@ -359,17 +383,16 @@ def test_container_path_end_to_end_with_the_compose_files_own_command(exported_m
 
 # ---------------------------------------------------------------- make serve: the foreground server
 
+@pytest.mark.integration
 def test_serve_in_the_foreground_is_recorded_while_it_runs_and_cleared_on_ctrl_c(exported_model, tmp_path):
     bench = Bench(tmp_path, exported_model.output_dir)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "serving.deploy.launcher", "run", "--batching", "off", "--models_dir",
-         str(exported_model.output_dir), "--grpc_port", str(bench.grpc_port), "--rest_port", str(bench.rest_port)],
+        serve_command("run", "--batching", "off", "--models-dir", str(exported_model.output_dir),
+                      "--grpc-port", str(bench.grpc_port), "--rest-port", str(bench.rest_port)),
         cwd=REPO, env=bench.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)
     try:
-        deadline = time.monotonic() + 240
-        while "cpu" not in bench.state() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
+        wait_for(lambda: "cpu" in bench.state() or proc.poll() is not None, 240, "the server's record", poll_s=0.2)
         endpoint = bench.state().get("cpu")
         assert endpoint is not None and endpoint.kind == "embedded" and endpoint.batching_profile == "off"
         assert endpoint.batching == {}
@@ -383,28 +406,29 @@ def test_serve_in_the_foreground_is_recorded_while_it_runs_and_cleared_on_ctrl_c
 
 def test_status_lists_recorded_servers(tmp_path, fake_models):
     bench = Bench(tmp_path, fake_models)
-    assert "no servers recorded" in bench.launcher("status").stdout
-    gone = launcher.ServedEndpoint(name="cpu", kind="embedded", device="cpu", device_name="X", host="127.0.0.1",
+    assert "no servers recorded" in bench.invoke("status").stdout
+    gone = ServedEndpoint(name="cpu", kind="embedded", device="cpu", device_name="X", host="127.0.0.1",
                                    grpc_port=1, rest_port=2, model_name="mnist", batching_profile="off",
                                    pid=2 ** 22 + 7)
-    launcher.write_state({"cpu": gone}, bench.state_file)
-    assert bench.launcher("status").stdout.startswith("cpu: GONE: embedded server on cpu (X)")
+    write_state({"cpu": gone}, bench.state_file)
+    assert bench.invoke("status").stdout.startswith("cpu: GONE: embedded server on cpu (X)")
 
 
 def test_a_stale_record_of_a_dead_server_is_cleared_not_trusted(tmp_path, fake_models):
     bench = Bench(tmp_path, fake_models, mode="broken")
-    dead = launcher.ServedEndpoint(name="cpu", kind="embedded", device="cpu", device_name="X", host="127.0.0.1",
+    dead = ServedEndpoint(name="cpu", kind="embedded", device="cpu", device_name="X", host="127.0.0.1",
                                    grpc_port=bench.grpc_port, rest_port=bench.rest_port, model_name="mnist",
                                    batching_profile="off", pid=2 ** 22 + 7)
-    launcher.write_state({"cpu": dead}, bench.state_file)
-    done = bench.start("cpu", "off", "--kind", "container")
+    write_state({"cpu": dead}, bench.state_file)
+    done = bench.refused_start("cpu", "off", "--kind", "container")
     assert "already running" not in done.stderr and BROKEN in done.stderr
     assert bench.state() == {}
 
 
+@pytest.mark.integration
 def test_an_embedded_server_that_dies_at_start_is_reported_with_its_log(fake_models, tmp_path):
     bench = Bench(tmp_path, fake_models)  # mnist/1 exists but holds no SavedModel
-    done = bench.start("cpu", "off", "--kind", "embedded", "--timeout_s", "120")
+    done = bench.start("cpu", "off", "--kind", "embedded", "--timeout-s", "120")
     assert done.returncode == 1
     assert "the embedded server exited with code" in done.stderr and "cpu-server.log" in done.stderr
     assert "error" in done.stderr.split("cpu-server.log", 1)[1].lower()  # the server's own last words

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 
 from serving.server.backends import BACKENDS, BackendOptions, hold_until, load_model
 
@@ -13,6 +14,7 @@ def test_registry_names():
     assert set(BACKENDS) == {"savedmodel", "null"}
 
 
+@pytest.mark.integration
 def test_null_backend_returns_zeros_of_the_signature_outputs(exported_model):
     model = load_model("null", "mnist", 1, exported_model.model_dir, BackendOptions())
     assert {"predict_images", "serving_default"} <= set(model.signatures)
@@ -21,6 +23,7 @@ def test_null_backend_returns_zeros_of_the_signature_outputs(exported_model):
     assert out["classes"].shape == (3,) and out["classes"].dtype == np.int64
 
 
+@pytest.mark.integration
 def test_null_backend_delay_and_periodic_stall(exported_model):
     delayed = load_model("null", "mnist", 1, exported_model.model_dir, BackendOptions(null_delay_ms=50))
     started = time.perf_counter()
@@ -44,6 +47,7 @@ def test_hold_until_never_returns_before_its_deadline():
     hold_until(time.perf_counter() - 1)  # a deadline in the past returns at once
 
 
+@pytest.mark.integration
 def test_savedmodel_backend_matches_the_exporters_predictions(exported_model, samples):
     model = load_model("savedmodel", "mnist", 1, exported_model.model_dir, BackendOptions())
     out = model.run("predict_images", {"images": samples["images"][:32]}, ["classes"])

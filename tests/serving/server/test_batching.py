@@ -23,6 +23,7 @@ from serving.server.errors import ServingError
 from tests.support.batching import write_batching_file
 from tests.support.grpc import predict_request, rpc_error, stub_for
 from tests.support.metrics import metric_value, metrics_page
+from tests.support.waiting import wait_for
 
 
 class Recorder:
@@ -116,9 +117,7 @@ def test_full_queue_is_unavailable_and_queued_tasks_still_finish(make_scheduler)
     model = Recorder(gate)
     scheduler = make_scheduler(model, max_batch_size=2, max_enqueued_batches=2)
     running = scheduler.submit(rows(0, 2), 2)  # taken by the only batch thread, which blocks
-    deadline = time.monotonic() + 5
-    while scheduler._batches and time.monotonic() < deadline:  # wait until the thread took it
-        time.sleep(0.01)
+    wait_for(lambda: not scheduler._batches, 5, "the batch thread to take the first batch", poll_s=0.01)
     queued = [scheduler.submit(rows(10, 2), 2), scheduler.submit(rows(20, 2), 2)]
     with pytest.raises(ServingError) as info:
         scheduler.submit(rows(30, 1), 1)
@@ -165,6 +164,7 @@ def test_parameters_tf_serving_refuses_are_refused(options, message):
 # --- against a running server -------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_server_merges_concurrent_requests_and_pads_to_allowed_sizes(batching_server, samples):
     stub = stub_for(batching_server)
     images, expected = samples["images"][:24], samples["expected_classes"][:24]
@@ -188,12 +188,14 @@ def test_server_merges_concurrent_requests_and_pads_to_allowed_sizes(batching_se
     assert "queuing_latency_count" in page
 
 
+@pytest.mark.integration
 def test_server_refuses_request_larger_than_max_batch_size(batching_server, samples):
     error = rpc_error(stub_for(batching_server).Predict, predict_request(samples["images"][:33]), timeout=30)
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "Task size 33 is larger than maximum input batch size 32" in error.details()
 
 
+@pytest.mark.integration
 def test_server_splits_large_requests(exported_model, samples, tmp_path):
     params = write_batching_file(tmp_path / "split.txt", max_batch_size=64, batch_timeout_micros=1000,
                                  enable_large_batch_splitting=True, max_execution_batch_size=16,
@@ -208,6 +210,7 @@ def test_server_splits_large_requests(exported_model, samples, tmp_path):
     assert metric_value(page, ":tensorflow:serving:batching_session:processed_batch_size_sum") == 16 + 16 + 8
 
 
+@pytest.mark.integration
 def test_server_sheds_with_unavailable_when_queue_is_full(exported_model, tmp_path):
     params = write_batching_file(tmp_path / "shed.txt", max_batch_size=1, batch_timeout_micros=0,
                                  num_batch_threads=1, max_enqueued_batches=1)

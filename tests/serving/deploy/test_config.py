@@ -1,21 +1,21 @@
-"""The one serving config and the TF Serving files generated from it (serving/config.py)."""
+"""The one serving config and the TF Serving files generated from it (serving/deploy/config.py, tfs_files.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from serving.deploy import config as cfg
+from serving.deploy import tfs_files as tfs
 from serving.protocol.protos import (
     DEFAULT_PROMETHEUS_PATH,
     load_batching_parameters,
     load_model_server_config,
     load_monitoring_config,
 )
+from tests.support.cli import invoke
 from tests.support.paths import REPO
 
 WRAPPED = {"max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads",
@@ -48,7 +48,7 @@ def test_enabled_profiles_set_every_tf_serving_batching_field(name):
 
 @pytest.mark.parametrize("name", ["cpu", "gpu"])
 def test_generated_batching_file_parses_back_with_every_field(config, name, tmp_path):
-    files = cfg.generate(config, name, tmp_path)
+    files = tfs.generate(config, name, tmp_path)
     parsed = load_batching_parameters(files.batching_parameters_file)
     profile = config.profile(name)
     for field in cfg.BATCHING_FIELDS:
@@ -79,7 +79,7 @@ def test_gpu_profile_follows_tf_serving_gpu_advice(config):
 
 
 def test_model_config_parses_with_tf_servings_proto_and_holds_absolute_path(config, tmp_path):
-    files = cfg.generate(config, "off", tmp_path)
+    files = tfs.generate(config, "off", tmp_path)
     parsed = load_model_server_config(files.model_config_file)
     (entry,) = parsed.model_config_list.config
     assert entry.name == "mnist"
@@ -89,24 +89,24 @@ def test_model_config_parses_with_tf_servings_proto_and_holds_absolute_path(conf
 
 
 def test_monitoring_config_turns_on_prometheus(config, tmp_path):
-    files = cfg.generate(config, "off", tmp_path)
+    files = tfs.generate(config, "off", tmp_path)
     parsed = load_monitoring_config(files.monitoring_config_file)
     assert parsed.prometheus_config.enable is True
     assert parsed.prometheus_config.path == DEFAULT_PROMETHEUS_PATH
 
 
 def test_off_profile_writes_no_batching_file_and_says_so_to_compose(config, tmp_path):
-    stale = tmp_path / "off" / cfg.BATCHING_PARAMETERS_FILE
+    stale = tmp_path / "off" / tfs.BATCHING_PARAMETERS_FILE
     stale.parent.mkdir(parents=True)
     stale.write_text("max_batch_size { value: 1 }\n")
-    files = cfg.generate(config, "off", tmp_path)
+    files = tfs.generate(config, "off", tmp_path)
     assert files.batching_parameters_file is None and not stale.exists()
     env = dict(line.split("=", 1) for line in files.compose_env_file.read_text().splitlines())
     assert env["TFS_ENABLE_BATCHING"] == "false" and env["TFS_BATCHING_PARAMETERS_FILE"] == ""
 
 
 def test_compose_env_points_at_the_generated_files(config, tmp_path):
-    files = cfg.generate(config, "gpu", tmp_path)
+    files = tfs.generate(config, "gpu", tmp_path)
     env = dict(line.split("=", 1) for line in files.compose_env_file.read_text().splitlines())
     assert env["TFS_BATCHING_PARAMETERS_FILE"] == str(files.batching_parameters_file)
     assert env["TFS_MODEL_CONFIG_FILE"] == str(files.model_config_file)
@@ -134,7 +134,7 @@ def test_layers_defaults_then_toml_then_env_then_cli(tmp_path):
 def test_overrides_are_applied_and_named_in_the_profile_label(config, tmp_path):
     overrides = cfg.batching_overrides({"SERVING_BATCHING_BATCH_TIMEOUT_MICROS": "3000"},
                                        ["max_batch_size=64", "allowed_batch_sizes=16,32,64"])
-    files = cfg.generate(config, "gpu", tmp_path, overrides)
+    files = tfs.generate(config, "gpu", tmp_path, overrides)
     assert files.profile.name == "gpu+allowed_batch_sizes=16,32,64,batch_timeout_micros=3000,max_batch_size=64"
     parsed = load_batching_parameters(files.batching_parameters_file)
     assert parsed.batch_timeout_micros.value == 3000 and parsed.max_batch_size.value == 64
@@ -174,25 +174,26 @@ def test_unknown_profile_and_bad_override_are_clear_errors(config):
 
 
 def test_regenerating_the_same_profile_leaves_files_untouched(config, tmp_path):
-    first = cfg.generate(config, "cpu", tmp_path)
+    first = tfs.generate(config, "cpu", tmp_path)
     stamp = first.batching_parameters_file.stat().st_mtime_ns
-    cfg.generate(config, "cpu", tmp_path)
+    tfs.generate(config, "cpu", tmp_path)
     assert first.batching_parameters_file.stat().st_mtime_ns == stamp
 
 
 def test_cli_prints_the_directory_and_rejects_bad_input(tmp_path):
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "serving.deploy.config", "--build_dir", str(tmp_path), *args],
-                              capture_output=True, text=True, cwd=REPO, timeout=60)
+        return invoke("serve", "files", "--build-dir", tmp_path, *args)
 
-    done = cli("--profile", "cpu", "--models_dir", str(tmp_path / "m"))
-    assert done.returncode == 0, done.stderr
+    done = cli("--profile", "cpu", "--models-dir", str(tmp_path / "m"))
+    assert done.exit_code == 0, done.stderr
     directory = Path(done.stdout.strip())
     assert directory == tmp_path / "cpu"
-    entry = load_model_server_config(directory / cfg.MODEL_CONFIG_FILE).model_config_list.config[0]
+    entry = load_model_server_config(directory / tfs.MODEL_CONFIG_FILE).model_config_list.config[0]
     assert entry.base_path == str(tmp_path / "m" / "mnist")
     bad = cli("--profile", "cpu", "--set", "allowed_batch_sizes=4,8")
-    assert bad.returncode == 2
+    assert bad.exit_code == 1  # a value the config refuses: the user's error, one line
     assert bad.stderr.strip().splitlines() == [
-        "serving.deploy.config: profiles.cpu: Last entry in allowed_batch_sizes must match max_batch_size; "
+        "mnist-bench serve files: error: profiles.cpu: Last entry in allowed_batch_sizes must match max_batch_size; "
         "last entry was 8; expected 1024"]
+    usage = cli("--profile", "cpu", "--set", "no_such_field=1")
+    assert usage.exit_code == 2 and "FIELD=VALUE" in usage.stderr  # bad usage

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import replace
@@ -22,18 +21,38 @@ import pytest
 from loadtest import stats
 from loadtest.records import CSV_COLUMNS, read_results
 from loadtest.sweep import plan as plans
-from loadtest.sweep.runner import Sweep, Target, locust_command, run_locust
+from loadtest.sweep import scrape
+from loadtest.sweep.locust_run import locust_command, run_locust
+from loadtest.sweep.runner import Sweep
 from serving.deploy.process import start_server
+from serving.endpoint import ServedEndpoint
+from tests.support.cli import command
 from tests.support.paths import REPO
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
 
 BATCHING = "max_batch_size { value: 64 }\nbatch_timeout_micros { value: 500 }\nnum_batch_threads { value: 2 }\n" \
            "max_enqueued_batches { value: 100 }\n"
 
 
-def target_of(server, name: str = "cpu", profile: str = "off") -> Target:
-    grpc_target = server.grpc_target
-    return Target(name, "embedded", "cpu", server.fields.get("device_name", ""), grpc_target, server.rest_url,
-                  "mnist", profile, {}, {})
+def target_of(server, name: str = "cpu", profile: str = "off") -> ServedEndpoint:
+    host, grpc_port = server.fields["grpc"].rsplit(":", 1)
+    return ServedEndpoint(name=name, kind="embedded", device="cpu", device_name=server.fields.get("device_name", ""),
+                          host=host, grpc_port=int(grpc_port), rest_port=int(server.fields["rest"].rsplit(":", 1)[1]),
+                          model_name="mnist", batching_profile=profile)
+
+
+def requests_seen(server) -> float:
+    """Predict requests the server has counted so far (its Prometheus request counter)."""
+    snapshot = scrape.scrape(server.rest_url)
+    return sum(snapshot.counters.get(scrape.REQUEST_COUNT, {}).values()) if snapshot else 0.0
+
+
+def wait_for_load(server, timeout_s: float = 90.0) -> None:
+    """Until Locust is sending: the server counts more requests than when this was called."""
+    before = requests_seen(server)
+    wait_for(lambda: requests_seen(server) >= before + 5, timeout_s, "Locust's requests to reach the server")
 
 
 def short_plan(samples: Path, **run_changes) -> plans.Plan:
@@ -124,13 +143,13 @@ def test_histograms_of_two_worker_processes_merge_exactly(null_server, exported_
     done = run_locust(command, summary_path, tmp_path / "locust.log", deadline_s=120)
     assert done.failure == "", done.failure
     summary = done.summary
-    assert summary["processes_reported"] == 2 and len(summary["cpu_s_by_pid"]) == 2
+    assert summary.processes_reported == 2 and len(summary.cpu_s_by_pid) == 2
     per_process = [json.loads(path.read_text()) for path in sorted(raw.glob("latencies-*.json"))]
     assert len(per_process) == 2 and all(per_process)  # both workers really measured
     single = stats.histogram_of([v for values in per_process for v in values])
-    merged = stats.decode(summary["histogram_us"])
+    merged = stats.decode(summary.histogram_us)
     assert stats.same_counts(merged, single)
-    assert merged.get_total_count() == summary["ok_requests"] == sum(map(len, per_process))
+    assert merged.get_total_count() == summary.ok_requests == sum(map(len, per_process))
 
 
 def test_dead_server_mid_sweep_fails_its_cell_and_the_sweep_finishes(exported_model, tmp_path):
@@ -141,14 +160,12 @@ def test_dead_server_mid_sweep_fails_its_cell_and_the_sweep_finishes(exported_mo
                       backend="null") as server:
         sweep = Sweep(plan, [target_of(server)], tmp_path, out=open(os.devnull, "w"))
 
-        def kill_after_first_cell():
-            deadline = time.monotonic() + 120
-            while not sweep.results and time.monotonic() < deadline:
-                time.sleep(0.05)
-            time.sleep(2.0)  # the second cell's Locust is starting or sending
+        def kill_during_second_cell():
+            wait_for(lambda: sweep.results, 120, "the first cell's record")
+            wait_for_load(server)  # the second cell's Locust is sending
             server.proc.send_signal(signal.SIGKILL)
 
-        killer = threading.Thread(target=kill_after_first_cell, daemon=True)
+        killer = threading.Thread(target=kill_during_second_cell, daemon=True)
         killer.start()
         results = sweep.run()
         killer.join(timeout=5)
@@ -166,13 +183,11 @@ def test_ctrl_c_fails_the_running_cell_and_keeps_the_sweep_bounded(null_server, 
                          f'samples = "{exported_model.samples_path}"\n'
                          '[grid]\nbatch_sizes = [1]\nconcurrency = [1]\nrates_rps = [10]\n')
     results_dir = tmp_path / "results"
-    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "--plan", str(plan_path), "--target",
+    proc = subprocess.Popen([*command("loadtest"), "--plan", str(plan_path), "--target",
                              null_server.grpc_target, "--rest-url", null_server.rest_url, "--results-dir",
                              str(results_dir)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 90
-    while not list(results_dir.glob("*/logs/cell-000.log")) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(3.0)  # Locust is up and sending
+    wait_for(lambda: list(results_dir.glob("*/logs/cell-000.log")), 90, "the first cell's Locust to start")
+    wait_for_load(null_server)  # Locust is up and sending
     locusts = [p for p in psutil.Process(proc.pid).children(recursive=True)]
     interrupted_at = time.monotonic()
     proc.send_signal(signal.SIGINT)
@@ -185,9 +200,10 @@ def test_ctrl_c_fails_the_running_cell_and_keeps_the_sweep_bounded(null_server, 
 
 
 def test_cli_without_servers_says_what_to_do(tmp_path, exported_model):
-    done = subprocess.run([sys.executable, "-m", "loadtest", "--state-file", str(tmp_path / "none.json"),
+    done = subprocess.run([*command("loadtest"), "--state-file", str(tmp_path / "none.json"),
                            "--samples", str(exported_model.samples_path), "--results-dir", str(tmp_path)],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        "loadtest: no running servers recorded; start one with `make serve-cpu` or pass --target HOST:PORT"]
+        "mnist-bench loadtest: error: no running servers recorded; "
+        "start one with `make serve-cpu` or pass --target HOST:PORT"]

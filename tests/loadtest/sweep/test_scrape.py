@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from loadtest.sweep import scrape
 
 
@@ -14,7 +16,8 @@ def page(batches: dict, queue_sum: float, queue_count: int, requests_ok: int) ->
     lines += [f"{name}_count {total}", f"{name}_sum {sum_of(batches)}"]
     queue = ":tensorflow:serving:batching_session:queuing_latency"
     lines += [f"# TYPE {queue} histogram", f'{queue}_bucket{{thread_pool_name="p",le="+Inf"}} {queue_count}',
-              f'{queue}_count{{thread_pool_name="p"}} {queue_count}', f'{queue}_sum{{thread_pool_name="p"}} {queue_sum}']
+              f'{queue}_count{{thread_pool_name="p"}} {queue_count}',
+              f'{queue}_sum{{thread_pool_name="p"}} {queue_sum}']
     count = ":tensorflow:serving:request_count"
     lines += [f"# TYPE {count} counter", f'{count}{{model_name="mnist",status="OK"}} {requests_ok}']
     info = ":tensorflow:serving:embedded:server_info"
@@ -57,3 +60,14 @@ def test_unscraped_server_gives_empty_figures():
 def test_scrape_of_an_unreachable_server_is_none():
     assert scrape.scrape("http://127.0.0.1:9") is None
     assert scrape.scrape("") is None
+
+
+def test_prometheus_bucket_deltas_and_means():
+    # Cumulative buckets le=1,2,+Inf: before 2,3,3; after 5,9,10 -> during the cell 3,6,7 cumulative,
+    # i.e. 3 batches of size <=1, 3 of size 2, 1 larger.
+    before = {1.0: 2.0, 2.0: 3.0, math.inf: 3.0}
+    after = {1.0: 5.0, 2.0: 9.0, math.inf: 10.0}
+    assert scrape.histogram_bucket_deltas(before, after) == {1.0: 3.0, 2.0: 3.0, math.inf: 1.0}
+    assert scrape.histogram_bucket_deltas({}, {4.0: 2.0, math.inf: 2.0}) == {4.0: 2.0}
+    assert scrape.mean_from_sums(10.0, 40.0, 3.0, 9.0) == 5.0
+    assert scrape.mean_from_sums(10.0, 10.0, 3.0, 3.0) is None

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import threading
 import time
 
-from loadtest.benchmarks.server import LoadResult, RoundResult, format_summary, summarize
+import pytest
+
+from loadtest.benchmarks.records import BenchOptions, LoadResult, RoundResult
+from loadtest.benchmarks.summary import format_summary, summarize
 from serving.deploy.process import _thread_kind, thread_cpu_s
+from tests.support.waiting import wait_for
 
 # What the servers' ready lines said (serving.deploy.process.parse_ready_line).
 SERVER = {"kind": "embedded", "device": "cpu", "device_name": "cpu model"}
@@ -32,7 +35,7 @@ def test_cpu_ratios_count_work_per_cpu_second():
 
 
 def test_ratios_are_medians_of_per_round_ratios():
-    args = argparse.Namespace(server_cpu="0", client_cpu="1", duration_s=2.0)
+    args = BenchOptions(server_cpu="0", client_cpu="1", duration_s=2.0)
     rounds = [
         # in-process 20k img/s, served 18k -> 0.9; batching 3000 rps / none 1000 -> 3.0; model 3000 / null 4000 -> 0.75
         RoundResult(load(625, 40_000), load(563, 36_000), load(2000, 2000, 40.0), load(6000, 6000, 20.0),
@@ -44,7 +47,7 @@ def test_ratios_are_medians_of_per_round_ratios():
         RoundResult(load(625, 40_000), load(625, 40_000), load(2000, 2000, 40.0), load(4000, 4000, 20.0),
                     load(4000, 4000), NULL_B64),
     ]
-    summary = summarize(rounds, wrong_answers=0, args=args, server=SERVER)
+    summary = summarize(rounds, wrong_answers=0, options=args, server=SERVER)
     assert round(summary.ratio_served_vs_in_process, 3) == 0.9
     assert summary.ratio_batching_vs_none == 2.0
     assert summary.ratio_model_vs_null == 0.75
@@ -73,7 +76,7 @@ def test_harness_share_bounds_ratio_one():
 
 
 def test_cpu_by_kind_of_thread_is_per_request_and_the_median_over_rounds():
-    args = argparse.Namespace(server_cpu="0", client_cpu="1", duration_s=2.0)
+    args = BenchOptions(server_cpu="0", client_cpu="1", duration_s=2.0)
 
     def round_with(tf_s: float, python_s: float):
         # 500 served requests: tf_s / 500 s of TensorFlow threads' CPU per request, likewise Python's
@@ -95,14 +98,13 @@ def _burn_s(seconds: float) -> None:
         pass
 
 
+@pytest.mark.integration  # starts a child process
 def test_thread_cpu_is_split_into_python_and_native_threads():
     # A child that burns CPU on a Python thread only: its Python threads account for it, no other kind.
     code = "import time\nend = time.thread_time() + 0.3\nwhile time.thread_time() < end: pass\ninput()"
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while thread_cpu_s(child.pid).get("python", 0.0) < 0.3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: thread_cpu_s(child.pid).get("python", 0.0) >= 0.3, 30, "the child to burn 0.3 s of CPU")
         used = thread_cpu_s(child.pid)
         assert used["python"] >= 0.3 and used["tensorflow"] == 0.0 and used["native"] < 0.1
     finally:
@@ -137,7 +139,7 @@ def test_threads_are_classified_by_their_names():
 
 
 def test_batch_size_is_the_median_of_the_rounds_that_report_one():
-    args = argparse.Namespace(server_cpu="0", client_cpu="1", duration_s=2.0)
+    args = BenchOptions(server_cpu="0", client_cpu="1", duration_s=2.0)
 
     def round_with(batch_mean):
         return RoundResult(load(625, 40_000), load(563, 36_000), load(2000, 2000),

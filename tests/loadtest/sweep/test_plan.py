@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from loadtest.sweep import plan as plans
+from tests.support.paths import REPO
 
-PLANS = Path(__file__).resolve().parents[2] / "loadtest" / "plans"
+PLANS = REPO / "loadtest" / "plans"
 
 
 @pytest.mark.parametrize("name", ["quick.toml", "full.toml"])

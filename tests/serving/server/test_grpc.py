@@ -21,6 +21,8 @@ from serving.protocol.tensors import from_numpy, to_numpy
 from tests.support.grpc import predict_request, rpc_error, stub_for
 from tests.support.metrics import metric_value, metrics_page
 
+pytestmark = pytest.mark.integration  # every test here talks to a real server process
+
 
 @pytest.fixture(scope="module")
 def stub(plain_server):

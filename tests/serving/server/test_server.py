@@ -21,12 +21,14 @@ from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 from serving.deploy.process import REPO, start_server
 from serving.server.model_source import ModelEntry, aspired_versions
 from tests.support.batching import write_batching_file
-from tests.support.grpc import predict_request, rpc_error, stub_for
+from tests.support.grpc import predict_request, stub_for
+from tests.support.waiting import wait_for
 
 READY = re.compile(r'^serving ready kind=embedded grpc=127\.0\.0\.1:\d+ rest=127\.0\.0\.1:\d+ model=\S+ version=\d+ '
                    r'device=(cpu|gpu) device_name="[^"]+" batching=(on|off)$')
 
 
+@pytest.mark.integration
 def test_ready_line_has_the_agreed_form(plain_server, exported_model):
     assert READY.match(plain_server.ready_line), plain_server.ready_line
     assert plain_server.fields["model"] == "mnist" and plain_server.fields["version"] == str(exported_model.version)
@@ -45,6 +47,7 @@ def served_version(stub, images) -> int:
     return stub.Predict(predict_request(images), timeout=30).model_spec.version.value
 
 
+@pytest.mark.integration
 def test_config_file_and_new_version_picked_up_while_running(exported_model, samples, tmp_path):
     base = tmp_path / "mnist"
     shutil.copytree(exported_model.model_dir, base / "1")
@@ -63,10 +66,7 @@ def test_config_file_and_new_version_picked_up_while_running(exported_model, sam
             assert json.load(answer)["model_version_status"][0]["version"] == "1"
         shutil.copytree(exported_model.model_dir, tmp_path / "staging")
         os.rename(tmp_path / "staging", base / "2")  # appears whole, as model_export writes versions
-        deadline = time.monotonic() + 60
-        while served_version(stub, images) != 2:
-            assert time.monotonic() < deadline, "version 2 was not picked up"
-            time.sleep(0.2)
+        wait_for(lambda: served_version(stub, images) == 2, 60, "version 2 to be picked up", poll_s=0.2)
         request = predict_request(images)
         request.model_spec.version.value = 1
         deadline = time.monotonic() + 30
@@ -85,19 +85,28 @@ def test_config_file_and_new_version_picked_up_while_running(exported_model, sam
         assert versions == [2]
 
 
+@pytest.mark.integration
 def test_sigterm_finishes_in_flight_requests_and_exits_zero(exported_model):
     with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
                       "--null_delay_ms", "250", backend="null") as server:
         stub = stub_for(server)
         calls = [stub.Predict.future(predict_request(np.zeros((1, 784), np.float32)), timeout=60) for _ in range(8)]
-        time.sleep(0.5)  # all 8 are in the server; the null model serves one per 250 ms
+        calls[0].result()  # the first answer: all 8, sent before it, are in the server (one per 250 ms)
         server.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
-        late = rpc_error(stub.Predict, predict_request(np.zeros((1, 784), np.float32)), timeout=10)
+        late = wait_for(lambda: refusal(stub), 30, "the draining server to refuse new requests")
         results = [call.result() for call in calls]  # raises if any in-flight request was lost
         assert server.proc.wait(timeout=60) == 0
     assert all(r.outputs["scores"].float_val or r.outputs["scores"].tensor_content for r in results)
     assert late.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+
+
+def refusal(stub) -> grpc.RpcError | None:
+    """The error a new Predict gets, or None if it is still served."""
+    try:
+        stub.Predict(predict_request(np.zeros((1, 784), np.float32)), timeout=10)
+    except grpc.RpcError as exc:
+        return exc
+    return None
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -110,6 +119,7 @@ def last_line(text: str) -> str:
     return text.strip().splitlines()[-1]
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(bool(tf.config.list_physical_devices("GPU")), reason="a GPU is visible here")
 def test_gpu_without_gpu_fails_at_start_with_a_clear_message(exported_model):
     done = run_cli("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--device", "gpu")
@@ -117,6 +127,7 @@ def test_gpu_without_gpu_fails_at_start_with_a_clear_message(exported_model):
     assert last_line(done.stderr).startswith("serving: error: --device gpu: TensorFlow sees no GPU")
 
 
+@pytest.mark.integration
 def test_bad_batching_parameters_fail_at_start(exported_model, tmp_path):
     params = write_batching_file(tmp_path / "bad.txt", max_batch_size=64, allowed_batch_sizes=[8, 32])
     done = run_cli("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
@@ -126,6 +137,7 @@ def test_bad_batching_parameters_fail_at_start(exported_model, tmp_path):
                                       "last entry was 32; expected 64")
 
 
+@pytest.mark.integration
 def test_missing_model_fails_at_start(tmp_path):
     done = run_cli("--model_name", "mnist", "--model_base_path", str(tmp_path / "nothing"))
     assert done.returncode == 2

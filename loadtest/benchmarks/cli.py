@@ -1,0 +1,102 @@
+"""`mnist-bench bench server|loadgen`: the two benchmarks' command line.
+
+    mnist-bench bench server --model-base-path models/mnist --samples models/mnist-samples.npz
+    mnist-bench bench loadgen --model-base-path models/mnist --samples models/mnist-samples.npz
+
+The commands only parse options and print the outcome; `loadtest.benchmarks.server.run` and
+`loadtest.benchmarks.loadgen.run` do the work and raise, which becomes one `click.ClickException`
+line (exit 1); a malformed option is a usage error (exit 2). Imports of the benchmarks themselves
+(TensorFlow, gRPC, Locust's runner) wait until a command runs, so the root command starts fast.
+
+Not for: the in-process baseline child (`python -m loadtest.benchmarks.inprocess`, internal) or
+what is measured (`loadtest.benchmarks.server`, `loadtest.benchmarks.loadgen`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import click
+
+POSITIVE_S = click.FloatRange(min=0.0, min_open=True)
+DIRECTORY = click.Path(path_type=Path, file_okay=False)
+FILE = click.Path(path_type=Path, dir_okay=False)
+
+
+def cpu_list(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A `taskset -c` core list of single cores, e.g. "0" or "0,2" (the client pins itself to it too)."""
+    cores = value.split(",")
+    if not all(core.strip().isdigit() for core in cores):
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of core numbers, e.g. 0 or 0,2")
+    return ",".join(core.strip() for core in cores)
+
+
+def require(*paths: Path | None) -> None:
+    """The model and samples `make export` writes: a missing one is a user error (exit 1), not bad usage."""
+    missing = [str(p) for p in paths if p is not None and not p.exists()]
+    if missing:
+        raise click.ClickException(f"{' and '.join(missing)} missing; run `make export` first")
+
+
+@click.group("bench")
+def bench() -> None:
+    """Benchmarks: the embedded server's own overhead, and the load generator's."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@bench.command("server")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the model's base directory (version subdirectories), as `make export` writes it")
+@click.option("--samples", type=FILE, default=None, help="npz with `images` (default: random pixels)")
+@click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0", show_default=True,
+              help="cores every server and the in-process baseline are pinned to")
+@click.option("--client-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True,
+              help="cores the load client (this process) is pinned to")
+@click.option("--warmup-s", type=click.FloatRange(min=0.0), default=1.0, show_default=True)
+@click.option("--duration-s", type=POSITIVE_S, default=4.0, show_default=True, help="measured seconds per phase")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="rounds of all phases; the ratios are their medians")
+@click.option("--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="append the summary as one JSON line to this file")
+def server(**options) -> None:
+    """The server's three performance ratios (served vs in-process, batching vs none, model vs null)."""
+    from loadtest.benchmarks.inprocess import InProcessFailed
+    from loadtest.benchmarks.records import BenchOptions
+    from loadtest.benchmarks.server import BenchError, run
+    from loadtest.benchmarks.summary import format_summary
+    from serving.deploy.process import ServerNotReady
+
+    settings = BenchOptions(**options)
+    require(settings.model_base_path, settings.samples)
+    try:
+        summary = run(settings)
+    except (BenchError, InProcessFailed, ServerNotReady, OSError, subprocess.TimeoutExpired) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(format_summary(summary))
+
+
+@bench.command("loadgen")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the model's base directory (the null backend reads no weights, but the server needs it)")
+@click.option("--samples", type=FILE, default=Path("models/mnist-samples.npz"), show_default=True,
+              help="the digits Locust sends (written by `make export`)")
+@click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0", show_default=True,
+              help="cores the server is pinned to")
+@click.option("--loadgen-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True,
+              help="cores the Locust process is pinned to")
+@click.option("--seconds", type=POSITIVE_S, default=5.0, show_default=True, help="measured seconds per run")
+@click.option("--open-rate", type=POSITIVE_S, default=100.0, show_default=True,
+              help="open loop's requests/s: under the 5 ms server's 200/s")
+def loadgen(**options) -> None:
+    """What one Locust process sustains and how exactly it measures, against the null backend."""
+    from loadtest.benchmarks.loadgen import LoadgenBenchError, LoadgenOptions, run
+    from serving.deploy.process import ServerNotReady
+
+    settings = LoadgenOptions(**options)
+    require(settings.model_base_path, settings.samples)
+    try:
+        run(settings, echo=click.echo)
+    except (LoadgenBenchError, ServerNotReady, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc

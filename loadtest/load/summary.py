@@ -1,0 +1,66 @@
+"""The run summary: what one Locust run hands the sweep, written by the locustfile as one JSON file.
+
+`LoadSummary` is the contract between the two processes: the locustfile's master (or single
+process) builds it from the merged collector data and writes `to_json()` to `--summary-out`; the
+sweep reads it back with `from_dict()` and turns it into a `CellResult`. Field names carry units.
+
+Not for: the recorded result of a cell (`loadtest.records.CellResult`) or computing statistics.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+from loadtest.stats import LatencySummary
+
+
+@dataclass(frozen=True)
+class LocustTotals:
+    """Locust's own (ms-rounded) totals, kept for comparison with the exact figures."""
+
+    requests: int
+    failures: int
+    p50_ms: float | None
+    p99_ms: float | None
+
+
+@dataclass(frozen=True)
+class LoadSummary:
+    """Merged counts, exact latency, throughput windows and CPU per process of one Locust run."""
+
+    complete: bool  # every load process reported before the master's deadline
+    processes_reported: int
+    processes_expected: int
+    measure_s: float
+    window_s: float
+    requests: int
+    ok_requests: int
+    images: int
+    correct: int  # returned classes equal to the true labels
+    checked: int  # images whose class was compared
+    late_sends: int
+    pool_waits: int
+    errors_by_code: dict[str, int]
+    error_examples: dict[str, str]
+    latency: LatencySummary
+    histogram_us: str  # HdrHistogram, encoded
+    window_rps: list[float]
+    cpu_s_by_pid: dict[str, float]  # CPU seconds each load process used in the measured window
+    model_version: int | None
+    in_flight_abandoned: int
+    locust: LocustTotals | None = field(default=None)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> LoadSummary:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in raw.items() if k in known}
+        values["latency"] = LatencySummary(**raw["latency"])
+        values["locust"] = LocustTotals(**raw["locust"]) if raw.get("locust") else None
+        return cls(**values)

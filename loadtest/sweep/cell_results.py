@@ -1,0 +1,108 @@
+"""A cell's record, computed once: from a Locust run's summary and the server's figures, or a failure.
+
+Also the provenance every record of a sweep shares (code, machine, library versions, the plan).
+
+Not for: running anything (`loadtest.sweep.runner`) or the record format itself (`loadtest.records`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sys
+from dataclasses import asdict, dataclass
+
+from loadtest import stats
+from loadtest.load.collector import WRONG_ANSWER
+from loadtest.load.summary import LoadSummary
+from loadtest.records import CellResult, LoadSpec, ServerLabel, ValidityFlag
+from loadtest.sweep import plan as plans
+from loadtest.sweep.locust_run import load_processes
+from loadtest.sweep.scrape import ServerFigures
+from loadtest.vocab import Arrival, CellStatus, Flag, LoadMode
+from model_export.provenance import cpu_model_name, git_revision, package_versions, utc_now
+from serving.deploy.config import cpu_cores
+
+PACKAGES = ("locust", "grpcio", "tensorflow", "tensorflow-serving-api", "hdrhistogram", "numpy", "psutil")
+
+
+@dataclass(frozen=True)
+class CellContext:
+    """What every record of a sweep shares."""
+
+    run_id: str
+    run: plans.RunSettings
+    provenance: dict
+    cores: int
+
+
+def load_spec(run: plans.RunSettings, cell: plans.Cell) -> LoadSpec:
+    return LoadSpec(mode=cell.mode, request_batch_size=cell.batch_size, concurrency=cell.concurrency,
+                    rate_rps=cell.rate_rps, arrival=run.arrival if cell.mode == LoadMode.OPEN else None,
+                    warmup_s=run.warmup_s, duration_s=run.measure_s, processes=load_processes(run, cell),
+                    check=run.check, late_threshold_ms=run.late_threshold_ms, window_s=run.window_s)
+
+
+def cell_flags(ctx: CellContext, spec: LoadSpec, summary: LoadSummary, failure: str) -> list[ValidityFlag]:
+    """Why the cell is not valid evidence: its failure first, then the validity rules' flags."""
+    process_cpu = [stats.cpu_percent(s, ctx.run.measure_s) for s in summary.cpu_s_by_pid.values()]
+    pairs = stats.validity_flags(
+        errors=summary.requests - summary.ok_requests, requests=summary.requests,
+        errors_by_code=summary.errors_by_code, late_fraction=stats.fraction(summary.late_sends, summary.requests),
+        process_cpu_percents=process_cpu, total_cpu_percent=sum(process_cpu), cores=ctx.cores,
+        window_rps=summary.window_rps, pool_waits=summary.pool_waits, window_s=ctx.run.window_s,
+        poisson=spec.arrival == Arrival.POISSON)
+    failed = [ValidityFlag(Flag.FAILED, failure)] if failure else []
+    return failed + [ValidityFlag(flag, reason) for flag, reason in pairs]
+
+
+def measured_result(ctx: CellContext, index: int, label: ServerLabel, spec: LoadSpec, summary: LoadSummary,
+                    figures: ServerFigures, failure: str) -> CellResult:
+    """A cell's record from a Locust summary: computed once, validity flags included."""
+    measure_s = ctx.run.measure_s
+    process_cpu = [stats.cpu_percent(s, measure_s) for s in summary.cpu_s_by_pid.values()]
+    flags = cell_flags(ctx, spec, summary, failure)
+    latency = summary.latency
+    return CellResult(
+        run_id=ctx.run_id, cell_index=index, utc_time=utc_now(), server=label, load=spec,
+        status=CellStatus.FAILED if failure else CellStatus.OK, failure_reason=failure,
+        requests=summary.requests, ok_requests=summary.ok_requests, errors_by_code=summary.errors_by_code,
+        wrong_answers=summary.errors_by_code.get(WRONG_ANSWER, 0),
+        accuracy=summary.correct / summary.checked if summary.checked else None,
+        throughput_rps=round(summary.ok_requests / measure_s, 3), throughput_ips=round(summary.images / measure_s, 3),
+        latency_min_ms=latency.min_ms, latency_mean_ms=latency.mean_ms, latency_p50_ms=latency.p50_ms,
+        latency_p90_ms=latency.p90_ms, latency_p95_ms=latency.p95_ms, latency_p99_ms=latency.p99_ms,
+        latency_p999_ms=latency.p999_ms, latency_max_ms=latency.max_ms, histogram_us=summary.histogram_us,
+        late_sends=summary.late_sends,
+        late_send_fraction=round(stats.fraction(summary.late_sends, summary.requests), 6),
+        window_throughput_rps=summary.window_rps, loadgen_cpu_percent=round(sum(process_cpu), 1),
+        loadgen_cores=ctx.cores, server_batch_size_mean=figures.batch_size_mean,
+        server_batch_sizes=figures.batch_sizes, server_queue_delay_mean_us=figures.queue_delay_mean_us,
+        valid=not flags, flags=flags, provenance=ctx.provenance,
+        images=summary.images, error_examples=summary.error_examples,
+        loadgen_process_cpu_percent=[round(c, 1) for c in process_cpu], server_metrics=figures.extra,
+        locust_stats=asdict(summary.locust) if summary.locust else {}, pool_full_waits=summary.pool_waits)
+
+
+def failed_result(ctx: CellContext, index: int, label: ServerLabel, spec: LoadSpec, reason: str) -> CellResult:
+    """A cell that produced no measurement: zero counts, no latency, flagged failed with the reason."""
+    return CellResult(
+        run_id=ctx.run_id, cell_index=index, utc_time=utc_now(), server=label, load=spec, status=CellStatus.FAILED,
+        failure_reason=reason, requests=0, ok_requests=0, errors_by_code={}, wrong_answers=0, accuracy=None,
+        throughput_rps=0.0, throughput_ips=0.0, latency_min_ms=None, latency_mean_ms=None, latency_p50_ms=None,
+        latency_p90_ms=None, latency_p95_ms=None, latency_p99_ms=None, latency_p999_ms=None, latency_max_ms=None,
+        histogram_us="", late_sends=0, late_send_fraction=0.0, window_throughput_rps=[], loadgen_cpu_percent=0.0,
+        loadgen_cores=ctx.cores, server_batch_size_mean=None, server_batch_sizes={}, server_queue_delay_mean_us=None,
+        valid=False, flags=[ValidityFlag(Flag.FAILED, reason)], provenance=ctx.provenance)
+
+
+def collect_provenance(plan: plans.Plan, plan_path: str) -> dict:
+    """Enough to reproduce and to trust a result: code, machine, library versions, the full plan."""
+    git = git_revision()
+    return {"git_commit": git.commit, "git_dirty": git.dirty,
+            "host": socket.gethostname(), "cpu_model": cpu_model_name(), "cpu_count": os.cpu_count(),
+            "loadgen_cores": cpu_cores(), "platform": platform.platform(), "python": platform.python_version(),
+            "versions": package_versions(PACKAGES), "utc_time": utc_now(),
+            "plan_path": plan_path, "plan": json.loads(json.dumps(plan.to_dict())), "command": list(sys.argv)}

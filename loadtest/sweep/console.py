@@ -1,0 +1,61 @@
+"""What a sweep prints while it runs: a line per cell, and the table of every cell at the end.
+
+The table is drawn with `rich` into plain text (no colour codes), so it reads the same in a
+terminal, a log file or a CI transcript.
+
+Not for: the report (`loadtest.analysis.report`) or anything recorded in results.
+"""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+
+from loadtest.records import CellResult, LoadSpec
+from loadtest.vocab import LoadMode
+
+TABLE_WIDTH = 160
+COLUMNS = ("#", "server", "batch", "mode", "level", "req/s", "img/s", "p50 ms", "p99 ms", "p99.9 ms", "errors",
+           "late%", "cpu%", "valid")
+
+
+def describe(spec: LoadSpec) -> str:
+    """The load of a cell in words, e.g. "batch=8 closed users=4"."""
+    level = f"users={spec.concurrency}" if spec.mode == LoadMode.CLOSED else f"rate={spec.rate_rps:g}/s {spec.arrival}"
+    return f"batch={spec.request_batch_size} {spec.mode} {level}"
+
+
+def progress_line(result: CellResult, total: int) -> str:
+    head = f"[{result.cell_index + 1}/{total}] {result.server.name} {describe(result.load)}"
+    if result.requests == 0:
+        return f"{head}: FAILED {result.failure_reason}"
+    flags = "; ".join(f"{f.flag}: {f.reason}" for f in result.flags) or "valid"
+    return (f"{head}: {result.throughput_rps:.0f} req/s, p50 {result.latency_p50_ms} ms, "
+            f"p99 {result.latency_p99_ms} ms, errors {result.requests - result.ok_requests} ({flags})")
+
+
+def table_row(r: CellResult) -> tuple[str, ...]:
+    level = str(r.load.concurrency) if r.load.mode == LoadMode.CLOSED else f"{r.load.rate_rps:g}/s"
+    verdict = "yes" if r.valid else ",".join(sorted({f.flag for f in r.flags}))
+    return (str(r.cell_index + 1), r.server.name, str(r.load.request_batch_size), str(r.load.mode), level,
+            f"{r.throughput_rps:.0f}", f"{r.throughput_ips:.0f}", _num(r.latency_p50_ms), _num(r.latency_p99_ms),
+            _num(r.latency_p999_ms), str(r.requests - r.ok_requests), f"{100 * r.late_send_fraction:.1f}",
+            f"{r.loadgen_cpu_percent:.0f}", verdict)
+
+
+def console_table(results: list[CellResult]) -> str:
+    """Every cell of the sweep, one row each, as plain text."""
+    table = Table(box=None, pad_edge=False, show_edge=False)
+    for name in COLUMNS:
+        table.add_column(name, justify="left" if name in ("server", "mode", "valid") else "right", no_wrap=True)
+    for result in results:
+        table.add_row(*table_row(result))
+    out = io.StringIO()
+    Console(file=out, width=TABLE_WIDTH, color_system=None, highlight=False).print(table)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

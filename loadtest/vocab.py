@@ -1,0 +1,45 @@
+"""The fixed vocabularies of a load test: load modes, protocols, arrivals, checks, cell statuses, flags.
+
+Each is a `StrEnum`, so a value compares equal to its string and serialises as it: records written
+with these members are byte-identical to records written with the plain strings.
+
+Not for: what a server is (`serving.endpoint`: `ServerKind`, `Device`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class LoadMode(StrEnum):
+    CLOSED = "closed"  # each user sends back to back: the level is a concurrency
+    OPEN = "open"  # arrivals at a rate, whatever the server does: the level is requests/s
+
+
+class Protocol(StrEnum):
+    GRPC = "grpc"
+    REST = "rest"
+
+
+class Arrival(StrEnum):
+    CONSTANT = "constant"
+    POISSON = "poisson"
+
+
+class Check(StrEnum):
+    CLASSES = "classes"  # every returned class equals the exported model's own prediction
+    SHAPE = "shape"  # output shapes only: the null backend answers zeros
+
+
+class CellStatus(StrEnum):
+    OK = "ok"
+    FAILED = "failed"
+
+
+class Flag(StrEnum):
+    """Why a cell is not valid evidence."""
+
+    SATURATED = "saturated"
+    UNSTABLE = "unstable"
+    ERRORS = "errors"
+    FAILED = "failed"

@@ -1,0 +1,165 @@
+"""`mnist-bench serve`: start, run, stop and list the model servers; generate TF Serving's files.
+
+    mnist-bench serve start --device cpu --batching cpu [--kind auto|container|embedded]
+    mnist-bench serve run --device cpu                  (the embedded server in this terminal)
+    mnist-bench serve stop [NAME ...] | status
+    mnist-bench serve files --profile cpu               (prints the generated directory)
+
+The command line is the last layer of the serving config (defaults -> serving/serving.toml ->
+`SERVING_*` -> these flags). Errors a user causes are one line and exit status 1; bad usage
+exits 2. Not for: the work itself (`serving.deploy.launcher`, `serving.deploy.tfs_files`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import click
+
+from serving.deploy import launcher
+from serving.deploy.config import (
+    BATCHING_FIELDS,
+    ServingConfig,
+    batching_overrides,
+    command_line_layer,
+    load_config,
+)
+from serving.deploy.request import LaunchError, LaunchKind, StartRequest
+from serving.deploy.tfs_files import ServingFiles, generate
+from serving.endpoint import Device
+
+DEFAULT_START_TIMEOUT_S = 300.0
+
+
+def _check_assignments(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[str]:
+    for item in values:
+        name, sep, _ = item.partition("=")
+        if not sep or name.strip() not in BATCHING_FIELDS:
+            raise click.BadParameter(f"expected FIELD=VALUE with FIELD one of {', '.join(BATCHING_FIELDS)}; "
+                                     f"got {item!r}", ctx, param)
+    return list(values)
+
+
+def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The flags every config-reading subcommand shares (the command-line layer)."""
+    options = [
+        click.option("--config", "config_file", type=click.Path(dir_okay=False),
+                     help="serving TOML (default: $SERVING_CONFIG or serving/serving.toml)"),
+        click.option("--models-dir", help="directory holding <model>/<version>/ (make MODELS=...)"),
+        click.option("--model-name", help="model name in the config and in requests"),
+        click.option("--build-dir", envvar="SERVING_BUILD_DIR", type=click.Path(file_okay=False),
+                     help="where generated files go (default: $SERVING_BUILD_DIR or build/serving)"),
+        click.option("--set", "assignments", multiple=True, metavar="FIELD=VALUE", callback=_check_assignments,
+                     help="override one batching field of the chosen profile (repeatable)"),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def server_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The flags of the subcommands that start a server."""
+    options = [
+        click.option("--device", type=click.Choice([d.value for d in Device]), default=Device.CPU.value,
+                     show_default=True),
+        click.option("--batching", default="off", show_default=True, help="batching profile from the serving config"),
+        click.option("--grpc-port", type=click.IntRange(1, 65535),
+                     help="host gRPC port (default: the device's from the config)"),
+        click.option("--rest-port", type=click.IntRange(1, 65535),
+                     help="host REST port (default: the device's from the config)"),
+        click.option("--timeout-s", type=click.FloatRange(min=0, min_open=True), envvar="SERVING_START_TIMEOUT_S",
+                     default=DEFAULT_START_TIMEOUT_S, show_default=True,
+                     help="bounded wait for the model to be AVAILABLE ($SERVING_START_TIMEOUT_S)"),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn the errors a user causes (a bad config, a refused launch) into one-line click errors."""
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (LaunchError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from exc
+    return wrapper
+
+
+def serving_files(config_file: str | None, models_dir: str | None, model_name: str | None, build_dir: str | None,
+                  assignments: list[str], profile: str, device: str | None = None, grpc_port: int | None = None,
+                  rest_port: int | None = None) -> tuple[ServingConfig, ServingFiles]:
+    """The layered config and its generated files for one profile."""
+    layer = command_line_layer(models_dir, model_name, device, grpc_port, rest_port)
+    config = load_config(config_file, cli=layer)
+    return config, generate(config, profile, build_dir, batching_overrides(os.environ, assignments))
+
+
+def start_request(device: str, kind: str, batching: str, timeout_s: float, **config_args: Any) -> StartRequest:
+    config, files = serving_files(profile=batching, device=device, **config_args)
+    return StartRequest(device=Device(device), kind=LaunchKind(kind), config=config, files=files,
+                        timeout_s=timeout_s)
+
+
+@click.group(name="serve")
+def serve() -> None:
+    """Start, stop and inspect the model servers; generate TF Serving's files."""
+
+
+@serve.command()
+@server_options
+@click.option("--kind", type=click.Choice([k.value for k in LaunchKind]), envvar="SERVING_KIND",
+              default=LaunchKind.AUTO.value, show_default=True,
+              help="auto: the TF Serving container when Docker can, else the embedded server ($SERVING_KIND)")
+@config_options
+@user_errors
+def start(device: str, batching: str, grpc_port: int | None, rest_port: int | None, timeout_s: float, kind: str,
+          **config_args: Any) -> None:
+    """Start a server in the background and record it (make serve-cpu / serve-gpu)."""
+    request = start_request(device, kind, batching, timeout_s, grpc_port=grpc_port, rest_port=rest_port,
+                            **config_args)
+    endpoint, note = launcher.start(request)
+    click.echo(launcher.start_message(request, endpoint, note))
+
+
+@serve.command()
+@server_options
+@config_options
+@click.pass_context
+@user_errors
+def run(ctx: click.Context, device: str, batching: str, grpc_port: int | None, rest_port: int | None,
+        timeout_s: float, **config_args: Any) -> None:
+    """Run the embedded server in this terminal, recorded while it runs (make serve)."""
+    request = start_request(device, LaunchKind.EMBEDDED, batching, timeout_s, grpc_port=grpc_port,
+                            rest_port=rest_port, **config_args)
+    ctx.exit(launcher.run_foreground(request))
+
+
+@serve.command()
+@click.argument("names", nargs=-1)
+@user_errors
+def stop(names: tuple[str, ...]) -> None:
+    """Stop the recorded servers (NAMES: cpu, gpu; default all) and clear their records."""
+    click.echo("\n".join(launcher.stop(list(names)) or ["nothing to stop"]))
+
+
+@serve.command()
+@user_errors
+def status() -> None:
+    """List the recorded servers and whether each is still up."""
+    click.echo("\n".join(launcher.status_lines()))
+
+
+@serve.command()
+@click.option("--profile", default="off", show_default=True, help="batching profile name (make BATCHING=...)")
+@config_options
+@user_errors
+def files(profile: str, **config_args: Any) -> None:
+    """Generate TF Serving's files for one profile and print their directory."""
+    _, generated = serving_files(profile=profile, **config_args)
+    click.echo(str(generated.directory))
+

@@ -1,0 +1,157 @@
+"""The embedded server as a launcher: `python -m serving.server` in the background, on the generated files.
+
+It serves the very files the containers mount, on the device's ports, with its output appended
+to `<state dir>/<name>-server.log`. It is up once its ready line appears and gRPC
+GetModelStatus says AVAILABLE; the device and its name are what the server itself reports, so a
+CPU run is never labelled GPU. `probe_tensorflow_gpus` asks TensorFlow, in a child process,
+which GPUs the embedded server would see.
+
+Not for: choosing between the container and the embedded server (`serving.deploy.launcher`) or
+the server itself (`serving.server`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from model_export.provenance import package_versions, utc_now
+from serving.deploy.config import REPO_ROOT
+from serving.deploy.process import ServerNotReady, log_tail, read_from, stop_process, wait_ready_line
+from serving.deploy.readiness import wait_available
+from serving.deploy.request import LaunchError, StartRequest
+from serving.deploy.state import state_file_path
+from serving.endpoint import ServedEndpoint, ServerKind
+from serving.protocol.names import parse_ready_line
+
+FAILED_START_STOP_S = 10.0
+
+
+@dataclass(frozen=True)
+class TensorFlowGpus:
+    version: str
+    built_with_cuda: bool
+    gpu_names: tuple[str, ...]
+    problem: str = ""  # set when TensorFlow could not even be asked
+
+
+_TF_GPU_PROBE = """
+import json, tensorflow as tf
+gpus = tf.config.list_physical_devices("GPU")
+names = [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]
+print(json.dumps({"version": tf.__version__, "cuda": tf.test.is_built_with_cuda(), "gpus": names}))
+"""
+
+
+def probe_tensorflow_gpus(timeout_s: float = 180) -> TensorFlowGpus:
+    """Ask TensorFlow, in a child process, which GPUs it sees (the embedded server's view)."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    try:
+        done = subprocess.run([sys.executable, "-c", _TF_GPU_PROBE], capture_output=True, text=True,
+                              timeout=timeout_s, env=env)
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        return TensorFlowGpus("unknown", False, (), problem=f"TensorFlow GPU probe failed: {exc}")
+    return TensorFlowGpus(found["version"], bool(found["cuda"]), tuple(found["gpus"]))
+
+
+def embedded_command(request: StartRequest) -> list[str]:
+    """`python -m serving.server` on the generated files: the same files the containers mount."""
+    files, config = request.files, request.config
+    command = [sys.executable, "-m", "serving.server",
+               "--host", config.host, "--port", str(request.grpc_port),
+               "--rest_api_port", str(request.rest_port),
+               "--model_config_file", str(files.model_config_file),
+               "--monitoring_config_file", str(files.monitoring_config_file),
+               "--file_system_poll_wait_seconds", str(config.file_system_poll_wait_seconds),
+               "--device", str(request.device), "--batching_profile", files.profile.name]
+    if files.batching_parameters_file:
+        command += ["--enable_batching", "--batching_parameters_file", str(files.batching_parameters_file)]
+    return command
+
+
+def server_env() -> dict[str, str]:
+    """The environment a server process runs in: unbuffered, the repository importable."""
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+def server_log_path(name: str) -> Path:
+    """Background servers' output, appended next to the state file."""
+    return state_file_path().parent / f"{name}-server.log"
+
+
+def library_versions() -> dict[str, str]:
+    return {"python": sys.version.split()[0], **package_versions(("tensorflow", "tensorflow-serving-api", "grpcio"))}
+
+
+def endpoint_from_ready(request: StartRequest, ready_line: str, pid: int) -> ServedEndpoint:
+    """The state record of a server from its ready line; refuses a server on the wrong device."""
+    ready = parse_ready_line(ready_line)
+    if ready["device"] != request.device:  # never label one device's run as the other's
+        raise LaunchError(f"asked for device {request.device} but the server reports device {ready['device']}")
+    versions = {**library_versions(), "model_version": ready["version"]}
+    return ServedEndpoint(
+        name=request.name, kind=ServerKind.EMBEDDED, device=ready["device"], device_name=ready["device_name"],
+        host=request.config.host, grpc_port=request.grpc_port, rest_port=request.rest_port,
+        model_name=request.config.model.name, batching_profile=request.files.profile.name,
+        batching=request.files.profile.parameters(), versions=versions, pid=pid, started_utc=utc_now())
+
+
+def is_our_embedded_server(endpoint: ServedEndpoint) -> bool:
+    """The recorded pid is still our server (not a reused pid)."""
+    if not endpoint.pid:
+        return False
+    try:
+        cmdline = psutil.Process(endpoint.pid).cmdline()
+    except psutil.Error:
+        return False
+    return "serving.server" in cmdline and str(endpoint.grpc_port) in cmdline
+
+
+class EmbeddedLauncher:
+    """`python -m serving.server` as a background process."""
+
+    kind = ServerKind.EMBEDDED
+
+    def start(self, request: StartRequest) -> ServedEndpoint:
+        log = server_log_path(request.name)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        offset = log.stat().st_size if log.exists() else 0
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(embedded_command(request), stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, cwd=REPO_ROOT, env=server_env(),
+                                    start_new_session=True)  # outlives `make`; Ctrl-C there leaves it
+        deadline = time.monotonic() + request.timeout_s
+        try:
+            return self._wait_served(request, proc, log, offset, deadline)
+        except BaseException:
+            stop_process(proc, FAILED_START_STOP_S)
+            raise
+
+    @staticmethod
+    def _wait_served(request: StartRequest, proc: subprocess.Popen, log: Path, offset: int,
+                     deadline: float) -> ServedEndpoint:
+        try:
+            line = wait_ready_line(proc, log, offset, deadline - time.monotonic())
+        except ServerNotReady as exc:
+            raise LaunchError(str(exc)) from None
+        endpoint = endpoint_from_ready(request, line, proc.pid)
+        wait_available(endpoint.grpc_target, endpoint.model_name, deadline, lambda: (
+            f"the embedded server exited with code {proc.returncode}; last lines of {log}:\n"
+            f"{log_tail(read_from(log, offset))}" if proc.poll() is not None else None))
+        return endpoint
+
+    def alive(self, endpoint: ServedEndpoint) -> bool:
+        return is_our_embedded_server(endpoint)
+
+    def stop(self, endpoint: ServedEndpoint) -> None:
+        if endpoint.pid and is_our_embedded_server(endpoint):
+            stop_process(endpoint.pid)

@@ -1,0 +1,51 @@
+"""What a launcher is asked to start, which kinds of launcher there are, and how a launch refuses.
+
+Shared by the launcher (`serving.deploy.launcher`) and the two ways it serves
+(`serving.deploy.docker`, `serving.deploy.embedded`), so neither imports the other.
+
+Not for: deciding which launcher serves (`serving.deploy.launcher`) or the configuration itself
+(`serving.deploy.config`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from serving.deploy.config import ServingConfig
+from serving.deploy.tfs_files import ServingFiles
+from serving.endpoint import Device
+
+
+class LaunchKind(StrEnum):
+    """What `serve start --kind` may ask for."""
+
+    AUTO = "auto"  # the container when Docker can serve the device, else the embedded server
+    CONTAINER = "container"
+    EMBEDDED = "embedded"
+
+
+class LaunchError(Exception):
+    """A start/stop that cannot go ahead; the message is the one line the user sees."""
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    device: Device | str  # a Device value
+    kind: LaunchKind | str  # a LaunchKind value
+    config: ServingConfig
+    files: ServingFiles
+    timeout_s: float
+
+    @property
+    def name(self) -> str:
+        """The state file's key for this server."""
+        return str(self.device)
+
+    @property
+    def grpc_port(self) -> int:
+        return self.config.ports(self.device).grpc_port
+
+    @property
+    def rest_port(self) -> int:
+        return self.config.ports(self.device).rest_port

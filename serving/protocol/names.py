@@ -1,0 +1,60 @@
+"""Names the server and the load test must agree on: RPC method, metrics page, metric names, ready line.
+
+Each is spelled once here. The server writes them (`serving.server`), the deploy tools and the
+load test read them (`serving.deploy.process`, `loadtest.load.client`, `loadtest.sweep.scrape`),
+and TF Serving itself uses the same spellings, so one client and one scraper work against both.
+
+Not for: protocol messages (`serving.protocol.protos`), tensor encoding (`serving.protocol.tensors`)
+or anything either side computes from these names.
+"""
+
+from __future__ import annotations
+
+import re
+
+# The gRPC method a Predict call invokes (tensorflow_serving/apis/prediction_service.proto).
+PREDICT_METHOD = "/tensorflow.serving.PredictionService/Predict"
+
+# TF Serving's default Prometheus path (PrometheusExporter::kPrometheusPath), on the REST port.
+METRICS_PATH = "/monitoring/prometheus/metrics"
+
+# TF Serving's metric names ('/' turned into ':' by its PrometheusExporter).
+METRIC_PREFIX = ":tensorflow:serving:"
+REQUEST_COUNT = ":tensorflow:serving:request_count"
+REQUEST_LATENCY = ":tensorflow:serving:request_latency"
+RUNTIME_LATENCY = ":tensorflow:serving:runtime_latency"
+QUEUING_LATENCY = ":tensorflow:serving:batching_session:queuing_latency"
+INPUT_BATCH_SIZE = ":tensorflow:serving:batching_session:input_batch_size"
+PROCESSED_BATCH_SIZE = ":tensorflow:serving:batching_session:processed_batch_size"
+PADDING_SIZE = ":tensorflow:serving:batching_session:padding_size"
+WRAPPED_RUN_COUNT = ":tensorflow:serving:batching_session:wrapped_run_count"
+SERVER_INFO = ":tensorflow:serving:embedded:server_info"  # the embedded server's own gauge; TF Serving has none
+
+# The same names without their prefix, as a scraper that accepts any prefix matches them (name.endswith).
+PROCESSED_BATCH_SIZE_SUFFIX = "batching_session:processed_batch_size"
+QUEUING_LATENCY_SUFFIX = "batching_session:queuing_latency"
+REQUEST_LATENCY_SUFFIX = "serving:request_latency"
+REQUEST_COUNT_SUFFIX = "serving:request_count"
+SERVER_INFO_SUFFIX = "embedded:server_info"
+
+# The one stdout line the embedded server prints once it serves; harnesses wait for it and parse it.
+READY_PREFIX = "serving ready "
+READY_RE = re.compile(
+    r"serving ready kind=(?P<kind>\S+) grpc=(?P<grpc>\S+) rest=(?P<rest>\S+) model=(?P<model>\S+) "
+    r'version=(?P<version>\S+) device=(?P<device>\S+) device_name="(?P<device_name>[^"]*)" '
+    r"batching=(?P<batching>\S+)")
+
+
+def format_ready_line(*, kind: str, grpc: str, rest: str, model: str, version: int, device: str,
+                      device_name: str, batching: str) -> str:
+    """The ready line for these fields (`grpc`/`rest` are host:port)."""
+    return (f"{READY_PREFIX}kind={kind} grpc={grpc} rest={rest} model={model} version={version} "
+            f'device={device} device_name="{device_name}" batching={batching}')
+
+
+def parse_ready_line(line: str) -> dict[str, str]:
+    """The fields of a ready line; ValueError for any other line."""
+    match = READY_RE.match(line.strip())
+    if not match:
+        raise ValueError(f"not a ready line: {line!r}")
+    return match.groupdict()

@@ -1,0 +1,147 @@
+"""The request core both protocols call: resolve the model version, validate, run alone or batched.
+
+`ServingCore` checks the signature and inputs before TensorFlow sees anything, then runs the
+model on the calling thread, or hands the request to the batch scheduler of its model version.
+`ServerConfig` is everything one server process needs; `select_device` pins TensorFlow.
+
+Not for: protocol conversion (`serving.server.grpc_api`, `serving.server.rest`) or the process
+lifecycle (`serving.server.app`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from model_export.provenance import cpu_model_name
+from serving.endpoint import Device
+from serving.protocol.names import METRICS_PATH
+from serving.server.backends import DEFAULT_SIGNATURE, BackendOptions, LoadedModel, SignatureSpec
+from serving.server.batching import BatchingOptions, BatchScheduler
+from serving.server.errors import ServingError
+from serving.server.metrics import ServerMetrics
+from serving.server.model_source import ModelEntry, ModelSource
+from serving.server.validation import check_inputs, check_outputs
+
+DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything one server process needs, resolved from flags and files."""
+
+    models: tuple[ModelEntry, ...]
+    host: str = "127.0.0.1"
+    grpc_port: int = 8500
+    rest_port: int = 8501
+    backend: str = "savedmodel"
+    backend_options: BackendOptions = field(default_factory=BackendOptions)
+    batching: BatchingOptions | None = None  # None: every request runs alone
+    batching_profile: str = "off"
+    tensor_content: bool = False
+    poll_wait_s: float = 1.0
+    device_name: str = ""
+    monitoring_path: str | None = METRICS_PATH  # None: metrics page disabled
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    grpc_max_threads: int = 256  # in-flight gRPC requests; batching can only merge requests that hold one
+    grace_s: float = 30.0
+
+    @property
+    def device(self) -> str:
+        return self.backend_options.device
+
+
+def select_device(device: str, backend: str) -> str:
+    """Pin TensorFlow to the device and return its name; `gpu` without a visible GPU is an error."""
+    if device not in tuple(Device):
+        raise ValueError(f"--device must be cpu or gpu, not {device!r}")
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if device == Device.CPU:
+        if gpus and backend == "savedmodel":
+            tf.config.set_visible_devices([], "GPU")  # keep the model on the CPU even on a GPU machine
+        return cpu_model_name()
+    if not gpus:
+        raise RuntimeError("--device gpu: TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is empty); "
+                           "install a CUDA-enabled TensorFlow on a GPU machine, or use --device cpu")
+    details = tf.config.experimental.get_device_details(gpus[0])
+    return details.get("device_name", gpus[0].name)
+
+
+class ServingCore:
+    """Request handling shared by gRPC and REST: resolve, validate, run (alone or batched)."""
+
+    def __init__(self, config: ServerConfig, source: ModelSource, metrics: ServerMetrics) -> None:
+        self.config = config
+        self.source = source
+        self.metrics = metrics
+        self._schedulers: dict[tuple, BatchScheduler] = {}
+        self._lock = threading.Lock()
+        self._runtime = "TF2" if config.backend == "savedmodel" else config.backend
+
+    def resolve(self, name: str, version: int | None, label: str | None,
+                signature_name: str) -> tuple[LoadedModel, SignatureSpec]:
+        """Model version and signature a request names: NOT_FOUND / FAILED_PRECONDITION as TF Serving."""
+        model = self.source.resolve(name, version, label)
+        signature_name = signature_name or DEFAULT_SIGNATURE
+        spec = model.signatures.get(signature_name)
+        if spec is None:
+            raise ServingError("FAILED_PRECONDITION", f'Serving signature key "{signature_name}" not found.')
+        return model, spec
+
+    def predict(self, model: LoadedModel, spec: SignatureSpec, inputs: dict[str, np.ndarray],
+                output_filter: list[str]) -> dict[str, np.ndarray]:
+        """Validated inputs -> outputs, on the calling (request) thread."""
+        rows = check_inputs(spec, inputs)
+        outputs = check_outputs(spec, output_filter)
+        if self.config.batching is None:
+            return self._run(model, spec.name, inputs, outputs)
+        return self._scheduler(model, spec.name, outputs).submit(inputs, rows).result()
+
+    def _run(self, model: LoadedModel, signature: str, inputs: dict[str, np.ndarray],
+             outputs: list[str]) -> dict[str, np.ndarray]:
+        started = time.perf_counter()
+        try:
+            return model.run(signature, inputs, outputs)
+        except ServingError:
+            raise
+        except Exception as exc:  # TensorFlow's own refusal of something validation let through
+            raise ServingError("INTERNAL", f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            self.metrics.record_runtime(model.name, "Predict", self._runtime, time.perf_counter() - started)
+
+    def _scheduler(self, model: LoadedModel, signature: str, outputs: list[str]) -> BatchScheduler:
+        """One queue per model version, signature and output set (TF Serving's TensorSignature)."""
+        key = (model.name, model.version, signature, tuple(outputs))
+        scheduler = self._schedulers.get(key)
+        if scheduler is not None:
+            return scheduler
+        with self._lock:
+            if key not in self._schedulers:
+                self._stop_unloaded_schedulers()
+                options = self.config.batching
+                assert options is not None  # only called with batching on
+                self._schedulers[key] = BatchScheduler(
+                    options, lambda merged: self._run(model, signature, merged, outputs),
+                    on_batch=lambda stats: self.metrics.record_batch(stats, options.thread_pool_name),
+                    name=f"batch-{model.name}-{model.version}")
+            return self._schedulers[key]
+
+    def _stop_unloaded_schedulers(self) -> None:
+        for key in list(self._schedulers):
+            if key[1] not in self.source.versions(key[0]):
+                self._schedulers.pop(key).stop()
+
+    def shutdown(self) -> None:
+        """Finish every queued batch and stop the batch threads."""
+        with self._lock:
+            schedulers, self._schedulers = list(self._schedulers.values()), {}
+        for scheduler in schedulers:
+            scheduler.stop()
+
+
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "ServerConfig", "ServingCore", "select_device"]
