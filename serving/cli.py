@@ -3,7 +3,7 @@
     mnist-bench serve start --device cpu --batching cpu [--kind auto|container|embedded]
     mnist-bench serve run --device cpu                  (the embedded server in this terminal)
     mnist-bench serve stop [NAME ...] | status
-    mnist-bench serve files --profile cpu               (prints the generated directory)
+    mnist-bench serve files --batching cpu              (prints the generated directory)
 
 The command line is the last layer of the serving config (defaults -> serving/serving.toml ->
 `SERVING_*` -> these flags). Errors a user causes are one line and exit status 1; bad usage
@@ -155,11 +155,11 @@ def status() -> None:
 
 
 @serve.command()
-@click.option("--profile", default="off", show_default=True, help="batching profile name (make BATCHING=...)")
+@click.option("--batching", default="off", show_default=True, help="batching profile from the serving config")
 @config_options
 @user_errors
-def files(profile: str, **config_args: Any) -> None:
-    """Generate TF Serving's files for one profile and print their directory."""
-    _, generated = serving_files(profile=profile, **config_args)
+def files(batching: str, **config_args: Any) -> None:
+    """Generate TF Serving's files for one batching profile and print their directory."""
+    _, generated = serving_files(profile=batching, **config_args)
     click.echo(str(generated.directory))
 

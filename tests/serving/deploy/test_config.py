@@ -184,16 +184,16 @@ def test_cli_prints_the_directory_and_rejects_bad_input(tmp_path):
     def cli(*args):
         return invoke("serve", "files", "--build-dir", tmp_path, *args)
 
-    done = cli("--profile", "cpu", "--models-dir", str(tmp_path / "m"))
+    done = cli("--batching", "cpu", "--models-dir", str(tmp_path / "m"))
     assert done.exit_code == 0, done.stderr
     directory = Path(done.stdout.strip())
     assert directory == tmp_path / "cpu"
     entry = load_model_server_config(directory / tfs.MODEL_CONFIG_FILE).model_config_list.config[0]
     assert entry.base_path == str(tmp_path / "m" / "mnist")
-    bad = cli("--profile", "cpu", "--set", "allowed_batch_sizes=4,8")
+    bad = cli("--batching", "cpu", "--set", "allowed_batch_sizes=4,8")
     assert bad.exit_code == 1  # a value the config refuses: the user's error, one line
     assert bad.stderr.strip().splitlines() == [
         "mnist-bench serve files: error: profiles.cpu: Last entry in allowed_batch_sizes must match max_batch_size; "
         "last entry was 8; expected 1024"]
-    usage = cli("--profile", "cpu", "--set", "no_such_field=1")
+    usage = cli("--batching", "cpu", "--set", "no_such_field=1")
     assert usage.exit_code == 2 and "FIELD=VALUE" in usage.stderr  # bad usage
