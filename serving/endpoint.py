@@ -43,7 +43,7 @@ class ServedEndpoint:
     device_name: str  # CPU model string or GPU name, as the server reports it
     host: str
     grpc_port: int
-    rest_port: int
+    rest_port: int  # 0 when unknown (a server given by its gRPC address alone)
     model_name: str
     batching_profile: str  # profile name from the serving config, "off" when batching is disabled
     batching: dict = field(default_factory=dict)  # the batching parameters in force, TF Serving field names
@@ -58,4 +58,5 @@ class ServedEndpoint:
 
     @property
     def rest_url(self) -> str:
-        return f"http://{self.host}:{self.rest_port}"
+        """The REST base URL, or "" when the REST port is unknown."""
+        return f"http://{self.host}:{self.rest_port}" if self.rest_port else ""

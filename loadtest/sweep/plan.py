@@ -125,14 +125,9 @@ def _host_port(address: str, what: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def rest_url(endpoint: ServedEndpoint) -> str:
-    """The server's REST base URL, or "" when it is unknown (an address-only target without one)."""
-    return endpoint.rest_url if endpoint.rest_port else ""
-
-
 def target_dict(endpoint: ServedEndpoint) -> dict:
     """A target as plans have always recorded it (the results' provenance keeps this shape)."""
-    return {"name": endpoint.name, "grpc": endpoint.grpc_target, "rest": rest_url(endpoint),
+    return {"name": endpoint.name, "grpc": endpoint.grpc_target, "rest": endpoint.rest_url,
             "kind": endpoint.kind, "device": endpoint.device, "device_name": endpoint.device_name,
             "batching_profile": endpoint.batching_profile}
 

@@ -50,7 +50,7 @@ class Prober:
 
 def probe_rest(endpoint: ServedEndpoint, timeout_s: float) -> Probe:
     """The REST model status page: live, and which version it serves."""
-    url = f"{plans.rest_url(endpoint)}/v1/models/{endpoint.model_name}"
+    url = f"{endpoint.rest_url}/v1/models/{endpoint.model_name}"
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             body = json.loads(response.read())

@@ -94,14 +94,14 @@ class Sweep:
         summary_path = self.run_dir / "summaries" / f"cell-{index:03d}.json"
         summary_path.parent.mkdir(parents=True, exist_ok=True)
         command = locust_command(self.plan.run, cell, target, summary_path)
-        before = scrape.scrape(plans.rest_url(target))
+        before = scrape.scrape(target.rest_url)
         try:
             locust = run_locust(command, summary_path, self.run_dir / "logs" / f"cell-{index:03d}.log",
                                 cell_deadline_s(self.plan.run))
         except KeyboardInterrupt:
             self._record(failed_result(self.ctx, index, label, spec, "interrupted (Ctrl-C) during the cell"))
             raise Interrupted() from None
-        after = scrape.scrape(plans.rest_url(target))
+        after = scrape.scrape(target.rest_url)
         probe = prober.probe(target)
         failure = locust.failure if probe.ok else f"server stopped answering during the cell ({probe.error})"
         if locust.summary is None:

@@ -28,7 +28,7 @@ def resolve_targets(plan: plans.Plan, state_path: Path | None = None) -> list[Se
     """Explicit targets when the plan has them, else the state file's servers (narrowed by name)."""
     if plan.targets:
         targets = [labelled_from_metrics(t) for t in plan.targets]
-        if plan.run.protocol == Protocol.REST and any(not plans.rest_url(t) for t in targets):
+        if plan.run.protocol == Protocol.REST and any(not t.rest_url for t in targets):
             raise SweepError("protocol rest needs the REST address of every target (--rest-url http://HOST:PORT)")
         return targets
     state = read_state(state_path)
@@ -43,7 +43,7 @@ def resolve_targets(plan: plans.Plan, state_path: Path | None = None) -> list[Se
 
 def labelled_from_metrics(endpoint: ServedEndpoint) -> ServedEndpoint:
     """An address-only server with the kind, device and batching profile its metrics page reports."""
-    snapshot = scrape.scrape(plans.rest_url(endpoint))
+    snapshot = scrape.scrape(endpoint.rest_url)
     info = snapshot.info if snapshot is not None else {}
     return replace(endpoint, kind=info.get("kind", endpoint.kind), device=info.get("device", endpoint.device),
                    device_name=info.get("device_name", endpoint.device_name),
@@ -52,7 +52,7 @@ def labelled_from_metrics(endpoint: ServedEndpoint) -> ServedEndpoint:
 
 def load_address(endpoint: ServedEndpoint, protocol: Protocol) -> str:
     """Where the load goes: host:port for gRPC, the REST base URL for REST."""
-    return endpoint.grpc_target if protocol == Protocol.GRPC else plans.rest_url(endpoint)
+    return endpoint.grpc_target if protocol == Protocol.GRPC else endpoint.rest_url
 
 
 def server_label(endpoint: ServedEndpoint, *, protocol: Protocol, model_version: int | None) -> ServerLabel:

@@ -15,9 +15,9 @@ from loadtest.vocab import Protocol
 def test_explicit_targets_are_served_endpoints():
     first, second = plans.explicit_targets(["127.0.0.1:8500", "grpc://10.0.0.2:9000"], ["http://127.0.0.1:8501"],
                                            "mnist")
-    assert (first.name, first.grpc_target, plans.rest_url(first), first.kind) == (
+    assert (first.name, first.grpc_target, first.rest_url, first.kind) == (
         "target0", "127.0.0.1:8500", "http://127.0.0.1:8501", "unknown")
-    assert (second.grpc_target, plans.rest_url(second)) == ("10.0.0.2:9000", "")  # REST address unknown
+    assert (second.grpc_target, second.rest_url) == ("10.0.0.2:9000", "")  # REST address unknown
     with pytest.raises(plans.PlanError, match="--rest-url given more often than --target"):
         plans.explicit_targets(["h:1"], ["http://h:2", "http://h:3"], "mnist")
     with pytest.raises(plans.PlanError, match="not HOST:PORT"):
