@@ -8,11 +8,11 @@ Not for: the sizing arithmetic that uses the prices (`loadtest.analysis.size`).
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.analysis.series import AnalysisError
+from serving.layering import SettingsError, read_toml
 
 DEFAULT_PRICES = Path(__file__).resolve().parents[1] / "prices.example.toml"
 PRICE_FIELDS = {"currency", "example", "note", "device", "device_name"}
@@ -51,9 +51,9 @@ def load_prices(path: Path) -> PriceBook:
     if not path.is_file():
         raise AnalysisError(f"price file not found: {path}")
     try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise AnalysisError(f"{path}: not valid TOML: {exc}") from exc
+        raw = read_toml(path, "price file")
+    except SettingsError as exc:
+        raise AnalysisError(str(exc)) from None
     unknown = sorted(set(raw) - PRICE_FIELDS)
     if unknown:
         raise AnalysisError(f"{path}: unknown field(s) {', '.join(unknown)}; "
