@@ -1,11 +1,10 @@
 """The load test's commands: `loadtest` (the sweep), `report`, `size` and `ui` (Locust's web UI).
 
-`COMMANDS` lists them for the `mnist-bench` root group (`loadtest.main`); `python -m loadtest`
-runs the sweep command alone. Each command parses its flags and calls the `run()` of the module
-that does the work, which raises; the commands turn those errors into `click.ClickException` (exit
-1, for what the user must fix in files or servers) or a usage error (exit 2, a bad flag), which the
-root command prints as one line. The sweep exits 1 when a cell failed and 130 when interrupted
-(Ctrl-C), after keeping every finished cell.
+`COMMANDS` lists them for the `mnist-bench` root group (`loadtest.main`). Each command parses its
+flags and calls the `run()` of the module that does the work, which raises; the commands turn
+those errors into `click.ClickException` (exit 1, for what the user must fix in files or servers)
+or a usage error (exit 2, a bad flag), which the root command prints as one line. The sweep exits
+1 when a cell failed and 130 when interrupted (Ctrl-C), after keeping every finished cell.
 
 The sweep's flags are the last layer of the plan's configuration (`loadtest.sweep.plan`): they
 replace the plan file's `[run]` fields and its servers.

@@ -9,6 +9,7 @@ Not for: anything about the model or a server's state.
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from dataclasses import dataclass
@@ -70,3 +71,11 @@ def package_versions(names) -> dict[str, str]:
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on (honours taskset/cgroup affinity, unlike os.cpu_count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1

@@ -118,7 +118,7 @@ def _convert(value: Any, hint: Any, where: str) -> Any:
         return value
     for kind in kinds:
         try:
-            return _parse_bool(value) if kind is bool else kind(value)
+            return parse_bool(value) if kind is bool else kind(value)
         except ValueError:
             continue
     raise SettingsError(f"{where}={value!r} is not a {' or '.join(k.__name__ for k in kinds)}")
@@ -139,10 +139,11 @@ def _as_enum(value: str, kind: type[enum.Enum], where: str) -> enum.Enum:
         raise SettingsError(f"{where}={value!r}; choose from {[m.value for m in kind]}") from None
 
 
-def _parse_bool(text: str) -> bool:
+def parse_bool(text: str) -> bool:
+    """true/false as written in a file, a variable or a flag (also 1/0, yes/no, on/off); ValueError else."""
     lowered = text.strip().lower()
-    if lowered in ("true", "1", "yes"):
+    if lowered in ("true", "1", "yes", "on"):
         return True
-    if lowered in ("false", "0", "no"):
+    if lowered in ("false", "0", "no", "off"):
         return False
-    raise ValueError(text)
+    raise ValueError(f"expected true or false, got {text!r}")

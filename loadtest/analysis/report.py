@@ -70,10 +70,6 @@ class Report:
     blocks: tuple[Table | Figure, ...] = field(default_factory=tuple)
 
 
-def kind_name(kind: str) -> str:
-    return kind_display_name(kind)
-
-
 def device_name(name: str) -> str:
     return name or "(not recorded)"
 
@@ -94,7 +90,7 @@ def measured_caption(series: Sequence[Series]) -> str:
     profiles = sorted({(s.key.batching_profile, params(s.cells[0].server.batching, "no parameters recorded"))
                        for s in series})
     runs = sorted({s.key.run_id for s in series})
-    return ("Measured: " + "; ".join(f"{kind_name(k)} on {d} ({device_name(n)}; {v})"
+    return ("Measured: " + "; ".join(f"{kind_display_name(k)} on {d} ({device_name(n)}; {v})"
                                      for k, d, n, v in servers)
             + ". Batching profiles: " + "; ".join(f"{p} ({b})" for p, b in profiles)
             + f". Runs: {', '.join(runs)}.")
@@ -110,7 +106,7 @@ def measured_table(series: Sequence[Series], labels: Sequence[str]) -> Table:
         prov = first.provenance
         commit = str(prov.get("git_commit", "?"))[:12] + (" (dirty)" if prov.get("git_dirty") else "")
         loadgen = f"{prov.get('host', '?')} @ {commit}; {params(prov.get('versions', {}))}"
-        rows.append((label, s.key.run_id, kind_name(s.key.kind), s.key.device, device_name(s.key.device_name),
+        rows.append((label, s.key.run_id, kind_display_name(s.key.kind), s.key.device, device_name(s.key.device_name),
                      s.key.batching_profile, params(first.server.batching), first.server.protocol,
                      f"{first.server.model_name} v{first.server.model_version}",
                      params(first.server.versions), loadgen,
@@ -221,7 +217,7 @@ def compare_table(base: Sequence[CellResult], other: Sequence[CellResult]) -> Ta
     for key in sorted(set(a) | set(b), key=lambda k: tuple(str(x) for x in k[:5]) + (k[5],)):
         ca, cb = a.get(key), b.get(key)
         kind, device, profile, mode, batch, level = key
-        rows.append((f"{device} {kind_name(kind)}", profile, str(batch), f"{level_name(mode)} {level:g}",
+        rows.append((f"{device} {kind_display_name(kind)}", profile, str(batch), f"{level_name(mode)} {level:g}",
                      fmt(cb and cb.throughput_ips), fmt(ca and ca.throughput_ips),
                      pct(ca and ca.throughput_ips, cb and cb.throughput_ips),
                      fmt(cb and cb.latency_p99_ms, 2), fmt(ca and ca.latency_p99_ms, 2),

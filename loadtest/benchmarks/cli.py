@@ -72,7 +72,7 @@ def server(**options) -> None:
     require(settings.model_base_path, settings.samples)
     try:
         summary = run(settings)
-    except (BenchError, InProcessFailed, ServerNotReady, OSError, subprocess.TimeoutExpired) as exc:
+    except (BenchError, InProcessFailed, ServerNotReady, OSError, ValueError, subprocess.TimeoutExpired) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(format_summary(summary))
 
@@ -98,5 +98,5 @@ def loadgen(**options) -> None:
     require(settings.model_base_path, settings.samples)
     try:
         run(settings, echo=click.echo)
-    except (LoadgenBenchError, ServerNotReady, OSError) as exc:
+    except (LoadgenBenchError, ServerNotReady, OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -11,7 +11,7 @@ Locust process pinned to another (`taskset -c`), then prints, all measured withi
    closed loop's users wait with the server, so only a handful of requests see it (coordinated
    omission).
 
-Each run is one sweep cell (`loadtest.sweep.runner.locust_command` / `run_locust`) against a
+Each run is one sweep cell (`loadtest.sweep.locust_run.locust_command` / `run_locust`) against a
 `ServedEndpoint` built from the server's ready line.
 
 Not for: measuring a real model (see `loadtest.sweep.runner`).
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from loadtest.sweep import plan as plans
 from loadtest.sweep import scrape
-from loadtest.sweep.runner import locust_command, run_locust
+from loadtest.sweep.locust_run import locust_command, run_locust
 from loadtest.vocab import Arrival, Check, LoadMode
 from serving.deploy.process import ServerHandle, process_cpu_s, start_server
 from serving.endpoint import ServedEndpoint

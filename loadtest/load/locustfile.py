@@ -24,31 +24,33 @@ TensorFlow (imported by the TF Serving protos) pulls in ssl.
 
 from __future__ import annotations
 
-import itertools  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import os  # noqa: E402
-import random  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import gevent  # noqa: E402
-import gevent.pool  # noqa: E402
-import grpc.experimental.gevent as grpc_gevent  # noqa: E402
-import psutil  # noqa: E402
+import locust  # noqa: F401  (first: locust's import monkey-patches the standard library with gevent)
 from locust import User, constant, events, task
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
+import itertools
+import json
+import logging
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import gevent
+import gevent.pool
+import grpc.experimental.gevent as grpc_gevent
+import psutil
+
 grpc_gevent.init_gevent()
 
-from loadtest import stats  # noqa: E402
-from loadtest.load.arrivals import ARRIVAL_GAPS  # noqa: E402
-from loadtest.load.client import CHECKS, CLIENTS, Samples  # noqa: E402
-from loadtest.load.collector import Aggregate, Collector  # noqa: E402
-from loadtest.load.summary import LoadSummary, LocustTotals  # noqa: E402
-from loadtest.vocab import Protocol  # noqa: E402
+from loadtest import stats
+from loadtest.load.arrivals import ARRIVAL_GAPS
+from loadtest.load.client import CHECKS, CLIENTS, Samples
+from loadtest.load.collector import Aggregate, Collector
+from loadtest.load.summary import LoadSummary, LocustTotals
+from loadtest.vocab import Protocol
 
 log = logging.getLogger("loadtest")
 DONE_MESSAGE = "mnist_done"

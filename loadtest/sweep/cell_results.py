@@ -22,8 +22,7 @@ from loadtest.sweep import plan as plans
 from loadtest.sweep.locust_run import load_processes
 from loadtest.sweep.scrape import ServerFigures
 from loadtest.vocab import Arrival, CellStatus, Flag, LoadMode
-from model_export.provenance import cpu_model_name, git_revision, package_versions, utc_now
-from serving.deploy.config import cpu_cores
+from model_export.provenance import cpu_cores, cpu_model_name, git_revision, package_versions, utc_now
 
 PACKAGES = ("locust", "grpcio", "tensorflow", "tensorflow-serving-api", "hdrhistogram", "numpy", "psutil")
 

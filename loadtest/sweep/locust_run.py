@@ -22,11 +22,11 @@ from loadtest.load.summary import LoadSummary
 from loadtest.sweep import plan as plans
 from loadtest.sweep.targets import load_address
 from loadtest.vocab import LoadMode, Protocol
+from model_export.provenance import REPO
 from serving.deploy.process import stop_process
 from serving.endpoint import ServedEndpoint
 
 LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "locustfile.py"
-REPO = Path(__file__).resolve().parents[2]
 USER_CLASSES = {(Protocol.GRPC, LoadMode.CLOSED): "GrpcClosedUser", (Protocol.GRPC, LoadMode.OPEN): "GrpcOpenUser",
                 (Protocol.REST, LoadMode.CLOSED): "RestClosedUser", (Protocol.REST, LoadMode.OPEN): "RestOpenUser"}
 STOP_GRACE_S = 5.0  # after SIGINT, before SIGKILL

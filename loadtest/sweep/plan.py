@@ -60,11 +60,17 @@ class Grid:
 
 @dataclass(frozen=True)
 class TargetAddress:
-    """How a plan file names a server by address: `{ name, grpc = "host:port", rest = "http://..." }`."""
+    """How a plan file names a server by address: `{ name, grpc = "host:port", rest = "http://..." }`,
+    optionally with what it is (a TF Serving container's metrics page does not say; the embedded
+    server's does, and wins)."""
 
     name: str
     grpc: str
     rest: str = ""
+    kind: str = ServerKind.UNKNOWN
+    device: str = "unknown"
+    device_name: str = ""
+    batching_profile: str = "unknown"
 
 
 @dataclass(frozen=True)
@@ -169,7 +175,8 @@ def _from_layers(raw: Mapping[str, Any], default_name: str) -> Plan:
     if unknown:
         raise PlanError(f"unknown [servers] field(s) {sorted(unknown)}; expected {', '.join(SERVER_FIELDS)}")
     addresses = [typed(TargetAddress, t, "servers.targets") for t in servers.get("targets", [])]
-    targets = tuple(endpoint_at(a.name, a.grpc, a.rest, run.model_name) for a in addresses)
+    targets = tuple(replace(endpoint_at(a.name, a.grpc, a.rest, run.model_name), kind=a.kind, device=a.device,
+                            device_name=a.device_name, batching_profile=a.batching_profile) for a in addresses)
     return Plan(raw.get("name", default_name), run, grid, tuple(servers.get("names", [])), targets)
 
 

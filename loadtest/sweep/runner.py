@@ -29,11 +29,8 @@ from loadtest.sweep.console import console_table, describe, progress_line
 from loadtest.sweep.locust_run import cell_deadline_s, locust_command, run_locust
 from loadtest.sweep.probe import Probe, Prober
 from loadtest.sweep.targets import SweepError, server_label
-from serving.deploy.config import cpu_cores
+from model_export.provenance import cpu_cores
 from serving.endpoint import ServedEndpoint
-
-# Re-exported: the load-generator benchmark runs single cells with them.
-__all__ = ["Interrupted", "Sweep", "SweepError", "locust_command", "run_locust"]
 
 
 class Interrupted(Exception):

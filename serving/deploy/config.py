@@ -18,14 +18,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from model_export.provenance import REPO, cpu_cores
 from serving.endpoint import Device
-from serving.layering import env_layer, layered, read_toml
+from serving.layering import env_layer, layered, parse_bool, read_toml
 from serving.protocol.names import METRICS_PATH
 from serving.protocol.protos import BatchingParameters
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CONFIG_FILE = REPO_ROOT / "serving" / "serving.toml"
-DEFAULT_BUILD_DIR = REPO_ROOT / "build" / "serving"
+DEFAULT_CONFIG_FILE = REPO / "serving" / "serving.toml"
+DEFAULT_BUILD_DIR = REPO / "build" / "serving"
 DEVICES = tuple(Device)
 CPU_CORES = "cpu_cores"  # symbolic value in the TOML, resolved when the files are generated
 
@@ -46,7 +46,7 @@ class ModelSettings:
     def base_path(self) -> Path:
         """Absolute path of the model's version directories, as TF Serving requires."""
         root = Path(self.models_dir).expanduser()
-        return (root if root.is_absolute() else REPO_ROOT / root).resolve() / self.name
+        return (root if root.is_absolute() else REPO / root).resolve() / self.name
 
 
 @dataclass(frozen=True)
@@ -120,14 +120,6 @@ class ServingConfig:
 
 # ---------------------------------------------------------------- layering
 
-def cpu_cores() -> int:
-    """Cores this process may run on (honours taskset/cgroup affinity, unlike os.cpu_count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def environment_variables() -> dict[str, tuple[str, ...]]:
     """`SERVING_*` variables and where each goes in the TOML's shape: model, host and ports."""
     variables: dict[str, tuple[str, ...]] = {
@@ -184,12 +176,10 @@ def _as_int(where: str, value: Any, cores: int) -> int:
 def _as_bool(where: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise ValueError(f"{where}: expected true or false, got {value!r}")
+    try:
+        return parse_bool(str(value))
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def _as_sizes(where: str, value: Any) -> tuple[int, ...]:

@@ -22,16 +22,15 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from model_export.provenance import cpu_model_name, utc_now
-from serving.deploy.config import REPO_ROOT
+from model_export.provenance import REPO, cpu_model_name, utc_now
 from serving.deploy.process import log_tail
 from serving.deploy.readiness import wait_available
 from serving.deploy.request import LaunchError, StartRequest
 from serving.deploy.tfs_files import compose_variables
 from serving.endpoint import Device, ServedEndpoint, ServerKind
 
-COMPOSE_FILE = REPO_ROOT / "docker" / "compose.yaml"
-COMPOSE_ENV_FILE = REPO_ROOT / "docker" / ".env"
+COMPOSE_FILE = REPO / "docker" / "compose.yaml"
+COMPOSE_ENV_FILE = REPO / "docker" / ".env"
 LOG_TAIL_LINES = 40
 LIVE_STATES = ("created", "running", "restarting")
 # TensorFlow logs this when TF Serving creates a GPU device, e.g. "Created device
@@ -152,7 +151,7 @@ class ContainerLauncher:
                    "--profile", str(request.device), *args]
         try:
             return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env,
-                                  cwd=REPO_ROOT)
+                                  cwd=REPO)
         except subprocess.TimeoutExpired as exc:
             raise LaunchError(f"`{' '.join(command)}` did not finish in {timeout:.0f} s") from exc
 

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from model_export.provenance import package_versions, utc_now
-from serving.deploy.config import REPO_ROOT
+from model_export.provenance import REPO, package_versions, utc_now
 from serving.deploy.process import ServerNotReady, log_tail, read_from, stop_process, wait_ready_line
 from serving.deploy.readiness import wait_available
 from serving.deploy.request import LaunchError, StartRequest
@@ -80,7 +79,7 @@ def embedded_command(request: StartRequest) -> list[str]:
 def server_env() -> dict[str, str]:
     """The environment a server process runs in: unbuffered, the repository importable."""
     return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+        filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 
 def server_log_path(name: str) -> Path:
@@ -127,7 +126,7 @@ class EmbeddedLauncher:
         offset = log.stat().st_size if log.exists() else 0
         with open(log, "ab") as out:
             proc = subprocess.Popen(embedded_command(request), stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, cwd=REPO_ROOT, env=server_env(),
+                                    stdin=subprocess.DEVNULL, cwd=REPO, env=server_env(),
                                     start_new_session=True)  # outlives `make`; Ctrl-C there leaves it
         deadline = time.monotonic() + request.timeout_s
         try:

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from serving.deploy.config import REPO_ROOT, ServingConfig
+from model_export.provenance import REPO
+from serving.deploy.config import ServingConfig
 from serving.deploy.docker import ContainerLauncher, DockerProbe, probe_docker, publish_host
 from serving.deploy.embedded import (
     EmbeddedLauncher,
@@ -187,7 +188,7 @@ def run_foreground(request: StartRequest) -> int:
     for port in (request.grpc_port, request.rest_port):
         check_port_free(request.config.host, port)
     proc = subprocess.Popen(embedded_command(request), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, cwd=REPO_ROOT, env=server_env())
+                            text=True, cwd=REPO, env=server_env())
     try:
         return _echo_and_record(request, proc)
     except KeyboardInterrupt:  # the server got the same Ctrl-C and drains; wait for it

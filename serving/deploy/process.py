@@ -27,12 +27,12 @@ from pathlib import Path
 
 import psutil
 
-from serving.protocol.names import READY_PREFIX, READY_RE, parse_ready_line
+from model_export.provenance import REPO
+from serving.protocol.names import READY_RE, parse_ready_line
 
-__all__ = ["READY_PREFIX", "READY_RE", "ServerHandle", "ServerNotReady", "parse_ready_line", "process_cpu_s",
-           "start_server", "stop_process", "thread_cpu_s", "wait_ready_line"]
+__all__ = ["ServerHandle", "ServerNotReady", "process_cpu_s", "start_server", "stop_process", "thread_cpu_s",
+           "wait_ready_line"]
 
-REPO = Path(__file__).resolve().parents[2]
 KILL_WAIT_S = 10.0  # how long a SIGKILLed process may take to disappear
 
 
@@ -69,8 +69,8 @@ def stop_process(proc: subprocess.Popen | int, timeout_s: float = 30.0, *,
     SIGKILL if it is still there after `timeout_s`. `group` signals its whole process group (a
     process started with `start_new_session=True`, and its children). A process already gone is fine."""
     pid = proc if isinstance(proc, int) else proc.pid
-    if isinstance(proc, subprocess.Popen) and proc.poll() is not None:
-        return
+    if not group and isinstance(proc, subprocess.Popen) and proc.poll() is not None:
+        return  # (a group may outlive its leader: its other members still get the signals)
     for signum, wait_s in ((first_signal, timeout_s), (signal.SIGKILL, KILL_WAIT_S)):
         try:
             os.killpg(pid, signum) if group else os.kill(pid, signum)

@@ -11,7 +11,7 @@ Written into one directory per profile (`build/serving/<profile>/`):
 The embedded server (`python -m serving.server`) and the TF Serving containers read these very files.
 Paths inside them are absolute host paths; the containers mount the models and this directory
 at the same absolute paths, so one file is valid in both places (tensorflow_model_server
-rejects relative model base paths). `mnist-bench serve files --profile cpu` prints the directory.
+rejects relative model base paths). `mnist-bench serve files --batching cpu` prints the directory.
 
 Not for: the configuration itself (`serving.deploy.config`) or reading the files back
 (`serving.protocol.protos`).

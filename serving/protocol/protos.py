@@ -23,8 +23,6 @@ from google.protobuf import (
 )
 from google.protobuf.message import Message
 
-from serving.protocol.names import METRICS_PATH
-
 _PACKAGE = "tensorflow.serving"
 _FILE_NAME = "mnist_serving_bench/tfs_config_mirror.proto"
 
@@ -85,9 +83,6 @@ _CLASSES = _build_classes()
 BatchingParameters = _CLASSES["BatchingParameters"]
 PrometheusConfig = _CLASSES["PrometheusConfig"]
 MonitoringConfig = _CLASSES["MonitoringConfig"]
-
-# TF Serving's default Prometheus path (PrometheusExporter::kPrometheusPath); spelled in names.py.
-DEFAULT_PROMETHEUS_PATH = METRICS_PATH
 
 
 def parse_text_file(path: str | Path, message_class: type[Message]) -> Message:

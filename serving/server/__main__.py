@@ -16,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 
+from serving.layering import parse_bool
 from serving.protocol.names import METRICS_PATH
 from serving.server.backends import BACKENDS, BackendOptions
 from serving.server.batching import BatchingOptions, check_options, options_from_proto
@@ -23,12 +24,10 @@ from serving.server.model_source import ModelEntry, entries_from_config
 
 
 def _bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+    try:
+        return parse_bool(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import urllib.request
 
-from serving.protocol.protos import DEFAULT_PROMETHEUS_PATH as METRICS_PATH
+from serving.protocol.names import METRICS_PATH
 
 
 def metrics_page(server) -> str:

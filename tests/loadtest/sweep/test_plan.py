@@ -67,3 +67,15 @@ def test_bad_environment_value_is_named():
 def test_missing_plan_file():
     with pytest.raises(plans.PlanError, match="not found"):
         plans.load_plan(Path("/nonexistent/plan.toml"), env={})
+
+
+def test_a_target_given_by_address_can_be_labelled_by_hand(tmp_path):
+    """A TF Serving container's metrics page does not say what it is: the plan may."""
+    path = tmp_path / "plan.toml"
+    path.write_text('[servers]\ntargets = [{ name = "tfs", grpc = "127.0.0.1:8500", rest = "http://127.0.0.1:8501",'
+                    ' kind = "tfserving-container", device = "gpu", device_name = "NVIDIA H100",'
+                    ' batching_profile = "gpu" }]\n')
+    [target] = plans.load_plan(path, env={}).targets
+    assert (target.kind, target.device, target.device_name, target.batching_profile) == (
+        "tfserving-container", "gpu", "NVIDIA H100", "gpu")
+    assert (target.grpc_target, target.rest_url) == ("127.0.0.1:8500", "http://127.0.0.1:8501")

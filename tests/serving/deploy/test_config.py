@@ -9,8 +9,8 @@ import pytest
 
 from serving.deploy import config as cfg
 from serving.deploy import tfs_files as tfs
+from serving.protocol.names import METRICS_PATH
 from serving.protocol.protos import (
-    DEFAULT_PROMETHEUS_PATH,
     load_batching_parameters,
     load_model_server_config,
     load_monitoring_config,
@@ -92,7 +92,7 @@ def test_monitoring_config_turns_on_prometheus(config, tmp_path):
     files = tfs.generate(config, "off", tmp_path)
     parsed = load_monitoring_config(files.monitoring_config_file)
     assert parsed.prometheus_config.enable is True
-    assert parsed.prometheus_config.path == DEFAULT_PROMETHEUS_PATH
+    assert parsed.prometheus_config.path == METRICS_PATH
 
 
 def test_off_profile_writes_no_batching_file_and_says_so_to_compose(config, tmp_path):
