@@ -18,14 +18,12 @@ series (`loadtest.analysis.series`), reading prices (`loadtest.analysis.prices`)
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from loadtest.analysis.formatting import number
@@ -42,6 +40,7 @@ from loadtest.analysis.series import (
     usable,
 )
 from loadtest.records import CellResult
+from loadtest.tables import plain_table
 
 UNITS = {"rps": "requests/s", "ips": "images/s"}
 
@@ -226,9 +225,7 @@ def answer_table(answers: Sequence[SizingAnswer], unit: str, currency: str, with
                           str(a.replicas), number(a.cost_per_hour, 2), number(a.cost_per_million, 4))
     if not table.row_count:
         return ""
-    out = io.StringIO()
-    Console(file=out, width=10_000, color_system=None, highlight=False).print(table)
-    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
+    return plain_table(table, 10_000)
 
 
 def format_answers(answers: Sequence[SizingAnswer], objective: Objective, prices: PriceBook) -> str:

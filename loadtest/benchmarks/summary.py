@@ -10,18 +10,17 @@ Not for: measuring (`loadtest.benchmarks.server`) or the per-round arithmetic
 
 from __future__ import annotations
 
-import io
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 from rich import box
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from loadtest.benchmarks.records import BenchOptions, LoadResult, RoundResult
+from loadtest.tables import plain_table
 
 TABLE_WIDTH = 200  # wide enough that no cell wraps: each figure stays on one line
 
@@ -141,7 +140,7 @@ def summarize(rounds: list[RoundResult], wrong_answers: int, options: BenchOptio
 
 def format_summary(s: BenchSummary) -> str:
     """The ratios' table, then the lines about (1)'s time, (2)'s batches and the run's setup."""
-    return "\n".join([_render(ratio_table(s)), *notes(s)])
+    return "\n".join([plain_table(ratio_table(s), TABLE_WIDTH), *notes(s)])
 
 
 def ratio_table(s: BenchSummary) -> Table:
@@ -183,14 +182,6 @@ def notes(s: BenchSummary) -> list[str]:
         f"({s.server_kind} server, {s.device}: {s.device_name}), client cpu {s.client_cpu}; errors {s.errors}, "
         f"wrong answers {s.wrong_answers}",
     ]
-
-
-def _render(table: Table) -> str:
-    out = io.StringIO()
-    console = Console(file=out, width=TABLE_WIDTH, color_system=None, highlight=False, force_terminal=False,
-                      force_jupyter=False)
-    console.print(table)
-    return "\n".join(line.rstrip() for line in out.getvalue().splitlines()).strip("\n")
 
 
 def _by_kind(*columns: dict[str, float]) -> str:

@@ -8,12 +8,10 @@ Not for: the report (`loadtest.analysis.report`) or anything recorded in results
 
 from __future__ import annotations
 
-import io
-
-from rich.console import Console
 from rich.table import Table
 
 from loadtest.records import CellResult, LoadSpec
+from loadtest.tables import plain_table
 from loadtest.vocab import LoadMode
 
 TABLE_WIDTH = 160
@@ -52,9 +50,7 @@ def console_table(results: list[CellResult]) -> str:
         table.add_column(name, justify="left" if name in ("server", "mode", "valid") else "right", no_wrap=True)
     for result in results:
         table.add_row(*table_row(result))
-    out = io.StringIO()
-    Console(file=out, width=TABLE_WIDTH, color_system=None, highlight=False).print(table)
-    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
+    return plain_table(table, TABLE_WIDTH)
 
 
 def _num(value: float | None) -> str:
