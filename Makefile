@@ -13,7 +13,7 @@ PLAN ?= loadtest/plans/quick.toml
 EXPORT_ARGS ?=
 
 .PHONY: setup browser lint test test-fast export bench-server bench-loadgen serve serve-cpu serve-gpu stop \
-	loadtest locust-ui report size demo clean-venv
+	loadtest capacity locust-ui report size demo clean-venv
 
 setup: $(STAMP)
 
@@ -86,6 +86,13 @@ LOCUST_WEB_PORT ?= 8089
 
 loadtest: setup
 	$(CLI) loadtest --plan $(PLAN) $(if $(TARGET),--target $(TARGET)) $(if $(REST_URL),--rest-url $(REST_URL)) $(LOADTEST_ARGS)
+
+# Capacity under a latency objective: the highest open-loop rate one server (TARGET=host:port, or
+# the one in the state file) serves at p99 <= P99_MS with BATCH images per request.
+BATCH ?= 1
+
+capacity: setup
+	$(CLI) capacity --p99-ms $(P99_MS) --batch $(BATCH) $(if $(TARGET),--target $(TARGET)) $(if $(REST_URL),--rest-url $(REST_URL)) $(LOADTEST_ARGS)
 
 # Locust's web UI (http://127.0.0.1:$(LOCUST_WEB_PORT)) on the same locustfile, against the running server.
 locust-ui: setup

@@ -1,4 +1,4 @@
-"""The load test's commands: `loadtest` (the sweep), `report`, `size` and `ui` (Locust's web UI).
+"""The load test's commands: `loadtest` (the sweep), `capacity`, `report`, `size` and `ui` (Locust's web UI).
 
 `COMMANDS` lists them for the `mnist-bench` root group (`loadtest.main`). Each command parses its
 flags and calls the `run()` of the module that does the work, which raises; the commands turn
@@ -29,6 +29,7 @@ from loadtest.sweep import plan as plans
 from loadtest.sweep.runner import Interrupted, Sweep, SweepError
 from loadtest.sweep.targets import resolve_targets
 from loadtest.vocab import Arrival, CellStatus, Check, Protocol
+from serving.endpoint import ServedEndpoint
 
 DEFAULT_PLAN = Path("loadtest/plans/quick.toml")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the probe imports TensorFlow: keep the console readable
@@ -91,13 +92,7 @@ def run(plan_path: Path, *, servers: Sequence[str] = (), targets: Sequence[str] 
         state_file: Path | None = None, results_dir: Path = Path("results"), report: bool = True,
         overrides: dict[str, Any] | None = None) -> Sweep:
     """Layer the plan, resolve its servers, run the sweep (and its report); raises on any error."""
-    plan = plans.with_overrides(plans.load_plan(plan_path), **(overrides or {}))
-    if targets:
-        plan = replace(plan, targets=plans.explicit_targets(list(targets), list(rest_urls), plan.run.model_name))
-    if servers:
-        plan = replace(plan, server_names=tuple(servers))
-    if not Path(plan.run.samples).exists():
-        raise SweepError(f"sample digits {plan.run.samples} not found; run `make export` first")
+    plan = layered_plan(plan_path, servers, targets, rest_urls, overrides)
     sweep = Sweep(plan, resolve_targets(plan, state_file), results_dir, plan_path=str(plan_path))
     try:
         sweep.run()
@@ -105,6 +100,19 @@ def run(plan_path: Path, *, servers: Sequence[str] = (), targets: Sequence[str] 
         if report:
             build_report_for(sweep)
     return sweep
+
+
+def layered_plan(plan_path: Path, servers: Sequence[str], targets: Sequence[str], rest_urls: Sequence[str],
+                 overrides: dict[str, Any] | None) -> plans.Plan:
+    """The plan file under the environment and the command line; its servers narrowed or given."""
+    plan = plans.with_overrides(plans.load_plan(plan_path), **(overrides or {}))
+    if targets:
+        plan = replace(plan, targets=plans.explicit_targets(list(targets), list(rest_urls), plan.run.model_name))
+    if servers:
+        plan = replace(plan, server_names=tuple(servers))
+    if not Path(plan.run.samples).exists():
+        raise SweepError(f"sample digits {plan.run.samples} not found; run `make export` first")
+    return plan
 
 
 def build_report_for(sweep: Sweep) -> None:
@@ -174,6 +182,65 @@ def size_command(results: tuple[Path, ...], p99_ms: float, target_rps: float | N
     click.echo(text)
 
 
+# ----------------------------------------------------------------------------- capacity
+
+
+@click.command("capacity")
+@click.option("--p99-ms", type=click.FloatRange(min=0, min_open=True), required=True, help="the latency objective")
+@click.option("--batch", "batch_size", type=click.IntRange(min=1), default=1, show_default=True,
+              help="images per request")
+@click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=DEFAULT_PLAN, show_default=True,
+              help="plan file whose [run] settings every cell uses (its grid is not used)")
+@click.option("--server", "servers", multiple=True, help="state-file server name (the one to search)")
+@click.option("--target", "targets", multiple=True, help="explicit gRPC HOST:PORT instead of the state file")
+@click.option("--rest-url", "rest_urls", multiple=True, help="REST base URL of the --target (metrics, REST load)")
+@click.option("--state-file", type=click.Path(path_type=Path), default=None,
+              help="default: $SERVING_STATE_FILE or .state/servers.json")
+@click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@click.option("--precision", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+              show_default=True, help="stop when (lowest failing - highest passing) / highest passing <= this")
+@click.option("--start-rps", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="first offered rate (default: half a short closed-loop probe's throughput)")
+@click.option("--min-rps", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="below this rate the objective is called unmet")
+@click.option("--max-steps", type=click.IntRange(min=2), default=20, show_default=True, help="cells at most")
+@click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=15.0, show_default=True)
+@click.option("--confirm-factor", type=click.FloatRange(min=1), default=3.0, show_default=True,
+              help="the confirmation's window, in measure-s")
+@run_overrides
+@click.pass_context
+def capacity_command(ctx: click.Context, p99_ms: float, batch_size: int, plan_path: Path, servers: tuple[str, ...],
+                     targets: tuple[str, ...], rest_urls: tuple[str, ...], state_file: Path | None,
+                     results_dir: Path, precision: float, start_rps: float | None, min_rps: float, max_steps: int,
+                     max_minutes: float, confirm_factor: float, **overrides: Any) -> None:
+    """The highest open-loop rate one server serves at p99 <= --p99-ms: bracket, bisect, confirm."""
+    from loadtest.sweep.capacity_search import CapacityRequest, CapacityRun, answer_text
+
+    try:
+        plan = layered_plan(plan_path, servers, targets, rest_urls, overrides)
+        target = one_target(resolve_targets(plan, state_file))
+        request = CapacityRequest(plan, target, p99_ms, batch_size, precision, start_rps, min_rps, max_steps,
+                                  max_minutes * 60, confirm_factor)
+        search = CapacityRun(request, results_dir, plan_path=str(plan_path))
+        answer = search.run()
+    except Interrupted:
+        click.echo("capacity: interrupted; the running cell is recorded as failed, earlier cells are kept", err=True)
+        ctx.exit(130)
+    except (plans.PlanError, SweepError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"results: {search.cells.jsonl_path}")
+    click.echo(answer_text(answer))
+    if not answer.met:
+        ctx.exit(1)
+
+
+def one_target(targets: list[ServedEndpoint]) -> ServedEndpoint:
+    if len(targets) != 1:
+        raise SweepError(f"a capacity search measures one server; {len(targets)} given or recorded "
+                         f"({', '.join(t.name for t in targets)}): pick one with --server NAME or --target")
+    return targets[0]
+
+
 # ----------------------------------------------------------------------------- ui
 
 
@@ -191,4 +258,4 @@ def ui_command(server: str | None, host: str, samples: str, web_port: int, extra
         raise click.ClickException(str(exc)) from None
 
 
-COMMANDS: list[click.Command] = [sweep_command, report_command, size_command, ui_command]
+COMMANDS: list[click.Command] = [sweep_command, capacity_command, report_command, size_command, ui_command]

@@ -1,6 +1,7 @@
 """`mnist-bench`: the one command line, a subcommand for every stage of the pipeline.
 
-    mnist-bench export | serve start|run|stop|status|files | loadtest | report | size | ui | bench server|loadgen
+    mnist-bench export | serve start|run|stop|status|files | loadtest | capacity | report | size | ui
+    mnist-bench bench server|loadgen
 
 It lives in the last stage because it is the only module that imports all three. Conventions, the
 same for every subcommand: kebab-case flags; exit status 0 ok, 1 failed, 2 bad usage (130 for a

@@ -104,6 +104,7 @@ class CellResult:
     server_metrics: dict = field(default_factory=dict)  # server-side request counts/latency, server info
     locust_stats: dict = field(default_factory=dict)  # Locust's own (ms-rounded) totals, for comparison
     pool_full_waits: int = 0  # open loop: sends held back because max_in_flight calls were outstanding
+    search: dict = field(default_factory=dict)  # a capacity search's cell: its id, role, objective; else empty
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

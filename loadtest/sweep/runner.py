@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from loadtest.records import CellResult, LoadSpec, ServerLabel, append_csv, append_result
+from loadtest.records import CellResult, append_csv, append_result
 from loadtest.sweep import plan as plans
 from loadtest.sweep import scrape
 from loadtest.sweep.cell_results import CellContext, collect_provenance, failed_result, load_spec, measured_result
@@ -38,8 +38,75 @@ class Interrupted(Exception):
 
 
 @dataclass
+class CellRunner:
+    """Measures cells one at a time into one results directory, appending each record as it is made.
+
+    The sweep runs a plan's grid with it, the capacity search the rates it chooses; `search` tags
+    a record with the search that asked for it.
+    """
+
+    run_dir: Path
+    ctx: CellContext
+    out: TextIO = sys.stdout
+    results: list[CellResult] = field(default_factory=list)
+
+    @property
+    def jsonl_path(self) -> Path:
+        return self.run_dir / "results.jsonl"
+
+    def measure(self, prober: Prober, target: ServedEndpoint, cell: plans.Cell, run: plans.RunSettings,
+                total: int, model_version: int | None, search: dict | None = None) -> tuple[CellResult, Probe]:
+        """One cell under `run`; the record written and the server's probe after it. `model_version`
+        is the one the server last reported (a cell's own responses say it, if it gets any).
+
+        Raises Interrupted (after recording the cell as failed) on Ctrl-C."""
+        index, ctx = len(self.results), replace(self.ctx, run=run)
+        label = server_label(target, protocol=run.protocol, model_version=model_version)
+        spec = load_spec(run, cell)
+        summary_path = self.run_dir / "summaries" / f"cell-{index:03d}.json"
+        summary_path.parent.mkdir(parents=True, exist_ok=True)
+        command = locust_command(run, cell, target, summary_path)
+        before = scrape.scrape(target.rest_url)
+        try:
+            locust = run_locust(command, summary_path, self.run_dir / "logs" / f"cell-{index:03d}.log",
+                                cell_deadline_s(run))
+        except KeyboardInterrupt:
+            self.record(failed_result(ctx, index, label, spec, "interrupted (Ctrl-C) during the cell"), total, search)
+            raise Interrupted() from None
+        after = scrape.scrape(target.rest_url)
+        probe = prober.probe(target)
+        failure = locust.failure if probe.ok else f"server stopped answering during the cell ({probe.error})"
+        if locust.summary is None:
+            result = failed_result(ctx, index, label, spec, failure)
+        else:
+            label = replace(label, model_version=locust.summary.model_version or model_version)
+            result = measured_result(ctx, index, label, spec, locust.summary, scrape.cell_figures(before, after),
+                                     failure)
+        return self.record(result, total, search), probe
+
+    def not_run(self, target: ServedEndpoint, cell: plans.Cell, run: plans.RunSettings, probe: Probe,
+                total: int) -> CellResult:
+        """The record of a cell skipped because its server stopped answering."""
+        label = server_label(target, protocol=run.protocol, model_version=probe.model_version)
+        reason = f"not run: server {target.name} at {target.grpc_target} is not answering ({probe.error})"
+        return self.record(failed_result(self.ctx, len(self.results), label, load_spec(run, cell), reason), total)
+
+    def record(self, result: CellResult, total: int, search: dict | None = None) -> CellResult:
+        if search:
+            result = replace(result, search=search)
+        append_result(self.jsonl_path, result)
+        append_csv(self.run_dir / "results.csv", result)
+        self.results.append(result)
+        self.say(progress_line(result, total))
+        return result
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+
+@dataclass
 class Sweep:
-    """Runs a plan; `results` holds every record written, in order."""
+    """Runs a plan: every cell of its grid against every target, in order."""
 
     plan: plans.Plan
     targets: list[ServedEndpoint]
@@ -50,81 +117,51 @@ class Sweep:
     def __post_init__(self) -> None:
         self.run_id = utc_stamp()
         self.run_dir = new_results_dir(self.results_root, self.run_id)
-        self.results: list[CellResult] = []
         provenance = collect_provenance(self.plan, self.plan_path)
-        self.ctx = CellContext(self.run_dir.name, self.plan.run, provenance, cpu_cores())
+        self.cells = CellRunner(self.run_dir, CellContext(self.run_dir.name, self.plan.run, provenance, cpu_cores()),
+                                self.out)
         self.grid = plans.cells(self.plan.grid)
         self.total = len(self.grid) * len(self.targets)
 
     @property
+    def results(self) -> list[CellResult]:
+        """Every record written, in order."""
+        return self.cells.results
+
+    @property
     def jsonl_path(self) -> Path:
-        return self.run_dir / "results.jsonl"
+        return self.cells.jsonl_path
 
     def run(self) -> list[CellResult]:
         """Every cell of every target; raises Interrupted after recording the cell Ctrl-C stopped."""
         (self.run_dir / "plan.json").write_text(json.dumps(self.plan.to_dict(), indent=2))
-        self._say(f"sweep {self.run_id}: {self.total} cells, ~{self._estimate_s():.0f} s, results in {self.run_dir}")
+        self.cells.say(f"sweep {self.run_id}: {self.total} cells, ~{self._estimate_s():.0f} s, "
+                       f"results in {self.run_dir}")
         prober = Prober(self.plan.run)
-        index = 0
         for target in self.targets:
             probe = prober.probe(target)
             for cell in self.grid:
-                probe = self._cell(prober, probe, index, target, cell)
-                index += 1
-        self._say(console_table(self.results))
+                probe = self._cell(prober, probe, target, cell)
+        self.cells.say(console_table(self.results))
         return self.results
 
-    def _cell(self, prober: Prober, probe: Probe, index: int, target: ServedEndpoint, cell: plans.Cell) -> Probe:
+    def _cell(self, prober: Prober, probe: Probe, target: ServedEndpoint, cell: plans.Cell) -> Probe:
         """Measure one cell, or record it as not run when the server stopped answering; the latest probe."""
-        label = server_label(target, protocol=self.plan.run.protocol, model_version=probe.model_version)
-        spec = load_spec(self.plan.run, cell)
-        if probe.ok:
-            return self._measure(prober, index, target, cell, label, spec)
-        reason = f"not run: server {target.name} at {target.grpc_target} is not answering ({probe.error})"
-        self._record(failed_result(self.ctx, index, label, spec, reason))
-        return probe
-
-    def _measure(self, prober: Prober, index: int, target: ServedEndpoint, cell: plans.Cell, label: ServerLabel,
-                 spec: LoadSpec) -> Probe:
-        left_s = (self.total - index) * self._cell_estimate_s()
-        self._say(f"[{index + 1}/{self.total}] {target.name} {describe(spec)} ... (~{left_s / 60:.1f} min left)")
-        summary_path = self.run_dir / "summaries" / f"cell-{index:03d}.json"
-        summary_path.parent.mkdir(parents=True, exist_ok=True)
-        command = locust_command(self.plan.run, cell, target, summary_path)
-        before = scrape.scrape(target.rest_url)
-        try:
-            locust = run_locust(command, summary_path, self.run_dir / "logs" / f"cell-{index:03d}.log",
-                                cell_deadline_s(self.plan.run))
-        except KeyboardInterrupt:
-            self._record(failed_result(self.ctx, index, label, spec, "interrupted (Ctrl-C) during the cell"))
-            raise Interrupted() from None
-        after = scrape.scrape(target.rest_url)
-        probe = prober.probe(target)
-        failure = locust.failure if probe.ok else f"server stopped answering during the cell ({probe.error})"
-        if locust.summary is None:
-            result = failed_result(self.ctx, index, label, spec, failure)
-        else:
-            label = replace(label, model_version=locust.summary.model_version or label.model_version)
-            result = measured_result(self.ctx, index, label, spec, locust.summary,
-                                     scrape.cell_figures(before, after), failure)
-        self._record(result)
-        return probe
-
-    def _record(self, result: CellResult) -> None:
-        append_result(self.jsonl_path, result)
-        append_csv(self.run_dir / "results.csv", result)
-        self.results.append(result)
-        self._say(progress_line(result, self.total))
-
-    def _cell_estimate_s(self) -> float:
-        """Warm-up, measurement, plus Locust's start-up, drain and the scrapes (~8 s on 2 cores)."""
-        return self.plan.run.warmup_s + self.plan.run.measure_s + 8.0
+        if not probe.ok:
+            self.cells.not_run(target, cell, self.plan.run, probe, self.total)
+            return probe
+        left_s = (self.total - len(self.results)) * cell_estimate_s(self.plan.run)
+        self.cells.say(f"[{len(self.results) + 1}/{self.total}] {target.name} "
+                       f"{describe(load_spec(self.plan.run, cell))} ... (~{left_s / 60:.1f} min left)")
+        return self.cells.measure(prober, target, cell, self.plan.run, self.total, probe.model_version)[1]
 
     def _estimate_s(self) -> float:
-        return self.total * self._cell_estimate_s()
+        return self.total * cell_estimate_s(self.plan.run)
 
-    def _say(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+
+def cell_estimate_s(run: plans.RunSettings) -> float:
+    """Warm-up, measurement, plus Locust's start-up, drain and the scrapes (~8 s on 2 cores)."""
+    return run.warmup_s + run.measure_s + 8.0
 
 
 def utc_stamp() -> str:
