@@ -1,8 +1,9 @@
 """Clients for TF Serving's Predict API (gRPC and REST) that turn every call into a `CallRecord`.
 
 Requests carry real MNIST test digits from the export's sample file (`images`, `labels`,
-`expected_classes`), `batch_size` images each. Requests are built and serialised once, ahead of
-the load, so the hot path spends the load generator's CPU on the call itself. Every response is
+`expected_classes`), `batch_size` images each, cycling through every digit of the file whatever the
+batch size (so accuracy under load is measured on all of them). Requests are built and serialised
+once, ahead of the load, so the hot path spends the load generator's CPU on the call itself. Every response is
 checked (a registry of checks: "classes" compares each returned class with the exported model's
 own prediction, a mismatch being a WRONG_ANSWER error; "shape" only checks output shapes, for the
 null backend that returns zeros). A call never raises: failures come back as records.
@@ -51,6 +52,10 @@ class Samples:
             version = int(data["model_version"]) if "model_version" in data.files else None
             images = data["images"].astype(np.float32).reshape(-1, IMAGE_PIXELS)
             return cls(images, data["labels"].astype(np.int64), data["expected_classes"].astype(np.int64), version)
+
+    def batches_to_cover(self, size: int) -> int:
+        """How many consecutive `size`-digit requests it takes to send every digit at least once."""
+        return -(-len(self.labels) // size)
 
     def batch(self, index: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The `index`-th run of `size` consecutive digits, wrapping around the sample set."""
@@ -104,7 +109,8 @@ class GrpcPredictClient:
     protocol = Protocol.GRPC
 
     def __init__(self, target: str, model_name: str, signature: str, samples: Samples, batch_size: int,
-                 check: str = Check.CLASSES, timeout_s: float = 10.0, variants: int = 16):
+                 check: str = Check.CLASSES, timeout_s: float = 10.0, variants: int | None = None):
+        """`variants`: distinct requests to cycle through; by default enough to send every sample digit."""
         if check not in CHECKS:
             raise ValueError(f"unknown check {check!r}; choose from {sorted(CHECKS)}")
         self.batch_size, self.timeout_s, self.check = batch_size, timeout_s, CHECKS[Check(check)]
@@ -113,7 +119,8 @@ class GrpcPredictClient:
         # Identity serializer: requests are serialised once, up front.
         self.predict = self.channel.unary_unary(PREDICT_METHOD, request_serializer=None,
                                                 response_deserializer=predict_pb2.PredictResponse.FromString)
-        self.requests = [self._prepare(model_name, signature, samples, i) for i in range(variants)]
+        count = variants or samples.batches_to_cover(batch_size)
+        self.requests = [self._prepare(model_name, signature, samples, i) for i in range(count)]
         self.model_version: int | None = None
 
     def _prepare(self, model_name: str, signature: str, samples: Samples, index: int) -> PreparedRequest:
@@ -158,7 +165,9 @@ class RestPredictClient:
     protocol = Protocol.REST
 
     def __init__(self, base_url: str, model_name: str, signature: str, samples: Samples, batch_size: int,
-                 check: str = Check.CLASSES, timeout_s: float = 10.0, variants: int = 16, concurrency: int = 512):
+                 check: str = Check.CLASSES, timeout_s: float = 10.0, variants: int | None = None,
+                 concurrency: int = 512):
+        """`variants`: distinct requests to cycle through; by default enough to send every sample digit."""
         from geventhttpclient import HTTPClient
         from geventhttpclient.url import URL
 
@@ -169,7 +178,7 @@ class RestPredictClient:
         self.http = HTTPClient.from_url(URL(base_url), concurrency=concurrency, network_timeout=timeout_s,
                                         connection_timeout=timeout_s)
         self.requests = []
-        for index in range(variants):
+        for index in range(variants or samples.batches_to_cover(batch_size)):
             images, labels, expected = samples.batch(index, batch_size)
             body = json.dumps({"signature_name": signature, "inputs": {INPUT_NAME: images.tolist()}})
             self.requests.append(PreparedRequest(body.encode(), labels, expected))
