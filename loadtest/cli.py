@@ -18,7 +18,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -74,8 +74,7 @@ def sweep_command(ctx: click.Context, plan_path: Path, servers: tuple[str, ...],
         sweep = run(plan_path, servers=servers, targets=targets, rest_urls=rest_urls, state_file=state_file,
                     results_dir=results_dir, report=report, overrides=overrides)
     except Interrupted:
-        click.echo("loadtest: interrupted; the running cell is recorded as failed, earlier cells are kept", err=True)
-        ctx.exit(130)
+        interrupted(ctx, "loadtest")
     except KeyboardInterrupt:
         click.echo("loadtest: interrupted between cells; every finished cell is kept", err=True)
         ctx.exit(130)
@@ -100,6 +99,12 @@ def run(plan_path: Path, *, servers: Sequence[str] = (), targets: Sequence[str] 
         if report:
             build_report_for(sweep)
     return sweep
+
+
+def interrupted(ctx: click.Context, command: str) -> NoReturn:
+    """Ctrl-C during a cell: it is recorded as failed; exit 130 (the shell's status for SIGINT)."""
+    click.echo(f"{command}: interrupted; the running cell is recorded as failed, earlier cells are kept", err=True)
+    ctx.exit(130)
 
 
 def layered_plan(plan_path: Path, servers: Sequence[str], targets: Sequence[str], rest_urls: Sequence[str],
@@ -224,8 +229,7 @@ def capacity_command(ctx: click.Context, p99_ms: float, batch_size: int, plan_pa
         search = CapacityRun(request, results_dir, plan_path=str(plan_path))
         answer = search.run()
     except Interrupted:
-        click.echo("capacity: interrupted; the running cell is recorded as failed, earlier cells are kept", err=True)
-        ctx.exit(130)
+        interrupted(ctx, "capacity")
     except (plans.PlanError, SweepError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"results: {search.cells.jsonl_path}")

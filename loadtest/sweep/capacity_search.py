@@ -11,7 +11,6 @@ Not for: the search's decisions (`loadtest.sweep.capacity`) or a grid of cells (
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,13 +21,11 @@ from rich.table import Table
 from loadtest.records import CellResult
 from loadtest.sweep import plan as plans
 from loadtest.sweep.capacity import CapacityAnswer, CapacitySearch, Measured, Role, SearchSettings
-from loadtest.sweep.cell_results import CellContext, collect_provenance
 from loadtest.sweep.probe import Prober
-from loadtest.sweep.runner import CellRunner, new_results_dir, utc_stamp
+from loadtest.sweep.runner import CellRunner
 from loadtest.sweep.targets import SweepError
 from loadtest.tables import plain_table
 from loadtest.vocab import LoadMode
-from model_export.provenance import cpu_cores
 from serving.endpoint import ServedEndpoint
 
 PROBE_USERS = 4  # the start-rate probe: a short closed loop, enough users to keep a server busy
@@ -60,17 +57,13 @@ class CapacityRun:
     plan_path: str = ""
 
     def __post_init__(self) -> None:
-        self.run_id = utc_stamp()
-        self.run_dir = new_results_dir(self.results_root, self.run_id)
-        plan = self.request.plan
-        context = CellContext(self.run_dir.name, plan.run, collect_provenance(plan, self.plan_path), cpu_cores())
-        self.cells = CellRunner(self.run_dir, context, self.out)
-        self.prober = Prober(plan.run)
+        self.cells = CellRunner.new_run(self.results_root, self.request.plan, self.plan_path, self.out)
+        self.run_id, self.run_dir = self.cells.run_id, self.cells.run_dir
+        self.prober = Prober(self.request.plan.run)
         self.model_version: int | None = None
 
     def run(self) -> CapacityAnswer:
         r = self.request
-        (self.run_dir / "plan.json").write_text(json.dumps(r.plan.to_dict(), indent=2))
         probe = self.prober.probe(r.target)
         if not probe.ok:
             raise SweepError(f"server {r.target.name} at {r.target.grpc_target} is not answering ({probe.error})")

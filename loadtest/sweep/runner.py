@@ -50,6 +50,18 @@ class CellRunner:
     out: TextIO = sys.stdout
     results: list[CellResult] = field(default_factory=list)
 
+    @classmethod
+    def new_run(cls, results_root: Path, plan: plans.Plan, plan_path: str, out: TextIO) -> CellRunner:
+        """A runner writing into a fresh `results_root/<UTC time>/`, the plan recorded beside the cells."""
+        run_dir = new_results_dir(results_root, utc_stamp())
+        (run_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2))
+        context = CellContext(run_dir.name, plan.run, collect_provenance(plan, plan_path), cpu_cores())
+        return cls(run_dir, context, out)
+
+    @property
+    def run_id(self) -> str:
+        return self.run_dir.name
+
     @property
     def jsonl_path(self) -> Path:
         return self.run_dir / "results.jsonl"
@@ -115,11 +127,8 @@ class Sweep:
     plan_path: str = ""
 
     def __post_init__(self) -> None:
-        self.run_id = utc_stamp()
-        self.run_dir = new_results_dir(self.results_root, self.run_id)
-        provenance = collect_provenance(self.plan, self.plan_path)
-        self.cells = CellRunner(self.run_dir, CellContext(self.run_dir.name, self.plan.run, provenance, cpu_cores()),
-                                self.out)
+        self.cells = CellRunner.new_run(self.results_root, self.plan, self.plan_path, self.out)
+        self.run_id, self.run_dir = self.cells.run_id, self.cells.run_dir
         self.grid = plans.cells(self.plan.grid)
         self.total = len(self.grid) * len(self.targets)
 
@@ -134,7 +143,6 @@ class Sweep:
 
     def run(self) -> list[CellResult]:
         """Every cell of every target; raises Interrupted after recording the cell Ctrl-C stopped."""
-        (self.run_dir / "plan.json").write_text(json.dumps(self.plan.to_dict(), indent=2))
         self.cells.say(f"sweep {self.run_id}: {self.total} cells, ~{self._estimate_s():.0f} s, "
                        f"results in {self.run_dir}")
         prober = Prober(self.plan.run)
