@@ -1,8 +1,10 @@
 """The report's figures, drawn with matplotlib's Agg backend and returned as PNG bytes.
 
 Each figure draws one line per series (device × batching profile × request batch size × load
-mode) in the same colour across figures. Valid cells are filled markers joined by the line;
-invalid cells are hollow markers, failed cells are crosses at zero: shown, never dropped.
+mode) in the same colour across figures, except the latency-vs-offered-load figure: one panel per
+configuration × request batch size, with the capacity a search found marked on it. Valid cells
+are filled markers joined by the line; invalid cells are hollow markers, failed cells are crosses
+at zero: shown, never dropped.
 
 Not for: deciding what is valid (the sweep did) or laying out the report (`loadtest.analysis.report`).
 """
@@ -10,16 +12,19 @@ Not for: deciding what is valid (the sweep did) or laying out the report (`loadt
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import matplotlib
 
 matplotlib.use("Agg")  # no display here or in CI; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator  # noqa: E402
 
 from loadtest.analysis.series import Series, level_name, load_level, usable  # noqa: E402
+from loadtest.records import CellResult  # noqa: E402
 from loadtest.vocab import CellStatus, LoadMode  # noqa: E402
 
 DPI = 100
@@ -173,4 +178,65 @@ def batch_figure(series: Sequence[Series], labels: Sequence[str]) -> bytes | Non
     right.set_title("Batch sizes at each series' highest load (hatched: invalid cell)", fontsize=10)
     right.grid(alpha=0.3, axis="y")
     _series_legend(fig, [i for i, _ in indexed], labels)
+    return png(fig)
+
+
+# ----------------------------------------------------------------------------- latency vs offered load
+
+
+@dataclass(frozen=True)
+class OfferedLine:
+    """One configuration at one request batch size: its open-loop cells and what its searches found."""
+
+    label: str
+    cells: tuple[CellResult, ...]  # open loop, by offered rate
+    capacities: tuple[tuple[float, float], ...]  # (p99 objective ms, capacity req/s) of each met search
+    objectives: tuple[float, ...]  # every p99 objective searched, met or not
+
+
+def _offered_panel(ax, line: OfferedLine, index: int) -> None:
+    rate = [load_level(c) for c in line.cells]
+    timed = [(r, c) for r, c in zip(rate, line.cells) if c.latency_p99_ms is not None or c.status != CellStatus.OK]
+    _scatter(ax, [r for r, _ in timed], [c.latency_p99_ms or 0.0 for _, c in timed], index, [c for _, c in timed])
+    p50 = [(r, c.latency_p50_ms) for r, c in timed if usable(c) and c.latency_p50_ms is not None]
+    if p50:
+        ax.plot(*zip(*p50), color=colour(index), linestyle="--", marker=".", alpha=0.7)
+    for objective in line.objectives:
+        ax.axhline(objective, color="firebrick", linestyle=":", linewidth=1)
+    for objective, capacity in line.capacities:
+        ax.axvline(capacity, color="green", linestyle="-.", linewidth=1.2)
+        ax.annotate(f"capacity {capacity:g} req/s\n(p99 ≤ {objective:g} ms)", (capacity, 0.97),
+                    xycoords=("data", "axes fraction"), ha="right", va="top", fontsize=7, color="green")
+    ax.set_title(line.label, fontsize=9)
+    ax.set_xlabel("offered rate (req/s, log)")
+    ax.set_ylabel("latency (ms, log)")
+    ax.grid(alpha=0.3, which="both")
+    _log_scale(ax, "x", rate + [c for _, c in line.capacities])
+    _log_scale(ax, "y", [c.latency_p99_ms for _, c in timed] + list(line.objectives))
+    low, high = sorted(ax.get_xlim())
+    if ax.get_xscale() == "log" and high / low > 3:  # minor labels would overlap: label 1-2-5 steps instead
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def offered_latency_figure(lines: Sequence[OfferedLine]) -> bytes | None:
+    """p99 (solid) and p50 (dashed) against offered rate, one panel per configuration × request batch,
+    the p99 objective (dotted) and the capacity found (dash-dot) marked. None without open-loop cells."""
+    if not lines:
+        return None
+    columns = min(3, len(lines))
+    rows = math.ceil(len(lines) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False)
+    fig.subplots_adjust(wspace=0.35, hspace=0.5)
+    for i, (ax, line) in enumerate(zip(axes.flat, lines)):
+        _offered_panel(ax, line, i)
+    for ax in list(axes.flat)[len(lines):]:
+        ax.set_visible(False)
+    handles = [Line2D([], [], color="grey", marker="o", label="p99"),
+               Line2D([], [], color="grey", linestyle="--", marker=".", label="p50"),
+               Line2D([], [], color="firebrick", linestyle=":", label="p99 objective"),
+               Line2D([], [], color="green", linestyle="-.", label="capacity found by a search"),
+               Line2D([], [], marker="o", color="grey", markerfacecolor="none", linestyle="", label="invalid cell"),
+               Line2D([], [], marker="x", color="grey", linestyle="", label="failed cell")]
+    fig.legend(handles=handles, loc="upper center", ncol=3, fontsize=8, bbox_to_anchor=(0.5, 0.0))
     return png(fig)

@@ -3,7 +3,8 @@
 One series per run × server kind × device × batching profile × request batch size × load mode,
 its cells sorted by load level (concurrency for a closed loop, offered rate for an open loop).
 Only valid, finished cells are evidence (`usable`); the others say why not (`unusable_reason`).
-The report, its plots and the sizing all group results this one way.
+The report's curves and detail tables group results this way; the answer and the sizing compare
+configurations (`loadtest.analysis.answers.Config`) at one request batch size instead.
 
 Not for: sizing arithmetic (`loadtest.analysis.size`) or drawing (`loadtest.analysis.plots`).
 """
@@ -49,11 +50,6 @@ class SeriesKey:
     batching_profile: str
     request_batch_size: int
     mode: LoadMode  # closed: the level is a concurrency; open: an offered rate, requests/s
-
-    def label(self, with_run: bool = False) -> str:
-        text = (f"{self.device} {self.kind}, batching {self.batching_profile}, "
-                f"req batch {self.request_batch_size}" + (", open loop" if self.mode == LoadMode.OPEN else ""))
-        return f"{text}, run {self.run_id}" if with_run else text
 
 
 @dataclass(frozen=True)

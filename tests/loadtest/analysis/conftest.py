@@ -1,4 +1,4 @@
-"""Fixtures for the analysis tests: copies of the hand-made fixture runs, and a report built from them."""
+"""Fixtures for the analysis tests: copies of the hand-made fixture runs, and reports built from them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from loadtest.analysis import report
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
-RUNS = ("cpu-run", "gpu-run", "cpu-run-b")
+RUNS = ("cpu-run", "gpu-run", "cpu-run-b", "capacity-run")
 
 
 @pytest.fixture
@@ -26,3 +26,9 @@ def runs(tmp_path) -> dict[str, Path]:
 @pytest.fixture
 def built(runs) -> tuple[Path, Path]:
     return report.run([runs["cpu-run"], runs["gpu-run"]], compare=[runs["cpu-run-b"]])
+
+
+@pytest.fixture
+def searched(runs) -> tuple[Path, Path]:
+    """The report of a run with capacity searches of four configurations, sized for 5000 req/s."""
+    return report.run([runs["capacity-run"]], target_rps=5000, prices=FIXTURES / "prices.toml")

@@ -1,9 +1,13 @@
-"""The report from hand-made fixture results: tables, never overwriting, comparison deltas, and a
-self-contained HTML page (its rendering in a browser: `test_report_browser.py`)."""
+"""The report from hand-made fixture results: the answer first, configurations stated once, tables,
+never overwriting, comparison deltas, and a self-contained HTML page (its rendering in a browser:
+`test_report_browser.py`)."""
 
 from __future__ import annotations
 
+import pytest
+
 from loadtest.analysis import report
+from loadtest.analysis.series import AnalysisError
 from tests.support.cli import invoke
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
@@ -26,15 +30,87 @@ def test_report_written_beside_first_results_and_never_overwritten(runs):
     assert elsewhere[0] == runs["cpu-run"].parent / "out" / "report.html" and elsewhere[1].is_file()
 
 
+def md_answer_rows(md: str) -> list[list[str]]:
+    """Rows of the first Markdown table (the answer's), cells stripped."""
+    lines = [ln for ln in md.split("\n\n|", 1)[1].split("\n\n", 1)[0].splitlines()][2:]
+    return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines]
+
+
+def test_markdown_leads_with_the_headline_and_the_answer_table(searched):
+    md = searched[1].read_text()
+    lines = md.splitlines()
+    assert lines[2] == ("**batching gain ×1.49 on cpu (Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz) at p99 ≤ 10 ms "
+                        "(request batch 1): cpu-cpu 675.0 req/s vs cpu-off 453.1 req/s.**")
+    assert lines[4].startswith("**batching gain ×1.85 on gpu (NVIDIA H100 80GB HBM3)")
+    assert lines[6] == ("**GPU/CPU ×9.26 at p99 ≤ 10 ms (request batch 1): gpu-gpu 6,250.0 req/s vs cpu-cpu "
+                        "675.0 req/s.**")
+    assert lines[8].startswith("| device | device name | request batch | p99 objective ms | best configuration |")
+    rows = {(r[0], r[2]): r for r in md_answer_rows(md)}
+    cpu = rows[("cpu", "1")]
+    assert cpu[4:10] == ["cpu-cpu", "675.0", "668.2", "3.20", "9.60", "700.0"]
+    assert cpu[10] == "×1.49 (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[11] == "×9.26"
+    assert cpu[12:] == ["10", "4.00", "0.2222"]  # 5000 / (675 x 0.8) = 9.26 -> 10 x 0.40 USD/h; 4 / 18 per M
+    assert rows[("gpu", "1")][12:] == ["1", "4.00", "0.2222"]  # 5000 / (6250 x 0.8) = 1 exactly
+    batch8 = rows[("cpu", "8")]
+    assert batch8[10] == "— batching off did not meet the objective, so there is no baseline"
+    assert batch8[11] == "— no GPU search at this batch and objective"
+    assert md.index("Capacity under the latency objective, per device.") < md.index("Generated ")
+
+
+def test_html_leads_with_the_answer_before_any_plot(searched):
+    page = searched[0].read_text()
+    body = page.split("<body>", 1)[1]
+    assert body.index("batching gain ×1.49 on cpu") < body.index("<img")
+    assert body.index("Capacity under the latency objective, per device") < body.index("<img")
+    assert body.index("<h2>Latency vs offered load</h2>") < body.index("<h2>Throughput vs load</h2>")
+    assert body.index("<img") < body.index("<h2>Configurations</h2>")  # the wide table is a detail
+
+
+def test_without_capacity_searches_the_answer_says_so_and_gives_lower_bounds(built):
+    md = built[1].read_text()
+    assert md.splitlines()[2] == "**no capacity search in these results: run make capacity or make tune.**"
+    rows = md_answer_rows(md)
+    assert rows == [["cpu-off", "1", "800.0", "796.0", "796.0", "21.00",
+                     "highest passing offered rate 800 req/s; 1600 req/s failed"]]
+    assert "Best measured open-loop rate at p99 ≤ 50 ms: a lower bound." in md
+
+
+def test_answer_at_an_objective_not_searched_says_so(runs):
+    md = report.run([runs["capacity-run"]], p99_ms=20)[1].read_text()
+    assert md.splitlines()[2] == "**no capacity search at p99 ≤ 20 ms in these results (searched: 10 ms).**"
+    assert md_answer_rows(md) == [["cpu-off", "1", "400.0", "398.0", "398.0", "7.50",
+                                   "highest passing offered rate 400 req/s; 800 req/s failed"]]  # the sweep only
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"target_rps": -5}, "--target-rps must be positive"),
+    ({"p99_ms": 0}, "--p99-ms must be a positive number"),
+    ({"target_rps": 10, "headroom": 1.0}, "--headroom must be in [0, 1)"),
+    ({"target_rps": 10, "prices": "nope.toml"}, "price file not found"),
+])
+def test_bad_answer_inputs_are_errors(runs, kwargs, message):
+    with pytest.raises(AnalysisError) as err:
+        report.run([runs["capacity-run"]], **kwargs)
+    assert message in str(err.value)
+
+
+def test_searches_table(searched):
+    rows = {(r[0], r[1]): r for r in table(searched[1].read_text(), "Capacity searches")}
+    assert rows[("cpu-off", "1")][3:9] == ["yes", "453.1", "448.6", "3.10", "9.30", "471.2"]
+    assert rows[("cpu-off", "8")][3:5] == ["NO", "—"] and rows[("cpu-off", "8")][8] == "1.0"
+    assert len(rows) == 6
+
+
 def test_cpu_vs_gpu_table_at_equal_request_batch_size(built):
     md = built[1].read_text()
     rows = {(r[0], r[1], r[2]): r for r in table(md, "CPU vs GPU at equal request batch size")}
     # Peak VALID throughput: CPU off/1 peaks at c=16 (1350; c=32 is invalid), GPU at c=16 (4600).
     assert rows[("1", "off", "closed")][3] == "1,350.0" and rows[("1", "off", "closed")][6] == "4,600.0"
+    assert rows[("1", "off", "closed")][5] == "cpu-off" and rows[("1", "off", "closed")][8] == "gpu-off"
     assert rows[("1", "off", "closed")][9] == "3.41x"  # 4600 / 1350
     assert rows[("32", "off", "closed")][9] == "15.56x"  # 2800*32 / (180*32)
-    assert rows[("32", "latency", "closed")][3] == "4,160.0"  # c=8: 130*32; c=16/32 invalid
-    assert rows[("32", "latency", "closed")][9] == "22.31x"  # 2900*32 / 4160
+    assert rows[("32", "on", "closed")][3] == "4,160.0"  # c=8: 130*32; c=16/32 invalid
+    assert rows[("32", "on", "closed")][9] == "22.31x"  # 2900*32 / 4160
     assert rows[("1", "off", "open")][8] == "not measured" and rows[("1", "off", "open")][9] == "—"
 
 
@@ -50,14 +126,18 @@ def test_invalid_and_failed_cells_listed_with_reasons(built):
     assert every.count('<tr class="failed">') == 1 and every.count('<tr class="invalid">') == 5
 
 
-def test_every_table_says_what_was_measured(built):
-    md = built[1].read_text()
-    for title in ("Peak valid throughput per series", "CPU vs GPU at equal request batch size",
-                  "Invalid and failed cells"):
-        caption = md.split(f"## {title}\n\n", 1)[1].split("\n", 1)[0]
-        assert "embedded server on cpu (Intel(R) Xeon(R) Platinum 8375C" in caption
-        assert "TF Serving container on gpu (NVIDIA H100 80GB HBM3; image=tensorflow/serving" in caption
-        assert "latency (batch_timeout_micros=2000" in caption
+def test_what_was_measured_is_stated_once_per_configuration(searched, built):
+    rows = table(searched[1].read_text(), "Configurations")
+    assert [r[0] for r in rows] == ["cpu-cpu", "cpu-off", "gpu-gpu", "gpu-off"]
+    gpu = rows[2]
+    assert gpu[1:6] == ["TF Serving container", "gpu", "NVIDIA H100 80GB HBM3", "gpu",
+                        "batch_timeout_micros=500, max_batch_size=128, max_enqueued_batches=100, num_batch_threads=4"]
+    assert gpu[6] == "image=tensorflow/serving:2.19.0-gpu, tensorflow=2.19.0"
+    assert gpu[10].startswith("bench-01 @ 3f2c1e0; ")
+    for path in (*searched, *built):  # two batching-enabled and two GPU configurations in each
+        page = path.read_text()
+        assert "Measured:" not in page
+        assert page.count("batch_timeout_micros=") == 2 and page.count("image=tensorflow/serving:2.19.0-gpu") == 2
 
 
 def test_comparison_deltas(built):
@@ -85,7 +165,7 @@ def test_cli_errors_are_one_line(runs, tmp_path):
 def test_html_is_self_contained(built):
     page = built[0].read_text()
     assert "http://" not in page and "https://" not in page and "<script" not in page
-    assert page.count('src="data:image/png;base64,') == 3  # throughput, latency, batch sizes
+    assert page.count('src="data:image/png;base64,') == 4  # latency vs offered load, throughput, latency, batch
 
 
 def test_report_without_valid_cells_or_batch_metrics(tmp_path):
@@ -103,7 +183,7 @@ def test_report_without_valid_cells_or_batch_metrics(tmp_path):
     assert page.count('src="data:image/png;base64,') == 2
     assert "No server-side batch sizes were recorded" in page
     rows = table(md_path.read_text(), "Peak valid throughput per series")
-    assert rows[0][2] == "no valid cell"
+    assert rows[0][1] == "no valid cell"
     assert len(table(md_path.read_text(), "Invalid and failed cells")) == 3
 
 
@@ -122,3 +202,22 @@ def test_report_of_a_run_whose_every_cell_failed(tmp_path):
     assert html_path.read_text().count('src="data:image/png;base64,') >= 2
     rows = table(md_path.read_text(), "Invalid and failed cells")
     assert len(rows) == 1 and "interrupted (Ctrl-C)" in " ".join(rows[0])
+
+
+def test_a_search_whose_server_never_started_is_reported_not_plotted(runs):
+    from loadtest.analysis.answers import answer, config_labels, config_of
+    from loadtest.records import append_result, read_results
+    from tests.loadtest.analysis.handmade import cell, server
+
+    start = cell(server("cpu-late", "cpu"), rate=None, p99=None, failed="server cpu-late is not answering",
+                 search={"id": "never", "role": "start", "p99_objective_ms": 10.0, "offered_rps": None})
+    append_result(runs["capacity-run"], start)
+    html_path, md_path = report.run([runs["capacity-run"]])
+    rows = {r[10]: r for r in table(md_path.read_text(), "Capacity searches")}
+    assert rows["never"][3] == "NO" and rows["never"][11] == "no rate measured: server cpu-late is not answering"
+    cells = read_results(runs["capacity-run"])
+    labels = config_labels(config_of(c) for c in cells)
+    panels = [line.label for line in report.offered_lines(cells, answer(cells), labels)]
+    assert len(panels) == 6 and not any(p.startswith("cpu-late") for p in panels)  # nothing offered: no panel
+    [late] = [r for r in md_answer_rows(md_path.read_text()) if r[1] == "Test CPU"]
+    assert late[4] == "none met the objective" and late[10] == "— no batching-off search to compare with"

@@ -1,5 +1,5 @@
 """The report's HTML opened in headless Chromium with no console error, no request leaving the
-page, and plots visible on a screenshot.
+page, plots visible on a screenshot, and the answer on the first screen.
 
 Playwright drives Debian's `chromium` (installed by `make browser`, which `make test` runs; the
 test installs nothing itself and fails, not skips, without it).
@@ -20,6 +20,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 pytestmark = pytest.mark.integration
 
 SCALE = 0.5  # screenshot scale: the whole page, at half size
+FIRST_SCREEN = {"width": 1280, "height": 800}  # a laptop's browser window: what is seen before scrolling
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_html_renders_in_chromium_with_plots_and_no_console_errors(built, browse
     seen = render(browser, built[0], shot)
     assert seen.errors == []
     assert all(u.startswith(("file:", "data:")) for u in seen.requests), seen.requests
-    assert len(seen.images) == 3 and all(ok and w > 0 for ok, w, *_ in seen.images)
+    assert len(seen.images) == 4 and all(ok and w > 0 for ok, w, *_ in seen.images)
     pixels = mpimg.imread(shot)
     assert pixels.shape[0] > 1000 and pixels.std() > 0.05  # not blank
     for _, _, x, y, w, h in seen.images:  # each plot's area on the screenshot is drawn in colour
@@ -94,3 +95,39 @@ def test_chromium_check_catches_console_errors(browser, tmp_path):
     seen = render(browser, bad, tmp_path / "bad.png")
     kinds = {kind for kind, _ in seen.errors}
     assert {"console", "exception", "failed load"} <= kinds
+
+
+def on_first_screen(browser: Browser, html: Path, text: str) -> tuple[bool, float]:
+    """Whether `text` is visible, wholly inside the window at load (no scrolling), and where the first
+    image starts (inf without one)."""
+    context = browser.new_context(viewport=FIRST_SCREEN)
+    try:
+        page = context.new_page()
+        page.goto(html.resolve().as_uri(), wait_until="load")
+        found = page.get_by_text(text).first
+        box = found.bounding_box() if found.count() else None
+        inside = (box is not None and found.is_visible() and box["y"] >= 0
+                  and box["y"] + box["height"] <= FIRST_SCREEN["height"])
+        first_image = page.evaluate("document.images.length ? document.images[0].getBoundingClientRect().y : Infinity")
+        return inside, float(first_image)
+    finally:
+        context.close()
+
+
+def test_the_answer_is_on_the_first_screen_before_any_plot(searched, built, browser):
+    inside, first_image = on_first_screen(browser, searched[0], "batching gain ×1.49")
+    assert inside
+    table, _ = on_first_screen(browser, searched[0], "Capacity under the latency objective, per device")
+    assert table and first_image > 300  # the plots come after the answer
+    no_search, _ = on_first_screen(browser, built[0], "no capacity search in these results")
+    assert no_search
+
+
+def test_first_screen_check_catches_text_below_the_fold(browser, tmp_path):
+    """The check above can fail: text under a tall block, or hidden, is not on the first screen."""
+    low = tmp_path / "low.html"
+    low.write_text('<html><body><div style="height:1200px"></div><p>batching gain ×2</p></body></html>')
+    assert on_first_screen(browser, low, "batching gain ×2") == (False, float("inf"))
+    hidden = tmp_path / "hidden.html"
+    hidden.write_text('<html><body><p style="visibility:hidden">batching gain ×2</p></body></html>')
+    assert not on_first_screen(browser, hidden, "batching gain ×2")[0]

@@ -1,0 +1,248 @@
+"""Answers: what the capacity searches in a set of results say, derived once from the records.
+
+A capacity search (`mnist-bench capacity`) tags every cell it measures with `CellResult.search`
+(its id, role, objective, offered rate). From those records alone:
+
+- per search, its answer: the highest offered rate among its confirmation cells that pass
+  (`loadtest.sweep.capacity.verdict`, exactly as the search decided), the answering cell's
+  images/s and latency, and the lowest failing rate above it;
+- per device × request batch size × objective, the best configuration measured (highest capacity);
+- the batching gain there: best batching-enabled capacity ÷ batching-off capacity (None, with the
+  reason, when either is missing or batching off did not meet the objective);
+- the GPU/CPU ratio of the best capacities at the same request batch size and objective.
+
+A configuration is what was measured, whatever the load: server kind, device, device name, batching
+profile and parameters, server versions, and the load generator's host.
+
+Pure functions over `CellResult`s: nothing here reads files, prints or draws.
+Not for: the report's layout (`loadtest.analysis.summary`), capacities from plain sweeps
+(`loadtest.analysis.sources`), or replicas and cost (`loadtest.analysis.size`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from loadtest.analysis.formatting import params
+from loadtest.records import CellResult
+from loadtest.sweep.capacity import Role, verdict
+
+OFF = "off"  # the batching profile with server-side batching disabled
+
+
+@dataclass(frozen=True, order=True)
+class Config:
+    """One server configuration. `name` (the server's recorded name) labels it but is not part of it."""
+
+    device: str
+    device_name: str
+    kind: str
+    batching_profile: str
+    batching: str  # "k=v, ..." of the batching parameters; "" when none were recorded
+    versions: str  # "k=v, ..." of the server-side versions
+    host: str  # the load generator's host, from the run's provenance
+    name: str = field(default="", compare=False)
+
+    @property
+    def batching_on(self) -> bool:
+        return self.batching_profile != OFF and self.batching != ""
+
+
+def config_of(cell: CellResult) -> Config:
+    s = cell.server
+    return Config(s.device, s.device_name, s.kind, s.batching_profile, params(s.batching, ""),
+                  params(s.versions, ""), str(cell.provenance.get("host", "")), s.name)
+
+
+def config_labels(configs: Iterable[Config]) -> dict[Config, str]:
+    """A short unique label per configuration: its server name, then `-profile`, then `#n` as needed."""
+    unique = sorted(set(configs))
+    names = Counter(c.name for c in unique)
+    labels = {}
+    for c in unique:
+        label = c.name or c.device
+        if names[c.name] > 1 and not label.endswith(f"-{c.batching_profile}"):
+            label = f"{label}-{c.batching_profile}"
+        labels[c] = label
+    repeated = Counter(labels.values())
+    seen: Counter[str] = Counter()
+    for c in unique:
+        base = labels[c]
+        if repeated[base] > 1:
+            seen[base] += 1
+            labels[c] = f"{base}#{seen[base]}"
+    return labels
+
+
+# ----------------------------------------------------------------------------- one search
+
+
+@dataclass(frozen=True)
+class SearchAnswer:
+    """One capacity search's answer: capacity None when no confirmation cell passed (objective not met)."""
+
+    search_id: str
+    config: Config
+    request_batch_size: int
+    p99_objective_ms: float
+    capacity_rps: float | None  # the highest passing confirmed offered rate
+    capacity_ips: float | None  # images/s the answering cell achieved
+    p50_ms: float | None  # at the answering cell
+    p99_ms: float | None
+    lowest_failing_rps: float | None  # the bracket's upper end: lowest failing offered rate above the answer
+    cells: int
+    reason: str = ""  # why the objective was not met; "" when it was
+
+    @property
+    def met(self) -> bool:
+        return self.capacity_rps is not None
+
+
+def offered_rps(cell: CellResult) -> float | None:
+    """The rate a search offered (None for its closed-loop probe); else the open-loop rate."""
+    value = cell.search.get("offered_rps", cell.load.rate_rps) if cell.search else cell.load.rate_rps
+    return None if value is None else float(value)
+
+
+def search_answer(cells: Sequence[CellResult]) -> SearchAnswer:
+    """The answer of one search's cells, as `loadtest.sweep.capacity.CapacitySearch` gives it."""
+    first = cells[0]
+    objective = float(first.search["p99_objective_ms"])
+    rated = [(rate, c) for c in cells if (rate := offered_rps(c)) is not None and c.search.get("role") != Role.PROBE]
+    confirmed = [(rate, c) for rate, c in rated
+                 if c.search.get("role") == Role.CONFIRM and verdict(c, objective).passed]
+    top = max(confirmed, key=lambda rc: rc[0], default=None)
+    floor = top[0] if top else 0.0
+    failing = [rate for rate, c in rated if rate > floor and not verdict(c, objective).passed]
+    cell = top[1] if top else None
+    return SearchAnswer(str(first.search["id"]), config_of(first), first.load.request_batch_size, objective,
+                        top[0] if top else None, cell.throughput_ips if cell else None,
+                        cell.latency_p50_ms if cell else None, cell.latency_p99_ms if cell else None,
+                        min(failing, default=None), len(cells), "" if top else _unmet(cells, bool(rated)))
+
+
+def _unmet(cells: Sequence[CellResult], rated: bool) -> str:
+    """Why a search has no answer: no rate measured at all (its server did not start), or none confirmed."""
+    if rated:
+        return "no offered rate passed its confirmation"
+    failed = next((c.failure_reason for c in cells if c.failure_reason), "")
+    return "no rate measured" + (f": {failed}" if failed else "")
+
+
+def search_answers(results: Sequence[CellResult]) -> list[SearchAnswer]:
+    """Every search in the results, one answer each, by configuration, batch, objective, id."""
+    groups: dict[str, list[CellResult]] = {}
+    for cell in results:
+        if cell.search:
+            groups.setdefault(str(cell.search["id"]), []).append(cell)
+    answers = [search_answer(cells) for cells in groups.values()]
+    return sorted(answers, key=lambda a: (a.config, a.request_batch_size, a.p99_objective_ms, a.search_id))
+
+
+def capacity(search: SearchAnswer) -> float:
+    """A search's capacity in requests/s; 0 when it did not meet its objective (`best` never picks those)."""
+    return search.capacity_rps if search.capacity_rps is not None else 0.0
+
+
+def best(searches: Iterable[SearchAnswer]) -> SearchAnswer | None:
+    """The highest capacity among the searches that met their objective."""
+    return max((s for s in searches if s.met), key=capacity, default=None)
+
+
+# ----------------------------------------------------------------------------- comparisons
+
+
+@dataclass(frozen=True)
+class Gain:
+    """Best batching-enabled capacity ÷ batching-off capacity; None with the reason when it cannot be said."""
+
+    ratio: float | None
+    batching: SearchAnswer | None  # the best batching-enabled answer, when one met the objective
+    off: SearchAnswer | None  # the best batching-off answer, when one met the objective
+    reason: str  # "" when ratio is set
+
+
+def batching_gain(searches: Sequence[SearchAnswer]) -> Gain:
+    """The gain among searches at one device, request batch size and objective."""
+    on = [s for s in searches if s.config.batching_on]
+    off = [s for s in searches if not s.config.batching_on]
+    best_on, best_off = best(on), best(off)
+    if not off:
+        reason = "no batching-off search to compare with"
+    elif best_off is None:
+        reason = "batching off did not meet the objective, so there is no baseline"
+    elif not on:
+        reason = "no batching-enabled search"
+    elif best_on is None:
+        reason = "no batching-enabled configuration met the objective"
+    else:
+        return Gain(capacity(best_on) / capacity(best_off), best_on, best_off, "")
+    return Gain(None, best_on, best_off, reason)
+
+
+@dataclass(frozen=True)
+class DeviceAnswer:
+    """One device at one request batch size and objective: its best configuration and batching gain."""
+
+    device: str
+    device_name: str
+    request_batch_size: int
+    p99_objective_ms: float
+    best: SearchAnswer | None  # None: no configuration met the objective
+    searches: tuple[SearchAnswer, ...]
+    gain: Gain
+
+
+def device_answers(searches: Sequence[SearchAnswer]) -> list[DeviceAnswer]:
+    groups: dict[tuple[str, str, int, float], list[SearchAnswer]] = {}
+    for s in searches:
+        key = (s.config.device, s.config.device_name, s.request_batch_size, s.p99_objective_ms)
+        groups.setdefault(key, []).append(s)
+    return [DeviceAnswer(*key, best(group), tuple(group), batching_gain(group))
+            for key, group in sorted(groups.items(), key=lambda kv: (kv[0][2], kv[0][3], kv[0][0], kv[0][1]))]
+
+
+@dataclass(frozen=True)
+class DeviceRatio:
+    """Best GPU capacity ÷ best CPU capacity at one request batch size and objective."""
+
+    request_batch_size: int
+    p99_objective_ms: float
+    ratio: float | None
+    gpu: SearchAnswer | None
+    cpu: SearchAnswer | None
+    reason: str  # "" when ratio is set
+
+
+def device_ratios(devices: Sequence[DeviceAnswer]) -> list[DeviceRatio]:
+    """Where both a CPU and a GPU were searched at the same request batch size and objective."""
+    keys = sorted({(d.request_batch_size, d.p99_objective_ms) for d in devices})
+    out = []
+    for batch, objective in keys:
+        here = [d for d in devices if (d.request_batch_size, d.p99_objective_ms) == (batch, objective)]
+        if not {"cpu", "gpu"} <= {d.device for d in here}:
+            continue
+        gpu = best(d.best for d in here if d.device == "gpu" and d.best)
+        cpu = best(d.best for d in here if d.device == "cpu" and d.best)
+        if gpu and cpu:
+            out.append(DeviceRatio(batch, objective, capacity(gpu) / capacity(cpu), gpu, cpu, ""))
+        else:
+            missing = " and ".join(kind.upper() for kind, b in (("cpu", cpu), ("gpu", gpu)) if b is None)
+            out.append(DeviceRatio(batch, objective, None, gpu, cpu, f"{missing} did not meet the objective"))
+    return out
+
+
+@dataclass(frozen=True)
+class Answers:
+    searches: tuple[SearchAnswer, ...]
+    devices: tuple[DeviceAnswer, ...]
+    ratios: tuple[DeviceRatio, ...]
+
+
+def answer(results: Sequence[CellResult]) -> Answers:
+    """Every search's answer, the best configuration per device, the batching gains and GPU/CPU ratios."""
+    searches = search_answers(results)
+    devices = device_answers(searches)
+    return Answers(tuple(searches), tuple(devices), tuple(device_ratios(devices)))

@@ -1,0 +1,197 @@
+"""The answer the report leads with: its first screen in HTML, its first lines in Markdown.
+
+A headline (the batching gain at the smallest request batch size and objective searched, with both
+capacities, then the GPU/CPU ratio where both were searched) and one row per device, request batch
+size and objective: the best configuration, its capacity under the objective, the batching gain
+over batching off, the GPU/CPU ratio, and, given a target load and prices, replicas and cost
+(`loadtest.analysis.size`'s arithmetic). Without capacity searches it says so plainly and shows the
+best open-loop rate measured passing per configuration, as a lower bound.
+
+Not for: deriving the answers (`loadtest.analysis.answers`, `loadtest.analysis.sources`) or layout
+(`loadtest.analysis.report`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from loadtest.analysis import size
+from loadtest.analysis.answers import (
+    Answers,
+    Config,
+    DeviceAnswer,
+    DeviceRatio,
+    SearchAnswer,
+    answer,
+    config_labels,
+    config_of,
+)
+from loadtest.analysis.blocks import Table, device_name
+from loadtest.analysis.formatting import number as fmt
+from loadtest.analysis.prices import PriceBook
+from loadtest.analysis.sources import highest_passing
+from loadtest.records import CellResult
+from loadtest.vocab import LoadMode
+
+DEFAULT_P99_MS = 50.0  # the objective without a capacity search or a p99 asked for (`make size`'s default)
+NO_SEARCH = "no capacity search in these results: run make capacity or make tune"
+Labels = Mapping[Config, str]
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """A target load and prices: the answer then says how many replicas, at what cost."""
+
+    target_rps: float
+    headroom: float
+    prices: PriceBook
+
+
+@dataclass(frozen=True)
+class Summary:
+    headline: tuple[str, ...]  # sentences, the first one the answer
+    tables: tuple[Table, ...]
+
+
+def _rps(s: SearchAnswer) -> str:
+    return f"{fmt(s.capacity_rps)} req/s"
+
+
+def _where(batch: int, p99_ms: float) -> str:
+    return f"at p99 ≤ {p99_ms:g} ms (request batch {batch})"
+
+
+def _device(d: DeviceAnswer) -> str:
+    return f"{d.device} ({device_name(d.device_name)})"
+
+
+def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels) -> tuple[str, ...]:
+    """The batching gain per device at the smallest request batch and objective searched, then GPU/CPU."""
+    batch, p99_ms = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
+    here = [d for d in devices if (d.request_batch_size, d.p99_objective_ms) == (batch, p99_ms)]
+    where = _where(batch, p99_ms)
+    lines = []
+    for d in here:
+        on, off = d.gain.batching, d.gain.off
+        if d.gain.ratio is not None and on and off:
+            lines.append(f"batching gain ×{d.gain.ratio:.2f} on {_device(d)} {where}: {labels[on.config]} "
+                         f"{_rps(on)} vs {labels[off.config]} {_rps(off)}.")
+        elif d.best:
+            lines.append(f"capacity on {_device(d)} {where}: {labels[d.best.config]} {_rps(d.best)} "
+                         f"({fmt(d.best.capacity_ips)} images/s); no batching gain: {d.gain.reason}.")
+        else:
+            lines.append(f"no configuration on {_device(d)} met p99 ≤ {p99_ms:g} ms (request batch {batch}).")
+    for r in ratios:
+        if (r.request_batch_size, r.p99_objective_ms) == (batch, p99_ms) and r.ratio and r.gpu and r.cpu:
+            lines.append(f"GPU/CPU ×{r.ratio:.2f} {where}: {labels[r.gpu.config]} {_rps(r.gpu)} vs "
+                         f"{labels[r.cpu.config]} {_rps(r.cpu)}.")
+    return tuple(lines)
+
+
+# ----------------------------------------------------------------------------- the answer table
+
+
+def _gain_text(d: DeviceAnswer, labels: Labels) -> str:
+    g = d.gain
+    if g.ratio is None or g.batching is None or g.off is None:
+        return f"— {g.reason}"
+    return f"×{g.ratio:.2f} ({labels[g.batching.config]} vs {labels[g.off.config]} {_rps(g.off)})"
+
+
+def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio]) -> str:
+    r = next((r for r in ratios if (r.request_batch_size, r.p99_objective_ms)
+              == (d.request_batch_size, d.p99_objective_ms)), None)
+    if r is None:
+        return f"— no {'CPU' if d.device == 'gpu' else 'GPU'} search at this batch and objective"
+    return f"×{r.ratio:.2f}" if r.ratio is not None else f"— {r.reason}"
+
+
+def _cost_cells(d: DeviceAnswer, pricing: Pricing) -> tuple[str, ...]:
+    if d.best is None or not d.best.capacity_rps:
+        return ("—", "—", "—")
+    price = pricing.prices.lookup(d.device, d.device_name)
+    c = size.costs(pricing.target_rps, d.best.capacity_rps, pricing.headroom,
+                   pricing.target_rps * d.request_batch_size, price)
+    return (str(c.replicas), fmt(c.per_hour, 2), fmt(c.per_million, 4))
+
+
+def _pricing_caption(pricing: Pricing | None) -> str:
+    if pricing is None:
+        return " Give a target load (--target-rps) for replicas and cost."
+    p = pricing.prices
+    return (f" Replicas for {pricing.target_rps:g} req/s = ceil(target / (capacity × {1 - pricing.headroom:g})), each "
+            f"replica assumed to perform as the measured one; prices from {p.source} ({p.currency} per replica-hour"
+            + ("; EXAMPLE prices, not quotes" if p.example else "") + ").")
+
+
+def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels,
+                 pricing: Pricing | None) -> Table:
+    """One row per device, request batch size and objective searched."""
+    rows = []
+    for d in devices:
+        b = d.best
+        found = (labels[b.config], fmt(b.capacity_rps), fmt(b.capacity_ips), fmt(b.p50_ms, 2), fmt(b.p99_ms, 2),
+                 fmt(b.lowest_failing_rps)) if b else ("none met the objective", *["—"] * 5)
+        rows.append((d.device, device_name(d.device_name), str(d.request_batch_size), f"{d.p99_objective_ms:g}",
+                     *found, _gain_text(d, labels), _ratio_text(d, ratios),
+                     *(_cost_cells(d, pricing) if pricing else ())))
+    costs = ((f"replicas for {pricing.target_rps:g} req/s", f"{pricing.prices.currency}/h",
+              f"{pricing.prices.currency}/M inferences") if pricing else ())
+    return Table("Capacity under the latency objective, per device",
+                 "Capacity: the highest offered rate (open loop) a capacity search confirmed with p99 within the "
+                 "objective; the best configuration is the one with the highest capacity on that device, request "
+                 "batch size and objective. Batching gain: best batching-enabled capacity ÷ batching-off capacity, "
+                 "same device, request batch and objective. GPU/CPU: best GPU ÷ best CPU capacity."
+                 + _pricing_caption(pricing),
+                 ("device", "device name", "request batch", "p99 objective ms", "best configuration", "capacity req/s",
+                  "images/s", "p50 ms", "p99 ms", "lowest failing req/s", "batching gain over off", "GPU/CPU",
+                  *costs), tuple(rows), tuple("" if d.best else "invalid" for d in devices))
+
+
+# ----------------------------------------------------------------------------- without searches
+
+
+def lower_bound_table(results: Sequence[CellResult], labels: Labels, p99_ms: float) -> Table:
+    """Per configuration and request batch: the highest open-loop rate measured passing, a lower bound."""
+    groups: dict[tuple[Config, int], list[CellResult]] = {}
+    for c in results:
+        if c.load.mode == LoadMode.OPEN and not c.search:
+            groups.setdefault((config_of(c), c.load.request_batch_size), []).append(c)
+    rows = []
+    for (config, batch), cells in sorted(groups.items()):
+        high = highest_passing(cells, p99_ms, LoadMode.OPEN)
+        top = high.cell
+        rows.append((labels[config], str(batch), fmt(high.rate_rps), fmt(top.throughput_rps if top else None),
+                     fmt(top.throughput_ips if top else None), fmt(top.latency_p99_ms if top else None, 2),
+                     high.note))
+    return Table(f"Best measured open-loop rate at p99 ≤ {p99_ms:g} ms: a lower bound",
+                 "Not a capacity: the highest offered rate a sweep measured passing (valid, p99 within the "
+                 "objective); untried rates above it may pass too. A capacity search finds the real one."
+                 + ("" if rows else " No open-loop cells in these results either."),
+                 ("configuration", "request batch", "offered req/s", "achieved req/s", "images/s", "p99 ms", "note"),
+                 tuple(rows))
+
+
+def summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None = None,
+              pricing: Pricing | None = None) -> Summary:
+    """The answer at `p99_ms` (None: every objective searched)."""
+    devices = [d for d in answers.devices if p99_ms is None or d.p99_objective_ms == p99_ms]
+    if devices:
+        return Summary(headline(devices, answers.ratios, labels),
+                       (device_table(devices, answers.ratios, labels, pricing),))
+    objective = p99_ms if p99_ms is not None else DEFAULT_P99_MS
+    if answers.searches:
+        searched = ", ".join(sorted({f"{s.p99_objective_ms:g} ms" for s in answers.searches}))
+        first = f"no capacity search at p99 ≤ {objective:g} ms in these results (searched: {searched})."
+    else:
+        first = f"{NO_SEARCH}."
+    return Summary((first, f"Below: the best open-loop rate measured passing p99 ≤ {objective:g} ms per "
+                           "configuration, a lower bound."),
+                   (lower_bound_table(results, labels, objective),))
+
+
+def headline_of(results: Sequence[CellResult]) -> tuple[str, ...]:
+    """The report's first sentences for these records alone (what `capacity` prints before its answers)."""
+    labels = config_labels(config_of(cell) for cell in results)
+    return summarise(results, answer(results), labels).headline
