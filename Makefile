@@ -13,7 +13,7 @@ PLAN ?= loadtest/plans/quick.toml
 EXPORT_ARGS ?=
 
 .PHONY: setup browser lint test test-fast export bench-server bench-loadgen serve serve-cpu serve-gpu stop \
-	loadtest capacity locust-ui report size demo clean-venv
+	loadtest capacity tune locust-ui report size demo clean-venv
 
 setup: $(STAMP)
 
@@ -75,24 +75,37 @@ serve-gpu: setup
 stop: setup
 	$(CLI) serve stop
 
-# --- load tests: loadtest, locust-ui ---
+# --- load tests: loadtest, capacity, tune, locust-ui ---
 # `make loadtest` sweeps every server in the state file (make serve-*), or TARGET=host:port
-# (REST_URL=http://host:port for its metrics); LOADTEST_ARGS adds flags, e.g. --measure-s 3.
+# (REST_URL=http://host:port for its metrics), or SERVE="cpu/off cpu/cpu": configurations the tool
+# starts, measures and stops one at a time; LOADTEST_ARGS adds flags, e.g. --measure-s 3.
 TARGET ?=
 REST_URL ?=
+SERVE ?=
 LOADTEST_ARGS ?=
 LOCUST_HOST ?=
 LOCUST_WEB_PORT ?= 8089
+SERVERS = $(if $(TARGET),--target $(TARGET)) $(if $(REST_URL),--rest-url $(REST_URL)) $(foreach s,$(SERVE),--serve $(s))
 
 loadtest: setup
-	$(CLI) loadtest --plan $(PLAN) $(if $(TARGET),--target $(TARGET)) $(if $(REST_URL),--rest-url $(REST_URL)) $(LOADTEST_ARGS)
+	$(CLI) loadtest --plan $(PLAN) $(SERVERS) $(LOADTEST_ARGS)
 
-# Capacity under a latency objective: the highest open-loop rate one server (TARGET=host:port, or
-# the one in the state file) serves at p99 <= P99_MS with BATCH images per request.
+# Capacity under a latency objective: the highest open-loop rate each server serves at p99 <= P99_MS
+# with BATCH images per request (BATCH="1 32": one search per size), e.g.
+#   make capacity P99_MS=10 SERVE="cpu/off cpu/cpu" BATCH="1 32"
 BATCH ?= 1
 
 capacity: setup
-	$(CLI) capacity --p99-ms $(P99_MS) --batch $(BATCH) $(if $(TARGET),--target $(TARGET)) $(if $(REST_URL),--rest-url $(REST_URL)) $(LOADTEST_ARGS)
+	$(CLI) capacity --p99-ms $(P99_MS) $(foreach b,$(BATCH),--batch $(b)) $(SERVERS) $(LOADTEST_ARGS)
+
+# Batching tuned by the tool: BatchingParameters with the highest capacity at p99 <= P99_MS on DEVICE,
+# from TF Serving's advice (the device's profile), within BUDGET_MIN minutes; TUNE_ARGS adds flags.
+DEVICE ?= cpu
+BUDGET_MIN ?= 20
+TUNE_ARGS ?=
+
+tune: setup
+	$(CLI) tune --p99-ms $(P99_MS) --device $(DEVICE) --batch $(firstword $(BATCH)) --budget-min $(BUDGET_MIN) $(TUNE_ARGS) $(LOADTEST_ARGS)
 
 # Locust's web UI (http://127.0.0.1:$(LOCUST_WEB_PORT)) on the same locustfile, against the running server.
 locust-ui: setup
@@ -109,20 +122,30 @@ TARGET_IPS ?=
 HEADROOM ?= 0.2
 PRICES ?= loadtest/prices.example.toml
 
+REPORT_ARGS ?=
+
+# REPORT_ARGS, e.g. "--target-rps 5000": the answer then adds replicas and cost per million inferences.
 report: setup
 	@test -n "$(RESULTS)" || { echo "make report: no results/*/results.jsonl yet: run make loadtest, or pass RESULTS=path/results.jsonl" >&2; exit 2; }
-	$(CLI) report $(RESULTS) $(foreach c,$(COMPARE),--compare $(c))
+	$(CLI) report $(RESULTS) $(foreach c,$(COMPARE),--compare $(c)) $(REPORT_ARGS)
+
+# SIZE_BATCH: the clients' request batch size to size at (default: the smallest measured).
+SIZE_BATCH ?=
 
 size: setup
 	@test -n "$(RESULTS)" || { echo "make size: no results/*/results.jsonl yet: run make loadtest, or pass RESULTS=path/results.jsonl" >&2; exit 2; }
-	$(CLI) size --p99-ms $(P99_MS) $(if $(TARGET_IPS),--target-ips $(TARGET_IPS),--target-rps $(TARGET_RPS)) --headroom $(HEADROOM) --prices $(PRICES) $(RESULTS)
+	$(CLI) size --p99-ms $(P99_MS) $(if $(TARGET_IPS),--target-ips $(TARGET_IPS),--target-rps $(TARGET_RPS)) --headroom $(HEADROOM) --prices $(PRICES) $(if $(SIZE_BATCH),--batch $(SIZE_BATCH)) $(RESULTS)
 
-# The one-command demo: whatever can serve here (the embedded server on CPU when there is no
-# Docker engine), the quick sweep, the report; the server is stopped however the sweep ends.
-DEMO_BATCHING ?= cpu
+# The one-command demo: batching off against TF Serving's CPU advice (loadtest/plans/demo.toml: the
+# tool starts each server itself, pinned to core 0, Locust on core 1), capacity at p99 <= DEMO_P99_MS
+# for request batch 1 and 32, then the report, which opens with the batching gain. A search that
+# does not meet the objective is an answer too (--unmet-ok): the demo goes on to the report.
+DEMO_P99_MS ?= 10
+DEMO_TARGET_RPS ?= 5000
+DEMO_SEARCH = --precision 0.1 --max-steps 14 --confirm-factor 2
 
 demo: setup
 	@if ! ls -d $(MODELS)/mnist/[0-9]* >/dev/null 2>&1; then $(MAKE) --no-print-directory export; fi
-	@$(MAKE) --no-print-directory serve-cpu BATCHING=$(DEMO_BATCHING)
-	@trap '$(MAKE) --no-print-directory stop' EXIT; $(MAKE) --no-print-directory loadtest
-	@echo "demo: report at $$(ls -1t results/*/report*.html | head -n 1)"
+	$(CLI) capacity --plan loadtest/plans/demo.toml --p99-ms $(DEMO_P99_MS) --batch 1 --batch 32 $(DEMO_SEARCH) --models-dir $(MODELS) --no-report --unmet-ok
+	$(CLI) report $$(ls -1d results/*/results.jsonl | sort | tail -n 1) --p99-ms $(DEMO_P99_MS) --target-rps $(DEMO_TARGET_RPS) --prices $(PRICES)
+	@echo "demo: $$(sed -n 3p $$(ls -1t results/*/report*.md | head -n 1))"

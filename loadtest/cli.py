@@ -1,4 +1,5 @@
-"""The load test's commands: `loadtest` (the sweep), `capacity`, `report`, `size` and `ui` (Locust's web UI).
+"""The load test's commands: `loadtest` (the sweep), `report`, `size` and `ui` (Locust's web UI), and
+the flags every measuring command shares (`capacity` and `tune`, in `loadtest.search_cli`, use them).
 
 `COMMANDS` lists them for the `mnist-bench` root group (`loadtest.main`). Each command parses its
 flags and calls the `run()` of the module that does the work, which raises; the commands turn
@@ -15,8 +16,8 @@ Not for: the work itself (`loadtest.sweep.runner`, `loadtest.analysis.report`/`s
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import replace
+import shlex
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -27,9 +28,8 @@ from loadtest.analysis.series import AnalysisError
 from loadtest.load import ui
 from loadtest.sweep import plan as plans
 from loadtest.sweep.runner import Interrupted, Sweep, SweepError
-from loadtest.sweep.targets import resolve_targets
+from loadtest.sweep.servers import parse_serve, server_slots
 from loadtest.vocab import Arrival, CellStatus, Check, Protocol
-from serving.endpoint import ServedEndpoint
 
 DEFAULT_PLAN = Path("loadtest/plans/quick.toml")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the probe imports TensorFlow: keep the console readable
@@ -52,27 +52,60 @@ def run_overrides(function: Any) -> Any:
     return function
 
 
+def server_choices(function: Any) -> Any:
+    """Which servers: running ones (--server, --target/--rest-url) or configurations to start (--serve)."""
+    options = [
+        click.option("--server", "servers", multiple=True, help="state-file server name (repeatable)"),
+        click.option("--target", "targets", multiple=True,
+                     help="explicit gRPC HOST:PORT instead of the state file (repeatable)"),
+        click.option("--rest-url", "rest_urls", multiple=True,
+                     help="REST base URL of each --target, in order (metrics, REST load)"),
+        click.option("--serve", "serve", multiple=True, metavar="DEVICE/PROFILE[+FIELD=VALUE,...]",
+                     help="start this configuration, measure it, stop it (repeatable; e.g. cpu/off, cpu/cpu)"),
+        click.option("--server-flags", default=None,
+                     help="embedded-server flags for --serve servers, e.g. '--backend null --null_delay_ms 5'"),
+        click.option("--models-dir", default=None, help="models directory for --serve servers"),
+        click.option("--serving-config", default=None, help="serving TOML for --serve servers (its profiles)"),
+        click.option("--state-file", type=click.Path(path_type=Path), default=None,
+                     help="default: $SERVING_STATE_FILE or .state/servers.json"),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+@dataclass(frozen=True)
+class ServerChoice:
+    """The server flags of a command, as given."""
+
+    servers: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+    rest_urls: tuple[str, ...] = ()
+    serve: tuple[str, ...] = ()
+    server_flags: str | None = None
+    models_dir: str | None = None
+    serving_config: str | None = None
+    state_file: Path | None = None
+
+
+def server_choice(values: dict[str, Any]) -> ServerChoice:
+    """Pop the `server_choices` flags out of a command's keyword arguments."""
+    return ServerChoice(**{name: values.pop(name) for name in ServerChoice.__dataclass_fields__})
+
+
 @click.command("loadtest")
 @click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=DEFAULT_PLAN, show_default=True,
               help="plan file (TOML)")
-@click.option("--server", "servers", multiple=True, help="state-file server name (repeatable)")
-@click.option("--target", "targets", multiple=True,
-              help="explicit gRPC HOST:PORT instead of the state file (repeatable)")
-@click.option("--rest-url", "rest_urls", multiple=True,
-              help="REST base URL of each --target, in order (metrics, REST load)")
-@click.option("--state-file", type=click.Path(path_type=Path), default=None,
-              help="default: $SERVING_STATE_FILE or .state/servers.json")
+@server_choices
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
 @click.option("--report/--no-report", default=True, help="build the HTML/Markdown report after the sweep")
 @run_overrides
 @click.pass_context
-def sweep_command(ctx: click.Context, plan_path: Path, servers: tuple[str, ...], targets: tuple[str, ...],
-                  rest_urls: tuple[str, ...], state_file: Path | None, results_dir: Path, report: bool,
-                  **overrides: Any) -> None:
-    """Run a sweep plan against the running servers (or --target addresses)."""
+def sweep_command(ctx: click.Context, plan_path: Path, results_dir: Path, report: bool, **overrides: Any) -> None:
+    """Run a sweep plan against the running servers, --target addresses, or --serve configurations."""
+    choice = server_choice(overrides)
     try:
-        sweep = run(plan_path, servers=servers, targets=targets, rest_urls=rest_urls, state_file=state_file,
-                    results_dir=results_dir, report=report, overrides=overrides)
+        sweep = run(plan_path, choice, results_dir=results_dir, report=report, overrides=overrides)
     except Interrupted:
         interrupted(ctx, "loadtest")
     except KeyboardInterrupt:
@@ -87,12 +120,11 @@ def sweep_command(ctx: click.Context, plan_path: Path, servers: tuple[str, ...],
             f"{len(failed)} of {len(sweep.results)} cells failed (first: {failed[0].failure_reason})")
 
 
-def run(plan_path: Path, *, servers: Sequence[str] = (), targets: Sequence[str] = (), rest_urls: Sequence[str] = (),
-        state_file: Path | None = None, results_dir: Path = Path("results"), report: bool = True,
-        overrides: dict[str, Any] | None = None) -> Sweep:
+def run(plan_path: Path, choice: ServerChoice = ServerChoice(), *, results_dir: Path = Path("results"),
+        report: bool = True, overrides: dict[str, Any] | None = None) -> Sweep:
     """Layer the plan, resolve its servers, run the sweep (and its report); raises on any error."""
-    plan = layered_plan(plan_path, servers, targets, rest_urls, overrides)
-    sweep = Sweep(plan, resolve_targets(plan, state_file), results_dir, plan_path=str(plan_path))
+    plan = layered_plan(plan_path, choice, overrides)
+    sweep = Sweep(plan, server_slots(plan, choice.state_file), results_dir, plan_path=str(plan_path))
     try:
         sweep.run()
     finally:
@@ -107,30 +139,50 @@ def interrupted(ctx: click.Context, command: str) -> NoReturn:
     ctx.exit(130)
 
 
-def layered_plan(plan_path: Path, servers: Sequence[str], targets: Sequence[str], rest_urls: Sequence[str],
-                 overrides: dict[str, Any] | None) -> plans.Plan:
-    """The plan file under the environment and the command line; its servers narrowed or given."""
+def layered_plan(plan_path: Path, choice: ServerChoice, overrides: dict[str, Any] | None) -> plans.Plan:
+    """The plan file under the environment and the command line; its servers narrowed, given or to start."""
     plan = plans.with_overrides(plans.load_plan(plan_path), **(overrides or {}))
-    if targets:
-        plan = replace(plan, targets=plans.explicit_targets(list(targets), list(rest_urls), plan.run.model_name))
-    if servers:
-        plan = replace(plan, server_names=tuple(servers))
+    if choice.serve and (choice.targets or choice.servers):
+        raise plans.PlanError("--serve starts its own servers: give it without --target/--server")
+    if choice.targets:
+        plan = replace(plan, targets=plans.explicit_targets(list(choice.targets), list(choice.rest_urls),
+                                                            plan.run.model_name), configs=())
+    if choice.servers:
+        plan = replace(plan, server_names=tuple(choice.servers), configs=())
+    if choice.serve:
+        plan = replace(plan, configs=tuple(map(parse_serve, choice.serve)))
+    plan = replace(plan, launch=launch_overrides(plan.launch, choice))
     if not Path(plan.run.samples).exists():
         raise SweepError(f"sample digits {plan.run.samples} not found; run `make export` first")
     return plan
 
 
+def launch_overrides(launch: plans.LaunchSettings, choice: ServerChoice) -> plans.LaunchSettings:
+    """--server-flags, --models-dir and --serving-config over the plan's [servers.launch]."""
+    if choice.server_flags is not None:
+        launch = replace(launch, server_flags=tuple(shlex.split(choice.server_flags)))
+    if choice.models_dir:
+        launch = replace(launch, models_dir=choice.models_dir)
+    if choice.serving_config:
+        launch = replace(launch, serving_config=choice.serving_config)
+    return launch
+
+
 def build_report_for(sweep: Sweep) -> None:
     """The report of what this sweep recorded, also after failed or interrupted cells."""
-    if not sweep.results:
-        return
+    if sweep.results:
+        build_report(sweep.jsonl_path, "loadtest")
+
+
+def build_report(jsonl_path: Path, command: str) -> None:
+    """The report of a results file just written; a failure to build it is said, not raised."""
     from loadtest.analysis import report  # matplotlib is only needed once there is something to plot
 
     try:
-        echo_report_paths(*report.run([sweep.jsonl_path]))
-    except Exception as exc:  # the results are on disk whatever the report does; keep the sweep's exit status
-        click.echo(f"loadtest: report not built ({type(exc).__name__}: {exc}); "
-                   f"run `make report RESULTS={sweep.jsonl_path}`", err=True)
+        echo_report_paths(*report.run([jsonl_path]))
+    except Exception as exc:  # the results are on disk whatever the report does; keep the command's exit status
+        click.echo(f"{command}: report not built ({type(exc).__name__}: {exc}); "
+                   f"run `make report RESULTS={jsonl_path}`", err=True)
 
 
 def echo_report_paths(html_path: Path, md_path: Path) -> None:
@@ -146,12 +198,21 @@ def echo_report_paths(html_path: Path, md_path: Path) -> None:
               help="results.jsonl of another run to compare against (repeatable)")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="output folder (default: beside the first results)")
-def report_command(results: tuple[Path, ...], compare: tuple[Path, ...], out: Path | None) -> None:
-    """Write report.html (plots, every cell) and report.md (summary) from sweep results."""
+@click.option("--p99-ms", type=float, default=None,
+              help="the objective the answer is given at (default: every objective searched)")
+@click.option("--target-rps", type=float, default=None,
+              help="target load in requests/s: the answer adds replicas and cost per million inferences")
+@click.option("--prices", type=click.Path(path_type=Path), default=DEFAULT_PRICES, help="price file (TOML)")
+@click.option("--headroom", type=float, default=0.2, show_default=True,
+              help="share of each replica's capacity kept free")
+def report_command(results: tuple[Path, ...], compare: tuple[Path, ...], out: Path | None, p99_ms: float | None,
+                   target_rps: float | None, prices: Path, headroom: float) -> None:
+    """Write report.html (the answer, plots, every cell) and report.md (the answer, summary) from results."""
     from loadtest.analysis import report  # matplotlib is slow to import: only when a report is asked for
 
     try:
-        paths = report.run(results, compare, out)
+        paths = report.run(results, compare, out, p99_ms=p99_ms, target_rps=target_rps, prices=prices,
+                           headroom=headroom)
     except (AnalysisError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     echo_report_paths(*paths)
@@ -168,9 +229,11 @@ def report_command(results: tuple[Path, ...], compare: tuple[Path, ...], out: Pa
 @click.option("--headroom", type=float, default=0.2, show_default=True,
               help="share of each replica's capacity kept free")
 @click.option("--prices", type=click.Path(path_type=Path), default=DEFAULT_PRICES, help="price file (TOML)")
+@click.option("--batch", "batch_size", type=click.IntRange(min=1), default=None,
+              help="the clients' request batch size to size at (default: the smallest measured)")
 @click.option("--json", "as_json", is_flag=True, help="print the answers as JSON")
 def size_command(results: tuple[Path, ...], p99_ms: float, target_rps: float | None, target_ips: float | None,
-                 headroom: float, prices: Path, as_json: bool) -> None:
+                 headroom: float, prices: Path, batch_size: int | None, as_json: bool) -> None:
     """Replicas and cost per device meeting a p99 objective at a target load, from sweep results."""
     from loadtest.analysis import size
 
@@ -181,68 +244,10 @@ def size_command(results: tuple[Path, ...], p99_ms: float, target_rps: float | N
     except AnalysisError as exc:
         raise click.UsageError(str(exc)) from None
     try:
-        _, text = size.run(results, objective, prices, as_json)
+        _, text = size.run(results, objective, prices, as_json, batch_size=batch_size)
     except AnalysisError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(text)
-
-
-# ----------------------------------------------------------------------------- capacity
-
-
-@click.command("capacity")
-@click.option("--p99-ms", type=click.FloatRange(min=0, min_open=True), required=True, help="the latency objective")
-@click.option("--batch", "batch_size", type=click.IntRange(min=1), default=1, show_default=True,
-              help="images per request")
-@click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=DEFAULT_PLAN, show_default=True,
-              help="plan file whose [run] settings every cell uses (its grid is not used)")
-@click.option("--server", "servers", multiple=True, help="state-file server name (the one to search)")
-@click.option("--target", "targets", multiple=True, help="explicit gRPC HOST:PORT instead of the state file")
-@click.option("--rest-url", "rest_urls", multiple=True, help="REST base URL of the --target (metrics, REST load)")
-@click.option("--state-file", type=click.Path(path_type=Path), default=None,
-              help="default: $SERVING_STATE_FILE or .state/servers.json")
-@click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
-@click.option("--precision", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
-              show_default=True, help="stop when (lowest failing - highest passing) / highest passing <= this")
-@click.option("--start-rps", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="first offered rate (default: half a short closed-loop probe's throughput)")
-@click.option("--min-rps", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
-              help="below this rate the objective is called unmet")
-@click.option("--max-steps", type=click.IntRange(min=2), default=20, show_default=True, help="cells at most")
-@click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=15.0, show_default=True)
-@click.option("--confirm-factor", type=click.FloatRange(min=1), default=3.0, show_default=True,
-              help="the confirmation's window, in measure-s")
-@run_overrides
-@click.pass_context
-def capacity_command(ctx: click.Context, p99_ms: float, batch_size: int, plan_path: Path, servers: tuple[str, ...],
-                     targets: tuple[str, ...], rest_urls: tuple[str, ...], state_file: Path | None,
-                     results_dir: Path, precision: float, start_rps: float | None, min_rps: float, max_steps: int,
-                     max_minutes: float, confirm_factor: float, **overrides: Any) -> None:
-    """The highest open-loop rate one server serves at p99 <= --p99-ms: bracket, bisect, confirm."""
-    from loadtest.sweep.capacity_search import CapacityRequest, CapacityRun, answer_text
-
-    try:
-        plan = layered_plan(plan_path, servers, targets, rest_urls, overrides)
-        target = one_target(resolve_targets(plan, state_file))
-        request = CapacityRequest(plan, target, p99_ms, batch_size, precision, start_rps, min_rps, max_steps,
-                                  max_minutes * 60, confirm_factor)
-        search = CapacityRun(request, results_dir, plan_path=str(plan_path))
-        answer = search.run()
-    except Interrupted:
-        interrupted(ctx, "capacity")
-    except (plans.PlanError, SweepError, ValueError, OSError) as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(f"results: {search.cells.jsonl_path}")
-    click.echo(answer_text(answer))
-    if not answer.met:
-        ctx.exit(1)
-
-
-def one_target(targets: list[ServedEndpoint]) -> ServedEndpoint:
-    if len(targets) != 1:
-        raise SweepError(f"a capacity search measures one server; {len(targets)} given or recorded "
-                         f"({', '.join(t.name for t in targets)}): pick one with --server NAME or --target")
-    return targets[0]
 
 
 # ----------------------------------------------------------------------------- ui
@@ -262,4 +267,4 @@ def ui_command(server: str | None, host: str, samples: str, web_port: int, extra
         raise click.ClickException(str(exc)) from None
 
 
-COMMANDS: list[click.Command] = [sweep_command, capacity_command, report_command, size_command, ui_command]
+COMMANDS: list[click.Command] = [sweep_command, report_command, size_command, ui_command]

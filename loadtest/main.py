@@ -1,6 +1,6 @@
 """`mnist-bench`: the one command line, a subcommand for every stage of the pipeline.
 
-    mnist-bench export | serve start|run|stop|status|files | loadtest | capacity | report | size | ui
+    mnist-bench export | serve start|run|stop|status|files | loadtest | capacity | tune | report | size | ui
     mnist-bench bench server|loadgen
 
 It lives in the last stage because it is the only module that imports all three. Conventions, the
@@ -19,6 +19,7 @@ import click
 
 from loadtest.benchmarks.cli import bench
 from loadtest.cli import COMMANDS
+from loadtest.search_cli import SEARCH_COMMANDS
 from model_export.cli import export
 from serving.cli import serve
 
@@ -32,7 +33,7 @@ def cli() -> None:
     """Size inference hardware for a TF Serving model: export, serve, load-test, report, size."""
 
 
-for command in (export, serve, *COMMANDS, bench):
+for command in (export, serve, *COMMANDS, *SEARCH_COMMANDS, bench):
     cli.add_command(command)
 
 

@@ -147,18 +147,20 @@ def cpu_percent(cpu_seconds: float, wall_seconds: float) -> float:
 # Validity thresholds: fixed rules, not tuned per run.
 SATURATED_CPU_SHARE = 0.90  # of a core per load generator process, or of all its cores together
 LATE_SEND_LIMIT = 0.01
+LATE_SEND_MIN_COUNT = 5  # fewer late sends are scheduler hiccups, not a saturated client (short cells send few)
 UNSTABLE_CHANGE = 0.10
 
 
-def validity_flags(*, errors: int, requests: int, errors_by_code: dict, late_fraction: float,
+def validity_flags(*, errors: int, requests: int, errors_by_code: dict, late_sends: int,
                    process_cpu_percents: list[float], total_cpu_percent: float, cores: int,
                    window_rps: list[float], pool_waits: int = 0, window_s: float = 1.0,
                    poisson: bool = False) -> list[tuple[Flag, str]]:
     """(flag, reason) pairs for a measured cell; an empty list means the cell is valid.
 
     Saturated: the load generator, not the server, may be the bottleneck (a process near one
-    core, since Python runs one core per process, or all cores near full, or > 1% late sends;
-    late sends that waited for an in-flight slot point at a stalled server filling the pool).
+    core, since Python runs one core per process, or all cores near full, or > 1% late sends and at
+    least 5 of them; late sends that waited for an in-flight slot point at a stalled server filling
+    the pool).
     Unstable: consecutive measurement windows differ by more than 10% in throughput (beyond
     counting noise when arrivals are Poisson).
     """
@@ -171,7 +173,8 @@ def validity_flags(*, errors: int, requests: int, errors_by_code: dict, late_fra
         flags.append((Flag.SATURATED, f"a load generator process used {busiest:.0f}% of a core"))
     elif cores and total_cpu_percent >= 100.0 * cores * SATURATED_CPU_SHARE:
         flags.append((Flag.SATURATED, f"load generator used {total_cpu_percent:.0f}% of {cores} cores"))
-    if late_fraction > LATE_SEND_LIMIT:
+    late_fraction = fraction(late_sends, requests)
+    if late_fraction > LATE_SEND_LIMIT and late_sends >= LATE_SEND_MIN_COUNT:
         cause = f"; {pool_waits} waited for a free in-flight slot" if pool_waits else ""
         flags.append((Flag.SATURATED, f"{late_fraction:.1%} of sends left late (limit {LATE_SEND_LIMIT:.0%}){cause}"))
     change = max_consecutive_change(window_rps, window_s, poisson)

@@ -7,7 +7,8 @@ do it, on open-loop (Poisson) cells only, each one a recorded cell:
    passing and one failing rate are known;
 2. bisect between them until (failing - passing) / passing <= the precision;
 3. confirm the highest passing rate with a longer measurement; if that fails, it becomes the
-   failing bound and the search goes on below it.
+   failing bound and the search goes on below it. The last step a search may take is always kept
+   for a confirmation, so a search cut short by its step limit still answers when it can.
 
 A cell passes when it was measured, is valid (no errors, not saturated, stable) and its p99 <= L.
 The answer is always a measured, passing (and confirmed) rate, never an interpolated one. The
@@ -35,6 +36,7 @@ class Role(StrEnum):
     BRACKET = "bracket"
     BISECT = "bisect"
     CONFIRM = "confirm"
+    START = "start"  # the search's server did not start or answer: its one cell, recorded failed
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,8 @@ class CapacitySearch:
         try:
             self._narrow(*self._bracket())
             ended = "converged"
+            if self._steps_left() <= 0 and self._bracket_too_wide():
+                ended = f"step limit ({self.settings.max_steps} cells; the last one confirmed the highest passing rate)"
         except _Stop as stop:
             ended = str(stop)
         capacity = self._confirmed()
@@ -136,7 +140,7 @@ class CapacitySearch:
         s = self.settings
         rate = s.start_rps
         if self._step(rate, Role.BRACKET).verdict.passed:
-            while rate < s.max_rps:
+            while rate < s.max_rps and self._steps_left() > 1:
                 higher = min(rate * 2, s.max_rps)
                 if not self._step(higher, Role.BRACKET).verdict.passed:
                     return rate, higher
@@ -152,7 +156,7 @@ class CapacitySearch:
     def _narrow(self, low: float | None, high: float | None) -> None:
         """Bisect, then confirm the highest passing rate; a failed confirmation lowers the bound."""
         while low is not None:
-            while high is not None and (high - low) / low > self.settings.precision:
+            while high is not None and (high - low) / low > self.settings.precision and self._steps_left() > 1:
                 middle = round((low + high) / 2, 1)  # rates to 0.1 req/s: finer is below measurement noise
                 if not low < middle < high:
                     break
@@ -180,6 +184,17 @@ class CapacitySearch:
         if not measured.server_alive:
             raise _Stop("the server stopped answering")
         return step
+
+    def _bracket_too_wide(self) -> bool:
+        """Whether the answer's bracket is wider than the precision asked for (or has no upper end)."""
+        confirmed = self._confirmed()
+        if confirmed is None:
+            return True
+        failing = [s.rate_rps for s in self.steps if not s.verdict.passed and s.rate_rps > confirmed.rate_rps]
+        return not failing or (min(failing) - confirmed.rate_rps) / confirmed.rate_rps > self.settings.precision
+
+    def _steps_left(self) -> int:
+        return self.settings.max_steps - len(self.steps)
 
     def _check_bounds(self) -> None:
         if len(self.steps) >= self.settings.max_steps:

@@ -1,10 +1,14 @@
-"""`mnist-bench capacity`: the capacity search run against one real server, every probe a recorded cell.
+"""`mnist-bench capacity`: capacity searches run against real servers, every probe a recorded cell.
 
-Wires `loadtest.sweep.capacity.CapacitySearch` to real measurements: a results directory of its
-own (`results/<UTC time>/`, as a sweep's), one open-loop cell per rate the search asks for (the
-confirmation measured `confirm_factor` times longer), each appended to `results.jsonl` tagged with
-the search's id, its role and the objective. Without a start rate, a short closed-loop probe cell
-(concurrency 4) measures what the server takes, and the search starts at half of it.
+Wires `loadtest.sweep.capacity.CapacitySearch` to real measurements. `Capacities` runs one search
+per server and request batch size, all into one results directory (`results/<UTC time>/`, as a
+sweep's): the servers are the running ones, or configurations it starts one at a time
+(`loadtest.sweep.servers`), each stopped before the next. A search measures one open-loop cell per
+rate it asks for (the confirmation `confirm_factor` times longer), each appended to `results.jsonl`
+tagged with the search's id, its role and the objective. Without a start rate, a short closed-loop
+probe cell (concurrency 4) measures what the server takes, and the search starts at half of it. A
+server that does not start, or does not answer, gets one failed cell (role `start`) with the
+reason, and the next search goes on.
 
 Not for: the search's decisions (`loadtest.sweep.capacity`) or a grid of cells (`loadtest.sweep.runner`).
 """
@@ -12,7 +16,8 @@ Not for: the search's decisions (`loadtest.sweep.capacity`) or a grid of cells (
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -23,7 +28,7 @@ from loadtest.sweep import plan as plans
 from loadtest.sweep.capacity import CapacityAnswer, CapacitySearch, Measured, Role, SearchSettings
 from loadtest.sweep.probe import Prober
 from loadtest.sweep.runner import CellRunner
-from loadtest.sweep.targets import SweepError
+from loadtest.sweep.servers import Slot, StartFailed
 from loadtest.tables import plain_table
 from loadtest.vocab import LoadMode
 from serving.endpoint import ServedEndpoint
@@ -33,10 +38,9 @@ PROBE_USERS = 4  # the start-rate probe: a short closed loop, enough users to ke
 
 @dataclass(frozen=True)
 class CapacityRequest:
-    """What to search: the server, the objective, the request batch size, and the search's bounds."""
+    """What to search: the objective, the request batch size, and the search's bounds."""
 
     plan: plans.Plan  # its [run] settings: samples, check, protocol, windows
-    target: ServedEndpoint
     p99_ms: float
     batch_size: int = 1
     precision: float = 0.05
@@ -47,29 +51,33 @@ class CapacityRequest:
     confirm_factor: float = 3.0  # the confirmation's window, in measure_s
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """One search's end: its answer, or why it could not run (`answer` None)."""
+
+    server: str
+    batch_size: int
+    answer: CapacityAnswer | None
+    failure: str = ""
+
+    @property
+    def met(self) -> bool:
+        return self.answer is not None and self.answer.met
+
+
 @dataclass
 class CapacityRun:
-    """One search against one server; `run()` returns its answer, every cell recorded in `cells`."""
+    """One search against one running server; every cell recorded by `cells` with the search's tag."""
 
     request: CapacityRequest
-    results_root: Path
-    out: TextIO = sys.stdout
-    plan_path: str = ""
-
-    def __post_init__(self) -> None:
-        self.cells = CellRunner.new_run(self.results_root, self.request.plan, self.plan_path, self.out)
-        self.run_id, self.run_dir = self.cells.run_id, self.cells.run_dir
-        self.prober = Prober(self.request.plan.run)
-        self.model_version: int | None = None
+    cells: CellRunner
+    target: ServedEndpoint
+    search_id: str
+    prober: Prober
+    model_version: int | None = None
 
     def run(self) -> CapacityAnswer:
         r = self.request
-        probe = self.prober.probe(r.target)
-        if not probe.ok:
-            raise SweepError(f"server {r.target.name} at {r.target.grpc_target} is not answering ({probe.error})")
-        self.model_version = probe.model_version
-        self.cells.say(f"capacity search {self.run_id}: p99 <= {r.p99_ms:g} ms, request batch {r.batch_size}, "
-                       f"on {r.target.name} ({r.target.grpc_target}); results in {self.run_dir}")
         start = r.start_rps if r.start_rps is not None else self._start_from_probe()
         settings = SearchSettings(p99_ms=r.p99_ms, start_rps=start, precision=r.precision, min_rps=r.min_rps,
                                   max_steps=r.max_steps, max_s=r.max_s)
@@ -80,7 +88,7 @@ class CapacityRun:
         cell = plans.Cell(LoadMode.CLOSED, self.request.batch_size, PROBE_USERS, None)
         result, probe = self._cell(cell, self.request.plan.run, Role.PROBE, None)
         if not probe.ok or result.requests == 0:
-            raise SweepError(f"the start-rate probe measured nothing: {result.failure_reason or probe.error}")
+            raise _NotMeasured(f"the start-rate probe measured nothing: {result.failure_reason or probe.error}")
         return max(self.request.min_rps, round(result.throughput_rps / 2, 1))
 
     def _measure(self, rate_rps: float, role: Role) -> Measured:
@@ -92,12 +100,90 @@ class CapacityRun:
         return Measured(result, server_alive=probe.ok)
 
     def _cell(self, cell: plans.Cell, run: plans.RunSettings, role: Role, rate_rps: float | None):
-        tag = {"id": self.run_id, "role": role.value, "p99_objective_ms": self.request.p99_ms,
-               "offered_rps": rate_rps}
-        result, probe = self.cells.measure(self.prober, self.request.target, cell, run, self.request.max_steps,
-                                           self.model_version, search=tag)
+        tag = search_tag(self.search_id, role, self.request.p99_ms, rate_rps)
+        result, probe = self.cells.measure(self.prober, self.target, cell, run, 0, self.model_version, search=tag)
         self.model_version = probe.model_version or self.model_version
         return result, probe
+
+
+def search_tag(search_id: str, role: Role, p99_ms: float, rate_rps: float | None) -> dict:
+    """What a search's cell records about the search (`CellResult.search`)."""
+    return {"id": search_id, "role": role.value, "p99_objective_ms": p99_ms, "offered_rps": rate_rps}
+
+
+class _NotMeasured(Exception):
+    """A search that could not begin (its probe measured nothing)."""
+
+
+@dataclass
+class Capacities:
+    """One search per server and request batch size, in one results directory."""
+
+    request: CapacityRequest  # its batch_size is replaced by each of `batch_sizes`
+    servers: Sequence[Slot]
+    batch_sizes: Sequence[int]
+    results_root: Path
+    out: TextIO = sys.stdout
+    plan_path: str = ""
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.cells = CellRunner.new_run(self.results_root, self.request.plan, self.plan_path, self.out)
+        self.run_id, self.run_dir = self.cells.run_id, self.cells.run_dir
+        self.prober = Prober(self.request.plan.run)
+
+    def run(self) -> list[Outcome]:
+        """Every search in turn; Interrupted (Ctrl-C) propagates after the running cell was recorded."""
+        self.cells.say(f"capacity run {self.run_id}: p99 <= {self.request.p99_ms:g} ms, "
+                       f"{len(self.servers)} server(s) x request batch {', '.join(map(str, self.batch_sizes))}; "
+                       f"results in {self.run_dir}")
+        for slot in self.servers:
+            try:
+                with slot.serve(self.run_dir / "servers", self.cells.say) as target:
+                    for batch in self.batch_sizes:
+                        self._search(target, batch)
+            except StartFailed as failed:
+                self.cells.say(failed.reason)
+                for batch in self.batch_sizes:
+                    self._not_searched(failed.planned, batch, failed.reason)
+        return self.outcomes
+
+    def search(self, slot: Slot, batch_size: int) -> Outcome:
+        """One search on one server (started for it when it is a configuration); the tuner's unit."""
+        try:
+            with slot.serve(self.run_dir / "servers", self.cells.say) as target:
+                return self._search(target, batch_size)
+        except StartFailed as failed:
+            return self._not_searched(failed.planned, batch_size, failed.reason)
+
+    def _search(self, target: ServedEndpoint, batch_size: int) -> Outcome:
+        request = replace(self.request, batch_size=batch_size)
+        search_id = f"{self.run_id}/{len(self.outcomes) + 1}"
+        probe = self.prober.probe(target)
+        if not probe.ok:
+            reason = f"server {target.name} at {target.grpc_target} is not answering ({probe.error})"
+            return self._not_searched(target, batch_size, reason)
+        self.cells.say(f"capacity search {search_id}: p99 <= {request.p99_ms:g} ms, request batch {batch_size}, "
+                       f"on {target.name} ({target.grpc_target})")
+        run = CapacityRun(request, self.cells, target, search_id, self.prober, probe.model_version)
+        try:
+            answer = run.run()
+        except _NotMeasured as exc:
+            return self._ended(Outcome(target.name, batch_size, None, str(exc)))
+        outcome = Outcome(target.name, batch_size, answer)
+        self.cells.say(plain_table(trail_table(answer), 10_000) + "\n" + outcome_line(outcome, request.p99_ms, True))
+        return self._ended(outcome)
+
+    def _not_searched(self, target: ServedEndpoint, batch_size: int, reason: str) -> Outcome:
+        search_id = f"{self.run_id}/{len(self.outcomes) + 1}"
+        cell = plans.Cell(LoadMode.OPEN, batch_size, None, None)
+        self.cells.not_run(target, cell, self.request.plan.run, reason, 0,
+                           search=search_tag(search_id, Role.START, self.request.p99_ms, None))
+        return self._ended(Outcome(target.name, batch_size, None, reason))
+
+    def _ended(self, outcome: Outcome) -> Outcome:
+        self.outcomes.append(outcome)
+        return outcome
 
 
 def trail_table(answer: CapacityAnswer) -> Table:
@@ -117,19 +203,28 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
-def answer_line(answer: CapacityAnswer) -> str:
-    """The last line printed: `capacity: ...` with req/s, img/s and the p99, or why there is none."""
+def answer_line(answer: CapacityAnswer, what: str = "") -> str:
+    """`capacity: [what: ]...` with req/s, img/s and the p99, or why there is none."""
+    prefix = f"capacity: {what + ': ' if what else ''}"
     bound = f"{answer.lowest_failing_rps:g} req/s" if answer.lowest_failing_rps is not None else "none measured"
     cells = f"{len(answer.steps)} cells, {answer.ended_because}"
     if answer.capacity is None:
         passing = [s.rate_rps for s in answer.steps if s.verdict.passed and s.role != Role.CONFIRM]
         unconfirmed = f"; highest passing, unconfirmed: {max(passing):g} req/s" if passing else ""
-        return (f"capacity: none at p99 <= {answer.p99_ms:g} ms{unconfirmed}; lowest failing rate {bound} "
+        return (f"{prefix}none at p99 <= {answer.p99_ms:g} ms{unconfirmed}; lowest failing rate {bound} "
                 f"({cells})")
     r: CellResult = answer.capacity.result
-    return (f"capacity: {answer.capacity.rate_rps:g} req/s ({r.throughput_ips:.1f} img/s) at p99 "
+    return (f"{prefix}{answer.capacity.rate_rps:g} req/s ({r.throughput_ips:.1f} img/s) at p99 "
             f"{r.latency_p99_ms} ms <= {answer.p99_ms:g} ms (p50 {r.latency_p50_ms} ms); lowest failing rate "
             f"{bound} ({cells})")
+
+
+def outcome_line(outcome: Outcome, p99_ms: float, named: bool) -> str:
+    """One search's last word; `named` prefixes the server and batch (several searches in one run)."""
+    what = f"{outcome.server}, request batch {outcome.batch_size}" if named else ""
+    if outcome.answer is not None:
+        return answer_line(outcome.answer, what)
+    return f"capacity: {what + ': ' if what else ''}none at p99 <= {p99_ms:g} ms: {outcome.failure}"
 
 
 def answer_text(answer: CapacityAnswer) -> str:

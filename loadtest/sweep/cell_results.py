@@ -49,7 +49,7 @@ def cell_flags(ctx: CellContext, spec: LoadSpec, summary: LoadSummary, failure: 
     process_cpu = [stats.cpu_percent(s, ctx.run.measure_s) for s in summary.cpu_s_by_pid.values()]
     pairs = stats.validity_flags(
         errors=summary.requests - summary.ok_requests, requests=summary.requests,
-        errors_by_code=summary.errors_by_code, late_fraction=stats.fraction(summary.late_sends, summary.requests),
+        errors_by_code=summary.errors_by_code, late_sends=summary.late_sends,
         process_cpu_percents=process_cpu, total_cpu_percent=sum(process_cpu), cores=ctx.cores,
         window_rps=summary.window_rps, pool_waits=summary.pool_waits, window_s=ctx.run.window_s,
         poisson=spec.arrival == Arrival.POISSON)

@@ -21,12 +21,16 @@ COLUMNS = ("#", "server", "batch", "mode", "level", "req/s", "img/s", "p50 ms", 
 
 def describe(spec: LoadSpec) -> str:
     """The load of a cell in words, e.g. "batch=8 closed users=4"."""
-    level = f"users={spec.concurrency}" if spec.mode == LoadMode.CLOSED else f"rate={spec.rate_rps:g}/s {spec.arrival}"
+    if spec.mode == LoadMode.CLOSED:
+        level = f"users={spec.concurrency}"
+    else:
+        level = f"rate={spec.rate_rps:g}/s {spec.arrival}" if spec.rate_rps is not None else "rate=none"
     return f"batch={spec.request_batch_size} {spec.mode} {level}"
 
 
 def progress_line(result: CellResult, total: int) -> str:
-    head = f"[{result.cell_index + 1}/{total}] {result.server.name} {describe(result.load)}"
+    count = f"{result.cell_index + 1}/{total}" if total > 0 else f"cell {result.cell_index + 1}"
+    head = f"[{count}] {result.server.name} {describe(result.load)}"
     if result.requests == 0:
         return f"{head}: FAILED {result.failure_reason}"
     flags = "; ".join(f"{f.flag}: {f.reason}" for f in result.flags) or "valid"

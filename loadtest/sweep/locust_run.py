@@ -23,7 +23,7 @@ from loadtest.sweep import plan as plans
 from loadtest.sweep.targets import load_address
 from loadtest.vocab import LoadMode, Protocol
 from model_export.provenance import REPO
-from serving.deploy.process import stop_process
+from serving.deploy.process import pinned, stop_process
 from serving.endpoint import ServedEndpoint
 
 LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "locustfile.py"
@@ -64,7 +64,7 @@ def locust_command(run: plans.RunSettings, cell: plans.Cell, target: ServedEndpo
         command += ["--rate-per-user", str(cell.rate_rps / users)]
     if processes > 1:
         command += ["--processes", str(processes)]
-    return command + [USER_CLASSES[(run.protocol, cell.mode)]]
+    return pinned(command + [USER_CLASSES[(run.protocol, cell.mode)]], run.loadgen_cpus)
 
 
 def cell_deadline_s(run: plans.RunSettings) -> float:

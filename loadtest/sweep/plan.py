@@ -5,7 +5,9 @@ defaults below -> the plan file (TOML, `loadtest/plans/*.toml`) -> `LOADTEST_<FI
 variables for the `[run]` fields (e.g. `LOADTEST_MEASURE_S=3`) -> command-line flags of the
 `loadtest` command (`with_overrides`). Servers come from the state file that `make serve-*` writes
 (`serving.deploy.state`), narrowed by `[servers] names`, or are given by address as targets
-(`[servers] targets`, or `--target`), which become `ServedEndpoint`s like the state file's.
+(`[servers] targets`, or `--target`), which become `ServedEndpoint`s like the state file's, or are
+started by the tool itself, one configuration at a time (`[servers] configs`, `[servers.launch]`,
+or `--serve`; see `loadtest.sweep.servers`).
 
 Fixed rules (validity thresholds, histogram precision) live in `loadtest.stats`, apart from what
 users tune here. Not for: running anything (see `loadtest.sweep.runner`).
@@ -20,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.vocab import Arrival, Check, LoadMode, Protocol
+from serving.deploy.process import cpu_list
 from serving.endpoint import ServedEndpoint, ServerKind
 from serving.layering import SettingsError, env_layer, field_variables, layered, read_toml, typed
 
 SECTIONS = ("name", "run", "grid", "servers")
-SERVER_FIELDS = ("names", "targets")
+SERVER_FIELDS = ("names", "targets", "configs", "launch")
 
 
 class PlanError(SettingsError):
@@ -48,7 +51,8 @@ class RunSettings:
     samples: str = "models/mnist-samples.npz"
     model_name: str = "mnist"
     signature: str = "serving_default"
-    startup_timeout_s: float = 90.0  # Locust start-up (imports TensorFlow) before the cell's clock runs
+    startup_timeout_s: float = 90.0  # Locust start-up before the cell's clock runs
+    loadgen_cpus: str = ""  # pin the Locust processes to these cores (`taskset -c`, e.g. "1"); "" = not pinned
 
 
 @dataclass(frozen=True)
@@ -74,17 +78,45 @@ class TargetAddress:
 
 
 @dataclass(frozen=True)
+class ServerConfig:
+    """A server configuration the tool starts itself: `{ device = "cpu", batching = "cpu", set = {
+    batch_timeout_micros = [0, 1000] } }`: a batching profile of the serving config with fields of
+    TF Serving's BatchingParameters replaced; a list in `set` is a grid (one server per value)."""
+
+    device: str = "cpu"
+    batching: str = "off"
+    set: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    """How the tool starts the configurations it was given (`[servers.launch]`)."""
+
+    kind: str = "auto"  # a LaunchKind: the TF Serving container where Docker can, else the embedded server
+    serving_config: str = ""  # serving TOML; "" = $SERVING_CONFIG or serving/serving.toml
+    models_dir: str = ""  # "" = the serving config's
+    server_flags: tuple[str, ...] = ()  # embedded-server flags, e.g. ["--backend", "null", "--null_delay_ms", "5"]
+    server_cpus: str = ""  # pin the (embedded) server to these cores, e.g. "0"; its "cpu_cores" is their count
+    start_timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
 class Plan:
     name: str = "plan"
     run: RunSettings = field(default_factory=RunSettings)
     grid: Grid = field(default_factory=Grid)
     server_names: tuple[str, ...] = ()  # from the state file; empty = every recorded server
     targets: tuple[ServedEndpoint, ...] = ()  # servers given by address, used instead of the state file
+    configs: tuple[ServerConfig, ...] = ()  # servers the tool starts itself, instead of either
+    launch: LaunchSettings = field(default_factory=LaunchSettings)
 
     def to_dict(self) -> dict:
         """The plan as recorded in `plan.json` and every result's provenance (targets by address)."""
-        return {"name": self.name, "run": asdict(self.run), "grid": asdict(self.grid),
-                "server_names": self.server_names, "targets": tuple(map(target_dict, self.targets))}
+        recorded = {"name": self.name, "run": asdict(self.run), "grid": asdict(self.grid),
+                    "server_names": self.server_names, "targets": tuple(map(target_dict, self.targets))}
+        if self.configs:
+            recorded.update(configs=[asdict(c) for c in self.configs], launch=asdict(self.launch))
+        return recorded
 
 
 @dataclass(frozen=True)
@@ -177,7 +209,9 @@ def _from_layers(raw: Mapping[str, Any], default_name: str) -> Plan:
     addresses = [typed(TargetAddress, t, "servers.targets") for t in servers.get("targets", [])]
     targets = tuple(replace(endpoint_at(a.name, a.grpc, a.rest, run.model_name), kind=a.kind, device=a.device,
                             device_name=a.device_name, batching_profile=a.batching_profile) for a in addresses)
-    return Plan(raw.get("name", default_name), run, grid, tuple(servers.get("names", [])), targets)
+    configs = tuple(typed(ServerConfig, c, "servers.configs") for c in servers.get("configs", []))
+    launch = typed(LaunchSettings, servers.get("launch", {}), "servers.launch")
+    return Plan(raw.get("name", default_name), run, grid, tuple(servers.get("names", [])), targets, configs, launch)
 
 
 def with_overrides(plan: Plan, **run_changes: Any) -> Plan:
@@ -198,6 +232,17 @@ def with_overrides(plan: Plan, **run_changes: Any) -> Plan:
 def validate(plan: Plan) -> None:
     _validate_run(plan.run)
     _validate_grid(plan.grid)
+    if plan.configs and plan.targets:
+        raise PlanError("[servers] names both configs to start and targets by address: keep one")
+    if plan.launch.start_timeout_s <= 0:
+        raise PlanError(f"[servers.launch] start_timeout_s={plan.launch.start_timeout_s} must be positive")
+    for where, cpus in (("[servers.launch] server_cpus", plan.launch.server_cpus),
+                        ("[run] loadgen_cpus", plan.run.loadgen_cpus)):
+        try:
+            if cpus:
+                cpu_list(cpus)
+        except ValueError as exc:
+            raise PlanError(f"{where}: {exc}") from None
 
 
 def _validate_run(run: RunSettings) -> None:

@@ -1,10 +1,12 @@
 """The sweep: every cell of a plan against every chosen server, one `CellResult` per cell.
 
-For each server, in order: probe it (one real Predict), then for each cell scrape its Prometheus
+For each server, in order (started by the tool when the plan names configurations to start:
+`loadtest.sweep.servers`, and stopped before the next): probe it (one real Predict), then for each
+cell scrape its Prometheus
 metrics, run Locust headless (`loadtest.sweep.locust_run`: warm-up, then the measured window,
 then drain), scrape again, probe again, and append the cell's record to
 `results/<UTC time>/results.jsonl` (plus `results.csv`, a console line, and Locust's log under
-`logs/`). A server that stops answering fails its cell with the reason, and its remaining cells
+`logs/`). A server that does not start, or stops answering, fails its cells with the reason, and its remaining cells
 are recorded as not run; Ctrl-C fails the running cell, keeps every earlier record, and ends the
 sweep.
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,8 +31,10 @@ from loadtest.sweep.cell_results import CellContext, collect_provenance, failed_
 from loadtest.sweep.console import console_table, describe, progress_line
 from loadtest.sweep.locust_run import cell_deadline_s, locust_command, run_locust
 from loadtest.sweep.probe import Probe, Prober
+from loadtest.sweep.servers import Running, Slot, StartFailed
 from loadtest.sweep.targets import SweepError, server_label
 from model_export.provenance import cpu_cores
+from serving.deploy.process import cpu_list
 from serving.endpoint import ServedEndpoint
 
 
@@ -55,7 +60,8 @@ class CellRunner:
         """A runner writing into a fresh `results_root/<UTC time>/`, the plan recorded beside the cells."""
         run_dir = new_results_dir(results_root, utc_stamp())
         (run_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2))
-        context = CellContext(run_dir.name, plan.run, collect_provenance(plan, plan_path), cpu_cores())
+        cores = len(cpu_list(plan.run.loadgen_cpus)) if plan.run.loadgen_cpus else cpu_cores()
+        context = CellContext(run_dir.name, plan.run, collect_provenance(plan, plan_path), cores)
         return cls(run_dir, context, out)
 
     @property
@@ -96,12 +102,12 @@ class CellRunner:
                                      failure)
         return self.record(result, total, search), probe
 
-    def not_run(self, target: ServedEndpoint, cell: plans.Cell, run: plans.RunSettings, probe: Probe,
-                total: int) -> CellResult:
-        """The record of a cell skipped because its server stopped answering."""
-        label = server_label(target, protocol=run.protocol, model_version=probe.model_version)
-        reason = f"not run: server {target.name} at {target.grpc_target} is not answering ({probe.error})"
-        return self.record(failed_result(self.ctx, len(self.results), label, load_spec(run, cell), reason), total)
+    def not_run(self, target: ServedEndpoint, cell: plans.Cell, run: plans.RunSettings, reason: str,
+                total: int, model_version: int | None = None, search: dict | None = None) -> CellResult:
+        """The record of a cell skipped because its server did not start or stopped answering."""
+        label = server_label(target, protocol=run.protocol, model_version=model_version)
+        result = failed_result(self.ctx, len(self.results), label, load_spec(run, cell), f"not run: {reason}")
+        return self.record(result, total, search)
 
     def record(self, result: CellResult, total: int, search: dict | None = None) -> CellResult:
         if search:
@@ -121,7 +127,7 @@ class Sweep:
     """Runs a plan: every cell of its grid against every target, in order."""
 
     plan: plans.Plan
-    targets: list[ServedEndpoint]
+    targets: Sequence[ServedEndpoint | Slot]  # running servers, or configurations to start
     results_root: Path
     out: TextIO = sys.stdout
     plan_path: str = ""
@@ -130,7 +136,8 @@ class Sweep:
         self.cells = CellRunner.new_run(self.results_root, self.plan, self.plan_path, self.out)
         self.run_id, self.run_dir = self.cells.run_id, self.cells.run_dir
         self.grid = plans.cells(self.plan.grid)
-        self.total = len(self.grid) * len(self.targets)
+        self.servers = [Running(t) if isinstance(t, ServedEndpoint) else t for t in self.targets]
+        self.total = len(self.grid) * len(self.servers)
 
     @property
     def results(self) -> list[CellResult]:
@@ -146,17 +153,24 @@ class Sweep:
         self.cells.say(f"sweep {self.run_id}: {self.total} cells, ~{self._estimate_s():.0f} s, "
                        f"results in {self.run_dir}")
         prober = Prober(self.plan.run)
-        for target in self.targets:
-            probe = prober.probe(target)
-            for cell in self.grid:
-                probe = self._cell(prober, probe, target, cell)
+        for slot in self.servers:
+            try:
+                with slot.serve(self.run_dir / "servers", self.cells.say) as target:
+                    probe = prober.probe(target)
+                    for cell in self.grid:
+                        probe = self._cell(prober, probe, target, cell)
+            except StartFailed as failed:
+                self.cells.say(failed.reason)
+                for cell in self.grid:
+                    self.cells.not_run(failed.planned, cell, self.plan.run, failed.reason, self.total)
         self.cells.say(console_table(self.results))
         return self.results
 
     def _cell(self, prober: Prober, probe: Probe, target: ServedEndpoint, cell: plans.Cell) -> Probe:
         """Measure one cell, or record it as not run when the server stopped answering; the latest probe."""
         if not probe.ok:
-            self.cells.not_run(target, cell, self.plan.run, probe, self.total)
+            reason = f"server {target.name} at {target.grpc_target} is not answering ({probe.error})"
+            self.cells.not_run(target, cell, self.plan.run, reason, self.total, probe.model_version)
             return probe
         left_s = (self.total - len(self.results)) * cell_estimate_s(self.plan.run)
         self.cells.say(f"[{len(self.results) + 1}/{self.total}] {target.name} "
@@ -168,8 +182,9 @@ class Sweep:
 
 
 def cell_estimate_s(run: plans.RunSettings) -> float:
-    """Warm-up, measurement, plus Locust's start-up, drain and the scrapes (~8 s on 2 cores)."""
-    return run.warmup_s + run.measure_s + 8.0
+    """Warm-up, measurement, plus Locust's start-up, drain and the scrapes (~1 s on 2 cores since the Locust
+    processes stopped loading TensorFlow's runtime; 2 s allowed)."""
+    return run.warmup_s + run.measure_s + 2.0
 
 
 def utc_stamp() -> str:

@@ -299,15 +299,16 @@ def build_config(raw: Mapping[str, Any], source: str = "", cores: int | None = N
 
 
 def load_config(config_file: str | Path | None = None, env: Mapping[str, str] | None = None,
-                cli: Mapping[str, Any] | None = None) -> ServingConfig:
+                cli: Mapping[str, Any] | None = None, cores: int | None = None) -> ServingConfig:
     """Defaults -> TOML -> `SERVING_*` env -> CLI layer (a nested dict shaped like the TOML).
+    `cores` resolves "cpu_cores" (default: the cores this process may run on).
 
     Batching-field overrides are not layered in here: see `batching_overrides` and `generate`.
     """
     env = os.environ if env is None else env
     path = Path(config_file or env.get("SERVING_CONFIG") or DEFAULT_CONFIG_FILE)
     raw = layered(read_toml(path, "serving config"), env_layer(env, environment_variables()), cli or {})
-    return build_config(raw, source=str(path))
+    return build_config(raw, source=str(path), cores=cores)
 
 
 def effective_profile_name(base: str, overrides: Mapping[str, Any]) -> str:

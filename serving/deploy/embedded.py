@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 
 from model_export.provenance import REPO, package_versions, utc_now
-from serving.deploy.process import ServerNotReady, log_tail, read_from, stop_process, wait_ready_line
+from serving.deploy.process import ServerNotReady, log_tail, pinned, read_from, stop_process, wait_ready_line
 from serving.deploy.readiness import wait_available
 from serving.deploy.request import LaunchError, StartRequest
 from serving.deploy.state import state_file_path
@@ -73,7 +73,7 @@ def embedded_command(request: StartRequest) -> list[str]:
                "--device", str(request.device), "--batching_profile", files.profile.name]
     if files.batching_parameters_file:
         command += ["--enable_batching", "--batching_parameters_file", str(files.batching_parameters_file)]
-    return command
+    return pinned(command + list(request.server_flags), request.cpus)
 
 
 def server_env() -> dict[str, str]:
@@ -121,7 +121,7 @@ class EmbeddedLauncher:
     kind = ServerKind.EMBEDDED
 
     def start(self, request: StartRequest) -> ServedEndpoint:
-        log = server_log_path(request.name)
+        log = request.log_path or server_log_path(request.name)
         log.parent.mkdir(parents=True, exist_ok=True)
         offset = log.stat().st_size if log.exists() else 0
         with open(log, "ab") as out:

@@ -68,11 +68,18 @@ def launcher_for(kind: str, docker: DockerProbe | None = None) -> Launcher:
 
 
 def choose_launcher(device: str, kind: str, docker: DockerProbe,
-                    tf_gpus: Callable[[], TensorFlowGpus] = probe_tensorflow_gpus) -> tuple[Launcher, str]:
+                    tf_gpus: Callable[[], TensorFlowGpus] = probe_tensorflow_gpus,
+                    server_flags: tuple[str, ...] = (), cpus: str = "") -> tuple[Launcher, str]:
     """Container when Docker can do it, else the embedded server; returns (launcher, note).
 
     The note says, in one line, why the embedded server was chosen; it is empty otherwise.
+    Embedded-server flags and pinning to cores mean the embedded server: the container takes neither.
     """
+    embedded_only = " ".join(server_flags) + (f" (pinned to cores {cpus})" if cpus else "")
+    if embedded_only:
+        if kind == LaunchKind.CONTAINER:
+            raise LaunchError(f"embedded-server settings {embedded_only.strip()} cannot go to a TF Serving container")
+        kind = LaunchKind.EMBEDDED
     docker_fits = docker.usable and (device == Device.CPU or docker.nvidia_runtime)
     if kind == LaunchKind.CONTAINER or (kind == LaunchKind.AUTO and docker_fits):
         if not docker.usable:
@@ -139,7 +146,8 @@ def start(request: StartRequest, docker: DockerProbe | None = None) -> tuple[Ser
         if running is not None:
             return running, ALREADY_RUNNING
         check_model_exists(request.config)
-        launcher, note = choose_launcher(request.device, request.kind, docker or probe_docker())
+        launcher, note = choose_launcher(request.device, request.kind, docker or probe_docker(),
+                                         server_flags=request.server_flags, cpus=request.cpus)
         host = request.config.host if launcher.kind == ServerKind.EMBEDDED else publish_host()
         for port in (request.grpc_port, request.rest_port):
             check_port_free(host, port)

@@ -15,6 +15,7 @@ Not for: the ready line's format (`serving.protocol.names`) or choosing how to s
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -166,6 +167,24 @@ def thread_cpu_s(pid: int) -> dict[str, float]:
     return used
 
 
+def pinned(argv: list[str], cpus: str) -> list[str]:
+    """`argv` under `taskset -c CPUS` (pinned from its start, every thread), or as it is when `cpus` is ""."""
+    return ["taskset", "-c", cpus, *argv] if cpus else argv
+
+
+def cpu_list(cpus: str) -> set[int]:
+    """The cores of a `taskset -c` list such as "0", "0,2" or "0-3"; ValueError naming it when malformed."""
+    cores: set[int] = set()
+    for part in filter(None, cpus.replace(" ", "").split(",")):
+        if not re.fullmatch(r"\d+(-\d+)?", part):
+            raise ValueError(f"CPU list {cpus!r} is not like 0, 0,2 or 0-3")
+        low, _, high = part.partition("-")
+        cores.update(range(int(low), int(high or low) + 1))
+    if not cores:
+        raise ValueError(f"CPU list {cpus!r} names no core")
+    return cores
+
+
 @contextmanager
 def start_server(*args: str, backend: str = "savedmodel", env: dict | None = None, cpu: int | str | None = None,
                  timeout_s: float = 120.0) -> Iterator[ServerHandle]:
@@ -174,8 +193,7 @@ def start_server(*args: str, backend: str = "savedmodel", env: dict | None = Non
     `cpu` pins the server to those cores with `taskset -c` (e.g. 0 or "0,1"); `env` adds variables.
     """
     argv = [sys.executable, "-m", "serving.server", "--port", "0", "--rest_api_port", "0", "--backend", backend, *args]
-    if cpu is not None:
-        argv = ["taskset", "-c", str(cpu), *argv]
+    argv = pinned(argv, "" if cpu is None else str(cpu))
     full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1", **(env or {})}
     with tempfile.NamedTemporaryFile(prefix="serving-", suffix=".log", delete=False) as log_file:
         log_path = Path(log_file.name)

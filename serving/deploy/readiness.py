@@ -46,6 +46,19 @@ def check_port_free(host: str, port: int) -> None:
                               f"(--grpc-port/--rest-port or SERVING_<DEVICE>_GRPC_PORT)") from None
 
 
+def free_ports(host: str, count: int) -> tuple[int, ...]:
+    """`count` distinct ports the OS says are free on `host` now (held together, then released), for
+    servers the tool starts itself; a port taken in between fails that server's start, named."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for held in sockets:
+            held.bind((host, 0))
+        return tuple(held.getsockname()[1] for held in sockets)
+    finally:
+        for held in sockets:
+            held.close()
+
+
 @contextmanager
 def quiet_native_stderr() -> Iterator[None]:
     """Silence file descriptor 2 while TensorFlow loads: its C++ start-up lines (oneDNN, CUDA

@@ -9,8 +9,9 @@ Not for: deciding which launcher serves (`serving.deploy.launcher`) or the confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 
 from serving.deploy.config import ServingConfig
 from serving.deploy.tfs_files import ServingFiles
@@ -36,11 +37,15 @@ class StartRequest:
     config: ServingConfig
     files: ServingFiles
     timeout_s: float
+    server_name: str = ""  # the state file's key; "" = the device (`make serve-cpu` records "cpu")
+    server_flags: tuple[str, ...] = field(default=())  # extra embedded-server flags (e.g. a null backend)
+    log_path: Path | None = None  # the embedded server's output; None = beside the state file
+    cpus: str = ""  # pin the embedded server to these cores (`taskset -c` list); "" = not pinned
 
     @property
     def name(self) -> str:
         """The state file's key for this server."""
-        return str(self.device)
+        return self.server_name or str(self.device)
 
     @property
     def grpc_port(self) -> int:

@@ -136,13 +136,20 @@ def files_for(profile: BatchingProfile, build_dir: str | Path | None = None) -> 
         compose_env_file=directory / COMPOSE_ENV_FILE)
 
 
+def batching_parameters_text(profile: BatchingProfile) -> str:
+    """The profile as TF Serving's `--batching_parameters_file` (BatchingParameters text proto)."""
+    if not profile.enable_batching:
+        raise ValueError(f"profile {profile.name!r} turns batching off: TF Serving takes no batching file for it")
+    return text_format.MessageToString(profile.to_proto())
+
+
 def write_files(config: ServingConfig, files: ServingFiles) -> None:
     """Write every file, leaving unchanged ones untouched; a stale batching file is removed."""
     files.directory.mkdir(parents=True, exist_ok=True)
     _write_if_changed(files.model_config_file, model_server_config_text(config))
     _write_if_changed(files.monitoring_config_file, monitoring_config_text(config))
     if files.batching_parameters_file:
-        _write_if_changed(files.batching_parameters_file, text_format.MessageToString(files.profile.to_proto()))
+        _write_if_changed(files.batching_parameters_file, batching_parameters_text(files.profile))
     else:
         (files.directory / BATCHING_PARAMETERS_FILE).unlink(missing_ok=True)
     _write_if_changed(files.compose_env_file, compose_env_text(config, files))

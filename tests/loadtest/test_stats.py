@@ -76,7 +76,7 @@ def test_cpu_and_fractions():
 
 
 def _flags(**overrides):
-    values = dict(errors=0, requests=1000, errors_by_code={}, late_fraction=0.0, process_cpu_percents=[40.0],
+    values = dict(errors=0, requests=1000, errors_by_code={}, late_sends=0, process_cpu_percents=[40.0],
                   total_cpu_percent=40.0, cores=2, window_rps=[100.0, 101.0, 99.0])
     values.update(overrides)
     return stats.validity_flags(**values)
@@ -93,10 +93,12 @@ def test_each_validity_flag_names_its_reason():
     assert busy == [("saturated", "a load generator process used 95% of a core")]
     all_cores = _flags(process_cpu_percents=[85.0, 85.0, 85.0], total_cpu_percent=255.0, cores=2)
     assert [f for f, _ in all_cores] == ["saturated"] and "255% of 2 cores" in all_cores[0][1]
-    late = _flags(late_fraction=0.011)
+    late = _flags(late_sends=11)
     assert late == [("saturated", "1.1% of sends left late (limit 1%)")]
-    assert _flags(late_fraction=0.01) == []
-    pooled = _flags(late_fraction=0.2, pool_waits=40)
+    assert _flags(late_sends=10) == []
+    assert _flags(late_sends=4, requests=100) == []  # 4%, but a few hiccups in a short cell are not saturation
+    assert _flags(late_sends=5, requests=100) == [("saturated", "5.0% of sends left late (limit 1%)")]
+    pooled = _flags(late_sends=200, pool_waits=40)
     assert pooled == [("saturated", "20.0% of sends left late (limit 1%); 40 waited for a free in-flight slot")]
     unstable = _flags(window_rps=[100.0, 88.0])
     assert unstable == [("unstable", "throughput of consecutive windows changed by 12% (limit 10%)")]

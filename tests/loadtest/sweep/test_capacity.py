@@ -69,8 +69,24 @@ def test_a_failed_confirmation_lowers_the_answer():
     assert [r for r, role in server.offered if role == Role.CONFIRM] == [first, answer.capacity.rate_rps]
 
 
-def test_step_limit_ends_the_search_without_an_unconfirmed_answer():
+def test_step_limit_keeps_the_last_step_for_a_confirmation():
     server = Server(capacity=730)
+    answer = search(server, start=100, max_steps=4).run()
+    assert server.offered == [(100, Role.BRACKET), (200, Role.BRACKET), (400, Role.BRACKET), (400, Role.CONFIRM)]
+    assert answer.met and answer.capacity.rate_rps == 400 and answer.lowest_failing_rps is None
+    assert answer.ended_because.startswith("step limit (4 cells; the last one confirmed")
+
+
+def test_step_limit_mid_bisection_confirms_the_highest_passing_rate():
+    server = Server(capacity=730)
+    answer = search(server, start=100, max_steps=7).run()  # 100 200 400 800(fail) 600 700 | confirm 700
+    assert [role for _, role in server.offered][-1] == Role.CONFIRM and len(server.offered) == 7
+    assert answer.met and answer.capacity.rate_rps == 700 and answer.lowest_failing_rps == 800
+    assert answer.ended_because.startswith("step limit (7 cells")
+
+
+def test_step_limit_ends_the_search_without_an_unconfirmed_answer():
+    server = Server(capacity=730, fail_confirm_at=(400.0,))
     answer = search(server, start=100, max_steps=4).run()
     assert not answer.met and answer.ended_because == "step limit (4 cells)"
     assert len(server.offered) == 4

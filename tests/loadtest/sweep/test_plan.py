@@ -12,7 +12,7 @@ from tests.support.paths import REPO
 PLANS = REPO / "loadtest" / "plans"
 
 
-@pytest.mark.parametrize("name", ["quick.toml", "full.toml"])
+@pytest.mark.parametrize("name", ["quick.toml", "full.toml", "demo.toml"])
 def test_shipped_plans_load(name):
     plan = plans.load_plan(PLANS / name, env={})
     assert plan.name == name.removesuffix(".toml")

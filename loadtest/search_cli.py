@@ -1,0 +1,183 @@
+"""The commands that search rather than sweep: `capacity` (the highest rate under a p99 objective) and
+`tune` (the batching configuration with the highest such capacity).
+
+Both take the sweep's flags for the servers (`--serve`, `--target`, ...) and the plan's `[run]`
+fields (`loadtest.cli`), measure into a fresh `results/<UTC time>/`, build its report, and exit 1
+when the objective was not met (0 when it was, 130 on Ctrl-C after keeping every finished cell).
+
+Not for: the searches themselves (`loadtest.sweep.capacity`, `loadtest.sweep.tuning`) or wiring them
+to servers (`loadtest.sweep.capacity_search`, `loadtest.sweep.tune_run`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from loadtest.cli import (
+    DEFAULT_PLAN,
+    build_report,
+    interrupted,
+    layered_plan,
+    run_overrides,
+    server_choice,
+    server_choices,
+)
+from loadtest.sweep import plan as plans
+from loadtest.sweep.runner import Interrupted, SweepError
+from serving.deploy.process import cpu_list
+from serving.endpoint import Device
+
+
+def search_options(function: Any) -> Any:
+    """The objective, the request batch sizes and the bounds of every capacity search."""
+    options = [
+        click.option("--p99-ms", type=click.FloatRange(min=0, min_open=True), required=True,
+                     help="the latency objective"),
+        click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=DEFAULT_PLAN,
+                     show_default=True, help="plan file whose [run] settings every cell uses (its grid is not used)"),
+        click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True),
+        click.option("--precision", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+                     show_default=True,
+                     help="stop when (lowest failing - highest passing) / highest passing <= this"),
+        click.option("--start-rps", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="first offered rate (default: half a short closed-loop probe's throughput)"),
+        click.option("--min-rps", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+                     help="below this rate the objective is called unmet"),
+        click.option("--max-steps", type=click.IntRange(min=2), default=20, show_default=True,
+                     help="cells at most, per search"),
+        click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=15.0,
+                     show_default=True, help="per search"),
+        click.option("--confirm-factor", type=click.FloatRange(min=1), default=3.0, show_default=True,
+                     help="the confirmation's window, in measure-s"),
+        click.option("--report/--no-report", default=True, help="build the HTML/Markdown report afterwards"),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return server_choices(run_overrides(function))
+
+
+def capacity_request(plan: plans.Plan, values: dict[str, Any]):
+    """The search's settings from the shared flags (popped from `values`)."""
+    from loadtest.sweep.capacity_search import CapacityRequest
+
+    return CapacityRequest(plan, values.pop("p99_ms"), 1, values.pop("precision"), values.pop("start_rps"),
+                           values.pop("min_rps"), values.pop("max_steps"), values.pop("max_minutes") * 60,
+                           values.pop("confirm_factor"))
+
+
+@click.command("capacity")
+@click.option("--batch", "batch_sizes", type=click.IntRange(min=1), multiple=True, default=(1,), show_default=True,
+              help="images per request (repeatable: one search per batch size)")
+@click.option("--unmet-ok", is_flag=True, help="exit 0 when every search ran, met or not (an unmet one is an answer)")
+@search_options
+@click.pass_context
+def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok: bool, plan_path: Path,
+                     results_dir: Path, report: bool, **values: Any) -> None:
+    """The highest open-loop rate each server serves at p99 <= --p99-ms: bracket, bisect, confirm.
+
+    One search per server (running, or started in turn with --serve) and per --batch."""
+    from loadtest.sweep.capacity_search import Capacities, outcome_line
+    from loadtest.sweep.servers import server_slots
+
+    choice = server_choice(values)
+    try:
+        plan = layered_plan(plan_path, choice, _run_flags(values))
+        request = capacity_request(plan, values)
+        run = Capacities(request, server_slots(plan, choice.state_file), batch_sizes, results_dir,
+                         plan_path=str(plan_path))
+        outcomes = run.run()
+    except Interrupted:
+        interrupted(ctx, "capacity")
+    except (plans.PlanError, SweepError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"results: {run.cells.jsonl_path}")
+    if report and run.cells.results:
+        build_report(run.cells.jsonl_path, "capacity")
+    named = len(outcomes) > 1
+    if named:
+        from loadtest.analysis.summary import headline_of
+
+        click.echo("\n".join(headline_of(run.cells.results)))
+    click.echo("\n".join(outcome_line(o, request.p99_ms, named) for o in outcomes))
+    if not outcomes or not (unmet_ok or all(o.met for o in outcomes)):
+        ctx.exit(1)
+
+
+def _run_flags(values: dict[str, Any]) -> dict[str, Any]:
+    """The `[run]` overrides among a command's keyword arguments (the rest stay in `values`)."""
+    from loadtest.cli import CHOICE_OPTIONS, RUN_OPTIONS
+
+    names = [name for name, _ in (*RUN_OPTIONS, *CHOICE_OPTIONS)]
+    return {name: values.pop(name) for name in names if name in values}
+
+
+def parse_ladders(items: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    """`--ladder max_batch_size=8,64,256` (repeatable); an empty list (`FIELD=`) leaves a field untuned."""
+    ladders = {}
+    for item in items:
+        name, eq, values = item.partition("=")
+        try:
+            ladders[name.strip()] = tuple(int(v) for v in values.split(",") if v.strip())
+        except ValueError:
+            raise click.BadParameter(f"{item!r}: expected FIELD=INT,INT,...", param_hint="--ladder") from None
+        if not eq:
+            raise click.BadParameter(f"{item!r}: expected FIELD=INT,INT,...", param_hint="--ladder")
+    return ladders
+
+
+@click.command("tune")
+@click.option("--device", type=click.Choice([d.value for d in Device]), default=Device.CPU.value, show_default=True)
+@click.option("--batch", "batch_size", type=click.IntRange(min=1), default=1, show_default=True,
+              help="images per request (the clients' batch size)")
+@click.option("--budget-min", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
+              help="wall time for the whole tuning")
+@click.option("--max-configs", type=click.IntRange(min=2), default=24, show_default=True,
+              help="configurations at most, batching off and the advice included")
+@click.option("--start-profile", default=None, help="serving-config profile to start from (default: the device's)")
+@click.option("--ladder", "ladders", multiple=True, metavar="FIELD=V1,V2,...",
+              help="candidate values of one tuned field (repeatable; FIELD= leaves it untuned)")
+@click.option("--min-gain", type=click.FloatRange(0, 1, max_open=True), default=0.05, show_default=True,
+              help="a change must raise capacity by more than this share to be kept (below is noise)")
+@search_options
+@click.pass_context
+def tune_command(ctx: click.Context, device: str, batch_size: int, budget_min: float, max_configs: int,
+                 start_profile: str | None, ladders: tuple[str, ...], min_gain: float, plan_path: Path,
+                 results_dir: Path, report: bool, **values: Any) -> None:
+    """The batching configuration with the highest capacity at p99 <= --p99-ms on one device.
+
+    Starts from TF Serving's advice (the device's profile), measures batching off, then moves one
+    BatchingParameters field at a time, keeping what raises capacity; each configuration is a
+    server the tool starts, searches and stops."""
+    from loadtest.sweep.tune_run import TuneRequest, TuneRun
+    from loadtest.sweep.tuning import TuneSettings
+    from loadtest.sweep.tuning_output import answer_text
+
+    choice = server_choice(values)
+    if choice.serve or choice.targets or choice.servers:
+        raise click.UsageError("tune starts its own servers: --serve/--target/--server do not apply")
+    try:
+        plan = layered_plan(plan_path, choice, _run_flags(values))
+        cores = len(cpu_list(plan.launch.server_cpus)) if plan.launch.server_cpus else None
+        settings = TuneSettings(p99_ms=values["p99_ms"], device=Device(device), cores=cores, batch_size=batch_size,
+                                ladders=parse_ladders(ladders), min_gain=min_gain, max_evaluations=max_configs,
+                                max_s=budget_min * 60)
+        settings.check()
+        request = TuneRequest(capacity_request(plan, values), settings, start_profile or device)
+        tune = TuneRun(request, results_dir, plan_path=str(plan_path))
+        answer, files = tune.run()
+    except Interrupted:
+        interrupted(ctx, "tune")
+    except (plans.PlanError, SweepError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"results: {tune.searches.cells.jsonl_path}")
+    if report and tune.searches.cells.results:
+        build_report(tune.searches.cells.jsonl_path, "tune")
+    click.echo(answer_text(answer, files))
+    if answer.winner is None:
+        ctx.exit(1)
+
+
+SEARCH_COMMANDS: list[click.Command] = [capacity_command, tune_command]

@@ -1,0 +1,378 @@
+"""Batching tuning: the TF Serving batching parameters with the highest capacity under a p99 objective.
+
+The search, as Triton Model Analyzer's quick search does it, visits far fewer configurations than
+the full grid of candidate values:
+
+1. batching off, the baseline every gain is measured against;
+2. TF Serving's advice for the device (tensorflow_serving/batching/README.md, "CPU-only: One
+   Approach" / "GPU: One Approach"), which is the `cpu` or `gpu` profile of serving.toml, handed in
+   as the start;
+3. coordinate ascent from the start: for each field in `TUNED_FIELDS`, step from the incumbent's
+   value to the next value up its ladder and keep stepping while the capacity improves by more than
+   `min_gain`; if the first step up did not improve, try downward likewise; then the next field.
+   Passes repeat while any field moved (bounded by `max_passes`).
+
+A capacity within `min_gain` of the incumbent's is noise (capacities are measured to about 5% and a
+machine's speed drifts), so it never replaces the incumbent. An unmet objective or a failed
+evaluation counts as capacity 0. No parameters are evaluated twice. The search is bounded by a
+number of evaluations and a deadline, both checked before each evaluation (the deadline with room
+for one more evaluation of average length), and a search cut short answers with its best so far.
+
+Not for: measuring a configuration (`Tuner` is given an `evaluate` function that starts a server
+with the profile, runs a capacity search and stops it) or printing and writing the answer
+(`loadtest.sweep.tuning_output`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from model_export.provenance import cpu_cores
+from serving.deploy.config import BatchingProfile, effective_profile_name, validate_profile
+from serving.endpoint import Device
+
+# The fields the ascent moves, in the order it moves them.
+TUNED_FIELDS = ("batch_timeout_micros", "max_batch_size", "num_batch_threads", "max_enqueued_batches")
+TIMEOUT_LADDER_MICROS = (0, 500, 1000, 2000, 5000, 10000)  # the advice: 0, then try 1-10 ms
+OFF = BatchingProfile(name="off")
+
+Ladders = Mapping[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """What `evaluate` hands back for one configuration: its capacity, or None and why."""
+
+    capacity_rps: float | None  # None: objective unmet, or the server failed
+    capacity_ips: float | None = None
+    p99_ms: float | None = None  # at the capacity
+    note: str = ""  # why unmet or failed; anything worth keeping otherwise
+
+    @property
+    def met(self) -> bool:
+        return self.capacity_rps is not None
+
+    @property
+    def score(self) -> float:
+        """The capacity compared between configurations: 0 when unmet or failed."""
+        return self.capacity_rps or 0.0
+
+
+Evaluate = Callable[[BatchingProfile], Evaluated]
+
+
+class Stage(StrEnum):
+    """Why the tuner evaluated a configuration; recorded in the trail."""
+
+    OFF = "off"  # batching off: the baseline
+    ADVICE = "advice"  # TF Serving's advice for the device: the start
+    ASCENT = "ascent"  # one field moved from the incumbent
+
+
+@dataclass(frozen=True)
+class Visit:
+    """One evaluated configuration, in the order evaluated, with what decided it."""
+
+    number: int
+    stage: Stage
+    profile: BatchingProfile
+    result: Evaluated
+    decision: str  # "baseline", "start", "kept: +12%", "within noise: +3%", "worse: -20%", "unmet: ..."
+    moved_field: str | None = None  # the field the ascent moved; None for off and the advice
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Gain:
+    """One capacity over another: `ratio` (e.g. 2.31), or None and the reason."""
+
+    ratio: float | None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    p99_ms: float  # the objective each capacity was measured under (carried into the answer)
+    device: Device = Device.CPU
+    cores: int | None = None  # None: the cores this process may run on
+    batch_size: int = 1  # images per request; max_batch_size never goes below it
+    ladders: Ladders = field(default_factory=dict)  # per-field candidate values over `default_ladders`
+    min_gain: float = 0.05  # relative capacity gain that beats noise
+    max_evaluations: int = 24  # off and the advice included
+    max_s: float = 3600.0  # wall time for the whole search
+    max_passes: int = 3  # coordinate-ascent passes over the fields
+
+    def check(self) -> None:
+        if not self.p99_ms > 0:
+            raise ValueError(f"the p99 objective must be positive, got {self.p99_ms} ms")
+        if self.batch_size < 1:
+            raise ValueError(f"the request batch size must be >= 1, got {self.batch_size}")
+        if not 0 <= self.min_gain < 1:
+            raise ValueError(f"min_gain must be in [0, 1), got {self.min_gain}")
+        if self.max_evaluations < 2:
+            raise ValueError(f"tuning needs at least 2 evaluations (off and the advice), got {self.max_evaluations}")
+        if self.max_passes < 1:
+            raise ValueError(f"tuning needs at least 1 pass, got {self.max_passes}")
+        unknown = set(self.ladders) - set(TUNED_FIELDS)
+        if unknown:
+            raise ValueError(f"no ladder for {', '.join(sorted(unknown))}: the tuner moves {', '.join(TUNED_FIELDS)}")
+        for name, values in self.ladders.items():
+            lowest = 0 if name == "batch_timeout_micros" else 1
+            if any(value < lowest for value in values):
+                raise ValueError(f"the {name} ladder must hold values >= {lowest}, got {list(values)}")
+
+
+@dataclass(frozen=True)
+class TuneAnswer:
+    """The best batching configuration found (None when none met the objective) and how it was found."""
+
+    p99_ms: float
+    batch_size: int
+    winner: Visit | None  # the best batching configuration; may serve less than `off`
+    off: Visit | None  # None when the search ended before measuring it
+    advice: Visit | None
+    trail: tuple[Visit, ...]
+    ended_because: str  # "converged", "budget: N configurations", "time limit (S s)", "pass limit (N passes)"
+    grid_size: int  # configurations in the full grid of the ladders
+    min_gain: float = 0.05
+
+    @property
+    def configurations_visited(self) -> int:
+        """Batching configurations evaluated (batching off not counted)."""
+        return sum(1 for visit in self.trail if visit.stage != Stage.OFF)
+
+    @property
+    def gain_vs_off(self) -> Gain:
+        return gain(self.winner, self.off, "batching off")
+
+    @property
+    def gain_vs_advice(self) -> Gain:
+        return gain(self.winner, self.advice, "TF Serving's advice")
+
+
+def gain(winner: Visit | None, baseline: Visit | None, label: str) -> Gain:
+    """The winner's capacity over the baseline's, or why there is no ratio."""
+    if winner is None:
+        return Gain(None, "no batching configuration met the objective")
+    if baseline is None:
+        return Gain(None, f"{label} was not measured (the search ended first)")
+    if baseline.result.capacity_rps is None:
+        why = f": {baseline.result.note}" if baseline.result.note else ""
+        return Gain(None, f"{label} did not meet the objective{why}")
+    assert winner.result.capacity_rps is not None
+    return Gain(winner.result.capacity_rps / baseline.result.capacity_rps)
+
+
+# ---------------------------------------------------------------- ladders and profiles
+
+def default_ladders(device: Device, cores: int, batch_size: int = 1) -> dict[str, tuple[int, ...]]:
+    """Candidate values per field, around TF Serving's advice for the device.
+
+    Threads: up to the cores (the CPU advice; more threads only oversubscribe the model's own
+    thread pool), and 2 x cores on a GPU, where batch threads also overlap CPU work with kernels.
+    max_batch_size never goes below the request batch size, which a smaller one would reject.
+    """
+    threads = {*_powers_of_two(1, cores), cores}
+    if device == Device.GPU:
+        threads.add(2 * cores)
+    return {
+        "batch_timeout_micros": TIMEOUT_LADDER_MICROS,
+        "max_batch_size": tuple(size for size in _powers_of_two(8, 1024) if size >= batch_size) or (batch_size,),
+        "num_batch_threads": tuple(sorted(threads)),
+        "max_enqueued_batches": tuple(sorted({*_powers_of_two(1, max(16, 4 * cores)), cores})),
+    }
+
+
+def _powers_of_two(low: int, high: int) -> tuple[int, ...]:
+    return tuple(2 ** n for n in range(math.ceil(math.log2(low)), math.floor(math.log2(high)) + 1))
+
+
+def ladders_for(settings: TuneSettings) -> dict[str, tuple[int, ...]]:
+    """The defaults for the device and cores, with the settings' ladders in their place (sorted, unique)."""
+    ladders = default_ladders(settings.device, settings.cores or cpu_cores(), settings.batch_size)
+    ladders.update({name: tuple(sorted(set(values))) for name, values in settings.ladders.items()})
+    return ladders
+
+
+def grid_size(start: BatchingProfile, ladders: Ladders) -> int:
+    """Configurations in the full grid: every ladder value (and the start's) of every field."""
+    return math.prod(len({*ladders[name], getattr(start, name)}) if ladders[name] else 1 for name in TUNED_FIELDS)
+
+
+def neighbour(ladder: tuple[int, ...], value: int, upward: bool) -> int | None:
+    """The next ladder value above (or below) `value`, which need not be on the ladder itself."""
+    if upward:
+        return min((v for v in ladder if v > value), default=None)
+    return max((v for v in ladder if v < value), default=None)
+
+
+def with_field(profile: BatchingProfile, name: str, value: int) -> BatchingProfile:
+    """`profile` with one field changed, kept consistent: the sizes follow a new max_batch_size.
+
+    allowed_batch_sizes keeps its entries below the new maximum and ends with it; a
+    max_execution_batch_size that matched the old maximum follows it, and never exceeds the new one.
+    """
+    change: dict[str, Any] = {name: value}
+    changed = replace(profile, **change)
+    if name == "max_batch_size":
+        changed = replace(changed, allowed_batch_sizes=_sizes_up_to(profile.allowed_batch_sizes, value),
+                          max_execution_batch_size=_execution_size(profile, value))
+    validate_profile(changed)
+    return changed
+
+
+def _sizes_up_to(sizes: tuple[int, ...], maximum: int) -> tuple[int, ...]:
+    return (*(size for size in sizes if size < maximum), maximum) if sizes else ()
+
+
+def _execution_size(profile: BatchingProfile, maximum: int) -> int | None:
+    execution = profile.max_execution_batch_size
+    if execution is None:
+        return None
+    return maximum if execution == profile.max_batch_size else min(execution, maximum)
+
+
+def tuned_fields(start: BatchingProfile, profile: BatchingProfile) -> dict[str, Any]:
+    """The tuned fields whose values differ from the start's."""
+    return {name: getattr(profile, name) for name in TUNED_FIELDS if getattr(profile, name) != getattr(start, name)}
+
+
+def labelled(start: BatchingProfile, profile: BatchingProfile) -> BatchingProfile:
+    """`profile` named after the start plus every tuned field that differs: `cpu+max_batch_size=512`."""
+    return replace(profile, name=effective_profile_name(start.name, tuned_fields(start, profile)))
+
+
+def check_start(start: BatchingProfile, ladders: Ladders) -> None:
+    """The start must batch, be valid, and set every field the ascent moves."""
+    if not start.enable_batching:
+        raise ValueError(f"the start profile {start.name!r} turns batching off; start from the cpu or gpu profile")
+    validate_profile(start)
+    unset = [name for name in TUNED_FIELDS if ladders[name] and getattr(start, name) is None]
+    if unset:
+        raise ValueError(f"the start profile {start.name!r} leaves {', '.join(unset)} unset; "
+                         "set it in serving.toml or give it an empty ladder")
+
+
+def _parameters_key(profile: BatchingProfile) -> tuple:
+    return tuple(sorted((name, tuple(value) if isinstance(value, list) else value)
+                        for name, value in profile.parameters().items()))
+
+
+# ---------------------------------------------------------------- the search
+
+@dataclass
+class Tuner:
+    """Runs the search with `evaluate(profile) -> Evaluated`; `run()` returns the answer."""
+
+    settings: TuneSettings
+    start: BatchingProfile  # TF Serving's advice for the device
+    evaluate: Evaluate
+    clock: Callable[[], float] = time.monotonic
+    trail: list[Visit] = field(default_factory=list)
+
+    def run(self) -> TuneAnswer:
+        self.settings.check()
+        self.ladders = ladders_for(self.settings)
+        check_start(self.start, self.ladders)
+        self.deadline = self.clock() + self.settings.max_s
+        self.seen: dict[tuple, Visit] = {}
+        self.incumbent: Visit | None = None
+        try:
+            self._visit(OFF, Stage.OFF)
+            self.incumbent = self._visit(self.start, Stage.ADVICE)
+            ended = self._ascend()
+        except _Stop as stop:
+            ended = str(stop)
+        return self._answer(ended)
+
+    def _ascend(self) -> str:
+        """Passes over the fields while any field moved; says why it ended."""
+        for _ in range(self.settings.max_passes):
+            moved = [name for name in TUNED_FIELDS if self._move(name)]
+            if not moved:
+                return "converged"
+        return f"pass limit ({self.settings.max_passes} passes)"
+
+    def _move(self, name: str) -> bool:
+        """Step one field upward while it improves; if the first step up did not, downward."""
+        return self._walk(name, upward=True) or self._walk(name, upward=False)
+
+    def _walk(self, name: str, upward: bool) -> bool:
+        moved = False
+        while True:
+            assert self.incumbent is not None
+            value = neighbour(self.ladders[name], getattr(self.incumbent.profile, name), upward)
+            if value is None:
+                return moved
+            candidate = labelled(self.start, with_field(self.incumbent.profile, name, value))
+            visit = self._visit(candidate, Stage.ASCENT, name)
+            if not self._improves(visit.result.score):
+                return moved
+            self.incumbent, moved = visit, True
+
+    def _improves(self, score: float) -> bool:
+        assert self.incumbent is not None
+        best = self.incumbent.result.score
+        return score > 0 if best <= 0 else score > best * (1 + self.settings.min_gain)
+
+    def _visit(self, profile: BatchingProfile, stage: Stage, moved_field: str | None = None) -> Visit:
+        """The configuration's visit: an earlier one with the same parameters, or a new evaluation."""
+        key = _parameters_key(profile)
+        if key in self.seen:
+            return self.seen[key]
+        self._check_budget()
+        began = self.clock()
+        result = self._evaluate(profile)
+        visit = Visit(len(self.trail) + 1, stage, profile, result, self._decision(stage, result), moved_field,
+                      self.clock() - began)
+        self.trail.append(visit)
+        self.seen[key] = visit
+        return visit
+
+    def _evaluate(self, profile: BatchingProfile) -> Evaluated:
+        """A failed evaluation (a server that would not start, say) is a result, not the end of the search;
+        anything else (Ctrl-C) ends it."""
+        try:
+            return self.evaluate(profile)
+        except (ValueError, OSError, RuntimeError) as exc:  # one bad configuration must not lose the whole search
+            return Evaluated(None, note=f"failed: {type(exc).__name__}: {exc}")
+
+    def _decision(self, stage: Stage, result: Evaluated) -> str:
+        if not result.met:
+            return f"unmet: {result.note}" if result.note else "unmet"
+        if stage == Stage.OFF:
+            return "baseline"
+        if stage == Stage.ADVICE or self.incumbent is None:
+            return "start"
+        best = self.incumbent.result.score
+        if best <= 0:
+            return "kept: the incumbent was unmet"
+        change = f"{result.score / best - 1:+.0%}"
+        if self._improves(result.score):
+            return f"kept: {change}"
+        return f"within noise: {change}" if result.score >= best * (1 - self.settings.min_gain) else f"worse: {change}"
+
+    def _check_budget(self) -> None:
+        s = self.settings
+        if len(self.trail) >= s.max_evaluations:
+            raise _Stop(f"budget: {s.max_evaluations} configurations")
+        durations = [visit.duration_s for visit in self.trail]
+        expected_s = sum(durations) / len(durations) if durations else 0.0
+        if self.clock() + expected_s > self.deadline:
+            raise _Stop(f"time limit ({s.max_s:g} s)")
+
+    def _answer(self, ended: str) -> TuneAnswer:
+        by_stage = {visit.stage: visit for visit in self.trail if visit.stage != Stage.ASCENT}
+        winner = self.incumbent if self.incumbent is not None and self.incumbent.result.met else None
+        return TuneAnswer(self.settings.p99_ms, self.settings.batch_size, winner, by_stage.get(Stage.OFF),
+                          by_stage.get(Stage.ADVICE), tuple(self.trail), ended,
+                          grid_size(self.start, self.ladders), self.settings.min_gain)
+
+
+class _Stop(Exception):
+    """The search ends before converging; the message says why."""

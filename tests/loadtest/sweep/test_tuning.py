@@ -1,0 +1,390 @@
+"""The batching tuner's decisions and output, against fake evaluators whose capacity is a known function."""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+
+from loadtest.sweep.tuning import (
+    OFF,
+    TUNED_FIELDS,
+    Evaluated,
+    Stage,
+    TuneAnswer,
+    Tuner,
+    TuneSettings,
+    Visit,
+    check_start,
+    default_ladders,
+    ladders_for,
+    neighbour,
+    with_field,
+)
+from loadtest.sweep.tuning_output import (
+    PARAMETERS_FILE,
+    TRAIL_FILE,
+    answer_lines,
+    answer_text,
+    batching_parameters_text,
+    profile_block,
+    trail_table,
+    write_winner,
+)
+from loadtest.tables import plain_table
+from serving.deploy.config import DEFAULT_CONFIG_FILE, BatchingProfile, build_config, build_profile, validate_profile
+from serving.endpoint import Device
+from serving.layering import read_toml
+from serving.protocol.protos import BatchingParameters
+
+CPU = build_profile("cpu", {
+    "enable_batching": True, "max_batch_size": 1024, "batch_timeout_micros": 0, "max_enqueued_batches": 2,
+    "num_batch_threads": 2, "thread_pool_name": "mnist_batch_threads_cpu", "allowed_batch_sizes": [],
+    "pad_variable_length_inputs": False, "enable_large_batch_splitting": False, "max_execution_batch_size": 1024,
+}, cores=2)
+GPU = build_profile("gpu", {
+    "enable_batching": True, "max_batch_size": 256, "batch_timeout_micros": 2000, "max_enqueued_batches": 4,
+    "num_batch_threads": 4, "thread_pool_name": "mnist_batch_threads_gpu",
+    "allowed_batch_sizes": [8, 16, 32, 64, 128, 256], "pad_variable_length_inputs": False,
+    "enable_large_batch_splitting": False, "max_execution_batch_size": 256,
+}, cores=4)
+BEST = {"batch_timeout_micros": 1000, "max_batch_size": 64, "num_batch_threads": 2, "max_enqueued_batches": 4}
+ONLY_TIMEOUT = {"max_batch_size": (), "num_batch_threads": (), "max_enqueued_batches": ()}
+
+
+def surface(best: dict[str, int] = BEST, peak: float = 1000.0, off: float = 400.0) -> Callable:
+    """Capacity falling off with the log distance from `best`, field by field: each ladder step costs > 5%."""
+    def capacity(profile: BatchingProfile) -> float | None:
+        if not profile.enable_batching:
+            return off
+        value = peak
+        for name, target in best.items():
+            shift = 100 if name == "batch_timeout_micros" else 0
+            value /= 1 + 0.25 * abs(math.log2((getattr(profile, name) + shift) / (target + shift)))
+        return value
+    return capacity
+
+
+class Fake:
+    """Evaluates with `capacity(profile)` (None: unmet); checks every profile it is asked about."""
+
+    def __init__(self, capacity: Callable, clock: Clock | None = None, seconds: float = 0.0):
+        self.capacity, self.clock, self.seconds = capacity, clock, seconds
+        self.asked: list[BatchingProfile] = []
+
+    def __call__(self, profile: BatchingProfile) -> Evaluated:
+        validate_profile(profile)
+        if profile.allowed_batch_sizes:
+            assert profile.allowed_batch_sizes[-1] == profile.max_batch_size
+        if profile.max_execution_batch_size is not None:
+            assert profile.max_execution_batch_size <= profile.max_batch_size
+        self.asked.append(profile)
+        if self.clock:
+            self.clock.now += self.seconds
+        rps = self.capacity(profile)
+        return Evaluated(rps, rps and rps * 2, 8.0 if rps else None, "" if rps else "p99 31 ms > 10 ms at 1 req/s")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def tune(fake: Fake, start: BatchingProfile = CPU, clock: Callable[[], float] | None = None, **settings):
+    settings.setdefault("cores", 4 if start is GPU else 2)
+    settings.setdefault("device", Device.GPU if start is GPU else Device.CPU)
+    tuner = Tuner(TuneSettings(p99_ms=10, **settings), start, fake)
+    if clock:
+        tuner.clock = clock
+    return tuner.run()
+
+
+def tuned(profile: BatchingProfile) -> dict[str, int]:
+    return {name: getattr(profile, name) for name in TUNED_FIELDS}
+
+
+def parameters_asked(fake: Fake) -> list[dict]:
+    return [p.parameters() for p in fake.asked]
+
+
+# ---------------------------------------------------------------- the search
+
+@pytest.mark.parametrize("start", [CPU, GPU], ids=["cpu", "gpu"])
+def test_the_tuner_finds_the_known_best_configuration_in_a_small_part_of_the_grid(start):
+    fake = Fake(surface())
+    answer = tune(fake, start)
+    assert answer.winner is not None and tuned(answer.winner.profile) == BEST
+    assert answer.ended_because == "converged"
+    assert [v.stage for v in answer.trail[:2]] == [Stage.OFF, Stage.ADVICE]
+    assert fake.asked[:2] == [OFF, start]
+    assert len(fake.asked) == len(answer.trail) == answer.configurations_visited + 1
+    assert answer.configurations_visited * 10 < answer.grid_size
+
+
+def test_the_full_grid_is_the_product_of_the_ladders():
+    assert tune(Fake(surface())).grid_size == 6 * 8 * 2 * 5  # timeouts, 8..1024, threads 1-2, queue 1..16
+
+
+def test_no_parameters_are_evaluated_twice():
+    fake = Fake(surface(best={**BEST, "batch_timeout_micros": 5000}))
+    tune(fake, max_passes=3)
+    asked = parameters_asked(fake)
+    assert len(asked) == len({json.dumps(p, sort_keys=True) for p in asked})
+
+
+def test_a_field_steps_up_first_and_only_then_down():
+    fake = Fake(surface(best={"batch_timeout_micros": 500}))
+    answer = tune(fake, GPU, ladders=ONLY_TIMEOUT)  # the gpu advice starts at 2000 us
+    assert [p.batch_timeout_micros for p in fake.asked[2:]] == [5000, 1000, 500, 0]
+    assert [v.decision for v in answer.trail[2:]] == ["worse: -18%", "kept: +19%", "kept: +22%", "worse: -39%"]
+    assert answer.winner.profile.batch_timeout_micros == 500
+
+
+@pytest.mark.parametrize(("ratio", "decision", "moves"), [
+    (1.04, "within noise: +4%", False), (0.96, "within noise: -4%", False),
+    (1.06, "kept: +6%", True), (0.90, "worse: -10%", False)])
+def test_a_difference_within_noise_never_replaces_the_incumbent(ratio, decision, moves):
+    fake = Fake(lambda p: 400.0 if p is OFF else 1000.0 * (ratio if p.batch_timeout_micros == 500 else 1.0))
+    answer = tune(fake, ladders={**ONLY_TIMEOUT, "batch_timeout_micros": (0, 500)})
+    assert answer.trail[-1].decision == decision
+    assert answer.winner.profile.batch_timeout_micros == (500 if moves else 0)
+    assert answer.gain_vs_advice.ratio == pytest.approx(ratio if moves else 1.0)
+
+
+def test_min_gain_sets_the_noise_level():
+    fake = Fake(lambda p: 400.0 if p is OFF else 1000.0 * (1.04 if p.batch_timeout_micros == 500 else 1.0))
+    answer = tune(fake, ladders={**ONLY_TIMEOUT, "batch_timeout_micros": (0, 500)}, min_gain=0.02)
+    assert answer.winner.profile.batch_timeout_micros == 500
+
+
+def test_the_evaluation_budget_ends_it_with_the_best_so_far():
+    fake = Fake(surface())
+    answer = tune(fake, max_evaluations=5)
+    assert len(fake.asked) == 5 and answer.ended_because == "budget: 5 configurations"
+    assert [p.batch_timeout_micros for p in fake.asked[1:]] == [0, 500, 1000, 2000]
+    assert answer.winner.profile.batch_timeout_micros == 1000
+    assert answer.winner.result.score == max(v.result.score for v in answer.trail if v.stage != Stage.OFF)
+
+
+def test_the_time_limit_ends_it_before_an_evaluation_would_overrun():
+    clock = Clock()
+    fake = Fake(surface(), clock=clock, seconds=100)
+    answer = tune(fake, clock=clock, max_s=450)
+    assert answer.ended_because == "time limit (450 s)"
+    assert len(fake.asked) == 4 and clock.now <= 450  # a 5th evaluation would end at 500 s
+    assert answer.winner.profile.batch_timeout_micros == 1000  # the best of off, 0, 500, 1000 us
+    assert [v.duration_s for v in answer.trail] == [100, 100, 100, 100]
+
+
+def test_a_pass_limit_says_the_search_did_not_converge():
+    fake = Fake(surface(best={"batch_timeout_micros": 10000}))
+    answer = tune(fake, ladders=ONLY_TIMEOUT, max_passes=1)
+    assert answer.ended_because == "pass limit (1 passes)"
+
+
+def test_off_unmet_leaves_the_gain_over_off_unknown_with_the_reason():
+    fake = Fake(lambda p: None if p is OFF else surface()(p))
+    answer = tune(fake)
+    assert answer.winner is not None and answer.off.decision == "unmet: p99 31 ms > 10 ms at 1 req/s"
+    assert answer.gain_vs_off.ratio is None
+    assert answer.gain_vs_off.reason == "batching off did not meet the objective: p99 31 ms > 10 ms at 1 req/s"
+    assert answer.gain_vs_advice.ratio > 1
+    assert "unknown over off (batching off did not meet" in answer_lines(answer, None)[2]
+
+
+def test_failed_evaluations_are_recorded_and_the_search_goes_on():
+    def capacity(profile):
+        if profile.max_batch_size == 32:
+            raise RuntimeError("server did not start")
+        if profile.max_enqueued_batches == 8:
+            return None
+        return surface()(profile)
+    answer = tune(Fake(capacity))
+    assert tuned(answer.winner.profile) == BEST
+    decisions = [v.decision for v in answer.trail]
+    assert "unmet: failed: RuntimeError: server did not start" in decisions
+    assert all(v.result.capacity_rps is None for v in answer.trail if v.decision.startswith("unmet"))
+
+
+def test_an_unmet_advice_is_replaced_by_any_configuration_that_meets_the_objective():
+    fake = Fake(lambda p: 400.0 if p is OFF else (None if p.batch_timeout_micros == 0 else 100.0))
+    answer = tune(fake, ladders={**ONLY_TIMEOUT, "batch_timeout_micros": (0, 500)})
+    assert answer.advice.decision.startswith("unmet")
+    assert answer.winner.profile.batch_timeout_micros == 500
+    assert answer.winner.decision == "kept: the incumbent was unmet"
+    assert answer.gain_vs_advice.reason == ("TF Serving's advice did not meet the objective: "
+                                            "p99 31 ms > 10 ms at 1 req/s")
+
+
+def test_nothing_met_means_no_winner(tmp_path):
+    answer = tune(Fake(lambda p: None), ladders={**ONLY_TIMEOUT, "batch_timeout_micros": (0, 500)})
+    assert answer.winner is None and answer.ended_because == "converged"
+    assert answer.gain_vs_off.reason == "no batching configuration met the objective"
+    files = write_winner(tmp_path, answer)
+    assert files.parameters_file is None and files.trail_file.exists()
+    assert answer_lines(answer, None)[-1] == ("tuned: no batching configuration met p99 <= 10 ms, "
+                                              "request batch 1 (3 evaluated)")
+
+
+def test_visits_are_named_by_the_fields_that_differ_from_the_start():
+    answer = tune(Fake(surface()))
+    names = [v.profile.name for v in answer.trail]
+    assert names[:3] == ["off", "cpu", "cpu+batch_timeout_micros=500"]
+    assert answer.winner.profile.name == ("cpu+batch_timeout_micros=1000,max_batch_size=64,"
+                                          "max_enqueued_batches=4")
+    assert len(set(names)) == len(names)
+
+
+# ---------------------------------------------------------------- ladders, profiles, settings
+
+def test_default_ladders_follow_the_device_and_cores():
+    cpu = default_ladders(Device.CPU, 2)
+    assert cpu == {"batch_timeout_micros": (0, 500, 1000, 2000, 5000, 10000),
+                   "max_batch_size": (8, 16, 32, 64, 128, 256, 512, 1024),
+                   "num_batch_threads": (1, 2), "max_enqueued_batches": (1, 2, 4, 8, 16)}
+    gpu = default_ladders(Device.GPU, 6, batch_size=32)
+    assert gpu["num_batch_threads"] == (1, 2, 4, 6, 12)
+    assert gpu["max_enqueued_batches"] == (1, 2, 4, 6, 8, 16)
+    assert gpu["max_batch_size"] == (32, 64, 128, 256, 512, 1024)
+
+
+def test_given_ladders_replace_the_defaults_sorted_and_unique():
+    ladders = ladders_for(TuneSettings(p99_ms=10, cores=2, ladders={"max_batch_size": (64, 16, 64)}))
+    assert ladders["max_batch_size"] == (16, 64) and ladders["num_batch_threads"] == (1, 2)
+
+
+def test_neighbours_of_a_value_off_the_ladder():
+    assert neighbour((8, 16, 32), 20, upward=True) == 32 and neighbour((8, 16, 32), 20, upward=False) == 16
+    assert neighbour((8, 16, 32), 32, upward=True) is None and neighbour((8, 16, 32), 8, upward=False) is None
+
+
+@pytest.mark.parametrize(("maximum", "sizes"), [
+    (512, (8, 16, 32, 64, 128, 256, 512)), (64, (8, 16, 32, 64)), (100, (8, 16, 32, 64, 100)), (4, (4,))])
+def test_allowed_batch_sizes_and_execution_size_follow_max_batch_size(maximum, sizes):
+    changed = with_field(GPU, "max_batch_size", maximum)
+    assert changed.allowed_batch_sizes == sizes and changed.max_execution_batch_size == maximum
+
+
+def test_a_smaller_execution_batch_size_is_kept_but_never_above_the_maximum():
+    split = replace(GPU, enable_large_batch_splitting=True, max_execution_batch_size=128)
+    assert with_field(split, "max_batch_size", 512).max_execution_batch_size == 128
+    assert with_field(split, "max_batch_size", 64).max_execution_batch_size == 64
+    assert with_field(CPU, "max_batch_size", 64).allowed_batch_sizes == ()
+
+
+def test_the_profiles_of_serving_toml_are_valid_starts():
+    config = build_config(read_toml(DEFAULT_CONFIG_FILE, "serving config"), cores=2)
+    for name in ("cpu", "gpu"):
+        check_start(config.profile(name), ladders_for(TuneSettings(p99_ms=10, cores=2)))
+
+
+@pytest.mark.parametrize(("start", "message"), [
+    (OFF, "turns batching off"),
+    (replace(CPU, max_enqueued_batches=None), "leaves max_enqueued_batches unset"),
+    (replace(GPU, max_batch_size=512), "Last entry in allowed_batch_sizes must match")])
+def test_a_bad_start_is_refused(start, message):
+    with pytest.raises(ValueError, match=message):
+        tune(Fake(surface()), start)
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"ladders": {"thread_pool_name": (1,)}}, "no ladder for thread_pool_name"),
+    ({"max_evaluations": 1}, "at least 2 evaluations"), ({"min_gain": 1.0}, "min_gain"),
+    ({"batch_size": 0}, "batch size"), ({"ladders": {"num_batch_threads": (0, 2)}}, "values >= 1")])
+def test_bad_settings_are_refused(settings, message):
+    with pytest.raises(ValueError, match=message):
+        tune(Fake(surface()), **settings)
+
+
+# ---------------------------------------------------------------- output
+
+@pytest.mark.parametrize("profile", [CPU, with_field(GPU, "max_batch_size", 512)], ids=["cpu", "gpu"])
+def test_the_parameters_file_parses_back_to_the_same_values(profile):
+    parsed = text_format.Parse(batching_parameters_text(profile), BatchingParameters())
+    assert parsed == profile.to_proto()
+    assert parsed.max_batch_size.value == profile.max_batch_size
+    assert parsed.HasField("batch_timeout_micros")  # present even when 0: TF Serving's wrapper types
+    assert parsed.batch_timeout_micros.value == profile.batch_timeout_micros
+    assert list(parsed.allowed_batch_sizes) == list(profile.allowed_batch_sizes)
+    with pytest.raises(ValueError, match="turns batching off"):
+        batching_parameters_text(OFF)
+
+
+@pytest.mark.parametrize("profile", [CPU, with_field(GPU, "max_batch_size", 512)], ids=["cpu", "gpu"])
+def test_the_profile_block_round_trips_through_build_profile(profile):
+    block = profile_block(profile, "tuned", comment="tuned for p99 <= 10 ms")
+    table = tomllib.loads(block)["profiles"]["tuned"]
+    assert set(table) == {"enable_batching"} | {n for n, v in profile.parameters().items() if v is not None}
+    assert build_profile("tuned", table, cores=99).parameters() == profile.parameters()
+    assert block.startswith("# tuned for p99 <= 10 ms\n[profiles.tuned]\n")
+
+
+def test_a_profile_block_needs_a_bare_toml_name():
+    with pytest.raises(ValueError, match="TOML bare key"):
+        profile_block(CPU, "cpu+batch_timeout_micros=500")
+
+
+def test_write_winner_never_overwrites(tmp_path):
+    answer = tune(Fake(surface()))
+    first, second = write_winner(tmp_path, answer), write_winner(tmp_path, answer)
+    assert first.parameters_file == tmp_path / PARAMETERS_FILE and first.trail_file == tmp_path / TRAIL_FILE
+    assert second.parameters_file == tmp_path / "tuned_batching_parameters-2.txt"
+    assert second.trail_file == tmp_path / "tune-2.json"
+    assert first.parameters_file.read_text() == batching_parameters_text(answer.winner.profile)
+    record = json.loads(first.trail_file.read_text())
+    assert record["winner"] == answer.winner.number and len(record["trail"]) == len(answer.trail)
+    assert record["trail"][0] == {**record["trail"][0], "stage": "off", "parameters": {}, "decision": "baseline"}
+    assert record["gain_vs_off"]["ratio"] == pytest.approx(answer.gain_vs_off.ratio)
+
+
+def hand_made_answer(off_rps: float = 351.2) -> TuneAnswer:
+    winner_profile = replace(CPU, name="cpu+batch_timeout_micros=1000", batch_timeout_micros=1000)
+    off = Visit(1, Stage.OFF, OFF, Evaluated(off_rps, off_rps, 4.0), "baseline")
+    advice = Visit(2, Stage.ADVICE, CPU, Evaluated(725.0, 725.0, 9.1), "start")
+    winner = Visit(3, Stage.ASCENT, winner_profile, Evaluated(812.4, 812.4, 8.2), "kept: +12%", "batch_timeout_micros")
+    return TuneAnswer(10, 1, winner, off, advice, (off, advice, winner), "converged", 480)
+
+
+def test_the_last_lines_name_the_winner_its_gains_and_the_file():
+    lines = answer_lines(hand_made_answer(), Path("results/run/tuned_batching_parameters.txt"))
+    assert lines == [
+        "search: visited 2 of 480 configurations (plus batching off), converged",
+        "tuned: winner cpu+batch_timeout_micros=1000 812.4 req/s (812.4 img/s) at p99 8.2 ms <= 10 ms, "
+        "request batch 1",
+        "batching gain ×2.31 over off (351.2 req/s); ×1.12 over TF Serving's advice, profile cpu (725.0 req/s)",
+        "file: results/run/tuned_batching_parameters.txt (use with --batching_parameters_file, or paste the "
+        "profile block above into serving/serving.toml)",
+    ]
+
+
+def test_the_lines_say_when_batching_off_serves_more():
+    lines = answer_lines(hand_made_answer(off_rps=1000.0), None)
+    assert lines[-1] == "batching off serves more than any batching configuration tried: keep BATCHING=off"
+
+
+def test_the_trail_table_has_a_row_per_configuration_and_marks_the_winner():
+    text = plain_table(trail_table(hand_made_answer()), 200).splitlines()
+    assert text[0].split() == ["#", "stage", "timeout", "us", "max", "batch", "threads", "max", "enqueued",
+                               "req/s", "img/s", "p99", "ms", "decision"]
+    assert text[1].split() == ["1", "off", "—", "—", "—", "—", "351.2", "351.2", "4.000", "baseline"]
+    assert text[3].split() == ["*3", "ascent", "1000", "1024", "2", "2", "812.4", "812.4", "8.200", "kept:", "+12%"]
+    assert len(text) == 4
+
+
+def test_answer_text_ends_with_the_answer_lines_after_the_profile_block(tmp_path):
+    answer = tune(Fake(surface()))
+    files = write_winner(tmp_path, answer)
+    text = answer_text(answer, files)
+    block = profile_block(answer.winner.profile, "tuned", comment=f"{answer.winner.profile.name}, tuned for p99 "
+                          "<= 10 ms")
+    assert block.rstrip("\n") + "\n\nsearch: visited" in text
+    assert text.endswith("\n".join(answer_lines(answer, files.parameters_file)))
