@@ -180,6 +180,12 @@ def test_dead_server_mid_sweep_fails_its_cell_and_the_sweep_finishes(exported_mo
     assert len(read_results(sweep.jsonl_path)) == 3  # earlier results intact, every cell accounted for
 
 
+def default_sigint() -> None:
+    """In the child: SIGINT as a terminal delivers it. A shell script's background job (`cmd &`) starts with
+    SIGINT ignored, which its children inherit, and Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_fails_the_running_cell_and_keeps_the_sweep_bounded(null_server, exported_model, tmp_path):
     plan_path = tmp_path / "plan.toml"
     plan_path.write_text(f'[run]\nwarmup_s = 0.5\nmeasure_s = 20.0\ncheck = "shape"\n'
@@ -188,7 +194,8 @@ def test_ctrl_c_fails_the_running_cell_and_keeps_the_sweep_bounded(null_server, 
     results_dir = tmp_path / "results"
     proc = subprocess.Popen([*command("loadtest"), "--plan", str(plan_path), "--target",
                              null_server.grpc_target, "--rest-url", null_server.rest_url, "--results-dir",
-                             str(results_dir)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             str(results_dir)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     wait_for(lambda: list(results_dir.glob("*/logs/cell-000.log")), 90, "the first cell's Locust to start")
     wait_for_load(null_server)  # Locust is up and sending
     locusts = [p for p in psutil.Process(proc.pid).children(recursive=True)]
