@@ -12,7 +12,7 @@ BATCHING ?= off
 PLAN ?= loadtest/plans/quick.toml
 EXPORT_ARGS ?=
 
-.PHONY: setup browser lint test test-fast export bench-server bench-loadgen serve serve-cpu serve-gpu stop \
+.PHONY: setup browser h2load lint test test-fast export bench-server bench-loadgen serve serve-cpu serve-gpu stop \
 	loadtest capacity tune locust-ui report size demo clean-venv
 
 setup: $(STAMP)
@@ -48,7 +48,12 @@ test: setup browser
 bench-server: setup
 	$(CLI) bench server --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
 
-bench-loadgen: setup
+# h2load (Debian's nghttp2-client), the C reference the load generator is held against.
+h2load:
+	@command -v h2load >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null; } \
+		|| { echo "make h2load: could not install Debian's nghttp2-client (apt-get install nghttp2-client, as root)" >&2; exit 1; }
+
+bench-loadgen: setup h2load
 	$(CLI) bench loadgen --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
 
 export: setup

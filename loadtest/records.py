@@ -50,6 +50,7 @@ class LoadSpec:
     processes: int  # Locust worker processes
     check: Check = Check.CLASSES  # "classes": vs the model's own answers; "shape": null backend
     late_threshold_ms: float = 0.0  # open loop: a send leaving later than this after its intended time is late
+    dispatch_lag_limit_ms: float | None = None  # open loop: a p99 dispatch lag above this flags the cell
     window_s: float = 1.0  # throughput windows for the stability check
 
 
@@ -105,6 +106,9 @@ class CellResult:
     locust_stats: dict = field(default_factory=dict)  # Locust's own (ms-rounded) totals, for comparison
     pool_full_waits: int = 0  # open loop: sends held back because max_in_flight calls were outstanding
     search: dict = field(default_factory=dict)  # a capacity search's cell: its id, role, objective; else empty
+    dispatch_lag_p50_us: float | None = None  # open loop: actual - intended send time; None for closed loop
+    dispatch_lag_p99_us: float | None = None
+    dispatch_lag_max_us: float | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

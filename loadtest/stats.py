@@ -154,13 +154,14 @@ UNSTABLE_CHANGE = 0.10
 def validity_flags(*, errors: int, requests: int, errors_by_code: dict, late_sends: int,
                    process_cpu_percents: list[float], total_cpu_percent: float, cores: int,
                    window_rps: list[float], pool_waits: int = 0, window_s: float = 1.0,
-                   poisson: bool = False) -> list[tuple[Flag, str]]:
+                   poisson: bool = False, dispatch_lag_p99_us: float | None = None,
+                   dispatch_lag_limit_us: float = 0.0) -> list[tuple[Flag, str]]:
     """(flag, reason) pairs for a measured cell; an empty list means the cell is valid.
 
     Saturated: the load generator, not the server, may be the bottleneck (a process near one
     core, since Python runs one core per process, or all cores near full, or > 1% late sends and at
     least 5 of them; late sends that waited for an in-flight slot point at a stalled server filling
-    the pool).
+    the pool; or an open loop's p99 dispatch lag above its limit: the client did not keep its schedule).
     Unstable: consecutive measurement windows differ by more than 10% in throughput (beyond
     counting noise when arrivals are Poisson).
     """
@@ -177,6 +178,9 @@ def validity_flags(*, errors: int, requests: int, errors_by_code: dict, late_sen
     if late_fraction > LATE_SEND_LIMIT and late_sends >= LATE_SEND_MIN_COUNT:
         cause = f"; {pool_waits} waited for a free in-flight slot" if pool_waits else ""
         flags.append((Flag.SATURATED, f"{late_fraction:.1%} of sends left late (limit {LATE_SEND_LIMIT:.0%}){cause}"))
+    if dispatch_lag_p99_us is not None and 0 < dispatch_lag_limit_us < dispatch_lag_p99_us:
+        flags.append((Flag.SATURATED, f"dispatch lag p99 {dispatch_lag_p99_us:.0f} µs > {dispatch_lag_limit_us:.0f} "
+                                      "µs: the load generator did not send on time"))
     change = max_consecutive_change(window_rps, window_s, poisson)
     if change > UNSTABLE_CHANGE:
         flags.append((Flag.UNSTABLE, f"throughput of consecutive windows changed by {change:.0%} "

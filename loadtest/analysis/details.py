@@ -142,7 +142,7 @@ def cells_table(series: Sequence[Series], labels: Sequence[str], only_unusable: 
                          "yes" if usable(c) else "NO", fmt(c.throughput_ips), fmt(c.throughput_rps),
                          fmt(c.latency_p50_ms, 2), fmt(c.latency_p99_ms, 2), f"{c.requests:,}",
                          f"{errors:,}", f"{c.wrong_answers:,}", f"{c.late_send_fraction:.1%}",
-                         fmt(c.loadgen_cpu_percent, 0), fmt(c.server_batch_size_mean, 2),
+                         fmt(c.dispatch_lag_p99_us, 0), fmt(c.loadgen_cpu_percent, 0), fmt(c.server_batch_size_mean, 2),
                          "" if usable(c) else unusable_reason(c)))
             marks.append(cell_mark(c))
     title = "Invalid and failed cells" if only_unusable else "Every cell"
@@ -150,7 +150,7 @@ def cells_table(series: Sequence[Series], labels: Sequence[str], only_unusable: 
                if only_unusable else "Invalid and failed cells are marked and give their reasons.")
     return Table(title, caption,
                  ("series", "load", "status", "valid", "images/s", "requests/s", "p50 ms", "p99 ms",
-                  "requests", "errors", "wrong answers", "late sends", "loadgen CPU %",
+                  "requests", "errors", "wrong answers", "late sends", "dispatch lag p99 µs", "loadgen CPU %",
                   "server batch mean", "reason"), tuple(rows), tuple(marks),
                  in_summary=only_unusable)
 

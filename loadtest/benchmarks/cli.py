@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import click
@@ -89,14 +90,22 @@ def server(**options) -> None:
 @click.option("--seconds", type=POSITIVE_S, default=5.0, show_default=True, help="measured seconds per run")
 @click.option("--open-rate", type=POSITIVE_S, default=100.0, show_default=True,
               help="open loop's requests/s: under the 5 ms server's 200/s")
-def loadgen(**options) -> None:
-    """What one Locust process sustains and how exactly it measures, against the null backend."""
-    from loadtest.benchmarks.loadgen import LoadgenBenchError, LoadgenOptions, run
+@click.option("--h2load/--no-h2load", "against_h2load", default=True, show_default=True,
+              help="also hold our figures against h2load's (Debian's nghttp2-client)")
+def loadgen(against_h2load: bool, **options) -> None:
+    """What one Locust process sustains and how exactly it measures, against the null backend and h2load."""
+    from loadtest.benchmarks import loadgen as bench_loadgen
+    from loadtest.benchmarks import reference
+    from loadtest.benchmarks.h2load import H2loadError
+    from loadtest.benchmarks.loadgen import LoadgenBenchError, LoadgenOptions
     from serving.deploy.process import ServerNotReady
 
     settings = LoadgenOptions(**options)
     require(settings.model_base_path, settings.samples)
+    work = Path(tempfile.mkdtemp(prefix="loadtest-bench-"))
     try:
-        run(settings, echo=click.echo)
-    except (LoadgenBenchError, ServerNotReady, OSError, ValueError) as exc:
+        bench_loadgen.run(settings, work, echo=click.echo)
+        if against_h2load:
+            reference.run(settings, work, echo=click.echo)
+    except (LoadgenBenchError, H2loadError, ServerNotReady, OSError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -19,7 +19,6 @@ Not for: measuring a real model (see `loadtest.sweep.runner`).
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,13 +29,18 @@ from loadtest.sweep import plan as plans
 from loadtest.sweep import scrape
 from loadtest.sweep.locust_run import locust_command, run_locust
 from loadtest.vocab import Arrival, Check, LoadMode
+from serving.deploy.config import BatchingProfile
 from serving.deploy.process import ServerHandle, process_cpu_s, start_server
+from serving.deploy.tfs_files import batching_parameters_text
 from serving.endpoint import ServedEndpoint
 
 MODEL = "mnist"
 DELAY_MS = 5.0  # the fixed server delay of part 2
 STALL_FLAGS = ("--null_delay_ms", "5", "--null_stall_ms", "200", "--null_stall_every_s", "2")
 Print = Callable[[str], None]
+# The real model's server of the comparison with h2load (issue #13): batching, one batch thread.
+MODEL_BATCHING = BatchingProfile(name="bench", enable_batching=True, max_batch_size=64, batch_timeout_micros=2000,
+                                 num_batch_threads=1, max_enqueued_batches=100)
 
 
 class LoadgenBenchError(RuntimeError):
@@ -72,6 +76,17 @@ def null_server(model_base_path: Path, cpu: str, *flags: str, timeout_s: float =
     with start_server("--model_name", MODEL, "--model_base_path", str(model_base_path), *flags,
                       backend="null", cpu=cpu, timeout_s=timeout_s) as server:
         yield endpoint_of(server, "null")
+
+
+@contextmanager
+def served_model(options: LoadgenOptions, work: Path, timeout_s: float = 180.0) -> Iterator[ServedEndpoint]:
+    """The real model (SavedModel backend) with `MODEL_BATCHING`, on free ports, pinned to the server's cores."""
+    params = work / "batching_parameters.txt"
+    params.write_text(batching_parameters_text(MODEL_BATCHING))
+    with start_server("--model_name", MODEL, "--model_base_path", str(options.model_base_path.resolve()),
+                      "--enable_batching", "--batching_parameters_file", str(params), "--batching_profile", "bench",
+                      cpu=options.server_cpu, timeout_s=timeout_s) as server:
+        yield endpoint_of(server, "model")
 
 
 def measure(run: plans.RunSettings, cell: plans.Cell, server: ServedEndpoint, cpu: str, work: Path) -> dict:
@@ -121,11 +136,14 @@ def closed(users: int) -> plans.Cell:
     return plans.Cell(LoadMode.CLOSED, 1, users, None)
 
 
-def run(options: LoadgenOptions, echo: Print = print) -> None:
-    """The three parts, each on a fresh null server; one line per measurement through `echo`."""
-    base = plans.RunSettings(warmup_s=1.0, measure_s=options.seconds, samples=str(options.samples),
+def base_settings(options: LoadgenOptions) -> plans.RunSettings:
+    return plans.RunSettings(warmup_s=1.0, measure_s=options.seconds, samples=str(options.samples),
                              check=Check.SHAPE, late_threshold_ms=2.0)
-    work = Path(tempfile.mkdtemp(prefix="loadtest-bench-"))
+
+
+def run(options: LoadgenOptions, work: Path, echo: Print = print) -> None:
+    """The three parts, each on a fresh null server; one line per measurement through `echo`."""
+    base = base_settings(options)
     idle = throughput_part(options, base, work, echo)
     delay_part(options, base, work, idle, echo)
     stall_part(options, base, work, echo)

@@ -220,10 +220,11 @@ class CallClock:
     the monotonic start its duration is measured from. Latency counts from the intended time, so a
     late send is charged to the call (coordinated omission)."""
 
-    __slots__ = ("intended", "sent", "start")
+    __slots__ = ("intended", "sent", "start", "scheduled")
 
     def __init__(self, intended_unix_s: float | None) -> None:
         self.sent = time.time()
+        self.scheduled = intended_unix_s is not None
         self.intended = self.sent if intended_unix_s is None else intended_unix_s
         self.start = time.perf_counter()
 
@@ -233,7 +234,7 @@ class CallClock:
 
     def record(self, latency_us: float, outcome: Outcome, images: int) -> CallRecord:
         return CallRecord(self.intended, self.sent, latency_us, outcome.status == "OK", outcome.status,
-                          outcome.error, images, outcome.correct, outcome.checked)
+                          outcome.error, images, outcome.correct, outcome.checked, self.scheduled)
 
     def failure(self, latency_us: float, status: str, error: str, images: int) -> CallRecord:
-        return CallRecord(self.intended, self.sent, latency_us, False, status, error, images, 0, 0)
+        return CallRecord(self.intended, self.sent, latency_us, False, status, error, images, 0, 0, self.scheduled)

@@ -34,6 +34,13 @@ class CallRecord:
     images: int
     correct: int  # returned classes equal to the true labels
     checked: int  # images whose class was compared with the true label
+    scheduled: bool = False  # open loop: sent by the dispatcher for `intended_unix_s` (its lag is measured)
+
+    @property
+    def dispatch_lag_us(self) -> float:
+        """How long after its intended time the call left, in whole µs (the resolution of a Unix time in a
+        double); 0 when it left early or on time."""
+        return float(round(max(0.0, self.sent_unix_s - self.intended_unix_s) * 1e6))
 
 
 _SUMMED = ("requests", "ok_requests", "images", "correct", "checked", "late_sends", "pool_waits", "sum_us")
@@ -57,16 +64,22 @@ class Tally:
     errors_by_code: dict = field(default_factory=dict)
     error_examples: dict = field(default_factory=dict)
     window_counts: dict = field(default_factory=dict)
+    lag_histogram: HdrHistogram = field(default_factory=stats.new_histogram)  # open loop: sent - intended, µs
+    lag_max_us: float | None = None
 
     def to_wire(self) -> dict:
-        """Plain data (the histogram encoded) that `add_delta` on another process adds exactly."""
-        wire = {name: getattr(self, name) for name in (*_SUMMED, "min_us", "max_us")}
+        """Plain data (the histograms encoded) that `add_delta` on another process adds exactly."""
+        wire = {name: getattr(self, name) for name in (*_SUMMED, "min_us", "max_us", "lag_max_us")}
         return {**wire, "histogram": stats.encode(self.histogram), "errors_by_code": dict(self.errors_by_code),
-                "error_examples": dict(self.error_examples), "window_counts": dict(self.window_counts)}
+                "error_examples": dict(self.error_examples), "window_counts": dict(self.window_counts),
+                "lag_histogram": stats.encode(self.lag_histogram)}
 
     def add_delta(self, delta: dict) -> None:
         if delta["histogram"]:
             self.histogram.decode_and_add(delta["histogram"].encode("ascii"))
+        if delta.get("lag_histogram"):
+            self.lag_histogram.decode_and_add(delta["lag_histogram"].encode("ascii"))
+        self.lag_max_us = _extreme(max, self.lag_max_us, delta.get("lag_max_us"))
         for name in _SUMMED:
             setattr(self, name, getattr(self, name) + delta[name])
         self.min_us = _extreme(min, self.min_us, delta["min_us"])
@@ -78,6 +91,12 @@ class Tally:
 
     def latency(self) -> stats.LatencySummary:
         return stats.summarise(self.histogram, self.min_us, self.max_us, self.sum_us)
+
+    def dispatch_lag(self) -> stats.LatencySummary | None:
+        """How late the open-loop dispatcher sent (ms, µs precision); None when nothing was scheduled."""
+        if self.lag_histogram.get_total_count() == 0:
+            return None
+        return stats.summarise(self.lag_histogram, exact_max_us=self.lag_max_us)
 
 
 @dataclass(kw_only=True)
@@ -102,6 +121,8 @@ class Collector(Tally):
         self.requests += 1
         if record.sent_unix_s - record.intended_unix_s > self.late_threshold_s:
             self.late_sends += 1
+        if record.scheduled:
+            self._add_lag(record.dispatch_lag_us)
         if not record.ok:
             self.errors_by_code[record.status] = self.errors_by_code.get(record.status, 0) + 1
             self.error_examples.setdefault(record.status, record.error[:300])
@@ -114,6 +135,10 @@ class Collector(Tally):
         done = record.intended_unix_s + record.latency_us / 1e6
         index = int((done - self.start_unix_s) // self.window_s)
         self.window_counts[str(index)] = self.window_counts.get(str(index), 0) + 1
+
+    def _add_lag(self, lag_us: float) -> None:
+        stats.record_us(self.lag_histogram, lag_us)
+        self.lag_max_us = lag_us if self.lag_max_us is None else max(self.lag_max_us, lag_us)
 
     def _add_latency(self, latency_us: float) -> None:
         stats.record_us(self.histogram, latency_us)

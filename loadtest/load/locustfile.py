@@ -9,7 +9,8 @@ locust-ui`). Users, by protocol and load model:
   request at its intended time into a bounded pool of greenlets, so a stalled server does not
   slow the arrivals (no coordinated omission): latency counts from the intended send time, and a
   send that leaves more than `--late-threshold-ms` after it (pool full, or the process too busy)
-  is counted late.
+  is counted late, and every send's dispatch lag (actual − intended send time, µs) goes into its
+  own exact histogram, so a slow client is never mistaken for a slow server.
 
 Every call yields one `CallRecord`; each fires Locust's `request` event (Locust's own statistics
 and UI) and goes into this process's `Collector` (exact µs HdrHistogram over the measurement
@@ -54,6 +55,7 @@ from loadtest import stats
 from loadtest.load.arrivals import ARRIVAL_GAPS
 from loadtest.load.client import CHECKS, CLIENTS, Samples
 from loadtest.load.collector import Aggregate, Collector
+from loadtest.load.dispatch import Dispatcher
 from loadtest.load.summary import LoadSummary, LocustTotals
 from loadtest.vocab import Protocol
 
@@ -77,6 +79,11 @@ def add_arguments(parser) -> None:
     group.add_argument("--seed", type=int, default=1, help="open loop Poisson arrivals")
     group.add_argument("--max-in-flight", type=int, default=512, help="open loop: pool size per user")
     group.add_argument("--late-threshold-ms", type=float, default=2.0)
+    group.add_argument("--dispatch-spin-share", type=float, default=0.2,
+                       help="open loop: wake early by the oversleep seen so far, then spin (yielding) to each send, "
+                            "spinning at most this share of the gap between sends (0: sleep only)")
+    group.add_argument("--plant-dispatch-delay-ms", type=float, default=0.0,
+                       help="tests only: hold every open-loop send this long after its time (a slow dispatcher)")
     group.add_argument("--warmup-s", type=float, default=0.0)
     group.add_argument("--measure-s", type=float, default=0.0, help="0 = interactive (web UI), no auto quit")
     group.add_argument("--window-s", type=float, default=1.0, help="throughput stability windows")
@@ -204,17 +211,20 @@ class _OpenLoop(_PredictUser):
         rate = options.rate_per_user
         gap = ARRIVAL_GAPS[options.arrival]
         pool = gevent.pool.Pool(options.max_in_flight)
+        dispatcher = Dispatcher(options.dispatch_spin_share)
         intended = time.time()
+        gap_s = 1.0 / rate
         while RUN.sending_allowed(intended):
-            delay = intended - time.time()
-            if delay > 0:
-                gevent.sleep(delay)
+            dispatcher.wait_until(intended, gap_s)
+            if options.plant_dispatch_delay_ms > 0:
+                gevent.sleep(options.plant_dispatch_delay_ms / 1000.0)
             if pool.full():
                 RUN.window.note_pool_wait(intended)
                 pool.wait_available(timeout=options.request_timeout_s + 1.0)  # calls time out by then
             self.index += 1
             pool.spawn(RUN.call, self.client, self.index, intended)
-            intended += gap(rng, rate)
+            gap_s = gap(rng, rate)
+            intended += gap_s
         raise StopUser()
 
 
@@ -300,7 +310,7 @@ def run_summary(complete: bool) -> LoadSummary:
         latency=agg.latency(), histogram_us=stats.encode(agg.histogram),
         window_rps=stats.window_counts_to_rps(agg.window_counts, options.window_s, windows),
         cpu_s_by_pid=RUN.cpu, model_version=RUN.model_version, in_flight_abandoned=RUN.abandoned,
-        locust=locust_totals())
+        locust=locust_totals(), dispatch_lag=agg.dispatch_lag())
 
 
 def locust_totals() -> LocustTotals:

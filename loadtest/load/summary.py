@@ -50,6 +50,7 @@ class LoadSummary:
     model_version: int | None
     in_flight_abandoned: int
     locust: LocustTotals | None = field(default=None)
+    dispatch_lag: LatencySummary | None = None  # open loop: actual - intended send time, merged over processes
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -63,4 +64,5 @@ class LoadSummary:
         values = {k: v for k, v in raw.items() if k in known}
         values["latency"] = LatencySummary(**raw["latency"])
         values["locust"] = LocustTotals(**raw["locust"]) if raw.get("locust") else None
+        values["dispatch_lag"] = LatencySummary(**raw["dispatch_lag"]) if raw.get("dispatch_lag") else None
         return cls(**values)

@@ -41,7 +41,8 @@ def load_spec(run: plans.RunSettings, cell: plans.Cell) -> LoadSpec:
     return LoadSpec(mode=cell.mode, request_batch_size=cell.batch_size, concurrency=cell.concurrency,
                     rate_rps=cell.rate_rps, arrival=run.arrival if cell.mode == LoadMode.OPEN else None,
                     warmup_s=run.warmup_s, duration_s=run.measure_s, processes=load_processes(run, cell),
-                    check=run.check, late_threshold_ms=run.late_threshold_ms, window_s=run.window_s)
+                    check=run.check, late_threshold_ms=run.late_threshold_ms, window_s=run.window_s,
+                    dispatch_lag_limit_ms=run.dispatch_lag_limit_ms if cell.mode == LoadMode.OPEN else None)
 
 
 def cell_flags(ctx: CellContext, spec: LoadSpec, summary: LoadSummary, failure: str) -> list[ValidityFlag]:
@@ -52,7 +53,8 @@ def cell_flags(ctx: CellContext, spec: LoadSpec, summary: LoadSummary, failure: 
         errors_by_code=summary.errors_by_code, late_sends=summary.late_sends,
         process_cpu_percents=process_cpu, total_cpu_percent=sum(process_cpu), cores=ctx.cores,
         window_rps=summary.window_rps, pool_waits=summary.pool_waits, window_s=ctx.run.window_s,
-        poisson=spec.arrival == Arrival.POISSON)
+        poisson=spec.arrival == Arrival.POISSON, dispatch_lag_p99_us=lag_us(summary, "p99_ms"),
+        dispatch_lag_limit_us=(spec.dispatch_lag_limit_ms or 0) * 1000)
     failed = [ValidityFlag(Flag.FAILED, failure)] if failure else []
     return failed + [ValidityFlag(flag, reason) for flag, reason in pairs]
 
@@ -82,7 +84,15 @@ def measured_result(ctx: CellContext, index: int, label: ServerLabel, spec: Load
         valid=not flags, flags=flags, provenance=ctx.provenance,
         images=summary.images, error_examples=summary.error_examples,
         loadgen_process_cpu_percent=[round(c, 1) for c in process_cpu], server_metrics=figures.extra,
-        locust_stats=asdict(summary.locust) if summary.locust else {}, pool_full_waits=summary.pool_waits)
+        locust_stats=asdict(summary.locust) if summary.locust else {}, pool_full_waits=summary.pool_waits,
+        dispatch_lag_p50_us=lag_us(summary, "p50_ms"), dispatch_lag_p99_us=lag_us(summary, "p99_ms"),
+        dispatch_lag_max_us=lag_us(summary, "max_ms"))
+
+
+def lag_us(summary: LoadSummary, name: str) -> float | None:
+    """One figure of the run's dispatch lag in µs (None for a closed loop, which schedules nothing)."""
+    value = getattr(summary.dispatch_lag, name) if summary.dispatch_lag is not None else None
+    return None if value is None else round(value * 1000, 1)
 
 
 def failed_result(ctx: CellContext, index: int, label: ServerLabel, spec: LoadSpec, reason: str) -> CellResult:

@@ -34,8 +34,9 @@ def progress_line(result: CellResult, total: int) -> str:
     if result.requests == 0:
         return f"{head}: FAILED {result.failure_reason}"
     flags = "; ".join(f"{f.flag}: {f.reason}" for f in result.flags) or "valid"
+    lag = "" if result.dispatch_lag_p99_us is None else f", dispatch lag p99 {result.dispatch_lag_p99_us:.0f} µs"
     return (f"{head}: {result.throughput_rps:.0f} req/s, p50 {result.latency_p50_ms} ms, "
-            f"p99 {result.latency_p99_ms} ms, errors {result.requests - result.ok_requests} ({flags})")
+            f"p99 {result.latency_p99_ms} ms, errors {result.requests - result.ok_requests}{lag} ({flags})")
 
 
 def table_row(r: CellResult) -> tuple[str, ...]:

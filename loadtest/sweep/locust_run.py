@@ -59,6 +59,7 @@ def locust_command(run: plans.RunSettings, cell: plans.Cell, target: ServedEndpo
                "--request-timeout-s", str(run.request_timeout_s), "--warmup-s", str(run.warmup_s),
                "--measure-s", str(run.measure_s), "--window-s", str(run.window_s),
                "--late-threshold-ms", str(run.late_threshold_ms), "--max-in-flight", str(run.max_in_flight),
+               "--dispatch-spin-share", str(run.dispatch_spin_share),
                "--arrival", run.arrival, "--summary-out", str(summary_path)]
     if cell.mode == LoadMode.OPEN and cell.rate_rps is not None:
         command += ["--rate-per-user", str(cell.rate_rps / users)]

@@ -47,6 +47,8 @@ class RunSettings:
     check: Check = Check.CLASSES  # "shape" for a null-backend server, whose zeros are not answers
     request_timeout_s: float = 10.0
     late_threshold_ms: float = 2.0
+    dispatch_lag_limit_ms: float = 2.0  # open loop: a p99 dispatch lag above this flags the cell saturated
+    dispatch_spin_share: float = 0.2  # open loop: wake early and spin to each send, at most this share of a gap
     max_in_flight: int = 512  # open loop, per process
     samples: str = "models/mnist-samples.npz"
     model_name: str = "mnist"
@@ -248,7 +250,9 @@ def validate(plan: Plan) -> None:
 def _validate_run(run: RunSettings) -> None:
     positive = {"warmup_s": run.warmup_s >= 0, "measure_s": run.measure_s > 0, "window_s": run.window_s > 0,
                 "processes": run.processes >= 1, "request_timeout_s": run.request_timeout_s > 0,
-                "max_in_flight": run.max_in_flight >= 1, "late_threshold_ms": run.late_threshold_ms >= 0}
+                "max_in_flight": run.max_in_flight >= 1, "late_threshold_ms": run.late_threshold_ms >= 0,
+                "dispatch_lag_limit_ms": run.dispatch_lag_limit_ms > 0,
+                "dispatch_spin_share": 0 <= run.dispatch_spin_share <= 1}
     for name, ok in positive.items():
         if not ok:
             raise PlanError(f"[run] {name}={getattr(run, name)} is out of range")

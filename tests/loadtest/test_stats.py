@@ -98,6 +98,10 @@ def test_each_validity_flag_names_its_reason():
     assert _flags(late_sends=10) == []
     assert _flags(late_sends=4, requests=100) == []  # 4%, but a few hiccups in a short cell are not saturation
     assert _flags(late_sends=5, requests=100) == [("saturated", "5.0% of sends left late (limit 1%)")]
+    lagging = _flags(dispatch_lag_p99_us=1500.0, dispatch_lag_limit_us=1000.0)
+    assert lagging == [("saturated", "dispatch lag p99 1500 µs > 1000 µs: the load generator did not send on time")]
+    assert _flags(dispatch_lag_p99_us=1000.0, dispatch_lag_limit_us=1000.0) == []
+    assert _flags(dispatch_lag_p99_us=None, dispatch_lag_limit_us=1000.0) == []  # closed loop: nothing scheduled
     pooled = _flags(late_sends=200, pool_waits=40)
     assert pooled == [("saturated", "20.0% of sends left late (limit 1%); 40 waited for a free in-flight slot")]
     unstable = _flags(window_rps=[100.0, 88.0])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from loadtest import stats
 from loadtest.load.collector import WRONG_ANSWER, Aggregate, CallRecord, Collector
 
@@ -42,13 +44,14 @@ def test_late_sends_errors_accuracy_and_windows():
 
 
 def test_deltas_from_two_processes_merge_exactly():
+    """Latencies and (open loop) dispatch lags alike: the merged histograms equal the union's."""
     a, b = collector(), collector()
-    latencies_a = [1000, 2000, 3500, 48_000]
-    latencies_b = [700, 1200, 250_000]
-    for i, latency in enumerate(latencies_a):
-        a.add(record(100.0 + i * 0.1, latency))
-    for i, latency in enumerate(latencies_b):
-        b.add(record(100.5 + i * 0.1, latency))
+    latencies_a, lags_a = [1000, 2000, 3500, 48_000], [0.000_020, 0.000_900, 0.0, 0.000_300]
+    latencies_b, lags_b = [700, 1200, 250_000], [0.012, 0.000_001, 0.000_050]
+    for i, (latency, lag) in enumerate(zip(latencies_a, lags_a)):
+        a.add(replace(record(100.0 + i * 0.1, latency, late_s=lag), scheduled=True))
+    for i, (latency, lag) in enumerate(zip(latencies_b, lags_b)):
+        b.add(replace(record(100.5 + i * 0.1, latency, late_s=lag), scheduled=True))
     total = Aggregate()
     total.add_delta(a.take_delta())
     total.add_delta(b.take_delta())
@@ -58,3 +61,26 @@ def test_deltas_from_two_processes_merge_exactly():
     summary = total.latency()
     assert summary.min_ms == 0.7 and summary.max_ms == 250.0
     assert a.requests == 0 and a.histogram.get_total_count() == 0  # taking a delta empties the collector
+    lags = stats.histogram_of([round(lag * 1e6) for lag in lags_a + lags_b])
+    assert stats.same_counts(total.lag_histogram, lags) and total.lag_max_us == 12_000
+    assert a.lag_histogram.get_total_count() == 0 and a.lag_max_us is None
+
+
+def scheduled(intended: float, lag_s: float, status: str = "OK") -> CallRecord:
+    ok = status == "OK"
+    return CallRecord(intended, intended + lag_s, 1000 + lag_s * 1e6, ok, status, "" if ok else "boom", 1,
+                      1 if ok else 0, 1 if ok else 0, scheduled=True)
+
+
+def test_dispatch_lag_of_scheduled_sends_only_failed_ones_included():
+    c = collector()
+    c.add(scheduled(100.1, 0.000_050))
+    c.add(scheduled(100.2, 0.000_150))
+    c.add(scheduled(100.3, 0.003, status="UNAVAILABLE"))  # dispatch does not depend on the answer
+    c.add(scheduled(100.4, -0.000_010))  # left early: no lag
+    c.add(record(100.5, 1000, late_s=0.004))  # a closed-loop call: nothing was scheduled
+    c.add(scheduled(103.0, 0.5))  # outside the window
+    assert c.lag_histogram.get_total_count() == 4 and c.lag_max_us == 3000
+    lag = c.dispatch_lag()
+    assert lag is not None and lag.max_ms == 3.0 and lag.p50_ms == 0.05
+    assert collector().dispatch_lag() is None

@@ -22,6 +22,7 @@ from loadtest import stats
 from loadtest.records import CSV_COLUMNS, read_results
 from loadtest.sweep import plan as plans
 from loadtest.sweep import scrape
+from loadtest.sweep.cell_results import CellContext, cell_flags, load_spec
 from loadtest.sweep.locust_run import locust_command, run_locust
 from loadtest.sweep.runner import Sweep
 from serving.deploy.process import start_server
@@ -217,3 +218,25 @@ def test_cli_without_servers_says_what_to_do(tmp_path, exported_model):
     assert done.stderr.strip().splitlines() == [
         "mnist-bench loadtest: error: no running servers recorded; "
         "start one with `make serve-cpu` or pass --target HOST:PORT"]
+
+
+def test_a_slow_dispatcher_is_flagged_not_mistaken_for_a_slow_server(null_server, exported_model, tmp_path):
+    """The same open-loop cell twice: once as it runs, once with every send held 3 ms (a planted slow
+    dispatcher). The held one's dispatch lag shows it and flags the cell; latency alone would blame the server."""
+    run = plans.RunSettings(warmup_s=0.5, measure_s=2.0, check="shape", arrival="constant",
+                            samples=str(exported_model.samples_path))
+    cell = plans.Cell("open", 1, None, 50.0)
+    measured = {}
+    for planted_ms in (0, 3):
+        summary_path = tmp_path / f"summary-{planted_ms}.json"
+        command = locust_command(run, cell, target_of(null_server), summary_path)
+        command[-1:-1] = ["--plant-dispatch-delay-ms", str(planted_ms)]
+        done = run_locust(command, summary_path, tmp_path / f"locust-{planted_ms}.log", deadline_s=120)
+        assert done.summary is not None, done.failure
+        flags = cell_flags(CellContext("t", run, {}, 1), load_spec(run, cell), done.summary, "")
+        measured[planted_ms] = (done.summary.dispatch_lag, [f.reason for f in flags])
+    (on_time, on_time_flags), (held, held_flags) = measured[0], measured[3]
+    assert on_time is not None and held is not None and held.count >= 80  # every scheduled send counted
+    assert held.p50_ms >= 3.0 and held.p99_ms > on_time.p99_ms
+    assert any(reason.startswith("dispatch lag p99") for reason in held_flags)
+    assert not any(reason.startswith("dispatch lag p99") for reason in on_time_flags), on_time
