@@ -140,19 +140,31 @@ def cells_table(series: Sequence[Series], labels: Sequence[str], only_unusable: 
             errors = sum(c.errors_by_code.values())
             rows.append((label, f"{level_name(s.key.mode)} {load_level(c):g}", c.status,
                          "yes" if usable(c) else "NO", fmt(c.throughput_ips), fmt(c.throughput_rps),
-                         fmt(c.latency_p50_ms, 2), fmt(c.latency_p99_ms, 2), f"{c.requests:,}",
+                         fmt(c.latency_p50_ms, 2), fmt(c.latency_p99_ms, 2), *latency_split(c), f"{c.requests:,}",
                          f"{errors:,}", f"{c.wrong_answers:,}", f"{c.late_send_fraction:.1%}",
                          fmt(c.dispatch_lag_p99_us, 0), fmt(c.loadgen_cpu_percent, 0), fmt(c.server_batch_size_mean, 2),
                          "" if usable(c) else unusable_reason(c)))
             marks.append(cell_mark(c))
     title = "Invalid and failed cells" if only_unusable else "Every cell"
     caption = ("Not used for sizing, and drawn hollow (invalid) or as crosses (failed) in the plots."
-               if only_unusable else "Invalid and failed cells are marked and give their reasons.")
+               if only_unusable else "Invalid and failed cells are marked and give their reasons. Server mean: "
+               "the server's own mean request latency over the cell (TF Serving's request_latency, scraped "
+               "before and after, warm-up included); outside: the client's mean minus it, the time in the "
+               "load generator, both gRPC stacks and the wire.")
     return Table(title, caption,
                  ("series", "load", "status", "valid", "images/s", "requests/s", "p50 ms", "p99 ms",
+                  "server mean ms", "outside ms",
                   "requests", "errors", "wrong answers", "late sends", "dispatch lag p99 µs", "loadgen CPU %",
                   "server batch mean", "reason"), tuple(rows), tuple(marks),
                  in_summary=only_unusable)
+
+
+def latency_split(cell: CellResult) -> tuple[str, str]:
+    """The server's own mean latency over the cell and what the client saw beyond it ("—" when not exposed)."""
+    server_us = cell.server_metrics.get("request_latency_mean_us")
+    if server_us is None or cell.latency_mean_ms is None:
+        return "—", "—"
+    return fmt(server_us / 1000, 3), fmt(cell.latency_mean_ms - server_us / 1000, 3)
 
 
 # ----------------------------------------------------------------------------- comparison

@@ -4,10 +4,14 @@ never overwriting, comparison deltas, and a self-contained HTML page (its render
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from loadtest.analysis import report
+from loadtest.analysis.details import latency_split
 from loadtest.analysis.series import AnalysisError
+from tests.loadtest.analysis import handmade
 from tests.support.cli import invoke
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
@@ -221,3 +225,10 @@ def test_a_search_whose_server_never_started_is_reported_not_plotted(runs):
     assert len(panels) == 6 and not any(p.startswith("cpu-late") for p in panels)  # nothing offered: no panel
     [late] = [r for r in md_answer_rows(md_path.read_text()) if r[1] == "Test CPU"]
     assert late[4] == "none met the objective" and late[10] == "— no batching-off search to compare with"
+
+
+def test_each_cell_splits_its_latency_into_the_server_and_the_rest():
+    measured = replace(handmade.cell(handmade.server("cpu-off", "off"), rate=100.0), latency_mean_ms=3.5,
+                       server_metrics={"request_latency_mean_us": 2900.0})
+    assert latency_split(measured) == ("2.900", "0.600")
+    assert latency_split(replace(measured, server_metrics={})) == ("—", "—")  # a TF Serving container may not say
