@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from loadtest.analysis.formatting import params
 from loadtest.records import CellResult
-from loadtest.sweep.capacity import Role, verdict
+from loadtest.sweep.capacity import Role, Step, lowest_failing, verdict
 
 OFF = "off"  # the batching profile with server-side batching disabled
 
@@ -115,12 +115,12 @@ def search_answer(cells: Sequence[CellResult]) -> SearchAnswer:
                  if c.search.get("role") == Role.CONFIRM and verdict(c, objective).passed]
     top = max(confirmed, key=lambda rc: rc[0], default=None)
     floor = top[0] if top else 0.0
-    failing = [rate for rate, c in rated if rate > floor and not verdict(c, objective).passed]
+    steps = [Step(rate, Role(c.search["role"]), c, verdict(c, objective)) for rate, c in rated]
     cell = top[1] if top else None
     return SearchAnswer(str(first.search["id"]), config_of(first), first.load.request_batch_size, objective,
                         top[0] if top else None, cell.throughput_ips if cell else None,
                         cell.latency_p50_ms if cell else None, cell.latency_p99_ms if cell else None,
-                        min(failing, default=None), len(cells), "" if top else _unmet(cells, bool(rated)))
+                        lowest_failing(steps, floor), len(cells), "" if top else _unmet(cells, bool(rated)))
 
 
 def _unmet(cells: Sequence[CellResult], rated: bool) -> str:

@@ -10,6 +10,10 @@ do it, on open-loop (Poisson) cells only, each one a recorded cell:
    failing bound and the search goes on below it. The last step a search may take is always kept
    for a confirmation, so a search cut short by its step limit still answers when it can.
 
+A rate that fails while bracketing or bisecting is measured once more (role `retry`) and fails
+only if that fails too: near the knee one stall in a short window can push a p99 over the
+objective, and a single such cell would otherwise cap the answer far below the server's capacity.
+
 A cell passes when it was measured, is valid (no errors, not saturated, stable) and its p99 <= L.
 The answer is always a measured, passing (and confirmed) rate, never an interpolated one. The
 search is bounded by a step limit and a deadline, and ends early when the server stops answering.
@@ -37,6 +41,7 @@ class Role(StrEnum):
     BISECT = "bisect"
     CONFIRM = "confirm"
     START = "start"  # the search's server did not start or answer: its one cell, recorded failed
+    RETRY = "retry"  # a failing rate measured once more: it fails only if this fails too
 
 
 @dataclass(frozen=True)
@@ -132,23 +137,23 @@ class CapacitySearch:
             ended = str(stop)
         capacity = self._confirmed()
         floor = capacity.rate_rps if capacity else 0.0
-        failing = [s.rate_rps for s in self.steps if not s.verdict.passed and s.rate_rps > floor]
-        return CapacityAnswer(self.settings.p99_ms, capacity, min(failing, default=None), tuple(self.steps), ended)
+        return CapacityAnswer(self.settings.p99_ms, capacity, lowest_failing(self.steps, floor), tuple(self.steps),
+                              ended)
 
     def _bracket(self) -> tuple[float | None, float | None]:
         """A passing and a failing rate (the passing one None when even min_rps fails)."""
         s = self.settings
         rate = s.start_rps
-        if self._step(rate, Role.BRACKET).verdict.passed:
+        if self._passes(rate, Role.BRACKET):
             while rate < s.max_rps and self._steps_left() > 1:
                 higher = min(rate * 2, s.max_rps)
-                if not self._step(higher, Role.BRACKET).verdict.passed:
+                if not self._passes(higher, Role.BRACKET):
                     return rate, higher
                 rate = higher
             return rate, None  # passes at the highest rate it may offer
         while rate > s.min_rps:
             lower = max(round(rate / 2, 1), s.min_rps)
-            if self._step(lower, Role.BRACKET).verdict.passed:
+            if self._passes(lower, Role.BRACKET):
                 return lower, rate
             rate = lower
         raise _Stop(f"objective not met even at {s.min_rps:g} req/s")
@@ -160,7 +165,7 @@ class CapacitySearch:
                 middle = round((low + high) / 2, 1)  # rates to 0.1 req/s: finer is below measurement noise
                 if not low < middle < high:
                     break
-                if self._step(middle, Role.BISECT).verdict.passed:
+                if self._passes(middle, Role.BISECT):
                     low = middle
                 else:
                     high = middle
@@ -170,7 +175,7 @@ class CapacitySearch:
         raise _Stop("no passing rate held up under confirmation")
 
     def _highest_passing_below(self, rate: float) -> float | None:
-        below = [s.rate_rps for s in self.steps if s.verdict.passed and s.rate_rps < rate and s.role != Role.CONFIRM]
+        below = [r for r, passed in rate_outcomes(self.steps).items() if passed and r < rate]
         if below:
             return max(below)
         lower = rate / 2
@@ -190,8 +195,15 @@ class CapacitySearch:
         confirmed = self._confirmed()
         if confirmed is None:
             return True
-        failing = [s.rate_rps for s in self.steps if not s.verdict.passed and s.rate_rps > confirmed.rate_rps]
-        return not failing or (min(failing) - confirmed.rate_rps) / confirmed.rate_rps > self.settings.precision
+        failing = lowest_failing(self.steps, confirmed.rate_rps)
+        return failing is None or (failing - confirmed.rate_rps) / confirmed.rate_rps > self.settings.precision
+
+    def _passes(self, rate: float, role: Role) -> bool:
+        """Measure `rate`; a failure is measured once more (when a step is left for it) and stands only if
+        that fails too."""
+        if self._step(rate, role).verdict.passed:
+            return True
+        return self._steps_left() > 1 and self._step(rate, Role.RETRY).verdict.passed
 
     def _steps_left(self) -> int:
         return self.settings.max_steps - len(self.steps)
@@ -206,6 +218,19 @@ class CapacitySearch:
         """The highest confirmed passing cell so far (a search cut short still answers with it)."""
         confirmed = [s for s in self.steps if s.role == Role.CONFIRM and s.verdict.passed]
         return max(confirmed, key=lambda s: s.rate_rps, default=None)
+
+
+def rate_outcomes(steps: tuple[Step, ...] | list[Step]) -> dict[float, bool]:
+    """Whether each rate passed while bracketing or bisecting: its last measurement decides (a retry's)."""
+    return {s.rate_rps: s.verdict.passed for s in steps if s.role in (Role.BRACKET, Role.BISECT, Role.RETRY)}
+
+
+def lowest_failing(steps: tuple[Step, ...] | list[Step], floor: float) -> float | None:
+    """The bracket's upper end: the lowest rate above `floor` that failed, its retry included, or whose
+    confirmation failed."""
+    failed = [rate for rate, passed in rate_outcomes(steps).items() if not passed and rate > floor]
+    failed += [s.rate_rps for s in steps if s.role == Role.CONFIRM and not s.verdict.passed and s.rate_rps > floor]
+    return min(failed, default=None)
 
 
 class _Stop(Exception):

@@ -170,3 +170,10 @@ def test_a_search_whose_server_never_answered_has_no_answer_and_says_why():
     assert not a.met and a.lowest_failing_rps is None and a.cells == 1
     assert a.reason == "no rate measured: server cpu-off at 127.0.0.1:8500 is not answering (refused)"
     assert only(search(OFF, "s2", UNMET)).reason == "no offered rate passed its confirmation"
+
+
+def test_a_failing_rate_whose_retry_passed_is_not_the_bracket_s_upper_end():
+    steps = [("bracket", 400, 5.0), ("bracket", 800, 30.0), ("retry", 800, 6.0), ("bracket", 1600, 40.0),
+             ("retry", 1600, 45.0), ("bisect", 1200, 9.0), ("confirm", 1200, 8.0)]
+    a = only(search(OFF, "s3", steps))
+    assert a.capacity_rps == 1200 and a.lowest_failing_rps == 1600  # 800 failed once, then passed: not a bound

@@ -26,13 +26,16 @@ def cell(rate: float, p99_ms: float) -> CellResult:
 class Server:
     """p99 of 5 ms up to `capacity` req/s, 500 ms above; records every rate and role it was offered."""
 
-    def __init__(self, capacity: float, fail_confirm_at: tuple[float, ...] = (), dies_after: int | None = None):
+    def __init__(self, capacity: float, fail_confirm_at: tuple[float, ...] = (), dies_after: int | None = None,
+                 spike_at: tuple[float, ...] = ()):
         self.capacity, self.fail_confirm_at, self.dies_after = capacity, fail_confirm_at, dies_after
+        self.spike_at = spike_at  # the first measurement at these rates fails (one stall), later ones pass
         self.offered: list[tuple[float, Role]] = []
 
     def measure(self, rate: float, role: Role) -> Measured:
+        spike = rate in self.spike_at and all(r != rate for r, _ in self.offered)
         self.offered.append((rate, role))
-        slow = rate > self.capacity or (role == Role.CONFIRM and rate in self.fail_confirm_at)
+        slow = rate > self.capacity or spike or (role == Role.CONFIRM and rate in self.fail_confirm_at)
         alive = self.dies_after is None or len(self.offered) < self.dies_after
         return Measured(cell(rate, 500.0 if slow else 5.0), server_alive=alive)
 
@@ -79,10 +82,28 @@ def test_step_limit_keeps_the_last_step_for_a_confirmation():
 
 def test_step_limit_mid_bisection_confirms_the_highest_passing_rate():
     server = Server(capacity=730)
-    answer = search(server, start=100, max_steps=7).run()  # 100 200 400 800(fail) 600 700 | confirm 700
+    answer = search(server, start=100, max_steps=7).run()  # 100 200 400 800 800(retry) 600 | confirm 600
+    assert server.offered[3:5] == [(800, Role.BRACKET), (800, Role.RETRY)]
     assert [role for _, role in server.offered][-1] == Role.CONFIRM and len(server.offered) == 7
-    assert answer.met and answer.capacity.rate_rps == 700 and answer.lowest_failing_rps == 800
+    assert answer.met and answer.capacity.rate_rps == 600 and answer.lowest_failing_rps == 800
     assert answer.ended_because.startswith("step limit (7 cells")
+
+
+def test_one_spike_does_not_cap_the_answer():
+    """The first measurement at 400 req/s fails (a stall in a short window); its retry passes, so the
+    search goes on above it instead of settling below 400."""
+    server = Server(capacity=730, spike_at=(400.0,))
+    answer = search(server, start=100).run()
+    assert (400, Role.RETRY) in server.offered
+    assert answer.met and 730 / 1.05 <= answer.capacity.rate_rps <= 730 and answer.lowest_failing_rps > 730
+
+
+def test_a_rate_failing_twice_fails():
+    server = Server(capacity=300)
+    answer = search(server, start=100).run()
+    retried = [rate for rate, role in server.offered if role == Role.RETRY]
+    assert retried and all(rate > 300 for rate in retried)
+    assert answer.capacity.rate_rps <= 300 and answer.lowest_failing_rps > 300
 
 
 def test_step_limit_ends_the_search_without_an_unconfirmed_answer():
