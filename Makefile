@@ -147,7 +147,7 @@ size: setup
 # does not meet the objective is an answer too (--unmet-ok): the demo goes on to the report.
 DEMO_P99_MS ?= 10
 DEMO_TARGET_RPS ?= 5000
-DEMO_SEARCH = --precision 0.1 --max-steps 14 --confirm-factor 2
+DEMO_SEARCH = --precision 0.1 --max-steps 18 --confirm-factor 2
 
 demo: setup
 	@if ! ls -d $(MODELS)/mnist/[0-9]* >/dev/null 2>&1; then $(MAKE) --no-print-directory export; fi

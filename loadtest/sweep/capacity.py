@@ -10,9 +10,11 @@ do it, on open-loop (Poisson) cells only, each one a recorded cell:
    failing bound and the search goes on below it. The last step a search may take is always kept
    for a confirmation, so a search cut short by its step limit still answers when it can.
 
-A rate that fails while bracketing or bisecting is measured once more (role `retry`) and fails
-only if that fails too: near the knee one stall in a short window can push a p99 over the
-objective, and a single such cell would otherwise cap the answer far below the server's capacity.
+A rate that fails while bracketing or bisecting with its median still within the objective is
+measured once more (role `retry`) and fails only if that fails too: near the knee one stall in a
+short window can push a p99 over the objective, and a single such cell would otherwise cap the
+answer far below the server's capacity. A cell whose median is over the objective too (or that has
+none) is overloaded, not unlucky: it fails at once.
 
 A cell passes when it was measured, is valid (no errors, not saturated, stable) and its p99 <= L.
 The answer is always a measured, passing (and confirmed) rate, never an interpolated one. The
@@ -201,9 +203,11 @@ class CapacitySearch:
     def _passes(self, rate: float, role: Role) -> bool:
         """Measure `rate`; a failure is measured once more (when a step is left for it) and stands only if
         that fails too."""
-        if self._step(rate, role).verdict.passed:
+        first = self._step(rate, role)
+        if first.verdict.passed:
             return True
-        return self._steps_left() > 1 and self._step(rate, Role.RETRY).verdict.passed
+        return worth_a_retry(first.result, self.settings.p99_ms) and self._steps_left() > 1 \
+            and self._step(rate, Role.RETRY).verdict.passed
 
     def _steps_left(self) -> int:
         return self.settings.max_steps - len(self.steps)
@@ -218,6 +222,11 @@ class CapacitySearch:
         """The highest confirmed passing cell so far (a search cut short still answers with it)."""
         confirmed = [s for s in self.steps if s.role == Role.CONFIRM and s.verdict.passed]
         return max(confirmed, key=lambda s: s.rate_rps, default=None)
+
+
+def worth_a_retry(result: CellResult, p99_ms: float) -> bool:
+    """A failed cell that may have been unlucky: measured, its median within the objective."""
+    return result.status == CellStatus.OK and result.latency_p50_ms is not None and result.latency_p50_ms <= p99_ms
 
 
 def rate_outcomes(steps: tuple[Step, ...] | list[Step]) -> dict[float, bool]:

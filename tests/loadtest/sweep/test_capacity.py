@@ -27,8 +27,9 @@ class Server:
     """p99 of 5 ms up to `capacity` req/s, 500 ms above; records every rate and role it was offered."""
 
     def __init__(self, capacity: float, fail_confirm_at: tuple[float, ...] = (), dies_after: int | None = None,
-                 spike_at: tuple[float, ...] = ()):
+                 spike_at: tuple[float, ...] = (), slow_median: bool = False):
         self.capacity, self.fail_confirm_at, self.dies_after = capacity, fail_confirm_at, dies_after
+        self.slow_median = slow_median  # above capacity the median is slow too (overload), not only the p99
         self.spike_at = spike_at  # the first measurement at these rates fails (one stall), later ones pass
         self.offered: list[tuple[float, Role]] = []
 
@@ -37,7 +38,10 @@ class Server:
         self.offered.append((rate, role))
         slow = rate > self.capacity or spike or (role == Role.CONFIRM and rate in self.fail_confirm_at)
         alive = self.dies_after is None or len(self.offered) < self.dies_after
-        return Measured(cell(rate, 500.0 if slow else 5.0), server_alive=alive)
+        measured = cell(rate, 500.0 if slow else 5.0)
+        if slow and self.slow_median and rate > self.capacity:
+            measured = replace(measured, latency_p50_ms=400.0)
+        return Measured(measured, server_alive=alive)
 
 
 def search(server: Server, start: float, **settings) -> CapacitySearch:
@@ -96,6 +100,14 @@ def test_one_spike_does_not_cap_the_answer():
     answer = search(server, start=100).run()
     assert (400, Role.RETRY) in server.offered
     assert answer.met and 730 / 1.05 <= answer.capacity.rate_rps <= 730 and answer.lowest_failing_rps > 730
+
+
+def test_an_overloaded_rate_fails_at_once():
+    """Above capacity this server's every request is slow (p50 too): nothing to retry."""
+    server = Server(capacity=300, slow_median=True)
+    answer = search(server, start=100).run()
+    assert not any(role == Role.RETRY for _, role in server.offered)
+    assert answer.capacity.rate_rps <= 300 < answer.lowest_failing_rps
 
 
 def test_a_rate_failing_twice_fails():
