@@ -17,7 +17,9 @@ from typing import Any
 import click
 
 from loadtest.cli import (
+    CHOICE_OPTIONS,
     DEFAULT_PLAN,
+    RUN_OPTIONS,
     build_report,
     interrupted,
     layered_plan,
@@ -27,7 +29,7 @@ from loadtest.cli import (
 )
 from loadtest.sweep import plan as plans
 from loadtest.sweep.runner import Interrupted, SweepError
-from serving.deploy.process import cpu_list
+from serving.deploy.process import pinned_cores
 from serving.endpoint import Device
 
 
@@ -108,8 +110,6 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
 
 def _run_flags(values: dict[str, Any]) -> dict[str, Any]:
     """The `[run]` overrides among a command's keyword arguments (the rest stay in `values`)."""
-    from loadtest.cli import CHOICE_OPTIONS, RUN_OPTIONS
-
     names = [name for name, _ in (*RUN_OPTIONS, *CHOICE_OPTIONS)]
     return {name: values.pop(name) for name in names if name in values}
 
@@ -160,8 +160,8 @@ def tune_command(ctx: click.Context, device: str, batch_size: int, budget_min: f
         raise click.UsageError("tune starts its own servers: --serve/--target/--server do not apply")
     try:
         plan = layered_plan(plan_path, choice, _run_flags(values))
-        cores = len(cpu_list(plan.launch.server_cpus)) if plan.launch.server_cpus else None
-        settings = TuneSettings(p99_ms=values["p99_ms"], device=Device(device), cores=cores, batch_size=batch_size,
+        settings = TuneSettings(p99_ms=values["p99_ms"], device=Device(device),
+                                cores=pinned_cores(plan.launch.server_cpus), batch_size=batch_size,
                                 ladders=parse_ladders(ladders), min_gain=min_gain, max_evaluations=max_configs,
                                 max_s=budget_min * 60)
         settings.check()

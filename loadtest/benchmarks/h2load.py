@@ -21,6 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from serving.deploy.process import pinned
 from serving.protocol.names import PREDICT_METHOD
 
 INSTALL_HINT = "h2load not found: install Debian's nghttp2-client (`make bench-loadgen` installs it when missing)"
@@ -71,7 +72,7 @@ def h2load_command(target: str, body: Path, *, duration_s: float, warmup_s: floa
     if rps is not None:
         command += ["--rps", f"{rps:g}"]
     command.append(f"http://{target}{PREDICT_METHOD}")
-    return ["taskset", "-c", cpu, *command] if cpu else command
+    return pinned(command, cpu)
 
 
 def _duration(seconds: float) -> str:

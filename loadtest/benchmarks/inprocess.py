@@ -23,7 +23,7 @@ from pathlib import Path
 from loadtest.benchmarks.payloads import batches
 from loadtest.benchmarks.records import LoadResult, cpu_used
 from model_export.provenance import REPO
-from serving.deploy.process import thread_cpu_s
+from serving.deploy.process import pinned, thread_cpu_s
 
 CHILD_TIMEOUT_S = 600
 
@@ -60,9 +60,9 @@ def measure_in_process(model_dir: Path, batch: int, samples: Path | None, warmup
 def child_command(model_dir: Path, cpu: str, batch: int, samples: Path | None, warmup_s: float,
                   duration_s: float) -> list[str]:
     """The pinned child's command line."""
-    cmd = ["taskset", "-c", cpu, sys.executable, "-m", "loadtest.benchmarks.inprocess", str(model_dir),
+    cmd = [sys.executable, "-m", "loadtest.benchmarks.inprocess", str(model_dir),
            "--batch", str(batch), "--warmup-s", str(warmup_s), "--duration-s", str(duration_s)]
-    return cmd + (["--samples", str(samples)] if samples else [])
+    return pinned(cmd + (["--samples", str(samples)] if samples else []), cpu)
 
 
 def run_child(model_dir: Path, cpu: str, batch: int, samples: Path | None, warmup_s: float,

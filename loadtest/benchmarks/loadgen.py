@@ -30,7 +30,7 @@ from loadtest.sweep import scrape
 from loadtest.sweep.locust_run import locust_command, run_locust
 from loadtest.vocab import Arrival, Check, LoadMode
 from serving.deploy.config import BatchingProfile
-from serving.deploy.process import ServerHandle, process_cpu_s, start_server
+from serving.deploy.process import ServerHandle, pinned, process_cpu_s, start_server
 from serving.deploy.tfs_files import batching_parameters_text
 from serving.endpoint import ServedEndpoint
 
@@ -100,7 +100,7 @@ def measure(run: plans.RunSettings, cell: plans.Cell, server: ServedEndpoint, cp
     server_cpu_before = process_cpu_s(server.pid)
     metrics_before = scrape.scrape(server.rest_url)
     summary_path = work / f"{cell.mode}-{cell.concurrency or cell.rate_rps}-{time.monotonic_ns()}.json"
-    command = ["taskset", "-c", cpu, *locust_command(run, cell, server, summary_path)]
+    command = pinned(locust_command(run, cell, server, summary_path), cpu)
     result = run_locust(command, summary_path, summary_path.with_suffix(".log"),
                         run.startup_timeout_s + run.warmup_s + run.measure_s + 60)
     if result.failure or result.summary is None:

@@ -226,7 +226,3 @@ def outcome_line(outcome: Outcome, p99_ms: float, named: bool) -> str:
         return answer_line(outcome.answer, what)
     return f"capacity: {what + ': ' if what else ''}none at p99 <= {p99_ms:g} ms: {outcome.failure}"
 
-
-def answer_text(answer: CapacityAnswer) -> str:
-    """The trail of every measured rate, then the answer line (last)."""
-    return plain_table(trail_table(answer), 10_000) + "\n" + answer_line(answer)

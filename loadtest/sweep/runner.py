@@ -34,7 +34,7 @@ from loadtest.sweep.probe import Probe, Prober
 from loadtest.sweep.servers import Running, Slot, StartFailed
 from loadtest.sweep.targets import SweepError, server_label
 from model_export.provenance import cpu_cores
-from serving.deploy.process import cpu_list
+from serving.deploy.process import pinned_cores
 from serving.endpoint import ServedEndpoint
 
 
@@ -60,7 +60,7 @@ class CellRunner:
         """A runner writing into a fresh `results_root/<UTC time>/`, the plan recorded beside the cells."""
         run_dir = new_results_dir(results_root, utc_stamp())
         (run_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2))
-        cores = len(cpu_list(plan.run.loadgen_cpus)) if plan.run.loadgen_cpus else cpu_cores()
+        cores = pinned_cores(plan.run.loadgen_cpus) or cpu_cores()
         context = CellContext(run_dir.name, plan.run, collect_provenance(plan, plan_path), cores)
         return cls(run_dir, context, out)
 

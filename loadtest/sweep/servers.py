@@ -30,7 +30,7 @@ from loadtest.sweep import plan as plans
 from loadtest.sweep.targets import resolve_targets
 from serving.deploy import launcher
 from serving.deploy.config import BatchingProfile, DevicePorts, ServingConfig, command_line_layer, load_config
-from serving.deploy.process import cpu_list
+from serving.deploy.process import pinned_cores
 from serving.deploy.readiness import free_ports
 from serving.deploy.request import LaunchError, LaunchKind, StartRequest
 from serving.deploy.tfs_files import files_for, tuned_profile, write_files
@@ -126,8 +126,7 @@ def serving_config(plan: plans.Plan) -> ServingConfig:
     """The serving config the tool starts servers from (its file, models directory and the plan's model)."""
     layer = command_line_layer(models_dir=plan.launch.models_dir or None, model_name=plan.run.model_name)
     try:
-        cores = len(cpu_list(plan.launch.server_cpus)) if plan.launch.server_cpus else None
-        return load_config(plan.launch.serving_config or None, cli=layer, cores=cores)
+        return load_config(plan.launch.serving_config or None, cli=layer, cores=pinned_cores(plan.launch.server_cpus))
     except ValueError as exc:
         raise plans.PlanError(str(exc)) from None
 

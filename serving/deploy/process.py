@@ -185,6 +185,11 @@ def cpu_list(cpus: str) -> set[int]:
     return cores
 
 
+def pinned_cores(cpus: str) -> int | None:
+    """How many cores a `taskset -c` list pins to; None when nothing is pinned ("")."""
+    return len(cpu_list(cpus)) if cpus else None
+
+
 @contextmanager
 def start_server(*args: str, backend: str = "savedmodel", env: dict | None = None, cpu: int | str | None = None,
                  timeout_s: float = 120.0) -> Iterator[ServerHandle]:
