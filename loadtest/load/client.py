@@ -9,13 +9,14 @@ own prediction, a mismatch being a WRONG_ANSWER error; "shape" only checks outpu
 null backend that returns zeros). A call never raises: failures come back as records.
 
 Under Locust, import this module only after `locust` (gevent must patch the standard library
-before TensorFlow, which the TF Serving protos import, pulls in ssl) and after
-`grpc.experimental.gevent.init_gevent()`.
+before anything pulls in ssl). There, gRPC calls are made on native threads, one client (one
+channel) per thread (`GrpcPredictClient.fork`, `loadtest.load.threads`); REST calls on greenlets.
 Not for: scheduling load (see `loadtest.load.locustfile`) or statistics (see `loadtest.stats`).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from dataclasses import dataclass
@@ -114,14 +115,26 @@ class GrpcPredictClient:
         if check not in CHECKS:
             raise ValueError(f"unknown check {check!r}; choose from {sorted(CHECKS)}")
         self.batch_size, self.timeout_s, self.check = batch_size, timeout_s, CHECKS[Check(check)]
-        self.channel = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", 64 << 20),
-                                                             ("grpc.max_send_message_length", 64 << 20)])
-        # Identity serializer: requests are serialised once, up front.
-        self.predict = self.channel.unary_unary(PREDICT_METHOD, request_serializer=None,
-                                                response_deserializer=predict_pb2.PredictResponse.FromString)
+        self.target = target
+        self._open_channel()
         count = variants or samples.batches_to_cover(batch_size)
         self.requests = [self._prepare(model_name, signature, samples, i) for i in range(count)]
         self.model_version: int | None = None
+
+    def _open_channel(self) -> None:
+        self.channel = grpc.insecure_channel(self.target, options=[("grpc.max_receive_message_length", 64 << 20),
+                                                                  ("grpc.max_send_message_length", 64 << 20)])
+        # Identity serializer: requests are serialised once, up front.
+        self.predict = self.channel.unary_unary(PREDICT_METHOD, request_serializer=None,
+                                                response_deserializer=predict_pb2.PredictResponse.FromString)
+
+    def fork(self) -> GrpcPredictClient:
+        """The same prepared requests and checks on a channel of its own (one per native thread:
+        `loadtest.load.threads`)."""
+        twin = copy.copy(self)
+        twin._open_channel()
+        twin.model_version = None
+        return twin
 
     def _prepare(self, model_name: str, signature: str, samples: Samples, index: int) -> PreparedRequest:
         images, labels, expected = samples.batch(index, self.batch_size)

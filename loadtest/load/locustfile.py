@@ -6,15 +6,18 @@ locust-ui`). Users, by protocol and load model:
 - `GrpcClosedUser` / `RestClosedUser`: closed loop, each user sends back to back.
 - `GrpcOpenUser` / `RestOpenUser`: open loop, each user is one arrival stream at
   `--rate-per-user` requests/s (constant or Poisson gaps). A scheduler greenlet dispatches each
-  request at its intended time into a bounded pool of greenlets, so a stalled server does not
-  slow the arrivals (no coordinated omission): latency counts from the intended send time, and a
-  send that leaves more than `--late-threshold-ms` after it (pool full, or the process too busy)
-  is counted late, and every send's dispatch lag (actual − intended send time, µs) goes into its
-  own exact histogram, so a slow client is never mistaken for a slow server.
+  request at its intended time into a bounded set of native threads (gRPC) or greenlets (REST),
+  so a stalled server does not slow the arrivals (no coordinated omission): latency counts from
+  the intended send time, and a send that leaves more than `--late-threshold-ms` after it (pool
+  full, or the process too busy) is counted late, and every send's dispatch lag (actual −
+  intended send time, µs) goes into its own exact histogram, so a slow client is never mistaken
+  for a slow server.
 
-Every call yields one `CallRecord`; each fires Locust's `request` event (Locust's own statistics
-and UI) and goes into this process's `Collector` (exact µs HdrHistogram over the measurement
-window). Workers ship collector deltas to the master on Locust's worker reports and, once drained,
+gRPC calls are made on native threads, a channel each (`loadtest.load.threads`: gevent's hand-off
+per call cost more than the call), closed-loop users one thread each. Every call yields one
+`CallRecord`; each fires Locust's `request` event (Locust's own statistics and UI) and goes into
+this process's `Collector` (exact µs HdrHistogram over the measurement window; both in
+`loadtest.load.run_state`). Workers ship collector deltas to the master on Locust's worker reports and, once drained,
 in a final `mnist_done` message; the master (or the single local process) writes the run's
 summary (`loadtest.load.summary.LoadSummary`) to `--summary-out` and quits. `--measure-s 0` means
 interactive: no window, no quit.
@@ -38,14 +41,16 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any
 
 import gevent
 import gevent.pool
-import grpc.experimental.gevent as grpc_gevent
 import psutil
 
-grpc_gevent.init_gevent()
+# gRPC's EventEngine client path costs this load generator ~35 µs of CPU and ~0.04 ms per call
+# (docs/performance.md); read by gRPC when it starts, so set before it is imported. A user's own
+# GRPC_EXPERIMENTS wins.
+os.environ.setdefault("GRPC_EXPERIMENTS", "-event_engine_client,-event_engine_listener,"
+                                          "-event_engine_for_all_other_endpoints,-event_engine_callback_cq")
 
 from serving.protocol.generated import use_protos_without_runtime
 
@@ -53,11 +58,12 @@ use_protos_without_runtime()  # before the TF Serving API imports TensorFlow's p
 
 from loadtest import stats
 from loadtest.load.arrivals import ARRIVAL_GAPS
-from loadtest.load.client import CHECKS, CLIENTS, Samples
-from loadtest.load.collector import Aggregate, Collector
+from loadtest.load.client import CHECKS
+from loadtest.load.collector import Aggregate
 from loadtest.load.dispatch import Dispatcher
+from loadtest.load.run_state import RUN
 from loadtest.load.summary import LoadSummary, LocustTotals
-from loadtest.vocab import Protocol
+from loadtest.load.threads import wait_for
 
 log = logging.getLogger("loadtest")
 DONE_MESSAGE = "mnist_done"
@@ -77,7 +83,8 @@ def add_arguments(parser) -> None:
     group.add_argument("--rate-per-user", type=float, default=10.0, help="open loop: requests/s per user")
     group.add_argument("--arrival", default="constant", choices=sorted(ARRIVAL_GAPS))
     group.add_argument("--seed", type=int, default=1, help="open loop Poisson arrivals")
-    group.add_argument("--max-in-flight", type=int, default=512, help="open loop: pool size per user")
+    group.add_argument("--max-in-flight", type=int, default=512,
+                       help="open loop: calls in flight per user (gRPC: native threads, started as needed)")
     group.add_argument("--late-threshold-ms", type=float, default=2.0)
     group.add_argument("--dispatch-spin-share", type=float, default=0.2,
                        help="open loop: wake early by the oversleep seen so far, then spin (yielding) to each send, "
@@ -92,85 +99,6 @@ def add_arguments(parser) -> None:
     group.add_argument("--raw-latency-dir", default="", help="each process also writes its raw latencies here")
 
 
-class RunState:
-    """This process's part of the run: one shared client, the collector, and in-flight calls."""
-
-    def __init__(self) -> None:
-        self.environment: Any = None  # Locust's Environment, once initialised
-        self.client = None  # the latest one used: its model version goes into the summary
-        self.clients: dict = {}
-        self.collector: Collector | None = None
-        self.aggregate = Aggregate()
-        self.started_unix_s = 0.0
-        self.in_flight = 0
-        self.sent = 0
-        self.cpu: dict = {}  # pid -> CPU seconds used during the measurement window
-        self.done_processes: set = set()
-        self.expected_workers = 0
-        self.summary_written = False
-        self.raw_latencies: list = []
-        self.model_version: int | None = None
-        self.abandoned = 0
-
-    @property
-    def options(self):
-        return self.environment.parsed_options
-
-    def begin(self, environment) -> None:
-        self.environment = environment
-        options = environment.parsed_options
-        self.started_unix_s = time.time()
-        start = self.started_unix_s + options.warmup_s
-        end = start + options.measure_s if options.measure_s > 0 else float("inf")
-        self.collector = Collector(start_unix_s=start, end_unix_s=end, window_s=options.window_s,
-                                   late_threshold_s=options.late_threshold_ms / 1000.0)
-        self.aggregate, self.in_flight, self.sent = Aggregate(), 0, 0
-        self.cpu, self.done_processes, self.summary_written, self.raw_latencies = {}, set(), False, []
-        self.model_version, self.abandoned = None, 0
-
-    @property
-    def window(self) -> Collector:
-        """The collector of the run under way (only used once a test has started)."""
-        if self.collector is None:
-            raise RuntimeError("no run under way")
-        return self.collector
-
-    def measure_end(self) -> float:
-        return self.collector.end_unix_s if self.collector else float("inf")
-
-    def sending_allowed(self, intended_unix_s: float) -> bool:
-        return intended_unix_s < self.measure_end() and self.sent < self.options.max_requests_per_process
-
-    def ensure_client(self, protocol: str, host: str):
-        """One client per protocol and host in this process, shared by its users (one channel)."""
-        key = (protocol, host)
-        if key not in self.clients:
-            options = self.options
-            samples = Samples.load(Path(options.samples))
-            target = host.removeprefix("grpc://") if protocol == "grpc" else host
-            self.clients[key] = CLIENTS[Protocol(protocol)](target, options.model_name, options.signature, samples,
-                                                  options.batch_size, options.check, options.request_timeout_s)
-        self.client = self.clients[key]
-        return self.client
-
-    def call(self, client, index: int, intended_unix_s: float | None = None) -> None:
-        """One request: record it, fire Locust's event. Never raises."""
-        self.in_flight += 1
-        self.sent += 1
-        try:
-            record = client.call(index, intended_unix_s)
-        finally:
-            self.in_flight -= 1
-        self.window.add(record)
-        if self.options.raw_latency_dir and record.ok and self.window.in_window(record.intended_unix_s):
-            self.raw_latencies.append(record.latency_us)
-        events.request.fire(request_type=client.protocol.upper(), name=f"Predict batch={client.batch_size}",
-                            response_time=record.latency_us / 1000.0, response_length=0,
-                            exception=None if record.ok else RuntimeError(f"{record.status}: {record.error}"),
-                            context={})
-
-
-RUN = RunState()
 _STREAM_NUMBERS = itertools.count()
 
 
@@ -191,10 +119,22 @@ class _ClosedLoop(_PredictUser):
 
     @task
     def predict(self) -> None:
+        if self.protocol == "grpc":
+            self.calls_on_a_thread()
         if not RUN.sending_allowed(time.time()):
             raise StopUser()
         self.index += 1
         RUN.call(self.client, self.index)
+
+    def calls_on_a_thread(self) -> None:
+        """gRPC: this user's calls are made back to back on a native thread; the user waits for it."""
+        worker = RUN.new_call_threads(self.client, limit=1).start_back_to_back(
+            self.index, lambda: RUN.sending_allowed(time.time()))
+        try:
+            wait_for(lambda: worker.finished, float("inf"), step_s=0.05)
+        finally:
+            worker.stopping = True
+        raise StopUser()
 
 
 class _OpenLoop(_PredictUser):
@@ -210,7 +150,7 @@ class _OpenLoop(_PredictUser):
         rng = random.Random(hash((options.seed, worker, next(_STREAM_NUMBERS))))
         rate = options.rate_per_user
         gap = ARRIVAL_GAPS[options.arrival]
-        pool = gevent.pool.Pool(options.max_in_flight)
+        send = self.thread_sender() if self.protocol == "grpc" else self.greenlet_sender()
         dispatcher = Dispatcher(options.dispatch_spin_share)
         intended = time.time()
         gap_s = 1.0 / rate
@@ -218,14 +158,35 @@ class _OpenLoop(_PredictUser):
             dispatcher.wait_until(intended, gap_s)
             if options.plant_dispatch_delay_ms > 0:
                 gevent.sleep(options.plant_dispatch_delay_ms / 1000.0)
-            if pool.full():
-                RUN.window.note_pool_wait(intended)
-                pool.wait_available(timeout=options.request_timeout_s + 1.0)  # calls time out by then
             self.index += 1
-            pool.spawn(RUN.call, self.client, self.index, intended)
+            send(self.index, intended)
             gap_s = gap(rng, rate)
             intended += gap_s
         raise StopUser()
+
+    def greenlet_sender(self):
+        """REST: each send on a greenlet of a bounded pool."""
+        pool = gevent.pool.Pool(RUN.options.max_in_flight)
+
+        def send(index: int, intended: float) -> None:
+            if pool.full():
+                RUN.window.note_pool_wait(intended)
+                pool.wait_available(timeout=RUN.options.request_timeout_s + 1.0)  # calls time out by then
+            pool.spawn(RUN.call, self.client, index, intended)
+        return send
+
+    def thread_sender(self):
+        """gRPC: each send handed to an idle native thread of this user's (bounded) set."""
+        threads = RUN.new_call_threads(self.client, limit=RUN.options.max_in_flight)
+
+        def send(index: int, intended: float) -> None:
+            if threads.try_send(index, intended):
+                return
+            RUN.window.note_pool_wait(intended)
+            wait_for(threads.has_room, RUN.options.request_timeout_s + 1.0, step_s=0.0005)  # calls time out by then
+            if not threads.try_send(index, intended):
+                RUN.unsent(self.client, intended, f"all {threads.limit} call threads still busy")
+        return send
 
 
 class GrpcClosedUser(_ClosedLoop):
@@ -256,11 +217,11 @@ def _watch_window() -> None:
     cpu_start = _process_cpu_s()
     gevent.sleep(max(0.0, RUN.window.end_unix_s - time.time()))
     cpu_used = _process_cpu_s() - cpu_start
-    deadline = time.time() + options.request_timeout_s + 1.0
-    while RUN.in_flight and time.time() < deadline:
-        gevent.sleep(0.02)
+    wait_for(lambda: RUN.in_flight == 0, options.request_timeout_s + 1.0, step_s=0.02)
+    RUN.stop_call_threads(timeout_s=1.0)
+    RUN.fire_locust_events()
     payload = {"pid": os.getpid(), "cpu_s": cpu_used, "in_flight_abandoned": RUN.in_flight,
-               "model_version": getattr(RUN.client, "model_version", None), "delta": RUN.window.take_delta()}
+               "model_version": RUN.seen_model_version(), "delta": RUN.take_delta()}
     _write_raw_latencies()
     runner = RUN.environment.runner
     if isinstance(runner, WorkerRunner):
@@ -335,7 +296,7 @@ def _latency_page():
     snapshot = Aggregate()
     snapshot.add_delta(RUN.aggregate.to_wire())
     if RUN.collector is not None and not isinstance(RUN.environment.runner, MasterRunner):
-        collector_copy = RUN.collector.take_delta()
+        collector_copy = RUN.take_delta()
         RUN.aggregate.add_delta(collector_copy)
         snapshot.add_delta(collector_copy)
     return {"requests": snapshot.requests, "errors_by_code": snapshot.errors_by_code,
@@ -350,7 +311,9 @@ def on_test_start(environment, **_kwargs) -> None:
         RUN.expected_workers = runner.worker_count
         if environment.parsed_options.measure_s > 0:
             gevent.spawn(_master_deadline)
-    elif environment.parsed_options.measure_s > 0:
+        return
+    RUN.start_event_pump()
+    if environment.parsed_options.measure_s > 0:
         gevent.spawn(_watch_window)
 
 
@@ -364,7 +327,7 @@ def _master_deadline() -> None:
 @events.report_to_master.add_listener
 def on_report_to_master(client_id, data, **_kwargs) -> None:
     if RUN.collector is not None:
-        data[REPORT_KEY] = RUN.collector.take_delta()
+        data[REPORT_KEY] = RUN.take_delta()
 
 
 @events.worker_report.add_listener
@@ -378,7 +341,9 @@ def on_test_stop(environment, **_kwargs) -> None:
     if environment.parsed_options.measure_s > 0 or RUN.collector is None:
         return
     if not isinstance(environment.runner, MasterRunner):
-        RUN.aggregate.add_delta(RUN.collector.take_delta())
+        RUN.stop_call_threads(timeout_s=1.0)
+        RUN.fire_locust_events()
+        RUN.aggregate.add_delta(RUN.take_delta())
     latency = RUN.aggregate.latency()
     log.info("exact latency (µs histogram): %d requests, p50 %s ms, p99 %s ms, p99.9 %s ms, max %s ms",
              latency.count, latency.p50_ms, latency.p99_ms, latency.p999_ms, latency.max_ms)

@@ -240,3 +240,25 @@ def test_a_slow_dispatcher_is_flagged_not_mistaken_for_a_slow_server(null_server
     assert held.p50_ms >= 3.0 and held.p99_ms > on_time.p99_ms
     assert any(reason.startswith("dispatch lag p99") for reason in held_flags)
     assert not any(reason.startswith("dispatch lag p99") for reason in on_time_flags), on_time
+
+
+def test_open_loop_beyond_its_call_threads_waits_and_loses_no_send(exported_model, tmp_path):
+    """Two call threads, a server that takes 20 ms, 200 sends/s: at most 100/s can leave. The rest wait
+    for a free thread (pool waits, late sends, the cell flagged), every send intended in the window is
+    still made, and its latency counts from its intended time, so the backlog shows."""
+    run = plans.RunSettings(warmup_s=0.5, measure_s=2.0, check="shape", arrival="constant", max_in_flight=2,
+                            samples=str(exported_model.samples_path))
+    cell = plans.Cell("open", 1, None, 200.0)
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
+                      "--null_delay_ms", "20", backend="null") as server:
+        summary_path = tmp_path / "summary.json"
+        done = run_locust(locust_command(run, cell, target_of(server), summary_path), summary_path,
+                          tmp_path / "locust.log", deadline_s=120)
+    summary = done.summary
+    assert summary is not None, done.failure
+    assert summary.pool_waits > 50 and summary.late_sends > 50 and summary.errors_by_code == {}
+    assert abs(summary.requests - 400) <= 1  # 200/s over the 2 s window: none dropped, none doubled
+    assert summary.ok_requests == summary.requests and summary.in_flight_abandoned == 0
+    assert summary.latency.p99_ms > 1000  # the queue behind two threads: seconds, not the server's 20 ms
+    flags = cell_flags(CellContext("t", run, {}, 1), load_spec(run, cell), summary, "")
+    assert any("late" in f.reason or "pool" in f.reason for f in flags), flags
