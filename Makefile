@@ -6,14 +6,18 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 CLI := $(VENV)/bin/mnist-bench
-STAMP := $(VENV)/.installed
+# GPU=1: also TensorFlow's CUDA libraries and JAX's CUDA plugin (make setup GPU=1; an NVIDIA GPU without Docker).
+GPU ?=
+comma := ,
+STAMP := $(VENV)/.installed$(if $(GPU),-gpu)
+EXTRAS := test$(if $(GPU),$(comma)gpu)
 MODELS ?= models
 BATCHING ?= off
 PLAN ?= loadtest/plans/quick.toml
 EXPORT_ARGS ?=
 
-.PHONY: setup browser h2load lint test test-fast export bench-server bench-loadgen serve serve-cpu serve-gpu stop \
-	loadtest capacity tune locust-ui report size demo clean-venv
+.PHONY: setup browser h2load lint test test-fast export bench-server bench-runtimes bench-loadgen serve serve-cpu serve-gpu stop \
+	loadtest capacity tune locust-ui report size demo device-bundle clean-venv
 
 setup: $(STAMP)
 
@@ -21,7 +25,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c requirements.lock -e '.[test]'
+	$(PY) -m pip install -q -c requirements.lock -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 clean-venv:
@@ -48,6 +52,10 @@ test: setup browser
 bench-server: setup
 	$(CLI) bench server --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
 
+# TensorFlow vs JAX as the embedded server's runtime, side by side on the same cores.
+bench-runtimes: setup
+	$(CLI) bench runtimes --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
+
 # h2load (Debian's nghttp2-client), the C reference the load generator is held against.
 h2load:
 	@command -v h2load >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null; } \
@@ -66,7 +74,9 @@ export: setup
 # serve: embedded server in the foreground (Ctrl-C stops it).
 # serve-cpu / serve-gpu: TF Serving container when Docker can, else the embedded server, in the
 # background; recorded in .state/servers.json for `make loadtest`. stop: stops them all.
-SERVE_ARGS = --batching $(BATCHING) --models-dir $(MODELS)
+# BACKEND (embedded server): savedmodel (TensorFlow) or jax (the same weights on JAX; no container).
+BACKEND ?= savedmodel
+SERVE_ARGS = --batching $(BATCHING) --models-dir $(MODELS) --backend $(BACKEND)
 
 serve: setup
 	$(CLI) serve run --device cpu $(SERVE_ARGS)
@@ -154,3 +164,10 @@ demo: setup
 	$(CLI) capacity --plan loadtest/plans/demo.toml --p99-ms $(DEMO_P99_MS) --batch 1 --batch 32 $(DEMO_SEARCH) --models-dir $(MODELS) --no-report --unmet-ok
 	$(CLI) report $$(ls -1d results/*/results.jsonl | sort | tail -n 1) --p99-ms $(DEMO_P99_MS) --target-rps $(DEMO_TARGET_RPS) --prices $(PRICES)
 	@echo "demo: $$(sed -n 3p $$(ls -1t results/*/report*.md | head -n 1))"
+
+# --- a lent GPU machine: the offline bundle (docs/device-bundle.md) ---
+# build/device-bundle/ (<= 64 MiB): the project, the newest model (with model.keras), TF's protos and
+# the wheels the machine's image lacks. There: python3 build/device-bundle/run.py --out DIR
+device-bundle: setup
+	@ls $(MODELS)/mnist/*/model.keras >/dev/null 2>&1 || $(MAKE) --no-print-directory export
+	$(CLI) device-bundle --out build/device-bundle --models-dir $(MODELS)

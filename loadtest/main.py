@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import click
 
 from loadtest.benchmarks.cli import bench
+from loadtest.bundle.cli import device_bundle
 from loadtest.cli import COMMANDS
 from loadtest.search_cli import SEARCH_COMMANDS
 from model_export.cli import export
@@ -33,7 +34,7 @@ def cli() -> None:
     """Size inference hardware for a TF Serving model: export, serve, load-test, report, size."""
 
 
-for command in (export, serve, *COMMANDS, *SEARCH_COMMANDS, bench):
+for command in (export, serve, *COMMANDS, *SEARCH_COMMANDS, bench, device_bundle):
     cli.add_command(command)
 
 

@@ -109,6 +109,17 @@ class CellResult:
     dispatch_lag_p50_us: float | None = None  # open loop: actual - intended send time; None for closed loop
     dispatch_lag_p99_us: float | None = None
     dispatch_lag_max_us: float | None = None
+    # Device telemetry over the measured window (`loadtest.sweep.telemetry`); None where not measured,
+    # with the reason in telemetry_note ("server" / "gpu" -> why).
+    server_cpu_percent: float | None = None  # mean, % of the cores the server may use (100 = all busy)
+    server_cpu_percent_max: float | None = None  # the busiest ~150 ms sampling interval
+    server_cpu_cores: float | None = None  # cores the server may use: its CPU affinity, or a container's quota
+    server_rss_mib: float | None = None  # highest resident memory (a container: its cgroup's memory)
+    gpu_utilization_percent: float | None = None  # mean of NVML's utilisation readings
+    gpu_utilization_percent_max: float | None = None
+    gpu_memory_mib: float | None = None  # highest GPU memory used
+    gpu_power_w: float | None = None  # mean power draw
+    telemetry_note: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -166,6 +177,7 @@ CSV_COLUMNS = (
     "accuracy", "throughput_rps", "throughput_ips", "latency_p50_ms", "latency_p90_ms",
     "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "late_send_fraction",
     "loadgen_cpu_percent", "server_batch_size_mean", "valid",
+    "server_cpu_percent", "server_rss_mib", "gpu_utilization_percent", "gpu_memory_mib", "gpu_power_w",
 )
 
 

@@ -3,6 +3,8 @@
 Layout written under `<output_dir>`:
   <model_name>/<version>/                  SavedModel (TF Serving loads it unchanged)
   <model_name>/<version>/assets.extra/tf_serving_warmup_requests
+  <model_name>/<version>/model.keras       the same trained model as a Keras file (the embedded
+                                           server's `jax` backend runs it; TF Serving ignores it)
   <model_name>/<version>/metadata.json     data, accuracy, cost, provenance
   <model_name>-samples.npz                 held-out digits for load tests
 
@@ -40,6 +42,7 @@ SCORES_KEY = "scores"
 CLASSES_KEY = "classes"
 WARMUP_BATCH_SIZES = (1, 8, 32)
 TMP_PREFIX = ".tmp-export-"
+KERAS_FILE = "model.keras"
 
 
 class ExportError(RuntimeError):
@@ -220,6 +223,7 @@ def run_export(options: ExportOptions) -> ExportResult:
     staging.chmod(0o755)  # mkdtemp's 0700 would hide the version from a server running as another user
     try:
         write_saved_model(model, staging)
+        model.save(staging / KERAS_FILE)  # the weights the SavedModel holds, for runtimes other than TensorFlow
         write_warmup_requests(staging / "assets.extra" / "tf_serving_warmup_requests", options.model_name,
                               data.x_test)
         predicted = predict_classes(staging, data.x_test)

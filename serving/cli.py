@@ -30,8 +30,12 @@ from serving.deploy.config import (
 from serving.deploy.request import LaunchError, LaunchKind, StartRequest
 from serving.deploy.tfs_files import ServingFiles, generate
 from serving.endpoint import Device
+from serving.server.runtimes import Backend
 
 DEFAULT_START_TIMEOUT_S = 300.0
+
+
+BACKEND_CHOICES = [Backend.SAVEDMODEL.value, Backend.JAX.value]
 
 
 def _check_assignments(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[str]:
@@ -66,6 +70,8 @@ def server_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--device", type=click.Choice([d.value for d in Device]), default=Device.CPU.value,
                      show_default=True),
         click.option("--batching", default="off", show_default=True, help="batching profile from the serving config"),
+        click.option("--backend", type=click.Choice(BACKEND_CHOICES), default="savedmodel", show_default=True,
+                     help="embedded server: the SavedModel on TensorFlow, or the same weights on JAX (make BACKEND=)"),
         click.option("--grpc-port", type=click.IntRange(1, 65535),
                      help="host gRPC port (default: the device's from the config)"),
         click.option("--rest-port", type=click.IntRange(1, 65535),
@@ -99,10 +105,13 @@ def serving_files(config_file: str | None, models_dir: str | None, model_name: s
     return config, generate(config, profile, build_dir, batching_overrides(os.environ, assignments))
 
 
-def start_request(device: str, kind: str, batching: str, timeout_s: float, **config_args: Any) -> StartRequest:
+def start_request(device: str, kind: str, batching: str, timeout_s: float, backend: str = "savedmodel",
+                  **config_args: Any) -> StartRequest:
+    """A launch request; a backend other than the SavedModel's goes to the embedded server as its flag."""
     config, files = serving_files(profile=batching, device=device, **config_args)
+    flags = () if backend == "savedmodel" else ("--backend", backend)
     return StartRequest(device=Device(device), kind=LaunchKind(kind), config=config, files=files,
-                        timeout_s=timeout_s)
+                        timeout_s=timeout_s, server_flags=flags)
 
 
 @click.group(name="serve")
@@ -117,10 +126,10 @@ def serve() -> None:
               help="auto: the TF Serving container when Docker can, else the embedded server ($SERVING_KIND)")
 @config_options
 @user_errors
-def start(device: str, batching: str, grpc_port: int | None, rest_port: int | None, timeout_s: float, kind: str,
-          **config_args: Any) -> None:
+def start(device: str, batching: str, backend: str, grpc_port: int | None, rest_port: int | None, timeout_s: float,
+          kind: str, **config_args: Any) -> None:
     """Start a server in the background and record it (make serve-cpu / serve-gpu)."""
-    request = start_request(device, kind, batching, timeout_s, grpc_port=grpc_port, rest_port=rest_port,
+    request = start_request(device, kind, batching, timeout_s, backend, grpc_port=grpc_port, rest_port=rest_port,
                             **config_args)
     endpoint, note = launcher.start(request)
     click.echo(launcher.start_message(request, endpoint, note))
@@ -131,10 +140,10 @@ def start(device: str, batching: str, grpc_port: int | None, rest_port: int | No
 @config_options
 @click.pass_context
 @user_errors
-def run(ctx: click.Context, device: str, batching: str, grpc_port: int | None, rest_port: int | None,
+def run(ctx: click.Context, device: str, batching: str, backend: str, grpc_port: int | None, rest_port: int | None,
         timeout_s: float, **config_args: Any) -> None:
     """Run the embedded server in this terminal, recorded while it runs (make serve)."""
-    request = start_request(device, LaunchKind.EMBEDDED, batching, timeout_s, grpc_port=grpc_port,
+    request = start_request(device, LaunchKind.EMBEDDED, batching, timeout_s, backend, grpc_port=grpc_port,
                             rest_port=rest_port, **config_args)
     ctx.exit(launcher.run_foreground(request))
 

@@ -28,6 +28,27 @@ def kind_display_name(kind: str) -> str:
     return _KIND_NAMES.get(kind, kind)  # type: ignore[call-overload]
 
 
+_RUNTIME_NAMES = {"tensorflow": "TensorFlow, SavedModel", "jax": "JAX, the same weights (.keras)",
+                  "none (null backend)": "no model (null backend)"}
+
+
+def runtime_display_name(kind: str, runtime: str | None) -> str:
+    """What ran the model, as reports name it: TF Serving for its containers; for the embedded server
+    the runtime its ready line named (`tensorflow`, `jax`, ...); never TF Serving for anything else."""
+    if kind == ServerKind.CONTAINER:
+        return "TF Serving"
+    if not runtime:
+        return "runtime not recorded"
+    return _RUNTIME_NAMES.get(runtime, runtime)
+
+
+def server_with_runtime(kind: str, runtime_display: str) -> str:
+    """A kind of server and what ran its model: "embedded server (JAX, ...)"; a TF Serving container alone."""
+    if kind == ServerKind.CONTAINER:
+        return kind_display_name(kind)
+    return f"{kind_display_name(kind)} ({runtime_display})"
+
+
 class Device(StrEnum):
     CPU = "cpu"
     GPU = "gpu"

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from loadtest.analysis.formatting import params
 from loadtest.records import CellResult
 from loadtest.sweep.capacity import Role, Step, lowest_failing, verdict
+from serving.endpoint import runtime_display_name
 
 OFF = "off"  # the batching profile with server-side batching disabled
 
@@ -44,6 +45,7 @@ class Config:
     versions: str  # "k=v, ..." of the server-side versions
     host: str  # the load generator's host, from the run's provenance
     name: str = field(default="", compare=False)
+    runtime: str = ""  # what ran the model, as `serving.endpoint.runtime_display_name` names it
 
     @property
     def batching_on(self) -> bool:
@@ -53,7 +55,8 @@ class Config:
 def config_of(cell: CellResult) -> Config:
     s = cell.server
     return Config(s.device, s.device_name, s.kind, s.batching_profile, params(s.batching, ""),
-                  params(s.versions, ""), str(cell.provenance.get("host", "")), s.name)
+                  params(s.versions, ""), str(cell.provenance.get("host", "")), s.name,
+                  runtime_display_name(s.kind, s.versions.get("runtime")))
 
 
 def config_labels(configs: Iterable[Config]) -> dict[Config, str]:
@@ -94,6 +97,8 @@ class SearchAnswer:
     lowest_failing_rps: float | None  # the bracket's upper end: lowest failing offered rate above the answer
     cells: int
     reason: str = ""  # why the objective was not met; "" when it was
+    server_cpu_percent: float | None = None  # at the answering cell (device telemetry), when measured
+    gpu_utilization_percent: float | None = None
 
     @property
     def met(self) -> bool:
@@ -120,7 +125,8 @@ def search_answer(cells: Sequence[CellResult]) -> SearchAnswer:
     return SearchAnswer(str(first.search["id"]), config_of(first), first.load.request_batch_size, objective,
                         top[0] if top else None, cell.throughput_ips if cell else None,
                         cell.latency_p50_ms if cell else None, cell.latency_p99_ms if cell else None,
-                        lowest_failing(steps, floor), len(cells), "" if top else _unmet(cells, bool(rated)))
+                        lowest_failing(steps, floor), len(cells), "" if top else _unmet(cells, bool(rated)),
+                        cell.server_cpu_percent if cell else None, cell.gpu_utilization_percent if cell else None)
 
 
 def _unmet(cells: Sequence[CellResult], rated: bool) -> str:

@@ -11,13 +11,14 @@ from collections.abc import Mapping, Sequence
 
 from loadtest.analysis.answers import Config, SearchAnswer, config_of
 from loadtest.analysis.blocks import Table, cell_mark, device_name
+from loadtest.analysis.device_use import busy_text
 from loadtest.analysis.formatting import change as pct
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.formatting import params
 from loadtest.analysis.series import Series, level_name, load_level, unusable_reason, usable
 from loadtest.records import CellResult
 from loadtest.vocab import CellStatus
-from serving.endpoint import kind_display_name
+from serving.endpoint import kind_display_name, server_with_runtime
 
 Labels = Mapping[Config, str]
 
@@ -47,27 +48,30 @@ def configurations_table(results: Sequence[CellResult], labels: Labels) -> Table
     rows = []
     for config, cells in sorted(by_config.items()):
         first = cells[0]
-        rows.append((labels[config], kind_display_name(config.kind), config.device, device_name(config.device_name),
+        rows.append((labels[config], server_with_runtime(config.kind, config.runtime), config.device,
+                     device_name(config.device_name),
                      config.batching_profile, config.batching or "—", config.versions or "versions not recorded",
                      first.server.protocol, f"{first.server.model_name} v{first.server.model_version}",
                      ", ".join(sorted({c.run_id for c in cells})), _loadgen(cells),
                      f"{sum(usable(c) for c in cells)}/{len(cells)}"))
     return Table("Configurations", "What was measured, once per configuration; every other table names "
                  "configurations by these labels.",
-                 ("configuration", "server kind", "device", "device name", "batching profile", "batching parameters",
-                  "server versions", "protocol", "model", "runs", "load generator (host @ commit; versions)",
-                  "valid/all cells"), tuple(rows))
+                 ("configuration", "server kind (runtime)", "device", "device name", "batching profile",
+                  "batching parameters", "server versions", "protocol", "model", "runs",
+                  "load generator (host @ commit; versions)", "valid/all cells"), tuple(rows))
 
 
 def searches_table(searches: Sequence[SearchAnswer], labels: Labels) -> Table:
     rows = tuple((labels[s.config], str(s.request_batch_size), f"{s.p99_objective_ms:g}", "yes" if s.met else "NO",
-                  fmt(s.capacity_rps), fmt(s.capacity_ips), fmt(s.p50_ms, 2), fmt(s.p99_ms, 2),
+                  fmt(s.capacity_rps), fmt(s.capacity_ips), busy_text(s.server_cpu_percent, s.gpu_utilization_percent),
+                  fmt(s.p50_ms, 2), fmt(s.p99_ms, 2),
                   fmt(s.lowest_failing_rps), str(s.cells), s.search_id, s.reason) for s in searches)
     return Table("Capacity searches", "Each search's answer: the highest offered rate its confirmation cells passed "
-                 "(valid, p99 within the objective), the images/s and latency of that cell, and the lowest rate "
-                 "that failed above it. Not met: no confirmation passed.",
+                 "(valid, p99 within the objective), the images/s, device use and latency of that cell, and the "
+                 "lowest rate that failed above it. Not met: no confirmation passed.",
                  ("configuration", "request batch", "p99 objective ms", "met", "capacity req/s", "images/s",
-                  "p50 ms", "p99 ms", "lowest failing req/s", "cells", "search", "not met because"), rows,
+                  "device busy", "p50 ms", "p99 ms", "lowest failing req/s", "cells", "search", "not met because"),
+                 rows,
                  tuple("" if s.met else "invalid" for s in searches))
 
 
@@ -84,16 +88,18 @@ def peak_table(series: Sequence[Series], labels: Sequence[str]) -> Table:
     for label, s in zip(labels, series):
         c = peak_cell(s)
         if c is None:
-            rows.append((label, "no valid cell", *["—"] * 6))
+            rows.append((label, "no valid cell", *["—"] * 8))
             marks.append("invalid")
             continue
-        rows.append((label, fmt(c.throughput_ips), fmt(c.throughput_rps), f"{level_name(s.key.mode)} {load_level(c):g}",
+        rows.append((label, fmt(c.throughput_ips), fmt(c.throughput_rps), fmt(c.server_cpu_percent, 0),
+                     fmt(c.gpu_utilization_percent, 0), f"{level_name(s.key.mode)} {load_level(c):g}",
                      fmt(c.latency_p50_ms, 2), fmt(c.latency_p99_ms, 2), fmt(c.latency_p999_ms, 2),
                      fmt(None if c.accuracy is None else c.accuracy * 100, 2)))
         marks.append("")
     return Table("Peak valid throughput per series", "The highest valid throughput each series measured, "
-                 "whatever its latency.",
-                 ("series", "images/s", "requests/s", "at", "p50 ms", "p99 ms", "p99.9 ms", "accuracy %"),
+                 "whatever its latency, and how busy the server's CPU (% of its cores) and GPU were there.",
+                 ("series", "images/s", "requests/s", "server CPU %", "GPU util %", "at", "p50 ms", "p99 ms",
+                  "p99.9 ms", "accuracy %"),
                  tuple(rows), tuple(marks))
 
 
@@ -140,6 +146,7 @@ def cells_table(series: Sequence[Series], labels: Sequence[str], only_unusable: 
             errors = sum(c.errors_by_code.values())
             rows.append((label, f"{level_name(s.key.mode)} {load_level(c):g}", c.status,
                          "yes" if usable(c) else "NO", fmt(c.throughput_ips), fmt(c.throughput_rps),
+                         fmt(c.server_cpu_percent, 0), fmt(c.gpu_utilization_percent, 0),
                          fmt(c.latency_p50_ms, 2), fmt(c.latency_p99_ms, 2), *latency_split(c), f"{c.requests:,}",
                          f"{errors:,}", f"{c.wrong_answers:,}", f"{c.late_send_fraction:.1%}",
                          fmt(c.dispatch_lag_p99_us, 0), fmt(c.loadgen_cpu_percent, 0), fmt(c.server_batch_size_mean, 2),
@@ -150,9 +157,11 @@ def cells_table(series: Sequence[Series], labels: Sequence[str], only_unusable: 
                if only_unusable else "Invalid and failed cells are marked and give their reasons. Server mean: "
                "the server's own mean request latency over the cell (TF Serving's request_latency, scraped "
                "before and after, warm-up included); outside: the client's mean minus it, the time in the "
-               "load generator, both gRPC stacks and the wire.")
+               "load generator, both gRPC stacks and the wire. Server CPU %: the server's CPU over the measured "
+               "window as a share of the cores it may use; GPU util %: NVML's, on a GPU server.")
     return Table(title, caption,
-                 ("series", "load", "status", "valid", "images/s", "requests/s", "p50 ms", "p99 ms",
+                 ("series", "load", "status", "valid", "images/s", "requests/s", "server CPU %", "GPU util %",
+                  "p50 ms", "p99 ms",
                   "server mean ms", "outside ms",
                   "requests", "errors", "wrong answers", "late sends", "dispatch lag p99 µs", "loadgen CPU %",
                   "server batch mean", "reason"), tuple(rows), tuple(marks),

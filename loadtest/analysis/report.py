@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import jinja2
 
-from loadtest.analysis import details, size
+from loadtest.analysis import details, device_use, size
 from loadtest.analysis.answers import Answers, Config, answer, config_labels, config_of
 from loadtest.analysis.blocks import Figure, Table
 from loadtest.analysis.prices import DEFAULT_PRICES, load_prices
@@ -114,6 +114,7 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
     if answers.searches:
         blocks.append(details.searches_table(answers.searches, labels))
     blocks += [details.configurations_table(results, labels), details.peak_table(series, names),
+               device_use.device_use_table(results, labels),
                details.cpu_gpu_table(results, labels), details.cells_table(series, names, only_unusable=True)]
     if compare:
         blocks.append(details.compare_table(results, compare))

@@ -35,6 +35,7 @@ from loadtest.analysis.series import AnalysisError, read_all
 from loadtest.analysis.sources import ConfigCapacity, Source, capacities, request_batches
 from loadtest.records import CellResult
 from loadtest.tables import plain_table
+from serving.endpoint import server_with_runtime
 
 UNITS = {"rps": "requests/s", "ips": "images/s"}
 
@@ -115,7 +116,8 @@ class SizingAnswer:
         return self.source + (" (lower bound)" if bound else "")
 
     def server(self) -> str:
-        return f"{self.config.device} {self.config.kind}, batching {self.config.batching_profile}"
+        config = self.config
+        return f"{config.device} {server_with_runtime(config.kind, config.runtime)}, batching {config.batching_profile}"
 
 
 def size_option(found: ConfigCapacity, label: str, objective: Objective, prices: PriceBook) -> SizingAnswer:

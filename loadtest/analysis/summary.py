@@ -28,6 +28,7 @@ from loadtest.analysis.answers import (
     config_of,
 )
 from loadtest.analysis.blocks import Table, device_name
+from loadtest.analysis.device_use import busy_text
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.prices import PriceBook
 from loadtest.analysis.sources import highest_passing
@@ -131,8 +132,9 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
     rows = []
     for d in devices:
         b = d.best
-        found = (labels[b.config], fmt(b.capacity_rps), fmt(b.capacity_ips), fmt(b.p50_ms, 2), fmt(b.p99_ms, 2),
-                 fmt(b.lowest_failing_rps)) if b else ("none met the objective", *["—"] * 5)
+        found = (labels[b.config], fmt(b.capacity_rps), fmt(b.capacity_ips),
+                 busy_text(b.server_cpu_percent, b.gpu_utilization_percent), fmt(b.p50_ms, 2), fmt(b.p99_ms, 2),
+                 fmt(b.lowest_failing_rps)) if b else ("none met the objective", *["—"] * 6)
         rows.append((d.device, device_name(d.device_name), str(d.request_batch_size), f"{d.p99_objective_ms:g}",
                      *found, _gain_text(d, labels), _ratio_text(d, ratios),
                      *(_cost_cells(d, pricing) if pricing else ())))
@@ -142,11 +144,12 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
                  "Capacity: the highest offered rate (open loop) a capacity search confirmed with p99 within the "
                  "objective; the best configuration is the one with the highest capacity on that device, request "
                  "batch size and objective. Batching gain: best batching-enabled capacity ÷ batching-off capacity, "
-                 "same device, request batch and objective. GPU/CPU: best GPU ÷ best CPU capacity."
+                 "same device, request batch and objective. GPU/CPU: best GPU ÷ best CPU capacity. Device busy: "
+                 "the server's CPU (% of its cores) and GPU utilisation at the capacity's cell."
                  + _pricing_caption(pricing),
                  ("device", "device name", "request batch", "p99 objective ms", "best configuration", "capacity req/s",
-                  "images/s", "p50 ms", "p99 ms", "lowest failing req/s", "batching gain over off", "GPU/CPU",
-                  *costs), tuple(rows), tuple("" if d.best else "invalid" for d in devices))
+                  "images/s", "device busy", "p50 ms", "p99 ms", "lowest failing req/s", "batching gain over off",
+                  "GPU/CPU", *costs), tuple(rows), tuple("" if d.best else "invalid" for d in devices))
 
 
 # ----------------------------------------------------------------------------- without searches
@@ -163,13 +166,16 @@ def lower_bound_table(results: Sequence[CellResult], labels: Labels, p99_ms: flo
         high = highest_passing(cells, p99_ms, LoadMode.OPEN)
         top = high.cell
         rows.append((labels[config], str(batch), fmt(high.rate_rps), fmt(top.throughput_rps if top else None),
-                     fmt(top.throughput_ips if top else None), fmt(top.latency_p99_ms if top else None, 2),
+                     fmt(top.throughput_ips if top else None),
+                     busy_text(top.server_cpu_percent, top.gpu_utilization_percent) if top else "—",
+                     fmt(top.latency_p99_ms if top else None, 2),
                      high.note))
     return Table(f"Best measured open-loop rate at p99 ≤ {p99_ms:g} ms: a lower bound",
                  "Not a capacity: the highest offered rate a sweep measured passing (valid, p99 within the "
                  "objective); untried rates above it may pass too. A capacity search finds the real one."
                  + ("" if rows else " No open-loop cells in these results either."),
-                 ("configuration", "request batch", "offered req/s", "achieved req/s", "images/s", "p99 ms", "note"),
+                 ("configuration", "request batch", "offered req/s", "achieved req/s", "images/s", "device busy",
+                  "p99 ms", "note"),
                  tuple(rows))
 
 

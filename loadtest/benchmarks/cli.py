@@ -1,12 +1,14 @@
-"""`mnist-bench bench server|loadgen`: the two benchmarks' command line.
+"""`mnist-bench bench server|runtimes|loadgen`: the benchmarks' command line.
 
     mnist-bench bench server --model-base-path models/mnist --samples models/mnist-samples.npz
+    mnist-bench bench runtimes --model-base-path models/mnist --samples models/mnist-samples.npz
     mnist-bench bench loadgen --model-base-path models/mnist --samples models/mnist-samples.npz
 
-The commands only parse options and print the outcome; `loadtest.benchmarks.server.run` and
-`loadtest.benchmarks.loadgen.run` do the work and raise, which becomes one `click.ClickException`
-line (exit 1); a malformed option is a usage error (exit 2). Imports of the benchmarks themselves
-(TensorFlow, gRPC, Locust's runner) wait until a command runs, so the root command starts fast.
+The commands only parse options and print the outcome; `loadtest.benchmarks.server.run`,
+`loadtest.benchmarks.runtimes.run` and `loadtest.benchmarks.loadgen.run` do the work and raise, which
+becomes one `click.ClickException` line (exit 1); a malformed option is a usage error (exit 2).
+Imports of the benchmarks themselves (TensorFlow, JAX, gRPC, Locust's runner) wait until a command
+runs, so the root command starts fast.
 
 Not for: the in-process baseline child (`python -m loadtest.benchmarks.inprocess`, internal) or
 what is measured (`loadtest.benchmarks.server`, `loadtest.benchmarks.loadgen`).
@@ -47,14 +49,28 @@ def bench() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+def model_and_cores(model_help: str, server_cpu_help: str):
+    """The options every server benchmark shares: the model, its samples, and the pinned cores."""
+    options = [
+        click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+                     help=model_help),
+        click.option("--samples", type=FILE, default=None, help="npz with `images` (default: random pixels)"),
+        click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0", show_default=True,
+                     help=server_cpu_help),
+        click.option("--client-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True,
+                     help="cores the load client (this process) is pinned to"),
+    ]
+
+    def decorate(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+    return decorate
+
+
 @bench.command("server")
-@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
-              help="the model's base directory (version subdirectories), as `make export` writes it")
-@click.option("--samples", type=FILE, default=None, help="npz with `images` (default: random pixels)")
-@click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0", show_default=True,
-              help="cores every server and the in-process baseline are pinned to")
-@click.option("--client-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True,
-              help="cores the load client (this process) is pinned to")
+@model_and_cores("the model's base directory (version subdirectories), as `make export` writes it",
+                 "cores every server and the in-process baseline are pinned to")
 @click.option("--warmup-s", type=click.FloatRange(min=0.0), default=1.0, show_default=True)
 @click.option("--duration-s", type=POSITIVE_S, default=4.0, show_default=True, help="measured seconds per phase")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
@@ -76,6 +92,29 @@ def server(**options) -> None:
     except (BenchError, InProcessFailed, ServerNotReady, OSError, ValueError, subprocess.TimeoutExpired) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(format_summary(summary))
+
+
+@bench.command("runtimes")
+@model_and_cores("the model's base directory; its newest version needs model.keras for the jax backend",
+                 "cores every server is pinned to")
+@click.option("--warmup-s", type=click.FloatRange(min=0.0), default=0.5, show_default=True)
+@click.option("--duration-s", type=POSITIVE_S, default=3.0, show_default=True, help="measured seconds per phase")
+@click.option("--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="append the summary as one JSON line to this file")
+def runtimes(**options) -> None:
+    """TensorFlow vs JAX as the server's runtime: served img/s at request batch 1 and 64, batching off and on."""
+    from loadtest.benchmarks import runtimes as bench_runtimes
+    from loadtest.benchmarks.records import BenchOptions
+    from loadtest.benchmarks.server import BenchError
+    from serving.deploy.process import ServerNotReady
+
+    settings = BenchOptions(**options, rounds=1)
+    require(settings.model_base_path, settings.samples)
+    try:
+        summary = bench_runtimes.run(settings)
+    except (BenchError, ServerNotReady, OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(bench_runtimes.format_summary(summary))
 
 
 @bench.command("loadgen")

@@ -271,7 +271,8 @@ def run_summary(complete: bool) -> LoadSummary:
         latency=agg.latency(), histogram_us=stats.encode(agg.histogram),
         window_rps=stats.window_counts_to_rps(agg.window_counts, options.window_s, windows),
         cpu_s_by_pid=RUN.cpu, model_version=RUN.model_version, in_flight_abandoned=RUN.abandoned,
-        locust=locust_totals(), dispatch_lag=agg.dispatch_lag())
+        locust=locust_totals(), dispatch_lag=agg.dispatch_lag(),
+        window_start_unix_s=RUN.collector.start_unix_s if RUN.collector else None)
 
 
 def locust_totals() -> LocustTotals:

@@ -51,6 +51,7 @@ class LoadSummary:
     in_flight_abandoned: int
     locust: LocustTotals | None = field(default=None)
     dispatch_lag: LatencySummary | None = None  # open loop: actual - intended send time, merged over processes
+    window_start_unix_s: float | None = None  # when the measured window opened (the master's clock)
 
     def to_dict(self) -> dict:
         return asdict(self)

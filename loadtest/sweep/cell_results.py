@@ -21,6 +21,7 @@ from loadtest.records import CellResult, LoadSpec, ServerLabel, ValidityFlag
 from loadtest.sweep import plan as plans
 from loadtest.sweep.locust_run import load_processes
 from loadtest.sweep.scrape import ServerFigures
+from loadtest.sweep.telemetry import Telemetry
 from loadtest.vocab import Arrival, CellStatus, Flag, LoadMode
 from model_export.provenance import cpu_cores, cpu_model_name, git_revision, package_versions, utc_now
 
@@ -60,8 +61,9 @@ def cell_flags(ctx: CellContext, spec: LoadSpec, summary: LoadSummary, failure: 
 
 
 def measured_result(ctx: CellContext, index: int, label: ServerLabel, spec: LoadSpec, summary: LoadSummary,
-                    figures: ServerFigures, failure: str) -> CellResult:
-    """A cell's record from a Locust summary: computed once, validity flags included."""
+                    figures: ServerFigures, failure: str, device: Telemetry | None = None) -> CellResult:
+    """A cell's record from a Locust summary and the device telemetry of its window: computed once,
+    validity flags included."""
     measure_s = ctx.run.measure_s
     process_cpu = [stats.cpu_percent(s, measure_s) for s in summary.cpu_s_by_pid.values()]
     flags = cell_flags(ctx, spec, summary, failure)
@@ -86,7 +88,14 @@ def measured_result(ctx: CellContext, index: int, label: ServerLabel, spec: Load
         loadgen_process_cpu_percent=[round(c, 1) for c in process_cpu], server_metrics=figures.extra,
         locust_stats=asdict(summary.locust) if summary.locust else {}, pool_full_waits=summary.pool_waits,
         dispatch_lag_p50_us=lag_us(summary, "p50_ms"), dispatch_lag_p99_us=lag_us(summary, "p99_ms"),
-        dispatch_lag_max_us=lag_us(summary, "max_ms"))
+        dispatch_lag_max_us=lag_us(summary, "max_ms"), **telemetry_fields(device or Telemetry()))
+
+
+def telemetry_fields(device: Telemetry) -> dict:
+    """The record's telemetry fields: the same names, `notes` as telemetry_note."""
+    figures = asdict(device)
+    figures["telemetry_note"] = figures.pop("notes")
+    return figures
 
 
 def lag_us(summary: LoadSummary, name: str) -> float | None:

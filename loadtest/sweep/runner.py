@@ -2,9 +2,9 @@
 
 For each server, in order (started by the tool when the plan names configurations to start:
 `loadtest.sweep.servers`, and stopped before the next): probe it (one real Predict), then for each
-cell scrape its Prometheus
-metrics, run Locust headless (`loadtest.sweep.locust_run`: warm-up, then the measured window,
-then drain), scrape again, probe again, and append the cell's record to
+cell scrape its Prometheus metrics, run Locust headless (`loadtest.sweep.locust_run`: warm-up, then
+the measured window, then drain) while sampling the server's CPU, memory and GPU
+(`loadtest.sweep.telemetry`), scrape again, probe again, and append the cell's record to
 `results/<UTC time>/results.jsonl` (plus `results.csv`, a console line, and Locust's log under
 `logs/`). A server that does not start, or stops answering, fails its cells with the reason, and its remaining cells
 are recorded as not run; Ctrl-C fails the running cell, keeps every earlier record, and ends the
@@ -26,7 +26,7 @@ from typing import TextIO
 
 from loadtest.records import CellResult, append_csv, append_result
 from loadtest.sweep import plan as plans
-from loadtest.sweep import scrape
+from loadtest.sweep import scrape, telemetry
 from loadtest.sweep.cell_results import CellContext, collect_provenance, failed_result, load_spec, measured_result
 from loadtest.sweep.console import console_table, describe, progress_line
 from loadtest.sweep.locust_run import cell_deadline_s, locust_command, run_locust
@@ -86,8 +86,11 @@ class CellRunner:
         command = locust_command(run, cell, target, summary_path)
         before = scrape.scrape(target.rest_url)
         try:
-            locust = run_locust(command, summary_path, self.run_dir / "logs" / f"cell-{index:03d}.log",
-                                cell_deadline_s(run))
+            with telemetry.sampling(target) as sampler:
+                locust = run_locust(command, summary_path, self.run_dir / "logs" / f"cell-{index:03d}.log",
+                                    cell_deadline_s(run))
+                device = sampler.window(*telemetry.measured_window(locust.summary, summary_path, run.measure_s,
+                                                                   sampler.clock()))
         except KeyboardInterrupt:
             self.record(failed_result(ctx, index, label, spec, "interrupted (Ctrl-C) during the cell"), total, search)
             raise Interrupted() from None
@@ -99,7 +102,7 @@ class CellRunner:
         else:
             label = replace(label, model_version=locust.summary.model_version or model_version)
             result = measured_result(ctx, index, label, spec, locust.summary, scrape.cell_figures(before, after),
-                                     failure)
+                                     failure, device)
         return self.record(result, total, search), probe
 
     def not_run(self, target: ServedEndpoint, cell: plans.Cell, run: plans.RunSettings, reason: str,

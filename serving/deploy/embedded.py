@@ -3,8 +3,7 @@
 It serves the very files the containers mount, on the device's ports, with its output appended
 to `<state dir>/<name>-server.log`. It is up once its ready line appears and gRPC
 GetModelStatus says AVAILABLE; the device and its name are what the server itself reports, so a
-CPU run is never labelled GPU. `probe_tensorflow_gpus` asks TensorFlow, in a child process,
-which GPUs the embedded server would see.
+CPU run is never labelled GPU. Which GPUs its runtime would see: `serving.deploy.gpus`.
 
 Not for: choosing between the container and the embedded server (`serving.deploy.launcher`) or
 the server itself (`serving.server`).
@@ -12,12 +11,10 @@ the server itself (`serving.server`).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -31,34 +28,6 @@ from serving.endpoint import ServedEndpoint, ServerKind
 from serving.protocol.names import parse_ready_line
 
 FAILED_START_STOP_S = 10.0
-
-
-@dataclass(frozen=True)
-class TensorFlowGpus:
-    version: str
-    built_with_cuda: bool
-    gpu_names: tuple[str, ...]
-    problem: str = ""  # set when TensorFlow could not even be asked
-
-
-_TF_GPU_PROBE = """
-import json, tensorflow as tf
-gpus = tf.config.list_physical_devices("GPU")
-names = [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]
-print(json.dumps({"version": tf.__version__, "cuda": tf.test.is_built_with_cuda(), "gpus": names}))
-"""
-
-
-def probe_tensorflow_gpus(timeout_s: float = 180) -> TensorFlowGpus:
-    """Ask TensorFlow, in a child process, which GPUs it sees (the embedded server's view)."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    try:
-        done = subprocess.run([sys.executable, "-c", _TF_GPU_PROBE], capture_output=True, text=True,
-                              timeout=timeout_s, env=env)
-        found = json.loads(done.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
-        return TensorFlowGpus("unknown", False, (), problem=f"TensorFlow GPU probe failed: {exc}")
-    return TensorFlowGpus(found["version"], bool(found["cuda"]), tuple(found["gpus"]))
 
 
 def embedded_command(request: StartRequest) -> list[str]:
@@ -91,12 +60,26 @@ def library_versions() -> dict[str, str]:
     return {"python": sys.version.split()[0], **package_versions(("tensorflow", "tensorflow-serving-api", "grpcio"))}
 
 
+def server_versions(ready: dict) -> dict[str, str]:
+    """What a result records of the server's software: the runtime its ready line named ("tensorflow",
+    "jax", ...; older servers omit it) and that runtime's packages. TensorFlow's version is recorded
+    only where TensorFlow ran the model, so a JAX or null server's results never carry it."""
+    versions = {**library_versions(), "model_version": ready["version"]}
+    runtime = ready.get("runtime")
+    if runtime is None:
+        return versions
+    if runtime != "tensorflow":
+        versions.pop("tensorflow", None)
+    pairs = (pair.partition("=") for pair in (ready.get("runtime_versions") or "").split(",") if pair)
+    return {**versions, "runtime": runtime, **{name: version for name, _, version in pairs}}
+
+
 def endpoint_from_ready(request: StartRequest, ready_line: str, pid: int) -> ServedEndpoint:
     """The state record of a server from its ready line; refuses a server on the wrong device."""
     ready = parse_ready_line(ready_line)
     if ready["device"] != request.device:  # never label one device's run as the other's
         raise LaunchError(f"asked for device {request.device} but the server reports device {ready['device']}")
-    versions = {**library_versions(), "model_version": ready["version"]}
+    versions = server_versions(ready)
     return ServedEndpoint(
         name=request.name, kind=ServerKind.EMBEDDED, device=ready["device"], device_name=ready["device_name"],
         host=request.config.host, grpc_port=request.grpc_port, rest_port=request.rest_port,

@@ -27,35 +27,24 @@ from dataclasses import replace
 from model_export.provenance import REPO
 from serving.deploy.config import ServingConfig
 from serving.deploy.docker import ContainerLauncher, DockerProbe, probe_docker, publish_host
-from serving.deploy.embedded import (
-    EmbeddedLauncher,
+from serving.deploy.embedded import EmbeddedLauncher, embedded_command, endpoint_from_ready, server_env
+from serving.deploy.gpus import (  # noqa: F401  (TensorFlowGpus, describe_missing_gpu: names callers use here)
+    PROBES,
+    RuntimeGpus,
     TensorFlowGpus,
-    embedded_command,
-    endpoint_from_ready,
+    backend_of,
+    describe_missing_gpu,
     probe_tensorflow_gpus,
-    server_env,
 )
 from serving.deploy.process import stop_process
 from serving.deploy.readiness import check_port_free, wait_available
 from serving.deploy.request import LaunchError, LaunchKind, StartRequest
 from serving.deploy.state import read_state, state_file_path, write_state
-from serving.endpoint import Device, ServedEndpoint, ServerKind, kind_display_name
+from serving.endpoint import Device, ServedEndpoint, ServerKind, kind_display_name, runtime_display_name
 from serving.protocol.names import READY_RE
 
 Launcher = ContainerLauncher | EmbeddedLauncher
 ALREADY_RUNNING = "already running"
-
-
-def describe_missing_gpu(docker: DockerProbe, tf_gpus: TensorFlowGpus) -> str:
-    docker_part = (f"no usable Docker engine ({docker.problem})" if not docker.usable
-                   else "the Docker engine has no NVIDIA runtime (install nvidia-container-toolkit)")
-    if tf_gpus.problem:
-        tf_part = tf_gpus.problem
-    elif not tf_gpus.built_with_cuda:
-        tf_part = f"TensorFlow {tf_gpus.version} is a build without CUDA and sees no GPU"
-    else:
-        tf_part = f"TensorFlow {tf_gpus.version} sees no GPU (no NVIDIA driver/device visible)"
-    return f"cannot serve on GPU: {docker_part}, and {tf_part}. Nothing was started."
 
 
 def launcher_for(kind: str, docker: DockerProbe | None = None) -> Launcher:
@@ -68,11 +57,12 @@ def launcher_for(kind: str, docker: DockerProbe | None = None) -> Launcher:
 
 
 def choose_launcher(device: str, kind: str, docker: DockerProbe,
-                    tf_gpus: Callable[[], TensorFlowGpus] = probe_tensorflow_gpus,
+                    tf_gpus: Callable[[], RuntimeGpus] | None = None,
                     server_flags: tuple[str, ...] = (), cpus: str = "") -> tuple[Launcher, str]:
     """Container when Docker can do it, else the embedded server; returns (launcher, note).
 
-    The note says, in one line, why the embedded server was chosen; it is empty otherwise.
+    The note says, in one line, why the embedded server was chosen; it is empty otherwise. A GPU
+    server is refused where the chosen backend's runtime (TensorFlow or JAX) sees no GPU.
     Embedded-server flags and pinning to cores mean the embedded server: the container takes neither.
     """
     embedded_only = " ".join(server_flags) + (f" (pinned to cores {cpus})" if cpus else "")
@@ -93,7 +83,7 @@ def choose_launcher(device: str, kind: str, docker: DockerProbe,
         note = (f"no usable Docker engine ({docker.problem})" if not docker.usable
                 else "the Docker engine has no NVIDIA runtime")
     if device == Device.GPU:
-        gpus = tf_gpus()
+        gpus = (tf_gpus or PROBES.get(backend_of(server_flags), probe_tensorflow_gpus))()
         if not gpus.gpu_names:
             raise LaunchError(describe_missing_gpu(docker, gpus))
     return EmbeddedLauncher(), note
@@ -112,7 +102,8 @@ def already_serving(request: StartRequest, existing: ServedEndpoint) -> bool:
 def describe(endpoint: ServedEndpoint) -> str:
     """One line naming a server: kind, device, where it runs and what it serves."""
     where = f"pid {endpoint.pid}" if endpoint.pid else f"container {(endpoint.container or '?')[:12]}"
-    kind = kind_display_name(endpoint.kind)
+    runtime = endpoint.versions.get("runtime")
+    kind = kind_display_name(endpoint.kind) + (f" ({runtime_display_name(endpoint.kind, runtime)})" if runtime else "")
     version = endpoint.versions.get("model_version", "?")
     return (f"{kind} on {endpoint.device} ({endpoint.device_name}), {where}, grpc {endpoint.grpc_target}, "
             f"rest {endpoint.rest_url}, batching profile {endpoint.batching_profile}, "

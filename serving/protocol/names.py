@@ -38,18 +38,23 @@ REQUEST_COUNT_SUFFIX = "serving:request_count"
 SERVER_INFO_SUFFIX = "embedded:server_info"
 
 # The one stdout line the embedded server prints once it serves; harnesses wait for it and parse it.
+# `runtime` (what runs the model: "tensorflow", "jax", "none (null backend)") and `runtime_versions`
+# ("jax=0.10.2,jaxlib=0.10.2") come last and are optional, so lines from older servers still parse
+# (they parse to None).
 READY_PREFIX = "serving ready "
 READY_RE = re.compile(
     r"serving ready kind=(?P<kind>\S+) grpc=(?P<grpc>\S+) rest=(?P<rest>\S+) model=(?P<model>\S+) "
     r'version=(?P<version>\S+) device=(?P<device>\S+) device_name="(?P<device_name>[^"]*)" '
-    r"batching=(?P<batching>\S+)")
+    r"batching=(?P<batching>\S+)"
+    r'(?: runtime="(?P<runtime>[^"]*)" runtime_versions=(?P<runtime_versions>\S*))?')
 
 
 def format_ready_line(*, kind: str, grpc: str, rest: str, model: str, version: int, device: str,
-                      device_name: str, batching: str) -> str:
+                      device_name: str, batching: str, runtime: str, runtime_versions: str) -> str:
     """The ready line for these fields (`grpc`/`rest` are host:port)."""
     return (f"{READY_PREFIX}kind={kind} grpc={grpc} rest={rest} model={model} version={version} "
-            f'device={device} device_name="{device_name}" batching={batching}')
+            f'device={device} device_name="{device_name}" batching={batching} '
+            f'runtime="{runtime}" runtime_versions={runtime_versions}')
 
 
 def parse_ready_line(line: str) -> dict[str, str]:

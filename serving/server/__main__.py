@@ -6,6 +6,10 @@ Flags mirror tensorflow_model_server (`--port`, `--rest_api_port`, `--model_name
 config files drive either server; the rest are this project's own (device, backend, null-model
 timing, response encoding, profile label). `run()` raises; `main()` turns errors into one line
 and a non-zero exit.
+
+The backend is known before anything imports TensorFlow: `run()` readies the process for it
+(`serving.server.runtimes.prepare_process`) and only then imports the server, so a `--backend jax`
+server never loads TensorFlow's runtime.
 """
 
 from __future__ import annotations
@@ -15,12 +19,15 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from serving.layering import parse_bool
 from serving.protocol.names import METRICS_PATH
-from serving.server.backends import BACKENDS, BackendOptions
-from serving.server.batching import BatchingOptions, check_options, options_from_proto
-from serving.server.model_source import ModelEntry, entries_from_config
+from serving.server.runtimes import Backend, prepare_process
+
+if TYPE_CHECKING:  # imported in run(), after prepare_process: they import TensorFlow's protos
+    from serving.server.batching import BatchingOptions
+    from serving.server.model_source import ModelEntry
 
 
 def _bool(text: str) -> bool:
@@ -45,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     own = p.add_argument_group("embedded server flags")
     own.add_argument("--host", default="127.0.0.1", help="address to bind (loopback unless told otherwise)")
     own.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    own.add_argument("--backend", choices=sorted(BACKENDS), default="savedmodel")
+    own.add_argument("--backend", choices=sorted(Backend), default=Backend.SAVEDMODEL,
+                     help="savedmodel: TensorFlow; jax: model.keras on Keras/JAX (XLA); null: zeros, no model run")
     own.add_argument("--null_delay_ms", type=float, default=0.0, help="null backend: service time per model call")
     own.add_argument("--null_stall_ms", type=float, default=0.0, help="null backend: length of a periodic stall")
     own.add_argument("--null_stall_every_s", type=float, default=0.0, help="null backend: stall period")
@@ -62,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def model_entries(args: argparse.Namespace) -> tuple[ModelEntry, ...]:
     """From --model_config_file, or --model_name/--model_base_path as tensorflow_model_server does."""
+    from serving.server.model_source import ModelEntry, entries_from_config
+
     if args.model_config_file:
         if args.model_base_path:
             raise ValueError("give either --model_config_file or --model_base_path, not both")
@@ -74,6 +84,8 @@ def model_entries(args: argparse.Namespace) -> tuple[ModelEntry, ...]:
 
 
 def batching_options(args: argparse.Namespace) -> BatchingOptions | None:
+    from serving.server.batching import BatchingOptions, check_options, options_from_proto
+
     if not args.enable_batching:
         if args.batching_parameters_file:
             raise ValueError("--batching_parameters_file needs --enable_batching")
@@ -104,7 +116,9 @@ def run(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    prepare_process(args.backend)  # before the imports below pull in TensorFlow's protos (or its runtime)
     from serving.server.app import serve
+    from serving.server.backends import BackendOptions
     from serving.server.core import ServerConfig, select_device
 
     models = model_entries(args)
@@ -120,7 +134,8 @@ def run(argv: list[str] | None = None) -> int:
         device_name=device_name, monitoring_path=monitoring_path(args), max_message_bytes=args.max_message_bytes,
         grpc_max_threads=args.grpc_max_threads)
     logging.getLogger("serving").info(
-        "starting: device=%s (%s) backend=%s batching=%s models=%s", args.device, device_name, args.backend,
+        "starting: device=%s (%s) backend=%s runtime=%s batching=%s models=%s", args.device, device_name,
+        args.backend, config.runtime.name,
         batching.as_dict() if batching else "off", ", ".join(f"{m.name}@{m.base_path}" for m in models))
     return serve(config)
 

@@ -37,7 +37,8 @@ def ready_line(config: ServerConfig, grpc_port: int, rest_port: int, source: Mod
     return format_ready_line(
         kind=ServerKind.EMBEDDED, grpc=f"{config.host}:{grpc_port}", rest=f"{config.host}:{rest_port}",
         model=first, version=max(versions) if versions else 0, device=config.device,
-        device_name=config.device_name, batching="on" if config.batching else "off")
+        device_name=config.device_name, batching="on" if config.batching else "off",
+        runtime=config.runtime.name, runtime_versions=config.runtime.versions())
 
 
 def load_models(config: ServerConfig) -> ModelSource:
@@ -77,7 +78,8 @@ def stop_requested() -> threading.Event:
 def serve(config: ServerConfig) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code (0 after a graceful drain)."""
     source = load_models(config)
-    core = ServingCore(config, source, ServerMetrics(config.device, config.device_name, config.batching_profile))
+    core = ServingCore(config, source, ServerMetrics(config.device, config.device_name, config.batching_profile,
+                                                       runtime=config.runtime))
     server, grpc_port = grpc_server(core)
     rest = RestServer(core, config.host, config.rest_port)
     stop = stop_requested()

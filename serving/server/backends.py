@@ -1,12 +1,14 @@
 """Model backends: what actually turns a batch of input arrays into output arrays.
 
-Two backends behind one small interface (load, run, name, version), chosen from `BACKENDS`:
+Three backends behind one small interface (load, run, name, version), chosen from `BACKENDS`:
 - `savedmodel`: the real SavedModel, run by TensorFlow on the chosen device;
+- `jax`: the same trained weights (`model.keras` beside the SavedModel) run by Keras 3 on JAX,
+  XLA-compiled (`serving.server.jax_backend`, imported only when chosen);
 - `null`: reads only the SavedModel's signatures and returns zeros of the output shapes, after
   an optional fixed delay or periodic stall. It measures the serving harness's own cost (and
   lets tests provoke queueing) with the exact same request path as the real model.
 
-Both read the signatures from `saved_model.pb` itself, so validation and metadata never depend
+All read the signatures from `saved_model.pb` itself, so validation and metadata never depend
 on the backend. Not for: request validation, batching or protocols (see `serving.server.core`).
 """
 
@@ -16,93 +18,20 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
-from serving.protocol.tensors import CODECS_BY_ENUM
-
-SERVE_TAG = "serve"
-DEFAULT_SIGNATURE = "serving_default"
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """One input or output of a signature: its alias, dtype and shape (-1 = any size)."""
-
-    alias: str
-    tensor_name: str
-    dtype_enum: int
-    shape: tuple[int, ...] | None  # None when the rank is unknown
-
-    @property
-    def numpy_dtype(self) -> np.dtype:
-        return CODECS_BY_ENUM[self.dtype_enum].numpy
-
-
-@dataclass(frozen=True)
-class SignatureSpec:
-    """A SignatureDef reduced to what validation needs."""
-
-    name: str
-    method_name: str
-    inputs: dict[str, TensorSpec]
-    outputs: dict[str, TensorSpec]
-
-
-@dataclass(frozen=True)
-class BackendOptions:
-    """Everything a backend may need besides the model path; only the chosen backend reads its part."""
-
-    device: str = "cpu"  # "cpu" or "gpu"
-    null_delay_ms: float = 0.0
-    null_stall_ms: float = 0.0
-    null_stall_every_s: float = 0.0
-
-
-def _tensor_spec(alias: str, info: meta_graph_pb2.TensorInfo) -> TensorSpec:
-    shape = None if info.tensor_shape.unknown_rank else tuple(d.size for d in info.tensor_shape.dim)
-    return TensorSpec(alias=alias, tensor_name=info.name, dtype_enum=info.dtype, shape=shape)
-
-
-def read_signature_defs(model_dir: Path) -> dict[str, meta_graph_pb2.SignatureDef]:
-    """The serving MetaGraph's SignatureDefs, parsed from saved_model.pb without TensorFlow ops."""
-    saved_model = saved_model_pb2.SavedModel()
-    saved_model.ParseFromString((Path(model_dir) / "saved_model.pb").read_bytes())
-    for meta_graph in saved_model.meta_graphs:
-        if SERVE_TAG in meta_graph.meta_info_def.tags:
-            return dict(meta_graph.signature_def)
-    raise ValueError(f"{model_dir}: SavedModel has no MetaGraph tagged '{SERVE_TAG}'")
-
-
-def signature_specs(defs: dict[str, meta_graph_pb2.SignatureDef]) -> dict[str, SignatureSpec]:
-    """SignatureSpecs for every signature that can be served (TF-internal ones skipped)."""
-    specs = {}
-    for name, sig in defs.items():
-        if name.startswith("__"):  # e.g. __saved_model_init_op: not a serving signature
-            continue
-        specs[name] = SignatureSpec(
-            name=name, method_name=sig.method_name,
-            inputs={a: _tensor_spec(a, i) for a, i in sig.inputs.items()},
-            outputs={a: _tensor_spec(a, i) for a, i in sig.outputs.items()},
-        )
-    return specs
-
-
-@dataclass
-class LoadedModel:
-    """One loaded version of one model: its signatures and a function running a batch."""
-
-    name: str
-    version: int
-    path: Path
-    signature_defs: dict[str, meta_graph_pb2.SignatureDef]
-    signatures: dict[str, SignatureSpec]
-    # run(signature_name, {alias: array}, [output aliases]) -> {alias: array}; thread-safe.
-    run: Callable[[str, dict[str, np.ndarray], list[str]], dict[str, np.ndarray]]
-    unload: Callable[[], None] = field(default=lambda: None)
+from serving.server.model_spec import (  # noqa: F401  (re-exported: the backends' shared types)
+    DEFAULT_SIGNATURE,
+    SERVE_TAG,
+    BackendOptions,
+    LoadedModel,
+    SignatureSpec,
+    TensorSpec,
+    read_signature_defs,
+    signature_specs,
+)
 
 
 def _load_savedmodel(name: str, version: int, path: Path, options: BackendOptions) -> LoadedModel:
@@ -178,9 +107,16 @@ def _load_null(name: str, version: int, path: Path, options: BackendOptions) -> 
     return LoadedModel(name, version, path, defs, specs, run)
 
 
-# Backend registry: CLI choices are its keys.
+def _load_jax(name: str, version: int, path: Path, options: BackendOptions) -> LoadedModel:
+    from serving.server.jax_backend import load_jax  # JAX and Keras load only in a jax server
+
+    return load_jax(name, version, path, options)
+
+
+# Backend registry: CLI choices are its keys (the names of serving.server.runtimes.Backend).
 BACKENDS: dict[str, Callable[[str, int, Path, BackendOptions], LoadedModel]] = {
     "savedmodel": _load_savedmodel,
+    "jax": _load_jax,
     "null": _load_null,
 }
 

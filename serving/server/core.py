@@ -2,7 +2,8 @@
 
 `ServingCore` checks the signature and inputs before TensorFlow sees anything, then runs the
 model on the calling thread, or hands the request to the batch scheduler of its model version.
-`ServerConfig` is everything one server process needs; `select_device` pins TensorFlow.
+`ServerConfig` is everything one server process needs; `select_device` pins TensorFlow (or asks
+JAX, on the jax backend, without importing TensorFlow).
 
 Not for: protocol conversion (`serving.server.grpc_api`, `serving.server.rest`) or the process
 lifecycle (`serving.server.app`).
@@ -24,6 +25,7 @@ from serving.server.batching import BatchingOptions, BatchScheduler
 from serving.server.errors import ServingError
 from serving.server.metrics import ServerMetrics
 from serving.server.model_source import ModelEntry, ModelSource
+from serving.server.runtimes import Backend, Runtime, runtime_of
 from serving.server.validation import check_inputs, check_outputs
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
@@ -53,11 +55,20 @@ class ServerConfig:
     def device(self) -> str:
         return self.backend_options.device
 
+    @property
+    def runtime(self) -> Runtime:
+        """What runs the model: TensorFlow, JAX or nothing (null backend)."""
+        return runtime_of(self.backend)
+
 
 def select_device(device: str, backend: str) -> str:
-    """Pin TensorFlow to the device and return its name; `gpu` without a visible GPU is an error."""
+    """Pin the backend's runtime to the device and return its name; `gpu` without a visible GPU is an error."""
     if device not in tuple(Device):
         raise ValueError(f"--device must be cpu or gpu, not {device!r}")
+    if backend == Backend.JAX:
+        from serving.server.jax_backend import device_name
+
+        return device_name(device)
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")

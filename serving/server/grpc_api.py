@@ -132,12 +132,14 @@ def _unimplemented(context, method: str):
 
 
 def server_info(config: ServerConfig) -> dict:
-    """What the server reports about itself besides TF Serving's metadata (device, batching)."""
+    """What the server reports about itself besides TF Serving's metadata (device, runtime, batching)."""
     return {
         "kind": str(ServerKind.EMBEDDED),
         "device": config.device,
         "device_name": config.device_name,
         "backend": config.backend,
+        "runtime": config.runtime.name,
+        "runtime_versions": config.runtime.versions(),
         "batching": "on" if config.batching else "off",
         "batching_profile": config.batching_profile,
         "batching_parameters": config.batching.as_dict() if config.batching else {},

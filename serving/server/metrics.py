@@ -5,7 +5,7 @@ TF Serving exports its monitoring metrics with '/' turned into ':' (PrometheusEx
 `:tensorflow:serving:request_latency{model_name,API,entrypoint}` (histogram, microseconds) and
 `:tensorflow:serving:batching_session:processed_batch_size` (histogram). The buckets follow
 TF Serving's `Buckets::Exponential(scale, growth, count)` for each metric. One extra gauge,
-`:tensorflow:serving:embedded:server_info`, carries the device and its name as labels (TF
+`:tensorflow:serving:embedded:server_info`, carries the device, its name and the model runtime as labels (TF
 Serving has no such metric; it lets results tell CPU and GPU servers apart).
 
 Not for: load-test statistics (loadtest computes its own from client-side records).
@@ -30,6 +30,7 @@ from serving.protocol.names import (
     WRAPPED_RUN_COUNT,
 )
 from serving.server.batching import BatchStats
+from serving.server.runtimes import RUNTIMES, Backend, Runtime
 
 prometheus_client.disable_created_metrics()
 
@@ -94,7 +95,8 @@ def _child(cache: dict, metric, labels: tuple[str, ...]):
 class ServerMetrics:
     """All metrics one server exports, in their own registry (tests may build several)."""
 
-    def __init__(self, device: str, device_name: str, batching_profile: str) -> None:
+    def __init__(self, device: str, device_name: str, batching_profile: str,
+                 runtime: Runtime = RUNTIMES[Backend.SAVEDMODEL]) -> None:
         self.registry = prometheus_client.CollectorRegistry()
         self._counters = _Counters()
         self._counters.declare(REQUEST_COUNT, "The total number of requests.", ("model_name", "status"))
@@ -125,9 +127,11 @@ class ServerMetrics:
             buckets=size_buckets, registry=r)
         info = prometheus_client.Gauge(
             SERVER_INFO,
-            "The embedded server's device (cpu/gpu), device model name and batching profile; value is 1.",
-            ["kind", "device", "device_name", "batching_profile"], registry=r)
-        info.labels(ServerKind.EMBEDDED, device, device_name, batching_profile).set(1)
+            "The embedded server's device (cpu/gpu), device model name, batching profile and model runtime; "
+            "value is 1.",
+            ["kind", "device", "device_name", "batching_profile", "runtime", "runtime_versions"], registry=r)
+        info.labels(ServerKind.EMBEDDED, device, device_name, batching_profile, runtime.name,
+                    runtime.versions()).set(1)
         self._latency_cells: dict[tuple[str, str, str], object] = {}  # labelled children, looked up once
         self._runtime_cells: dict[tuple[str, str, str], object] = {}
         self._padding_cells: dict[tuple[str], object] = {}

@@ -27,6 +27,7 @@ def test_layout_is_what_tf_serving_loads(exported_model):
     assert (version_dir / "saved_model.pb").is_file()
     assert (version_dir / "variables").is_dir()
     assert (version_dir / "assets.extra" / "tf_serving_warmup_requests").is_file()
+    assert (version_dir / "model.keras").is_file()  # the same weights for the embedded server's jax backend
     assert sorted(p.name for p in exported_model.base_path.iterdir()) == ["1"]  # no staging dir left behind
 
 

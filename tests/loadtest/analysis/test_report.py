@@ -51,13 +51,13 @@ def test_markdown_leads_with_the_headline_and_the_answer_table(searched):
     assert lines[8].startswith("| device | device name | request batch | p99 objective ms | best configuration |")
     rows = {(r[0], r[2]): r for r in md_answer_rows(md)}
     cpu = rows[("cpu", "1")]
-    assert cpu[4:10] == ["cpu-cpu", "675.0", "668.2", "3.20", "9.60", "700.0"]
-    assert cpu[10] == "×1.49 (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[11] == "×9.26"
-    assert cpu[12:] == ["10", "4.00", "0.2222"]  # 5000 / (675 x 0.8) = 9.26 -> 10 x 0.40 USD/h; 4 / 18 per M
-    assert rows[("gpu", "1")][12:] == ["1", "4.00", "0.2222"]  # 5000 / (6250 x 0.8) = 1 exactly
+    assert cpu[4:11] == ["cpu-cpu", "675.0", "668.2", "—", "3.20", "9.60", "700.0"]  # "—": no device telemetry
+    assert cpu[11] == "×1.49 (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[12] == "×9.26"
+    assert cpu[13:] == ["10", "4.00", "0.2222"]  # 5000 / (675 x 0.8) = 9.26 -> 10 x 0.40 USD/h; 4 / 18 per M
+    assert rows[("gpu", "1")][13:] == ["1", "4.00", "0.2222"]  # 5000 / (6250 x 0.8) = 1 exactly
     batch8 = rows[("cpu", "8")]
-    assert batch8[10] == "— batching off did not meet the objective, so there is no baseline"
-    assert batch8[11] == "— no GPU search at this batch and objective"
+    assert batch8[11] == "— batching off did not meet the objective, so there is no baseline"
+    assert batch8[12] == "— no GPU search at this batch and objective"
     assert md.index("Capacity under the latency objective, per device.") < md.index("Generated ")
 
 
@@ -74,7 +74,7 @@ def test_without_capacity_searches_the_answer_says_so_and_gives_lower_bounds(bui
     md = built[1].read_text()
     assert md.splitlines()[2] == "**no capacity search in these results: run make capacity or make tune.**"
     rows = md_answer_rows(md)
-    assert rows == [["cpu-off", "1", "800.0", "796.0", "796.0", "21.00",
+    assert rows == [["cpu-off", "1", "800.0", "796.0", "796.0", "—", "21.00",
                      "highest passing offered rate 800 req/s; 1600 req/s failed"]]
     assert "Best measured open-loop rate at p99 ≤ 50 ms: a lower bound." in md
 
@@ -82,7 +82,7 @@ def test_without_capacity_searches_the_answer_says_so_and_gives_lower_bounds(bui
 def test_answer_at_an_objective_not_searched_says_so(runs):
     md = report.run([runs["capacity-run"]], p99_ms=20)[1].read_text()
     assert md.splitlines()[2] == "**no capacity search at p99 ≤ 20 ms in these results (searched: 10 ms).**"
-    assert md_answer_rows(md) == [["cpu-off", "1", "400.0", "398.0", "398.0", "7.50",
+    assert md_answer_rows(md) == [["cpu-off", "1", "400.0", "398.0", "398.0", "—", "7.50",
                                    "highest passing offered rate 400 req/s; 800 req/s failed"]]  # the sweep only
 
 
@@ -100,8 +100,8 @@ def test_bad_answer_inputs_are_errors(runs, kwargs, message):
 
 def test_searches_table(searched):
     rows = {(r[0], r[1]): r for r in table(searched[1].read_text(), "Capacity searches")}
-    assert rows[("cpu-off", "1")][3:9] == ["yes", "453.1", "448.6", "3.10", "9.30", "471.2"]
-    assert rows[("cpu-off", "8")][3:5] == ["NO", "—"] and rows[("cpu-off", "8")][8] == "1.0"
+    assert rows[("cpu-off", "1")][3:10] == ["yes", "453.1", "448.6", "—", "3.10", "9.30", "471.2"]
+    assert rows[("cpu-off", "8")][3:5] == ["NO", "—"] and rows[("cpu-off", "8")][9] == "1.0"
     assert len(rows) == 6
 
 
@@ -217,14 +217,14 @@ def test_a_search_whose_server_never_started_is_reported_not_plotted(runs):
                  search={"id": "never", "role": "start", "p99_objective_ms": 10.0, "offered_rps": None})
     append_result(runs["capacity-run"], start)
     html_path, md_path = report.run([runs["capacity-run"]])
-    rows = {r[10]: r for r in table(md_path.read_text(), "Capacity searches")}
-    assert rows["never"][3] == "NO" and rows["never"][11] == "no rate measured: server cpu-late is not answering"
+    rows = {r[11]: r for r in table(md_path.read_text(), "Capacity searches")}
+    assert rows["never"][3] == "NO" and rows["never"][12] == "no rate measured: server cpu-late is not answering"
     cells = read_results(runs["capacity-run"])
     labels = config_labels(config_of(c) for c in cells)
     panels = [line.label for line in report.offered_lines(cells, answer(cells), labels)]
     assert len(panels) == 6 and not any(p.startswith("cpu-late") for p in panels)  # nothing offered: no panel
     [late] = [r for r in md_answer_rows(md_path.read_text()) if r[1] == "Test CPU"]
-    assert late[4] == "none met the objective" and late[10] == "— no batching-off search to compare with"
+    assert late[4] == "none met the objective" and late[11] == "— no batching-off search to compare with"
 
 
 def test_each_cell_splits_its_latency_into_the_server_and_the_rest():

@@ -16,7 +16,7 @@ import pytest
 from google.protobuf import text_format
 
 from loadtest.records import read_results
-from serving.deploy.embedded import probe_tensorflow_gpus
+from serving.deploy.gpus import probe_tensorflow_gpus
 from serving.protocol.protos import BatchingParameters
 from tests.support.cli import command
 from tests.support.paths import REPO

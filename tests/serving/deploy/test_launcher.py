@@ -231,7 +231,8 @@ def test_serve_cpu_without_docker_starts_the_embedded_server_once_and_stop_clear
     done = bench.start("cpu", "cpu")
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.strip().splitlines()  # one clear line, naming why there is no container
-    assert BROKEN in line and "started the embedded server on cpu" in line and "AVAILABLE" in line
+    assert BROKEN in line and "AVAILABLE" in line
+    assert "started the embedded server (TensorFlow, SavedModel) on cpu" in line  # the runtime named
     endpoint = bench.state()["cpu"]
     assert (endpoint.kind, endpoint.device, endpoint.grpc_port) == ("embedded", "cpu", bench.grpc_port)
     assert endpoint.device_name and endpoint.batching_profile == "cpu"
@@ -433,3 +434,17 @@ def test_an_embedded_server_that_dies_at_start_is_reported_with_its_log(fake_mod
     assert "the embedded server exited with code" in done.stderr and "cpu-server.log" in done.stderr
     assert "error" in done.stderr.split("cpu-server.log", 1)[1].lower()  # the server's own last words
     assert bench.state() == {}
+
+
+def test_recorded_versions_follow_the_runtime_the_server_named():
+    from serving.deploy.embedded import server_versions
+
+    jax = server_versions({"version": 2, "runtime": "jax", "runtime_versions": "jax=0.10.2,jaxlib=0.10.2"})
+    assert jax["runtime"] == "jax" and jax["jax"] == jax["jaxlib"] == "0.10.2"
+    assert "tensorflow" not in jax and jax["model_version"] == 2
+    tf = server_versions({"version": 1, "runtime": "tensorflow", "runtime_versions": "tensorflow=2.21.0"})
+    assert tf["runtime"] == "tensorflow" and tf["tensorflow"] == "2.21.0"
+    null = server_versions({"version": 1, "runtime": "none (null backend)", "runtime_versions": ""})
+    assert null["runtime"] == "none (null backend)" and "tensorflow" not in null
+    older = server_versions({"version": 1})  # a server from before runtimes were named
+    assert "runtime" not in older and "tensorflow" in older

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from serving.server.backends import BACKENDS, BackendOptions, hold_until, load_model
+from serving.server.runtimes import Backend
 
 
 def test_registry_names():
-    assert set(BACKENDS) == {"savedmodel", "null"}
+    assert set(BACKENDS) == {"savedmodel", "jax", "null"} == set(Backend)  # CLI choices come from Backend
 
 
 @pytest.mark.integration

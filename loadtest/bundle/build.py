@@ -1,0 +1,198 @@
+"""The offline device bundle: everything a lent accelerator machine needs to run the comparison.
+
+Such a machine (`/work/.library/device/KINDS.md`: one NVIDIA GPU, Python 3.12, JAX with CUDA,
+no TensorFlow, no network, files only as a copy of the tree plus ≤ 64 MiB carried) gets
+`build/device-bundle/`:
+
+- `project/`: this project's packages (`model_export`, `serving`, `loadtest`) and the newest
+  exported model version (its SavedModel's signatures and `model.keras`) with the sample digits;
+- `protos/`: TensorFlow's and TF Serving's generated `_pb2` modules that the server and the load
+  generator import, copied from the installed packages (never committed): with no
+  `tensorflow/__init__.py` beside them, nothing of TensorFlow's runtime can load;
+- `wheels/`: wheels for the target Python and platform of what the machine's image lacks
+  (Keras and its small dependencies, Locust and its, hdrhistogram, ...), resolved by pip against
+  this project's lock file; packages the image already has (`IMAGE_PACKAGES`) are left out, except
+  `KEEP_ANYWAY` (protobuf: TF's generated code needs a runtime at least as new as its own);
+- `run.py` (`loadtest.bundle.device_run`): installs the wheels with no network, starts the
+  server on each device, runs the capacity searches and writes results and the report;
+- `manifest.json`: what is inside, for which Python, and its size.
+
+Not for: running anything (`loadtest.bundle.device_run`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+LIMIT_BYTES = 64 << 20  # what the device tool carries per call
+PACKAGES = ("model_export", "serving", "loadtest")
+TOP_FILES = ("pyproject.toml", "requirements.lock")
+MODEL_NAME = "mnist"
+# What the bundle installs: the project's runtime needs on a machine without TensorFlow (the jax
+# backend and the load generator); versions come from the lock file.
+REQUIREMENTS = ("keras", "locust", "hdrhistogram", "protobuf", "python-dotenv", "click", "jinja2", "rich",
+                "psutil", "prometheus-client", "numpy", "grpcio", "matplotlib", "nvidia-ml-py")
+PROTO_ROOTS = ("tensorflow", "tensorflow_serving")
+# Not imported while listing the protos: Locust's file patches the standard library with gevent on
+# import (nor are `__main__` modules, which run).
+SKIPPED_IN_PROBE = ("loadtest.load.locustfile",)
+# The lent machines' image ('cuda'), as listed in the device tool's KINDS.md on 2026-11-17.
+IMAGE_PACKAGES = frozenset("""
+absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
+charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cycler cython diffrax einops
+equinox etils execnet filelock flatbuffers flax fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py
+hf-xet httpcore httpx huggingface-hub humanize hypothesis idna imageio iniconfig interface-meta jax jaxlib
+jaxtyping jinja2 joblib kiwisolver lazy-loader linear-operator lineax llvmlite lxml markdown
+markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpmath msgpack multidict multipledispatch
+mypy-extensions nanobind narwhals networkx ninja numba numpy numpyro nvidia-ml-py onnx onnxruntime optax
+opt-einsum orbax-checkpoint packaging pandas pathspec patsy peft pillow pip pluggy portalocker
+prometheus-client propcache protobuf psutil pyarrow pybind11 py-cpuinfo pygments pyparsing pyproject-hooks
+pytest pytest-benchmark pytest-cov pytest-mock pytest-timeout pytest-xdist python-dateutil pyyaml regex
+requests rich safetensors scikit-build-core scikit-image scikit-learn scipy seaborn sentencepiece setuptools
+shellingham simplejson six sortedcontainers statsmodels sympy tabulate tensorboard tensorstore threadpoolctl
+tifffile tokenizers toolz torch tqdm transformers treescope triton typer typing-extensions typing-inspect
+urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl zipp
+""".split())
+KEEP_ANYWAY = frozenset({"protobuf"})
+
+
+class BundleError(RuntimeError):
+    """The bundle cannot be built; the message says why."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """The Python the bundle's wheels are for."""
+
+    python_version: str = "3.12"
+    platforms: tuple[str, ...] = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_24_x86_64",
+                                  "manylinux_2_26_x86_64", "manylinux_2_27_x86_64", "manylinux_2_28_x86_64")
+    image_packages: frozenset[str] = IMAGE_PACKAGES  # left out: the target already has them
+    limit_bytes: int | None = LIMIT_BYTES  # None: a self-contained bundle for a bare Python, any size
+
+
+@dataclass
+class Manifest:
+    python_version: str
+    model_version: int
+    wheels: list[str] = field(default_factory=list)
+    left_out_for_the_image: list[str] = field(default_factory=list)
+    protos: int = 0
+    size_bytes: int = 0
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def build(out: Path, models_dir: Path, target: Target = Target()) -> Manifest:
+    """Write the bundle into `out` (replacing an older bundle there); its manifest."""
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "project").mkdir(parents=True)
+    copy_project(out / "project")
+    version = copy_model(models_dir, out / "project" / "models")
+    protos = copy_protos(out / "protos")
+    kept, left_out = download_wheels(out / "wheels", target)
+    shutil.copy2(Path(__file__).with_name("device_run.py"), out / "run.py")
+    manifest = Manifest(target.python_version, version, kept, left_out, protos)
+    manifest.size_bytes = tree_size(out)
+    (out / "manifest.json").write_text(json.dumps(asdict(manifest), indent=2) + "\n")
+    if target.limit_bytes is not None and manifest.size_bytes > target.limit_bytes:
+        raise BundleError(f"{out} is {manifest.size_bytes / 2**20:.1f} MiB, over the {target.limit_bytes >> 20} MiB "
+                          f"a device call carries")
+    return manifest
+
+
+def copy_project(dest: Path) -> None:
+    """The project's packages as git tracks them (plus files not yet committed, never ignored ones)."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", *PACKAGES, *TOP_FILES],
+                            cwd=REPO, capture_output=True, text=True)
+    if listed.returncode != 0:
+        raise BundleError(f"git ls-files failed in {REPO}: {listed.stderr.strip()}")
+    for relative in listed.stdout.split():
+        source = REPO / relative
+        if source.is_file():
+            (dest / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / relative)
+
+
+def copy_model(models_dir: Path, dest: Path) -> int:
+    """The newest exported version (it must have `model.keras`, the jax backend's weights) and the samples."""
+    base = models_dir / MODEL_NAME
+    versions = sorted(int(p.name) for p in base.glob("[0-9]*") if p.is_dir()) if base.is_dir() else []
+    if not versions:
+        raise BundleError(f"no exported model under {base}: run `make export` first")
+    newest = base / str(versions[-1])
+    if not (newest / "model.keras").is_file():
+        raise BundleError(f"{newest} has no model.keras (exported before the jax backend): run `make export`")
+    samples = models_dir / f"{MODEL_NAME}-samples.npz"
+    if not samples.is_file():
+        raise BundleError(f"no sample digits at {samples}: run `make export`")
+    shutil.copytree(newest, dest / MODEL_NAME / newest.name)
+    shutil.copy2(samples, dest / samples.name)
+    return versions[-1]
+
+
+def copy_protos(dest: Path) -> int:
+    """The generated modules a TensorFlow-free server and load generator import: every module of the
+    TF Serving API (some are imported lazily) and what it and this project's modules import, found
+    by importing them all in a child process that has no TensorFlow runtime (it fails if one of them
+    loads it); their count."""
+    probe = ("import importlib, json, pkgutil, sys\n"
+             "from serving.protocol.generated import use_protos_without_runtime\n"
+             "use_protos_without_runtime()\n"
+             "import serving, loadtest, tensorflow_serving\n"
+             "for package in (serving, loadtest, tensorflow_serving):\n"
+             "    for module in pkgutil.walk_packages(package.__path__, package.__name__ + '.'):\n"
+             f"        if module.name not in {SKIPPED_IN_PROBE!r} and not module.name.endswith('.__main__'):\n"
+             "            importlib.import_module(module.name)\n"
+             f"roots = {PROTO_ROOTS!r}\n"
+             "assert 'tensorflow.python' not in sys.modules, 'a module loaded the TensorFlow runtime'\n"
+             "print(json.dumps({n: m.__file__ for n, m in sys.modules.items()\n"
+             "                  if n.split('.')[0] in roots and getattr(m, '__file__', None)}))\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BundleError(f"could not list TensorFlow's generated protos: {done.stderr.strip()[-500:]}")
+    files = json.loads(done.stdout.strip().splitlines()[-1])
+    for name, path in files.items():
+        relative = Path(*name.split(".")).with_suffix(".py")
+        if Path(path).name == "__init__.py":
+            relative = relative.with_suffix("") / "__init__.py"
+        if relative == Path("tensorflow", "__init__.py"):
+            continue  # never TensorFlow's own package: importing it would load the runtime
+        (dest / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest / relative)
+    return len(files)
+
+
+def download_wheels(dest: Path, target: Target) -> tuple[list[str], list[str]]:
+    """pip resolves `REQUIREMENTS` for the target against the lock, then what the image has goes (a
+    self-contained bundle also gets JAX, which the image has)."""
+    wanted = (*REQUIREMENTS, *(() if target.image_packages else ("jax",)))
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--implementation", "cp",
+               "--python-version", target.python_version, *(f"--platform={p}" for p in target.platforms),
+               "--platform=any", "-c", str(REPO / "requirements.lock"), "-d", str(dest), *wanted]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BundleError(f"pip download failed: {done.stderr.strip()[-800:]}")
+    kept, left_out = [], []
+    for wheel in sorted(dest.glob("*.whl")):
+        name = normalized(wheel.name.split("-")[0])
+        if name in target.image_packages and name not in KEEP_ANYWAY:
+            wheel.unlink()
+            left_out.append(name)
+        else:
+            kept.append(wheel.name)
+    return kept, left_out
+
+
+def tree_size(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())

@@ -1,0 +1,161 @@
+"""The `jax` backend: the exported model's own weights (`<version>/model.keras`), run by Keras 3 on JAX under XLA.
+
+The Keras model is loaded with Keras's JAX backend and called through `model.stateless_call` inside
+one `jax.jit` function of (weights, images), so XLA compiles the whole forward pass. XLA compiles
+once per input shape, so every batch is padded up to a fixed bucket (1, 2, 4, ... `MAX_BUCKET`
+rows; larger batches run as `MAX_BUCKET`-row chunks) and the outputs are sliced back; all buckets
+are compiled at load time, so no request pays for a compilation.
+
+It serves the export's contract (`images` [-1, 784] float32 -> `scores` float32, `classes` int64)
+and reads the signatures from the version's `saved_model.pb`, like the other backends, so
+validation and metadata are identical. The process must have run
+`serving.server.runtimes.prepare_process("jax")` before importing Keras.
+
+Not for: choosing a backend (`serving.server.backends.BACKENDS`) or naming the runtime
+(`serving.server.runtimes`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from model_export.export import CLASSES_KEY, INPUT_KEY, KERAS_FILE, SCORES_KEY
+from model_export.provenance import cpu_model_name
+from serving.server.model_spec import BackendOptions, LoadedModel, SignatureSpec, read_signature_defs, signature_specs
+from serving.server.runtimes import Backend, prepare_process
+
+MAX_BUCKET = 512
+BUCKETS = tuple(2 ** i for i in range(MAX_BUCKET.bit_length()))  # 1, 2, 4, ..., 512
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Rows [start, stop) of a batch, run padded to `bucket` rows."""
+
+    start: int
+    stop: int
+    bucket: int
+
+
+def bucket_for(rows: int) -> int:
+    """The smallest bucket holding `rows` (1 <= rows <= MAX_BUCKET)."""
+    return next(b for b in BUCKETS if b >= rows)
+
+
+def chunks(rows: int) -> list[Chunk]:
+    """How a batch of `rows` runs: MAX_BUCKET-row chunks, the rest padded to its bucket."""
+    return [Chunk(start, min(start + MAX_BUCKET, rows), bucket_for(min(MAX_BUCKET, rows - start)))
+            for start in range(0, rows, MAX_BUCKET)]
+
+
+def pad_rows(array: np.ndarray, rows: int) -> np.ndarray:
+    """`array` with zero rows appended up to `rows`."""
+    if len(array) == rows:
+        return array
+    return np.concatenate([array, np.zeros((rows - len(array),) + array.shape[1:], array.dtype)])
+
+
+def import_keras_on_jax() -> Any:
+    """Keras on its JAX backend; RuntimeError when this process already runs Keras on another backend."""
+    prepare_process(Backend.JAX)
+    import keras
+
+    return keras
+
+
+def jax_device(device: str) -> Any:
+    """The JAX device for --device cpu|gpu; RuntimeError saying what is missing when JAX sees no GPU."""
+    import jax
+
+    if device == "cpu":
+        if not os.environ.get("JAX_PLATFORMS"):  # keep JAX off any GPU or TPU, as TensorFlow is kept off the GPU
+            jax.config.update("jax_platforms", "cpu")
+        return jax.devices("cpu")[0]
+    try:
+        return jax.devices("gpu")[0]
+    except RuntimeError as exc:
+        raise RuntimeError(f"--device gpu: JAX sees no GPU (jax.devices('gpu') failed: {exc}); the jax backend "
+                           "needs jax's CUDA plugin (pip install 'jax[cuda12]' at the pinned jax version) on a GPU "
+                           "machine, or use --device cpu") from None
+
+
+def device_name(device: str) -> str:
+    """What the server reports as its device name on the jax backend: the CPU model or the GPU's kind."""
+    found = jax_device(device)
+    return cpu_model_name() if device == "cpu" else str(found.device_kind)
+
+
+def check_contract(specs: dict[str, SignatureSpec], path: Path) -> None:
+    """Every signature must be the export's images -> scores, classes (what the compiled function computes)."""
+    for spec in specs.values():
+        if set(spec.inputs) != {INPUT_KEY} or set(spec.outputs) != {SCORES_KEY, CLASSES_KEY}:
+            raise ValueError(f"{path}: the jax backend serves the export's signature ({INPUT_KEY} -> {SCORES_KEY}, "
+                             f"{CLASSES_KEY}); signature {spec.name!r} has {sorted(spec.inputs)} -> "
+                             f"{sorted(spec.outputs)}")
+
+
+def compiled_forward(model: Any, device: Any) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """images [n, 784] float32 -> (scores [n, 10] float32, classes [n] int64), jitted, weights on `device`."""
+    import jax
+    import jax.numpy as jnp
+
+    trainable = jax.device_put([v.value for v in model.trainable_variables], device)
+    non_trainable = jax.device_put([v.value for v in model.non_trainable_variables], device)
+    image_shape = tuple(model.input_shape[1:])
+
+    @jax.jit
+    def forward(trainable, non_trainable, images):
+        scores, _ = model.stateless_call(trainable, non_trainable, images.reshape((-1,) + image_shape),
+                                         training=False)
+        return scores, jnp.argmax(scores, axis=1)
+
+    def run(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        scores, classes = forward(trainable, non_trainable, jax.device_put(images, device))
+        return np.asarray(scores, np.float32), np.asarray(classes).astype(np.int64)
+
+    return run
+
+
+def bucketed(forward: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+             images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`forward` over `images`, each chunk padded to its bucket and the padding sliced off."""
+    parts = []
+    for chunk in chunks(len(images)):
+        scores, classes = forward(pad_rows(images[chunk.start:chunk.stop], chunk.bucket))
+        parts.append((scores[:chunk.stop - chunk.start], classes[:chunk.stop - chunk.start]))
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def load_jax(name: str, version: int, path: Path, options: BackendOptions) -> LoadedModel:
+    """One version's model.keras on JAX, every bucket compiled; signatures from its saved_model.pb."""
+    keras_file = Path(path) / KERAS_FILE
+    if not keras_file.is_file():
+        raise FileNotFoundError(f"re-run make export: version {version} has no {KERAS_FILE} ({keras_file})")
+    defs = read_signature_defs(path)
+    specs = signature_specs(defs)
+    check_contract(specs, path)
+    keras = import_keras_on_jax()
+    keras_model = keras.saving.load_model(keras_file, compile=False)
+    forward = compiled_forward(keras_model, jax_device(options.device))
+    width = int(np.prod(keras_model.input_shape[1:]))
+    for bucket in BUCKETS:  # compile every shape now, not on a live request
+        forward(np.zeros((bucket, width), np.float32))
+
+    def run(signature: str, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
+        scores, classes = bucketed(forward, np.asarray(inputs[INPUT_KEY], np.float32))
+        result = {SCORES_KEY: scores, CLASSES_KEY: classes}
+        return {k: result[k] for k in outputs}
+
+    return LoadedModel(name, version, path, defs, specs, run)
+
+
+__all__ = ["BUCKETS", "KERAS_FILE", "MAX_BUCKET", "Chunk", "bucket_for", "chunks", "device_name", "jax_device",
+           "load_jax", "pad_rows"]

@@ -1,0 +1,89 @@
+"""Which runtime executes the model for each backend, how the server names it, and how a process gets ready for it.
+
+Every backend runs on one runtime: `savedmodel` on TensorFlow, `jax` on Keras 3's JAX backend
+(XLA-compiled), `null` on none. The server reports that name (and the runtime's package versions)
+in its ready line, its `server_info` and its Prometheus info gauge, so a result can say which
+runtime produced it.
+
+`prepare_process` must run before anything in the process imports TensorFlow or Keras: a `jax`
+server reads TensorFlow's generated protos without loading TensorFlow's runtime, and imports
+Keras with the JAX backend. This module therefore imports nothing heavy itself.
+
+Not for: loading or running models (`serving.server.backends`, `serving.server.jax_backend`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from enum import StrEnum
+from importlib import metadata
+
+from serving.protocol.generated import use_protos_without_runtime
+
+
+class Backend(StrEnum):
+    SAVEDMODEL = "savedmodel"
+    JAX = "jax"
+    NULL = "null"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What executes a backend's model: a name and the packages whose versions identify it."""
+
+    name: str
+    packages: tuple[str, ...] = ()
+
+    def versions(self) -> str:
+        """`package=version` pairs, comma-separated ("" for no runtime); read from package metadata, not imports."""
+        return ",".join(f"{p}={_installed_version(p)}" for p in self.packages)
+
+
+def _installed_version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "missing"
+
+
+RUNTIMES: dict[Backend, Runtime] = {
+    Backend.SAVEDMODEL: Runtime("tensorflow", ("tensorflow",)),
+    Backend.JAX: Runtime("jax", ("jax", "jaxlib")),
+    Backend.NULL: Runtime("none (null backend)"),
+}
+
+
+def runtime_of(backend: str) -> Runtime:
+    """The runtime a backend runs on; ValueError naming the choices for an unknown backend."""
+    try:
+        return RUNTIMES[Backend(backend)]
+    except ValueError:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {sorted(b.value for b in Backend)}") from None
+
+
+def keras_backend_in_use() -> str | None:
+    """The backend Keras was imported with in this process, or None when Keras is not imported yet."""
+    keras = sys.modules.get("keras")
+    if keras is None:
+        return None
+    return str(keras.config.backend())
+
+
+def prepare_process(backend: str) -> None:
+    """Ready this process for `backend`, before anything imports TensorFlow or Keras.
+
+    For `jax`: TensorFlow's protos without its runtime, and Keras on JAX. RuntimeError when Keras was
+    already imported with another backend (it cannot be switched afterwards)."""
+    if Backend(backend) != Backend.JAX:
+        return
+    in_use = keras_backend_in_use()
+    if in_use not in (None, "jax"):
+        raise RuntimeError(f"the jax backend needs Keras on JAX, but this process already imported Keras with the "
+                           f"{in_use} backend; start it with KERAS_BACKEND=jax or in a fresh process")
+    os.environ["KERAS_BACKEND"] = "jax"
+    use_protos_without_runtime()
+
+
+__all__ = ["Backend", "RUNTIMES", "Runtime", "keras_backend_in_use", "prepare_process", "runtime_of"]
