@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,13 +192,14 @@ def pinned_cores(cpus: str) -> int | None:
 
 @contextmanager
 def start_server(*args: str, backend: str = "savedmodel", env: dict | None = None, cpu: int | str | None = None,
-                 timeout_s: float = 120.0) -> Iterator[ServerHandle]:
+                 timeout_s: float = 120.0, prefix: Sequence[str] = ()) -> Iterator[ServerHandle]:
     """Run `python -m serving.server --port 0 --rest_api_port 0 --backend B *args`; yield a ServerHandle.
 
-    `cpu` pins the server to those cores with `taskset -c` (e.g. 0 or "0,1"); `env` adds variables.
+    `cpu` pins the server to those cores with `taskset -c` (e.g. 0 or "0,1"); `env` adds variables;
+    `prefix` runs it through a command that execs it (e.g. `ip netns exec NS`, another host).
     """
     argv = [sys.executable, "-m", "serving.server", "--port", "0", "--rest_api_port", "0", "--backend", backend, *args]
-    argv = pinned(argv, "" if cpu is None else str(cpu))
+    argv = [*prefix, *pinned(argv, "" if cpu is None else str(cpu))]
     full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1", **(env or {})}
     with tempfile.NamedTemporaryFile(prefix="serving-", suffix=".log", delete=False) as log_file:
         log_path = Path(log_file.name)
