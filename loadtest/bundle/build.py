@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -35,10 +36,11 @@ LIMIT_BYTES = 64 << 20  # what the device tool carries per call
 PACKAGES = ("model_export", "serving", "loadtest")
 TOP_FILES = ("pyproject.toml", "requirements.lock")
 MODEL_NAME = "mnist"
-# What the bundle installs: the project's runtime needs on a machine without TensorFlow (the jax
-# backend and the load generator); versions come from the lock file.
-REQUIREMENTS = ("keras", "locust", "hdrhistogram", "protobuf", "python-dotenv", "click", "jinja2", "rich",
-                "psutil", "prometheus-client", "numpy", "grpcio", "matplotlib", "nvidia-ml-py")
+# What the bundle installs: the project's own dependencies (pyproject.toml) less what only the
+# TensorFlow side needs, plus Keras (the jax backend) and protobuf (TF's protos without TF);
+# versions come from the lock file.
+NOT_ON_THE_DEVICE = frozenset({"tensorflow", "tensorflow-serving-api", "mlxtend", "jax"})
+EXTRA_REQUIREMENTS = ("keras", "protobuf")
 PROTO_ROOTS = ("tensorflow", "tensorflow_serving")
 # Not imported while listing the protos: Locust's file patches the standard library with gevent on
 # import (nor are `__main__` modules, which run).
@@ -173,10 +175,17 @@ def copy_protos(dest: Path) -> int:
     return len(files)
 
 
+def requirements() -> list[str]:
+    """The distributions to install: pyproject's dependencies by name, less `NOT_ON_THE_DEVICE`."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    names = [normalized(re.split(r"[\[<>=!~; ]", spec, maxsplit=1)[0]) for spec in project["dependencies"]]
+    return sorted({*(n for n in names if n not in NOT_ON_THE_DEVICE), *EXTRA_REQUIREMENTS})
+
+
 def download_wheels(dest: Path, target: Target) -> tuple[list[str], list[str]]:
-    """pip resolves `REQUIREMENTS` for the target against the lock, then what the image has goes (a
+    """pip resolves `requirements()` for the target against the lock, then what the image has goes (a
     self-contained bundle also gets JAX, which the image has)."""
-    wanted = (*REQUIREMENTS, *(() if target.image_packages else ("jax",)))
+    wanted = (*requirements(), *(() if target.image_packages else ("jax",)))
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--implementation", "cp",
                "--python-version", target.python_version, *(f"--platform={p}" for p in target.platforms),
                "--platform=any", "-c", str(REPO / "requirements.lock"), "-d", str(dest), *wanted]

@@ -11,7 +11,9 @@ its own Python and the standard library only, until it has installed the bundle:
    trained weights as the SavedModel, on Keras 3's JAX backend) started on that device with
    batching `off` and with the device's profile, a capacity search at p99 ≤ `--p99-ms` per request
    batch, Locust processes on their own cores (the server gets the rest);
-4. writes the report over every device's results into `--out`.
+4. with `--tune-minutes M`, tunes the batching on each device for M minutes at the first request
+   batch (`mnist-bench tune`: from the device's profile, one BatchingParameters field at a time);
+5. writes the report over every device's results into `--out`.
 
 Every result names its runtime (JAX), never TF Serving. Bounded: each search by its steps and
 minutes (`--max-steps`, `--max-minutes`).
@@ -43,6 +45,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-steps", type=int, default=12)
     parser.add_argument("--max-minutes", type=float, default=4.0, help="per search")
     parser.add_argument("--loadgen-cores", type=int, default=0, help="cores for Locust (default: a quarter, ≥ 1)")
+    parser.add_argument("--tune-minutes", type=float, default=0.0,
+                        help="also tune the batching on each device for this long, at the first batch (0: no tuning)")
     args = parser.parse_args(argv)
     unknown = set(args.devices.split(",")) - set(DEVICES)
     if unknown:
@@ -119,6 +123,16 @@ def capacity(device: str, plan: Path, out: Path, args: argparse.Namespace, env: 
     return subprocess.run(command, cwd=PROJECT, env=env).returncode
 
 
+def tune(device: str, plan: Path, out: Path, args: argparse.Namespace, env: dict[str, str]) -> int:
+    """`mnist-bench tune` on the device: the BatchingParameters with the highest capacity, from its profile."""
+    command = [sys.executable, "-m", "loadtest", "tune", "--plan", str(plan), "--p99-ms", str(args.p99_ms),
+               "--device", device, "--batch", args.batches.split(",")[0], "--budget-min", str(args.tune_minutes),
+               "--server-flags=--backend jax", "--models-dir", str(PROJECT / "models"),
+               "--results-dir", str(out / "results"), "--max-steps", str(args.max_steps)]
+    print(f"run.py: {device}: {' '.join(command[2:])}", flush=True)
+    return subprocess.run(command, cwd=PROJECT, env=env).returncode
+
+
 def report(out: Path, args: argparse.Namespace, env: dict[str, str]) -> int:
     results = sorted(str(p) for p in (out / "results").glob("*/results.jsonl"))
     if not results:
@@ -142,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
             skipped[device] = problem
             print(f"run.py: {device} skipped: {problem}", flush=True)
             continue
-        codes[device] = capacity(device, write_plan(args.out, args), args.out, args, env)
+        plan = write_plan(args.out, args)
+        codes[device] = capacity(device, plan, args.out, args, env)
+        if args.tune_minutes > 0:
+            codes[f"{device}-tune"] = tune(device, plan, args.out, args, env)
     codes["report"] = report(args.out, args, env) if codes else 1
     summary = {"exit_codes": codes, "skipped": skipped, "seconds": round(time.time() - started, 1),
                "python": sys.version.split()[0]}

@@ -11,13 +11,28 @@ import sys
 import pytest
 
 from loadtest.bundle import device_run
-from loadtest.bundle.build import IMAGE_PACKAGES, LIMIT_BYTES, BundleError, Target, build, copy_model, normalized
+from loadtest.bundle.build import (
+    IMAGE_PACKAGES,
+    LIMIT_BYTES,
+    BundleError,
+    Target,
+    build,
+    copy_model,
+    normalized,
+    requirements,
+)
 from loadtest.records import read_results
 
 
 def test_wheel_names_are_compared_as_pip_normalises_them():
     assert normalized("Flask_Login") == "flask-login" and normalized("zope.event") == "zope-event"
     assert {"jax", "numpy", "grpcio", "matplotlib"} <= IMAGE_PACKAGES and "keras" not in IMAGE_PACKAGES
+
+
+def test_the_bundle_installs_the_projects_dependencies_less_tensorflows():
+    wanted = requirements()
+    assert {"keras", "protobuf", "locust", "hdrhistogram", "grpcio"} <= set(wanted)
+    assert not {"tensorflow", "tensorflow-serving-api", "mlxtend", "jax"} & set(wanted)
 
 
 def test_a_model_without_its_keras_weights_is_refused(tmp_path):
