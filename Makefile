@@ -17,7 +17,7 @@ PLAN ?= loadtest/plans/quick.toml
 EXPORT_ARGS ?=
 
 .PHONY: setup browser h2load lint test test-fast export bench-server bench-runtimes bench-loadgen serve serve-cpu serve-gpu stop \
-	loadtest capacity tune locust-ui report size demo device-bundle clean-venv
+	loadtest capacity tune locust-ui report size k8s demo device-bundle clean-venv
 
 setup: $(STAMP)
 
@@ -150,6 +150,21 @@ SIZE_BATCH ?=
 size: setup
 	@test -n "$(RESULTS)" || { echo "make size: no results/*/results.jsonl yet: run make loadtest, or pass RESULTS=path/results.jsonl" >&2; exit 2; }
 	$(CLI) size --p99-ms $(P99_MS) $(if $(TARGET_IPS),--target-ips $(TARGET_IPS),--target-rps $(TARGET_RPS)) --headroom $(HEADROOM) --prices $(PRICES) $(if $(SIZE_BATCH),--batch $(SIZE_BATCH)) $(RESULTS)
+
+# --- Kubernetes: build/k8s/ from the one serving config (docs/serving-config.md#kubernetes) ---
+# TF Serving per device (ConfigMap, Deployment, Service, autoscaler) and a Locust master + workers;
+# apply with `kubectl apply -f build/k8s/`. REPLICAS_CPU / REPLICAS_GPU (0 leaves a device out), or
+# SIZING=FILE from `mnist-bench size ... --json > FILE`; BATCHING picks the profile; K8S_ARGS adds flags.
+REPLICAS_CPU ?=
+REPLICAS_GPU ?=
+LOCUST_WORKERS ?=
+SIZING ?=
+K8S_ARGS ?=
+
+k8s: setup
+	$(CLI) k8s --out build/k8s --batching $(BATCHING) $(if $(SIZING),--from-sizing $(SIZING)) \
+		$(if $(REPLICAS_CPU),--replicas-cpu $(REPLICAS_CPU)) $(if $(REPLICAS_GPU),--replicas-gpu $(REPLICAS_GPU)) \
+		$(if $(LOCUST_WORKERS),--locust-workers $(LOCUST_WORKERS)) $(K8S_ARGS)
 
 # The one-command demo: batching off against TF Serving's CPU advice (loadtest/plans/demo.toml: the
 # tool starts each server itself, pinned to core 0, Locust on core 1), capacity at p99 <= DEMO_P99_MS

@@ -1,6 +1,6 @@
 """`mnist-bench`: the one command line, a subcommand for every stage of the pipeline.
 
-    mnist-bench export | serve start|run|stop|status|files | loadtest | capacity | tune | report | size | ui
+    mnist-bench export | serve start|run|stop|status|files | k8s | loadtest | capacity | tune | report | size | ui
     mnist-bench bench server|loadgen
 
 It lives in the last stage because it is the only module that imports all three. Conventions, the
@@ -22,7 +22,7 @@ from loadtest.bundle.cli import device_bundle
 from loadtest.cli import COMMANDS
 from loadtest.search_cli import SEARCH_COMMANDS
 from model_export.cli import export
-from serving.cli import serve
+from serving.cli import k8s, serve
 
 PROG = "mnist-bench"
 INTERRUPTED = 130
@@ -34,7 +34,7 @@ def cli() -> None:
     """Size inference hardware for a TF Serving model: export, serve, load-test, report, size."""
 
 
-for command in (export, serve, *COMMANDS, *SEARCH_COMMANDS, bench, device_bundle):
+for command in (export, serve, k8s, *COMMANDS, *SEARCH_COMMANDS, bench, device_bundle):
     cli.add_command(command)
 
 

@@ -4,10 +4,13 @@
     mnist-bench serve run --device cpu                  (the embedded server in this terminal)
     mnist-bench serve stop [NAME ...] | status
     mnist-bench serve files --batching cpu              (prints the generated directory)
+    mnist-bench k8s [--batching gpu] [--replicas-cpu 2] [--replicas-gpu 1] [--from-sizing FILE]
+                    [--locust-workers 4] [--out build/k8s]   (Kubernetes manifests)
 
 The command line is the last layer of the serving config (defaults -> serving/serving.toml ->
 `SERVING_*` -> these flags). Errors a user causes are one line and exit status 1; bad usage
-exits 2. Not for: the work itself (`serving.deploy.launcher`, `serving.deploy.tfs_files`).
+exits 2. Not for: the work itself (`serving.deploy.launcher`, `serving.deploy.tfs_files`,
+`serving.deploy.k8s`).
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Any
 
 import click
 
-from serving.deploy import launcher
+from serving.deploy import k8s as k8s_manifests
+from serving.deploy import k8s_settings, launcher
 from serving.deploy.config import (
     BATCHING_FIELDS,
+    DEFAULT_CONFIG_FILE,
     ServingConfig,
     batching_overrides,
     command_line_layer,
@@ -172,3 +178,44 @@ def files(batching: str, **config_args: Any) -> None:
     _, generated = serving_files(profile=batching, **config_args)
     click.echo(str(generated.directory))
 
+
+
+def k8s_layers(batching: str, from_sizing: Path | None, replicas: dict[str, int | None],
+               **flags: Any) -> tuple[dict, dict]:
+    """The sizing file's layer and the flags' layer of the Kubernetes settings (flags win)."""
+    sized = k8s_settings.replicas_from_sizing(from_sizing, batching) if from_sizing else {}
+    return ({device: {"replicas": count} for device, count in sized.items()},
+            k8s_settings.command_line_layer(replicas, **flags))
+
+
+@click.command("k8s")
+@click.option("--batching", default="off", show_default=True, help="batching profile from the serving config")
+@click.option("--replicas-cpu", type=click.IntRange(min=0), help="CPU Deployment replicas and HPA minimum (0: none)")
+@click.option("--replicas-gpu", type=click.IntRange(min=0), help="GPU Deployment replicas and HPA minimum (0: none)")
+@click.option("--from-sizing", type=click.Path(dir_okay=False, path_type=Path),
+              help="replicas per device from `mnist-bench size ... --json > FILE` (the flags above win)")
+@click.option("--locust-workers", "workers", type=click.IntRange(min=1), help="Locust worker replicas")
+@click.option("--locust-target", "target_device", type=click.Choice([d.value for d in Device]),
+              help="whose TF Serving Service Locust sends to (default cpu)")
+@click.option("--models-image", help="image holding /models/<model>/<version>/ (default: MODELS_IMAGE, docker/.env)")
+@click.option("--models-pvc", help="PersistentVolumeClaim holding the models directory, instead of the image")
+@click.option("--loadgen-image", help="Locust image (default: LOADGEN_IMAGE, docker/.env)")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=k8s_manifests.DEFAULT_OUT_DIR,
+              help="where the manifests go (default: build/k8s)")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="serving TOML (default: $SERVING_CONFIG or serving/serving.toml)")
+@click.option("--model-name", help="model name in the config and in requests")
+@click.option("--set", "assignments", multiple=True, metavar="FIELD=VALUE", callback=_check_assignments,
+              help="override one batching field of the chosen profile (repeatable)")
+@user_errors
+def k8s(batching: str, replicas_cpu: int | None, replicas_gpu: int | None, from_sizing: Path | None, out: Path,
+        config_file: str | None, model_name: str | None, assignments: list[str], **flags: Any) -> None:
+    """Kubernetes manifests (TF Serving per device, Locust master + workers) from the serving config."""
+    config_path = Path(config_file or os.environ.get("SERVING_CONFIG") or DEFAULT_CONFIG_FILE)
+    replicas = {Device.CPU.value: replicas_cpu, Device.GPU.value: replicas_gpu}
+    settings = k8s_settings.load_settings(config_path, *k8s_layers(batching, from_sizing, replicas, **flags))
+    configs = k8s_manifests.device_configs(config_path, settings, batching, batching_overrides(os.environ, assignments),
+                                           command_line_layer(model_name=model_name))
+    for path in k8s_manifests.write(k8s_manifests.render(configs, settings), out):
+        click.echo(str(path))
+    click.echo(k8s_manifests.summary(configs, settings, out))

@@ -27,7 +27,7 @@ from tensorflow_serving.apis import (
 )
 
 from serving.endpoint import ServerKind
-from serving.protocol.tensors import TensorConversionError, to_numpy, write_tensor
+from serving.protocol.tensors import to_numpy, write_tensor
 from serving.server.core import ServerConfig, ServingCore
 from serving.server.errors import ServingError
 from serving.server.model_source import ModelSource
@@ -41,10 +41,13 @@ def _status_name(exc: BaseException) -> str:
 
 def decode_inputs(request: predict_pb2.PredictRequest, max_bytes: int | None = None) -> dict[str, np.ndarray]:
     """Request TensorProtos -> arrays; undecodable tensors, or typed values that would expand past
-    `max_bytes` (the request size limit), are INVALID_ARGUMENT."""
+    `max_bytes` (the request size limit), are INVALID_ARGUMENT.
+
+    numpy's own refusals count as undecodable too (a ValueError, e.g. a shape of more than the 64 dims numpy
+    holds, where TF takes up to 254 and the signature then refuses them): the client's input is wrong."""
     try:
         return {alias: to_numpy(proto, max_bytes) for alias, proto in request.inputs.items()}
-    except TensorConversionError as exc:
+    except ValueError as exc:  # serving.protocol.tensors.TensorConversionError, or numpy's own
         raise ServingError("INVALID_ARGUMENT", str(exc)) from exc
 
 
@@ -68,6 +71,8 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         started = time.perf_counter()
         name = request.model_spec.name
         try:
+            if not request.HasField("model_spec"):
+                raise ServingError("INVALID_ARGUMENT", "Missing ModelSpec")  # TF Serving's check, before the lookup
             version, label = requested_version(request.model_spec)
             model, spec = self.core.resolve(name, version, label, request.model_spec.signature_name)
             inputs = decode_inputs(request, self.core.config.max_message_bytes)

@@ -41,10 +41,18 @@ _MODEL_PATH = re.compile(
 _JSON_MEDIA_TYPES = {"application/json", "application/x-www-form-urlencoded", "text/plain", ""}
 
 
+def version_number(text: str) -> int:
+    """A version from the URL; INVALID_ARGUMENT (400) when it does not fit TF Serving's int64."""
+    number = int(text)
+    if not -(2**63) <= number < 2**63:
+        raise ServingError("INVALID_ARGUMENT", f"Failed to convert version: {text} is outside int64")
+    return number
+
+
 def _model_spec(name: str, version: str | None, label: str | None) -> model_pb2.ModelSpec:
     spec = model_pb2.ModelSpec(name=name)
     if version is not None:
-        spec.version.value = int(version)
+        spec.version.value = version_number(version)
     elif label is not None:
         spec.version_label = label
     return spec
@@ -246,30 +254,45 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read_json(self) -> dict:
         media_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            raise ServingError("INVALID_ARGUMENT", "Content-Length is not a number") from None
-        if length > self.core.config.max_message_bytes:
-            self.close_connection = True
-            raise ServingError("RESOURCE_EXHAUSTED",
-                               f"Request body of {length} bytes exceeds the limit of "
-                               f"{self.core.config.max_message_bytes} bytes")
-        raw = self.rfile.read(length)
+        raw = self._read_body()
         if media_type not in _JSON_MEDIA_TYPES:
             raise ServingError("INVALID_ARGUMENT", f"Content-Type {media_type!r} is not supported; send JSON "
                                                    "(application/json)")
         try:
             body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nested too deep
             raise ServingError("INVALID_ARGUMENT", f"JSON Parse error: {exc}") from exc
         if not isinstance(body, dict):
             raise ServingError("INVALID_ARGUMENT", "JSON Value: the request body must be a JSON object")
         return body
 
+    def _read_body(self) -> bytes:
+        """Exactly Content-Length bytes. A length that is no byte count, or more than the client sends
+        (within the socket timeout), is INVALID_ARGUMENT, and one over the limit RESOURCE_EXHAUSTED; all
+        three close the connection, as where the next request starts is then unknown."""
+        declared = self.headers.get("Content-Length") or "0"
+        if not (declared.isascii() and declared.isdigit()):  # int() would take "-1" (read to EOF) or "1_0"
+            self.close_connection = True
+            raise ServingError("INVALID_ARGUMENT", f"Content-Length {declared[:40]!r} is not a number of bytes")
+        length = int(declared)
+        if length > self.core.config.max_message_bytes:
+            self.close_connection = True
+            raise ServingError("RESOURCE_EXHAUSTED",
+                               f"Request body of {length} bytes exceeds the limit of "
+                               f"{self.core.config.max_message_bytes} bytes")
+        try:
+            raw = self.rfile.read(length)
+        except TimeoutError:
+            raw = b""
+        if len(raw) < length:
+            self.close_connection = True
+            raise ServingError("INVALID_ARGUMENT",
+                               f"the request body ended before the {length} bytes its Content-Length declares")
+        return raw
+
     def _predict(self, match: re.Match, body: dict) -> dict:
         core = self.core
-        version = int(match["version"]) if match["version"] is not None else None
+        version = version_number(match["version"]) if match["version"] is not None else None
         signature_name = body.get("signature_name", "")
         if not isinstance(signature_name, str):
             raise ServingError("INVALID_ARGUMENT", "'signature_name' must be a string")

@@ -105,6 +105,18 @@ def _with_values_expanding_past_the_size_limit():
     return request
 
 
+def _without_model_spec():
+    request = _request()
+    request.ClearField("model_spec")
+    return request
+
+
+def _with_rank_past_numpys_limit():
+    request = _request()  # TF holds up to 254 dims, numpy 64 (its ValueError was INTERNAL)
+    request.inputs["images"].CopyFrom(tf.make_tensor_proto(0.5, dtype=tf.float32, shape=[1] * 65))
+    return request
+
+
 def _with_unknown_output():
     request = _request()
     request.output_filter.append("logits")
@@ -132,6 +144,8 @@ BAD_REQUESTS = {
     "bad tensor_content": (_with_bad_content, "INVALID_ARGUMENT", "tensor_content holds 10 bytes"),
     "expands past the size limit": (_with_values_expanding_past_the_size_limit, "INVALID_ARGUMENT",
                                     "would expand to 52613349376 bytes"),
+    "missing model_spec": (_without_model_spec, "INVALID_ARGUMENT", "Missing ModelSpec"),
+    "rank past numpy's limit": (_with_rank_past_numpys_limit, "INVALID_ARGUMENT", "maximum supported dimension"),
     "unknown output": (_with_unknown_output, "INVALID_ARGUMENT", "output tensor alias not found in signature: logits"),
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 import urllib.parse
 
 import numpy as np
@@ -37,6 +38,15 @@ def test_model_status_and_version(plain_server, exported_model):
     assert entry["version"] == str(exported_model.version) and entry["state"] == "AVAILABLE"
     assert entry["status"]["error_code"] == "OK"
     assert call(plain_server, "GET", f"/v1/models/mnist/versions/{exported_model.version}")[0] == 200
+
+
+def test_a_version_beyond_int64_is_a_bad_request_not_a_server_error(plain_server):
+    huge = "99999999999999999999"
+    for method, path in (("GET", f"/v1/models/mnist/versions/{huge}"),
+                         ("GET", f"/v1/models/mnist/versions/{huge}/metadata"),
+                         ("POST", f"/v1/models/mnist/versions/{huge}:predict")):
+        status, body = call(plain_server, method, path, {"instances": [[0.0] * 784]} if method == "POST" else None)
+        assert status == 400 and "outside int64" in body["error"], (path, status, body)
 
 
 def test_metadata(plain_server, exported_model):
@@ -97,6 +107,8 @@ BAD = {
     "unknown version": ("GET", "/v1/models/mnist/versions/77", None, "", 404, "Could not find version 77"),
     "unknown signature": ("POST", "/v1/models/mnist:predict", {"signature_name": "x", "instances": [ROW]},
                           "application/json", 400, 'Serving signature key "x" not found.'),
+    "nested too deep": ("POST", "/v1/models/mnist:predict", '{"instances": ' + "[" * 100_000 + "]" * 100_000 + "}",
+                        "application/json", 400, "JSON Parse error: maximum recursion depth exceeded"),
     "classify": ("POST", "/v1/models/mnist:classify", {"examples": []}, "application/json", 501, "not implemented"),
     "bad path": ("GET", "/v2/whatever", None, "", 404, "Malformed request"),
 }
@@ -108,6 +120,31 @@ def test_bad_rest_requests_get_tf_servings_http_codes(plain_server, case):
     status, answer = call(plain_server, method, path, body, content_type=content_type)
     assert status == code, answer
     assert set(answer) == {"error"} and text in answer["error"]
+
+
+def post_declaring(server, content_length: str, body: bytes) -> tuple[int, dict, float]:
+    """(status, JSON answer, seconds) of a predict POST whose Content-Length header is `content_length`."""
+    url = urllib.parse.urlparse(server.rest_url)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    started = time.monotonic()
+    connection.putrequest("POST", "/v1/models/mnist:predict")
+    connection.putheader("Content-Type", "application/json")
+    connection.putheader("Content-Length", content_length)
+    connection.endheaders(body)
+    response = connection.getresponse()
+    answer = json.loads(response.read())
+    connection.close()
+    return response.status, answer, time.monotonic() - started
+
+
+@pytest.mark.parametrize("content_length, text", [
+    ("-1", "is not a number of bytes"),  # was read to EOF: a 500 once the server's 2 s read timeout passed
+    ("1e3", "is not a number of bytes"),
+    ("999", "ended before the 999 bytes"),  # the body never comes: 400 after the server's 2 s read timeout
+])
+def test_content_length_that_is_no_byte_count_or_longer_than_the_body_is_400(plain_server, content_length, text):
+    status, answer, seconds = post_declaring(plain_server, content_length, b'{"instances": [[0]]}')
+    assert status == 400 and text in answer["error"] and seconds < 10
 
 
 def test_non_finite_json_values_pass_through(plain_server):
