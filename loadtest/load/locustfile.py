@@ -5,9 +5,10 @@ locust-ui`). Users, by protocol and load model:
 
 - `GrpcClosedUser` / `RestClosedUser`: closed loop, each user sends back to back.
 - `GrpcOpenUser` / `RestOpenUser`: open loop, each user is one arrival stream at
-  `--rate-per-user` requests/s (constant or Poisson gaps). A scheduler greenlet dispatches each
-  request at its intended time into a bounded set of native threads (gRPC) or greenlets (REST),
-  so a stalled server does not slow the arrivals (no coordinated omission): latency counts from
+  `--rate-per-user` requests/s (constant or Poisson gaps). gRPC: the user's native threads take
+  the intended send times in turn and each sends on time itself, more threads starting as calls
+  overlap (up to `--max-in-flight`); REST: a greenlet dispatches each request at its time into a
+  bounded pool of greenlets. A stalled server does not slow the arrivals (no coordinated omission): latency counts from
   the intended send time, and a send that leaves more than `--late-threshold-ms` after it (pool
   full, or the process too busy) is counted late, and every send's dispatch lag (actual −
   intended send time, µs) goes into its own exact histogram, so a slow client is never mistaken
@@ -40,6 +41,7 @@ import logging
 import os
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import gevent
@@ -63,7 +65,7 @@ from loadtest.load.collector import Aggregate
 from loadtest.load.dispatch import Dispatcher
 from loadtest.load.run_state import RUN
 from loadtest.load.summary import LoadSummary, LocustTotals
-from loadtest.load.threads import wait_for
+from loadtest.load.threads import Schedule, Slot, wait_for
 
 log = logging.getLogger("loadtest")
 DONE_MESSAGE = "mnist_done"
@@ -143,50 +145,50 @@ class _OpenLoop(_PredictUser):
 
     @task
     def arrivals(self) -> None:
-        """Dispatch requests at their scheduled times until the window ends, then stop."""
+        """Send requests at their scheduled times until the window ends, then stop."""
         options = RUN.options
         # Reproducible, and different per user and per worker process: streams that add up to Poisson.
         worker = getattr(self.environment.runner, "worker_index", 0)
         rng = random.Random(hash((options.seed, worker, next(_STREAM_NUMBERS))))
-        rate = options.rate_per_user
-        gap = ARRIVAL_GAPS[options.arrival]
-        send = self.thread_sender() if self.protocol == "grpc" else self.greenlet_sender()
-        dispatcher = Dispatcher(options.dispatch_spin_share)
-        intended = time.time()
-        gap_s = 1.0 / rate
+        slots = self.slots(rng, options.rate_per_user, ARRIVAL_GAPS[options.arrival])
+        if self.protocol == "grpc":
+            self.send_from_threads(slots)
+        else:
+            self.send_from_greenlets(slots)
+        raise StopUser()
+
+    def slots(self, rng: random.Random, rate: float, gap) -> Iterator[Slot]:
+        """(request index, intended send time, the gap before it) while the window lasts."""
+        intended, gap_s = time.time(), 1.0 / rate
         while RUN.sending_allowed(intended):
+            self.index += 1
+            yield self.index, intended, gap_s
+            gap_s = gap(rng, rate)
+            intended += gap_s
+
+    def send_from_threads(self, slots: Iterator[Slot]) -> None:
+        """gRPC: native threads take the slots in turn and send each on time themselves."""
+        options = RUN.options
+        threads = RUN.new_call_threads(self.client, limit=options.max_in_flight)
+        threads.start_open_loop(Schedule(slots), options.dispatch_spin_share, options.plant_dispatch_delay_ms / 1000)
+        try:
+            wait_for(threads.all_finished, float("inf"), step_s=0.05)
+        finally:
+            threads.stop(timeout_s=0.0)
+
+    def send_from_greenlets(self, slots: Iterator[Slot]) -> None:
+        """REST: this greenlet waits for each slot and sends it on a greenlet of a bounded pool."""
+        options = RUN.options
+        pool = gevent.pool.Pool(options.max_in_flight)
+        dispatcher = Dispatcher(options.dispatch_spin_share)
+        for index, intended, gap_s in slots:
             dispatcher.wait_until(intended, gap_s)
             if options.plant_dispatch_delay_ms > 0:
                 gevent.sleep(options.plant_dispatch_delay_ms / 1000.0)
-            self.index += 1
-            send(self.index, intended)
-            gap_s = gap(rng, rate)
-            intended += gap_s
-        raise StopUser()
-
-    def greenlet_sender(self):
-        """REST: each send on a greenlet of a bounded pool."""
-        pool = gevent.pool.Pool(RUN.options.max_in_flight)
-
-        def send(index: int, intended: float) -> None:
             if pool.full():
-                RUN.window.note_pool_wait(intended)
-                pool.wait_available(timeout=RUN.options.request_timeout_s + 1.0)  # calls time out by then
+                RUN.pool_wait(intended)
+                pool.wait_available(timeout=options.request_timeout_s + 1.0)  # calls time out by then
             pool.spawn(RUN.call, self.client, index, intended)
-        return send
-
-    def thread_sender(self):
-        """gRPC: each send handed to an idle native thread of this user's (bounded) set."""
-        threads = RUN.new_call_threads(self.client, limit=RUN.options.max_in_flight)
-
-        def send(index: int, intended: float) -> None:
-            if threads.try_send(index, intended):
-                return
-            RUN.window.note_pool_wait(intended)
-            wait_for(threads.has_room, RUN.options.request_timeout_s + 1.0, step_s=0.0005)  # calls time out by then
-            if not threads.try_send(index, intended):
-                RUN.unsent(self.client, intended, f"all {threads.limit} call threads still busy")
-        return send
 
 
 class GrpcClosedUser(_ClosedLoop):

@@ -19,7 +19,7 @@ from typing import Any
 
 from locust import events
 
-from loadtest.load.client import CLIENTS, CallClock, Samples
+from loadtest.load.client import CLIENTS, Samples
 from loadtest.load.collector import Aggregate, CallRecord, Collector
 from loadtest.load.threads import CallThreads, native_lock
 from loadtest.vocab import Protocol
@@ -96,7 +96,8 @@ class RunState:
 
     def new_call_threads(self, client, limit: int) -> CallThreads:
         """Native threads for `client`'s gRPC calls, each on a channel of its own."""
-        threads = CallThreads(client.fork, self.starting, self.finished, limit)
+        threads = CallThreads(client.fork, self.starting, self.finished, limit, on_pool_wait=self.pool_wait,
+                              late_after_s=self.options.late_threshold_ms / 1000.0)
         self.call_threads.append(threads)
         return threads
 
@@ -126,11 +127,10 @@ class RunState:
                     self.in_flight -= 1
         self.finished(record, client)
 
-    def unsent(self, client, intended_unix_s: float, why: str) -> None:
-        """An open-loop send that found no way out (every call thread busy past its wait): a failure."""
-        clock = CallClock(intended_unix_s)
-        self.starting()
-        self.finished(clock.failure(clock.latency_us(), "CLIENT_ERROR", why, client.batch_size), client)
+    def pool_wait(self, intended_unix_s: float) -> None:
+        """An open-loop send held back because every call thread was busy (on any thread)."""
+        with self.lock:
+            self.window.note_pool_wait(intended_unix_s)
 
     def take_delta(self) -> dict:
         with self.lock:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from loadtest.load.threads import CallThreads, wait_for
+from loadtest.load.threads import CallThreads, Schedule, wait_for
 
 
 class SlowClient:
@@ -46,41 +46,55 @@ class Counts:
             self.records.append((record, client))
 
 
-def pool(hold_s: float, limit: int):
+def pool(hold_s: float, limit: int, pool_waits: list | None = None):
     made, counts = [], Counts()
-    threads = CallThreads(SlowClient(hold_s, made).fork, counts.start, counts.record, limit)
+    on_wait = pool_waits.append if pool_waits is not None else (lambda intended: None)
+    threads = CallThreads(SlowClient(hold_s, made).fork, counts.start, counts.record, limit, on_pool_wait=on_wait,
+                          late_after_s=0.002)
     return threads, made, counts
 
 
-def test_sends_go_to_new_threads_up_to_the_limit_then_wait_for_room():
-    threads, made, counts = pool(hold_s=0.2, limit=2)
-    assert threads.try_send(1, 10.0) and threads.try_send(2, 11.0)
-    assert not threads.try_send(3, 12.0) and not threads.has_room()  # both threads busy
-    assert wait_for(threads.has_room, 5.0)
-    assert threads.try_send(3, 12.0)
-    assert wait_for(lambda: len(counts.records) == 3, 5.0)
-    assert sorted(r[:2] for r, _ in counts.records) == [(1, 10.0), (2, 11.0), (3, 12.0)]
-    assert counts.started == 3 and len(made) == 2  # the third send reused an idle thread
-    assert len({ident for _, ident in made}) == 2  # each client made on its own thread
-    assert all(client.model_version == 7 for _, client in counts.records) and threads.model_version() == 7
-    assert threads.stop(timeout_s=5.0) and all(client.closed for client, _ in made)
+def slots_every(gap_s: float, count: int, start_in_s: float = 0.05):
+    start = time.time() + start_in_s
+    return Schedule(iter([(i, start + i * gap_s, gap_s) for i in range(count)]))
 
 
-def test_each_record_comes_from_the_thread_that_owns_its_client():
-    threads, made, counts = pool(hold_s=0.05, limit=3)
-    for i in range(3):
-        assert threads.try_send(i, float(i))
-    assert wait_for(lambda: len(counts.records) == 3, 5.0)
+def test_open_loop_threads_send_every_slot_in_order_near_its_time():
+    threads, made, counts = pool(hold_s=0.001, limit=4)
+    sent_at = {}
+    threads.on_start = lambda: None
+    original = threads.on_record
+
+    def record(result, client):
+        sent_at[result[0]] = time.time()
+        original(result, client)
+    threads.on_record = record
+    threads.start_open_loop(slots_every(0.01, 20), spin_share=0.2)
+    assert wait_for(threads.all_finished, 10.0)
+    assert sorted(r[0] for r, _ in counts.records) == list(range(20))  # every slot once
+    assert all(intended is not None for (_, intended, _), _ in counts.records)
+    lateness = sorted(sent_at[i] - intended - 0.001 for (i, intended, _), _ in counts.records)
+    assert lateness[len(lateness) // 2] < 0.005  # the median send within 5 ms of its time (a busy test machine)
     owner = {id(client): ident for client, ident in made}
-    assert all(record[2] == owner[id(client)] for record, client in counts.records)
-    assert threads.stop(timeout_s=5.0)
+    assert len(made) <= 4 and all(record[2] == owner[id(client)] for record, client in counts.records)
 
 
-def test_stop_ends_busy_threads_after_their_call_and_refuses_new_sends():
-    threads, made, counts = pool(hold_s=0.3, limit=2)
-    assert threads.try_send(1, 1.0)
-    assert threads.stop(timeout_s=5.0)  # waits for the call in flight
-    assert len(counts.records) == 1 and not threads.try_send(2, 2.0)
+def test_overlapping_calls_start_more_threads_up_to_the_limit_then_slots_wait():
+    waits: list = []
+    threads, made, counts = pool(hold_s=0.2, limit=3, pool_waits=waits)
+    threads.start_open_loop(slots_every(0.02, 12), spin_share=0.0)
+    assert wait_for(threads.all_finished, 20.0)
+    assert len(threads.workers) == 3 and len(counts.records) == 12  # grown to the limit, nothing dropped
+    assert waits, "slots past their time with every thread busy count as pool waits"
+    assert threads.model_version() == 7
+
+
+def test_stop_ends_the_open_loop_after_the_calls_in_progress():
+    threads, made, counts = pool(hold_s=0.05, limit=2)
+    threads.start_open_loop(slots_every(0.01, 1000), spin_share=0.0)
+    assert wait_for(lambda: len(counts.records) >= 3, 5.0)
+    assert threads.stop(timeout_s=5.0) and all(client.closed for client, _ in made)
+    assert len(counts.records) < 1000
 
 
 def test_a_back_to_back_thread_calls_until_told_to_stop():
