@@ -32,8 +32,6 @@ class RuntimeGpus:
     install_hint: str = "make setup GPU=1 installs tensorflow[and-cuda]"
 
 
-TensorFlowGpus = RuntimeGpus  # the name launcher tests and callers used first
-
 _TF_GPU_PROBE = """
 import json, tensorflow as tf
 gpus = tf.config.list_physical_devices("GPU")

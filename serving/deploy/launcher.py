@@ -28,14 +28,7 @@ from model_export.provenance import REPO
 from serving.deploy.config import ServingConfig
 from serving.deploy.docker import ContainerLauncher, DockerProbe, probe_docker, publish_host
 from serving.deploy.embedded import EmbeddedLauncher, embedded_command, endpoint_from_ready, server_env
-from serving.deploy.gpus import (  # noqa: F401  (TensorFlowGpus, describe_missing_gpu: names callers use here)
-    PROBES,
-    RuntimeGpus,
-    TensorFlowGpus,
-    backend_of,
-    describe_missing_gpu,
-    probe_tensorflow_gpus,
-)
+from serving.deploy.gpus import PROBES, RuntimeGpus, backend_of, describe_missing_gpu, probe_tensorflow_gpus
 from serving.deploy.process import stop_process
 from serving.deploy.readiness import check_port_free, wait_available
 from serving.deploy.request import LaunchError, LaunchKind, StartRequest

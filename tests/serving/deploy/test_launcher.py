@@ -26,6 +26,7 @@ from model_export.provenance import cpu_model_name
 from serving.deploy import docker as docker_launch
 from serving.deploy import launcher
 from serving.deploy.embedded import is_our_embedded_server
+from serving.deploy.gpus import RuntimeGpus
 from serving.deploy.state import read_state, write_state
 from serving.endpoint import ServedEndpoint
 from tests.support.cli import command, invoke
@@ -332,10 +333,10 @@ def test_a_container_that_exits_prints_its_last_log_lines_and_is_removed(fake_mo
 
 def test_serve_gpu_with_docker_but_no_nvidia_runtime_and_no_gpu_names_both(fake_models, tmp_path):
     docker = launcher.DockerProbe(compose=("docker", "compose"), nvidia_runtime=False, server_version="28")
-    no_gpu = launcher.TensorFlowGpus("2.21.0", built_with_cuda=True, gpu_names=())
+    no_gpu = RuntimeGpus("2.21.0", built_with_cuda=True, gpu_names=())
     with pytest.raises(launcher.LaunchError, match="no NVIDIA runtime.*nvidia-container-toolkit.*sees no GPU"):
         launcher.choose_launcher("gpu", "auto", docker, lambda: no_gpu)
-    one_gpu = launcher.TensorFlowGpus("2.21.0", built_with_cuda=True, gpu_names=("NVIDIA H100",))
+    one_gpu = RuntimeGpus("2.21.0", built_with_cuda=True, gpu_names=("NVIDIA H100",))
     chosen, note = launcher.choose_launcher("gpu", "auto", docker, lambda: one_gpu)
     assert isinstance(chosen, launcher.EmbeddedLauncher) and "no NVIDIA runtime" in note
     with_nvidia = launcher.DockerProbe(compose=("docker", "compose"), nvidia_runtime=True, server_version="28")
