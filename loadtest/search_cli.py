@@ -27,6 +27,7 @@ from loadtest.cli import (
     server_choice,
     server_choices,
 )
+from loadtest.confidence import DEFAULT_CONFIDENCE
 from loadtest.sweep import plan as plans
 from loadtest.sweep.runner import Interrupted, SweepError
 from serving.deploy.process import pinned_cores
@@ -54,6 +55,11 @@ def search_options(function: Any) -> Any:
                      show_default=True, help="per search"),
         click.option("--confirm-factor", type=click.FloatRange(min=1), default=3.0, show_default=True,
                      help="the confirmation's window, in measure-s"),
+        click.option("--confidence", type=click.FloatRange(0.5, 1, max_open=True), default=DEFAULT_CONFIDENCE,
+                     show_default=True, help="every verdict's: a rate passes when p99 <= the objective at this "
+                     "confidence (MLPerf's early-stopping rule), fails when p99 > it at this confidence"),
+        click.option("--max-rate-s", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
+                     help="measured seconds at one rate at most: an inconclusive rate is measured longer up to this"),
         click.option("--report/--no-report", default=True, help="build the HTML/Markdown report afterwards"),
     ]
     for option in reversed(options):
@@ -67,7 +73,7 @@ def capacity_request(plan: plans.Plan, values: dict[str, Any]):
 
     return CapacityRequest(plan, values.pop("p99_ms"), 1, values.pop("precision"), values.pop("start_rps"),
                            values.pop("min_rps"), values.pop("max_steps"), values.pop("max_minutes") * 60,
-                           values.pop("confirm_factor"))
+                           values.pop("confirm_factor"), values.pop("confidence"), values.pop("max_rate_s"))
 
 
 @click.command("capacity")

@@ -3,12 +3,14 @@
 A capacity search (`mnist-bench capacity`) tags every cell it measures with `CellResult.search`
 (its id, role, objective, offered rate). From those records alone:
 
-- per search, its answer: the highest offered rate among its confirmation cells that pass
-  (`loadtest.sweep.capacity.verdict`, exactly as the search decided), the answering cell's
-  images/s and latency, and the lowest failing rate above it;
+- per search, its answer: its steps rebuilt with each rate's pooled verdict at the recorded
+  confidence, concluded by `loadtest.sweep.conclusion.conclude` exactly as the search concluded:
+  the highest rate whose confirmation passed, with its uncertainty (the lowest rate above it that
+  did not pass, the estimate, stalls, a load generator's limit);
 - per device × request batch size × objective, the best configuration measured (highest capacity);
 - the batching gain there: best batching-enabled capacity ÷ batching-off capacity (None, with the
-  reason, when either is missing or batching off did not meet the objective);
+  reason, when either is missing or batching off did not meet the objective), and its range from
+  the two brackets: lowest on ÷ highest off to highest on ÷ lowest off;
 - the GPU/CPU ratio of the best capacities at the same request batch size and objective.
 
 A configuration is what was measured, whatever the load: server kind, device, device name, batching
@@ -26,8 +28,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from loadtest.analysis.formatting import params
+from loadtest.confidence import DEFAULT_CONFIDENCE
 from loadtest.records import CellResult
-from loadtest.sweep.capacity import Role, Step, lowest_failing, verdict
+from loadtest.sweep.conclusion import Conclusion, Role, Step, conclude, pooled_verdict
 from serving.endpoint import runtime_display_name
 
 OFF = "off"  # the batching profile with server-side batching disabled
@@ -84,25 +87,42 @@ def config_labels(configs: Iterable[Config]) -> dict[Config, str]:
 
 @dataclass(frozen=True)
 class SearchAnswer:
-    """One capacity search's answer: capacity None when no confirmation cell passed (objective not met)."""
+    """One capacity search's answer: capacity None when no confirmation passed (objective not met)."""
 
     search_id: str
     config: Config
     request_batch_size: int
     p99_objective_ms: float
-    capacity_rps: float | None  # the highest passing confirmed offered rate
+    capacity_rps: float | None  # the highest rate whose confirmation passed
     capacity_ips: float | None  # images/s the answering cell achieved
     p50_ms: float | None  # at the answering cell
-    p99_ms: float | None
-    lowest_failing_rps: float | None  # the bracket's upper end: lowest failing offered rate above the answer
+    p99_ms: float | None  # the answering cell's raw p99 (the verdict is on `estimate_ms`)
+    lowest_failing_rps: float | None  # the lowest rate above the answer that failed with confidence
     cells: int
     reason: str = ""  # why the objective was not met; "" when it was
     server_cpu_percent: float | None = None  # at the answering cell (device telemetry), when measured
     gpu_utilization_percent: float | None = None
+    conclusion: Conclusion | None = field(default=None, compare=False)  # with the uncertainty
 
     @property
     def met(self) -> bool:
         return self.capacity_rps is not None
+
+    @property
+    def upper_rps(self) -> float | None:
+        """The lowest rate above the capacity that did not pass; None when none was measured (or a lower bound)."""
+        if self.conclusion is None or self.conclusion.at_least:
+            return None
+        return self.conclusion.upper_rps()
+
+    @property
+    def estimate_ms(self) -> float | None:
+        """The confirmation's early-stopping estimate of the true p99."""
+        capacity = self.conclusion.capacity if self.conclusion else None
+        return capacity.verdict.evidence.estimate_ms if capacity and capacity.verdict.evidence else None
+
+    def uncertainty(self) -> str:
+        return self.conclusion.uncertainty() if self.conclusion else ""
 
 
 def offered_rps(cell: CellResult) -> float | None:
@@ -111,28 +131,39 @@ def offered_rps(cell: CellResult) -> float | None:
     return None if value is None else float(value)
 
 
+def steps_of(cells: Sequence[CellResult], objective: float) -> list[Step]:
+    """A search's steps rebuilt from its records, each with its rate's pooled verdict, as the search made them."""
+    steps: list[Step] = []
+    for cell in cells:
+        rate = offered_rps(cell)
+        if rate is None or cell.search.get("role") in (Role.PROBE, Role.START):
+            continue
+        role = Role(cell.search["role"])
+        confirming = bool(cell.search.get("confirming", role == Role.CONFIRM))
+        confidence = float(cell.search.get("confidence", DEFAULT_CONFIDENCE))
+        group = [s.result for s in steps if s.group == (rate, confirming)] + [cell]
+        steps.append(Step(rate, role, cell, pooled_verdict(group, objective, confidence), confirming))
+    return steps
+
+
 def search_answer(cells: Sequence[CellResult]) -> SearchAnswer:
-    """The answer of one search's cells, as `loadtest.sweep.capacity.CapacitySearch` gives it."""
+    """The answer of one search's cells, concluded as `loadtest.sweep.capacity.CapacitySearch` concludes it."""
     first = cells[0]
     objective = float(first.search["p99_objective_ms"])
-    rated = [(rate, c) for c in cells if (rate := offered_rps(c)) is not None and c.search.get("role") != Role.PROBE]
-    confirmed = [(rate, c) for rate, c in rated
-                 if c.search.get("role") == Role.CONFIRM and verdict(c, objective).passed]
-    top = max(confirmed, key=lambda rc: rc[0], default=None)
-    floor = top[0] if top else 0.0
-    steps = [Step(rate, Role(c.search["role"]), c, verdict(c, objective)) for rate, c in rated]
-    cell = top[1] if top else None
+    steps = steps_of(cells, objective)
+    found = conclude(steps, objective)
+    cell = found.capacity.result if found.capacity else None
+    reason = "" if cell else (found.unmet_reason() if steps else _unmet(cells))
     return SearchAnswer(str(first.search["id"]), config_of(first), first.load.request_batch_size, objective,
-                        top[0] if top else None, cell.throughput_ips if cell else None,
+                        found.capacity_rps, cell.throughput_ips if cell else None,
                         cell.latency_p50_ms if cell else None, cell.latency_p99_ms if cell else None,
-                        lowest_failing(steps, floor), len(cells), "" if top else _unmet(cells, bool(rated)),
-                        cell.server_cpu_percent if cell else None, cell.gpu_utilization_percent if cell else None)
+                        found.lowest_failing_rps, len(cells), reason,
+                        cell.server_cpu_percent if cell else None, cell.gpu_utilization_percent if cell else None,
+                        found)
 
 
-def _unmet(cells: Sequence[CellResult], rated: bool) -> str:
-    """Why a search has no answer: no rate measured at all (its server did not start), or none confirmed."""
-    if rated:
-        return "no offered rate passed its confirmation"
+def _unmet(cells: Sequence[CellResult]) -> str:
+    """Why a search measured no rate at all (its server did not start)."""
     failed = next((c.failure_reason for c in cells if c.failure_reason), "")
     return "no rate measured" + (f": {failed}" if failed else "")
 
@@ -168,6 +199,33 @@ class Gain:
     batching: SearchAnswer | None  # the best batching-enabled answer, when one met the objective
     off: SearchAnswer | None  # the best batching-off answer, when one met the objective
     reason: str  # "" when ratio is set
+
+    @property
+    def low(self) -> float | None:
+        """The least the gain can be given both brackets: batching's capacity ÷ off's upper end."""
+        if self.ratio is None or self.batching is None or self.off is None or self.off.upper_rps is None:
+            return None
+        return capacity(self.batching) / self.off.upper_rps
+
+    @property
+    def high(self) -> float | None:
+        """The most the gain can be: batching's upper end ÷ off's capacity (None: no upper end measured)."""
+        if self.ratio is None or self.batching is None or self.off is None or self.batching.upper_rps is None:
+            return None
+        return self.batching.upper_rps / capacity(self.off)
+
+    def describe(self) -> str:
+        """`×1.56, between ×1.40 and ×1.70` (an open end says "at least" / "at most")."""
+        if self.ratio is None:
+            return f"— {self.reason}"
+        low, high = self.low, self.high
+        if low is not None and high is not None:
+            return f"×{self.ratio:.2f}, between ×{low:.2f} and ×{high:.2f}"
+        if high is not None:
+            return f"×{self.ratio:.2f}, at most ×{high:.2f}"
+        if low is not None:
+            return f"×{self.ratio:.2f}, at least ×{low:.2f}"
+        return f"×{self.ratio:.2f} (no range: neither bracket has an upper end)"
 
 
 def batching_gain(searches: Sequence[SearchAnswer]) -> Gain:

@@ -17,6 +17,7 @@ from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.formatting import params
 from loadtest.analysis.series import Series, level_name, load_level, unusable_reason, usable
 from loadtest.records import CellResult
+from loadtest.sweep.conclusion import describe_pair
 from loadtest.vocab import CellStatus
 from serving.endpoint import kind_display_name, server_with_runtime
 
@@ -61,16 +62,26 @@ def configurations_table(results: Sequence[CellResult], labels: Labels) -> Table
                   "load generator (host @ commit; versions)", "valid/all cells"), tuple(rows))
 
 
+def _search_note(s: SearchAnswer) -> str:
+    if not s.met:
+        return s.reason
+    pairs = s.conclusion.not_monotone if s.conclusion else ()
+    return s.uncertainty() + "".join(f"; not monotone: {describe_pair(p)}" for p in pairs)
+
+
 def searches_table(searches: Sequence[SearchAnswer], labels: Labels) -> Table:
     rows = tuple((labels[s.config], str(s.request_batch_size), f"{s.p99_objective_ms:g}", "yes" if s.met else "NO",
                   fmt(s.capacity_rps), fmt(s.capacity_ips), busy_text(s.server_cpu_percent, s.gpu_utilization_percent),
-                  fmt(s.p50_ms, 2), fmt(s.p99_ms, 2),
-                  fmt(s.lowest_failing_rps), str(s.cells), s.search_id, s.reason) for s in searches)
-    return Table("Capacity searches", "Each search's answer: the highest offered rate its confirmation cells passed "
-                 "(valid, p99 within the objective), the images/s, device use and latency of that cell, and the "
-                 "lowest rate that failed above it. Not met: no confirmation passed.",
+                  fmt(s.p50_ms, 2), fmt(s.p99_ms, 2), fmt(s.estimate_ms, 2),
+                  fmt(s.lowest_failing_rps), str(s.cells), s.search_id, _search_note(s)) for s in searches)
+    return Table("Capacity searches", "Each search's answer: the highest offered rate whose confirmation passed "
+                 "(valid, and p99 within the objective at the stated confidence: est. p99 is the early-stopping "
+                 "estimate of the true p99; p99 is the cell's raw one), the images/s, device use and latency of "
+                 "that cell, the lowest rate above it that failed with confidence, and the uncertainty. Not met: "
+                 "no confirmation passed.",
                  ("configuration", "request batch", "p99 objective ms", "met", "capacity req/s", "images/s",
-                  "device busy", "p50 ms", "p99 ms", "lowest failing req/s", "cells", "search", "not met because"),
+                  "device busy", "p50 ms", "p99 ms", "est. p99 ms", "lowest failing req/s", "cells", "search",
+                  "uncertainty, or not met because"),
                  rows,
                  tuple("" if s.met else "invalid" for s in searches))
 

@@ -6,8 +6,8 @@ In order of preference, each labelled with its source:
    objective is the one asked for or, failing that, the loosest one stricter than it (then a lower
    bound: capacity at the looser objective may be higher). A search at a looser objective is not used.
 2. `open-loop, measured grid`: the highest offered rate among a plain sweep's open-loop cells that
-   passes (finished, valid, p99 within the objective), never interpolated; a lower bound when no
-   higher rate was measured failing.
+   passes (finished, valid, p99 within the objective at 99% confidence: `loadtest.verdicts`), never
+   interpolated and never confirmed; a lower bound when no higher rate was measured failing.
 3. `closed-loop: lower bound`: the highest throughput of a closed-loop cell meeting the objective,
    used only when there is no valid open-loop cell. Closed-loop points are never mixed into one
    series with open-loop ones: a closed loop slows its senders when the server stalls.
@@ -25,7 +25,7 @@ from enum import StrEnum
 from loadtest.analysis.answers import Config, SearchAnswer, best, config_of, search_answers
 from loadtest.analysis.series import level_name, load_level, unusable_reason, usable
 from loadtest.records import CellResult
-from loadtest.sweep.capacity import verdict
+from loadtest.verdicts import verdict_of
 from loadtest.vocab import LoadMode
 
 
@@ -60,7 +60,7 @@ def highest_passing(cells: Sequence[CellResult], p99_ms: float, mode: LoadMode) 
     valid = [c for c in plain if usable(c)]
     level = level_name(mode)
     not_used = tuple(f"{level} {load_level(c):g}: {unusable_reason(c)}" for c in plain if not usable(c))
-    passing = [c for c in valid if verdict(c, p99_ms).passed]
+    passing = [c for c in valid if verdict_of([c], p99_ms).passed]
     if not passing:
         if not valid:
             return Highest(None, None, False, f"no valid {mode}-loop cell", 0, not_used)
@@ -68,7 +68,7 @@ def highest_passing(cells: Sequence[CellResult], p99_ms: float, mode: LoadMode) 
         return Highest(None, None, False, f"objective never met: lowest measured p99 is {low.latency_p99_ms:g} ms "
                        f"(at {level} {load_level(low):g})", len(valid), not_used)
     top = max(passing, key=_rate)
-    failing = [load_level(c) for c in plain if load_level(c) > load_level(top) and not verdict(c, p99_ms).passed]
+    failing = [load_level(c) for c in plain if load_level(c) > load_level(top) and not verdict_of([c], p99_ms).passed]
     if mode == LoadMode.CLOSED:
         note = (f"highest closed-loop throughput meeting the objective ({level} {load_level(top):g}); "
                 "an open loop at this rate may queue more")

@@ -56,7 +56,7 @@ class Summary:
 
 
 def _rps(s: SearchAnswer) -> str:
-    return f"{fmt(s.capacity_rps)} req/s"
+    return f"{'at least ' if s.conclusion and s.conclusion.at_least else ''}{fmt(s.capacity_rps)} req/s"
 
 
 def _where(batch: int, p99_ms: float) -> str:
@@ -76,13 +76,17 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
     for d in here:
         on, off = d.gain.batching, d.gain.off
         if d.gain.ratio is not None and on and off:
-            lines.append(f"batching gain ×{d.gain.ratio:.2f} on {_device(d)} {where}: {labels[on.config]} "
-                         f"{_rps(on)} vs {labels[off.config]} {_rps(off)}.")
+            lines.append(f"batching gain {d.gain.describe()} on {_device(d)} {where}: {labels[on.config]} "
+                         f"{_rps(on)} ({on.uncertainty()}) vs {labels[off.config]} {_rps(off)} "
+                         f"({off.uncertainty()}).")
         elif d.best:
             lines.append(f"capacity on {_device(d)} {where}: {labels[d.best.config]} {_rps(d.best)} "
-                         f"({fmt(d.best.capacity_ips)} images/s); no batching gain: {d.gain.reason}.")
+                         f"({fmt(d.best.capacity_ips)} images/s; {d.best.uncertainty()}); no batching gain: "
+                         f"{d.gain.reason}.")
         else:
-            lines.append(f"no configuration on {_device(d)} met p99 ≤ {p99_ms:g} ms (request batch {batch}).")
+            why = "; ".join(dict.fromkeys(f"{labels[s.config]}: {s.reason}" for s in d.searches if s.reason))
+            lines.append(f"no configuration on {_device(d)} met p99 ≤ {p99_ms:g} ms (request batch {batch})"
+                         + (f": {why}." if why else "."))
     for r in ratios:
         if (r.request_batch_size, r.p99_objective_ms) == (batch, p99_ms) and r.ratio and r.gpu and r.cpu:
             lines.append(f"GPU/CPU ×{r.ratio:.2f} {where}: {labels[r.gpu.config]} {_rps(r.gpu)} vs "
@@ -97,7 +101,7 @@ def _gain_text(d: DeviceAnswer, labels: Labels) -> str:
     g = d.gain
     if g.ratio is None or g.batching is None or g.off is None:
         return f"— {g.reason}"
-    return f"×{g.ratio:.2f} ({labels[g.batching.config]} vs {labels[g.off.config]} {_rps(g.off)})"
+    return f"{g.describe()} ({labels[g.batching.config]} vs {labels[g.off.config]} {_rps(g.off)})"
 
 
 def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio]) -> str:
@@ -132,9 +136,9 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
     rows = []
     for d in devices:
         b = d.best
-        found = (labels[b.config], fmt(b.capacity_rps), fmt(b.capacity_ips),
-                 busy_text(b.server_cpu_percent, b.gpu_utilization_percent), fmt(b.p50_ms, 2), fmt(b.p99_ms, 2),
-                 fmt(b.lowest_failing_rps)) if b else ("none met the objective", *["—"] * 6)
+        found = (labels[b.config], _rps(b).removesuffix(" req/s"), fmt(b.capacity_ips),
+                 busy_text(b.server_cpu_percent, b.gpu_utilization_percent), fmt(b.p50_ms, 2), fmt(b.estimate_ms, 2),
+                 fmt(b.upper_rps)) if b else ("none met the objective", *["—"] * 6)
         rows.append((d.device, device_name(d.device_name), str(d.request_batch_size), f"{d.p99_objective_ms:g}",
                      *found, _gain_text(d, labels), _ratio_text(d, ratios),
                      *(_cost_cells(d, pricing) if pricing else ())))
@@ -142,13 +146,16 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
               f"{pricing.prices.currency}/M inferences") if pricing else ())
     return Table("Capacity under the latency objective, per device",
                  "Capacity: the highest offered rate (open loop) a capacity search confirmed with p99 within the "
-                 "objective; the best configuration is the one with the highest capacity on that device, request "
+                 "objective at the stated confidence (MLPerf's early-stopping rule: est. p99 is the confirmation's "
+                 "estimate of the true p99); upper end: the lowest rate above it that did not pass (blank: none "
+                 "measured, or the load generator was the limit: \"at least\"); the best configuration is the one "
+                 "with the highest capacity on that device, request "
                  "batch size and objective. Batching gain: best batching-enabled capacity ÷ batching-off capacity, "
                  "same device, request batch and objective. GPU/CPU: best GPU ÷ best CPU capacity. Device busy: "
                  "the server's CPU (% of its cores) and GPU utilisation at the capacity's cell."
                  + _pricing_caption(pricing),
                  ("device", "device name", "request batch", "p99 objective ms", "best configuration", "capacity req/s",
-                  "images/s", "device busy", "p50 ms", "p99 ms", "lowest failing req/s", "batching gain over off",
+                  "images/s", "device busy", "p50 ms", "est. p99 ms", "upper end req/s", "batching gain over off",
                   "GPU/CPU", *costs), tuple(rows), tuple("" if d.best else "invalid" for d in devices))
 
 

@@ -1,24 +1,30 @@
-"""Capacity under a latency objective: the highest offered rate a server serves at p99 <= L.
+"""Capacity under a latency objective: the highest offered rate a server serves at p99 <= L, with
+the confidence its verdicts state.
 
 The search, as perf_analyzer's `--latency-threshold` search and MLPerf LoadGen's Server scenario
 do it, on open-loop (Poisson) cells only, each one a recorded cell:
 
-1. bracket: from a start rate, double while the cell passes (halve while it fails), until one
-   passing and one failing rate are known;
-2. bisect between them until (failing - passing) / passing <= the precision;
-3. confirm the highest passing rate with a longer measurement; if that fails, it becomes the
-   failing bound and the search goes on below it. The last step a search may take is always kept
+1. bracket: from a start rate, double while the rate passes (halve while it does not), until one
+   passing rate and one above it that did not pass are known;
+2. bisect between them until (upper - passing) / passing <= the precision;
+3. confirm the highest passing rate with a longer, separate measurement; if that does not pass, it
+   becomes the upper end and the search goes on below it. The last step a search may take is kept
    for a confirmation, so a search cut short by its step limit still answers when it can.
 
-A rate that fails while bracketing or bisecting with its median still within the objective is
-measured once more (role `retry`) and fails only if that fails too: near the knee one stall in a
-short window can push a p99 over the objective, and a single such cell would otherwise cap the
-answer far below the server's capacity. A cell whose median is over the objective too (or that has
-none) is overloaded, not unlucky: it fails at once.
+Each rate is judged by `loadtest.verdicts` at the stated confidence (MLPerf's early-stopping rule:
+`loadtest.confidence`): pass, fail, inconclusive, or the load generator's limit. An inconclusive
+rate is measured longer (role `extend`): the window grows to the requests a pass would need, up to
+`max_rate_s` seconds at that rate in all, and every window at the rate is pooled. A rate still
+inconclusive is never taken as a pass or a fail: above a pass it only bounds the bisection (the
+answer lists it with its N), and below the rate whose `max_rate_s` cannot hold the 459 requests a
+pass needs (at p99, 99%) the search stops and says so. A load generator that did not keep up says
+nothing about the server: the search stops there and answers "at least" its highest confirmed rate.
+While bracketing downward it stops as soon as the rates that did not pass show stalls independent
+of the load (`loadtest.sweep.conclusion.stalls`), rather than bisecting towards zero.
 
-A cell passes when it was measured, is valid (no errors, not saturated, stable) and its p99 <= L.
-The answer is always a measured, passing (and confirmed) rate, never an interpolated one. The
-search is bounded by a step limit and a deadline, and ends early when the server stops answering.
+The answer is always a measured, passing (and confirmed) rate, never an interpolated one, with
+its uncertainty (`loadtest.sweep.conclusion.Conclusion`). The search is bounded by a step limit
+and a deadline, and ends early when the server stops answering.
 
 Not for: measuring a cell (`CapacitySearch` is given a `measure` function; the command line wires
 it to `loadtest.sweep.runner.CellRunner`) or sizing replicas (`loadtest.analysis.size`).
@@ -26,35 +32,31 @@ it to `loadtest.sweep.runner.CellRunner`) or sizing replicas (`loadtest.analysis
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 
+from loadtest import confidence as conf
 from loadtest.records import CellResult
-from loadtest.vocab import CellStatus
+from loadtest.sweep.conclusion import Conclusion, Role, Step, conclude, final_verdicts, pooled_verdict, stalls
+from loadtest.verdicts import Decision, Verdict
 
-
-class Role(StrEnum):
-    """Why a search measured a cell; recorded with the cell."""
-
-    PROBE = "probe"  # a short closed loop that picks the start rate
-    BRACKET = "bracket"
-    BISECT = "bisect"
-    CONFIRM = "confirm"
-    START = "start"  # the search's server did not start or answer: its one cell, recorded failed
-    RETRY = "retry"  # a failing rate measured once more: it fails only if this fails too
+__all__ = ["CapacityAnswer", "CapacitySearch", "Measured", "Role", "SearchSettings", "Step"]
 
 
 @dataclass(frozen=True)
 class SearchSettings:
     p99_ms: float  # the objective
     start_rps: float
-    precision: float = 0.05  # stop bisecting when (failing - passing) / passing <= this
+    precision: float = 0.05  # stop bisecting when (upper - passing) / passing <= this
     min_rps: float = 1.0  # below this the objective is called unmet
     max_rps: float = 1_000_000.0  # the bracket never offers more
-    max_steps: int = 20  # cells, confirmations included
+    max_steps: int = 20  # cells, confirmations and extensions included
     max_s: float = 900.0  # wall time for the whole search
+    confidence: float = conf.DEFAULT_CONFIDENCE
+    max_rate_s: float = 30.0  # measured seconds at one rate (its windows together) for a verdict
+    gate: bool = False  # the start rate is one to beat (the tuner's incumbent): no pass there ends the search
 
     def check(self) -> None:
         if not self.p99_ms > 0:
@@ -65,23 +67,14 @@ class SearchSettings:
             raise ValueError(f"precision must be in (0, 1), got {self.precision}")
         if self.max_steps < 2:
             raise ValueError(f"a search needs at least 2 steps, got {self.max_steps}")
+        if not 0.5 <= self.confidence < 1:
+            raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence}")
+        if not self.max_rate_s > 0:
+            raise ValueError(f"max_rate_s must be positive, got {self.max_rate_s}")
 
-
-@dataclass(frozen=True)
-class Verdict:
-    passed: bool
-    reason: str  # why it failed; "" when it passed
-
-
-def verdict(result: CellResult, p99_ms: float) -> Verdict:
-    """Whether a measured cell meets the objective, and if not, why."""
-    if result.status != CellStatus.OK:
-        return Verdict(False, f"failed: {result.failure_reason}")
-    if not result.valid:
-        return Verdict(False, "; ".join(f"{f.flag}: {f.reason}" for f in result.flags))
-    if result.latency_p99_ms is None or result.latency_p99_ms > p99_ms:
-        return Verdict(False, f"p99 {result.latency_p99_ms} ms > {p99_ms:g} ms")
-    return Verdict(True, "")
+    def lowest_conclusive_rps(self) -> float:
+        """Below this rate, `max_rate_s` seconds cannot hold the requests a pass needs."""
+        return conf.requests_to_pass(0, confidence=self.confidence) / self.max_rate_s
 
 
 @dataclass(frozen=True)
@@ -93,34 +86,34 @@ class Measured:
 
 
 @dataclass(frozen=True)
-class Step:
-    rate_rps: float
-    role: Role
-    result: CellResult
-    verdict: Verdict
-
-
-@dataclass(frozen=True)
 class CapacityAnswer:
-    """The highest confirmed passing rate (None when the objective was never met) and how it was found."""
+    """The highest confirmed passing rate, with its uncertainty, and how it was found."""
 
     p99_ms: float
-    capacity: Step | None  # the confirmed passing cell
-    lowest_failing_rps: float | None  # the bracket's upper end
+    conclusion: Conclusion
     steps: tuple[Step, ...]
-    ended_because: str  # "converged", "step limit", "time limit", "server stopped answering", ...
+    ended_because: str  # "converged", "step limit", "time limit", "stalls ...", "the load generator ..."
+
+    @property
+    def capacity(self) -> Step | None:
+        return self.conclusion.capacity
+
+    @property
+    def lowest_failing_rps(self) -> float | None:
+        return self.conclusion.lowest_failing_rps
 
     @property
     def met(self) -> bool:
         return self.capacity is not None
 
 
-Measure = Callable[[float, Role], Measured]
+# measure(rate, role, window_s): window_s None is the role's usual window; else that many seconds.
+Measure = Callable[[float, Role, "float | None"], Measured]
 
 
 @dataclass
 class CapacitySearch:
-    """Runs the search with `measure(rate_rps, role) -> Measured`; `run()` returns the answer."""
+    """Runs the search with `measure(rate_rps, role, window_s) -> Measured`; `run()` returns the answer."""
 
     settings: SearchSettings
     measure: Measure
@@ -137,77 +130,129 @@ class CapacitySearch:
                 ended = f"step limit ({self.settings.max_steps} cells; the last one confirmed the highest passing rate)"
         except _Stop as stop:
             ended = str(stop)
-        capacity = self._confirmed()
-        floor = capacity.rate_rps if capacity else 0.0
-        return CapacityAnswer(self.settings.p99_ms, capacity, lowest_failing(self.steps, floor), tuple(self.steps),
+        return CapacityAnswer(self.settings.p99_ms, conclude(self.steps, self.settings.p99_ms), tuple(self.steps),
                               ended)
 
+    # ------------------------------------------------------------------ bracket, bisect, confirm
+
     def _bracket(self) -> tuple[float | None, float | None]:
-        """A passing and a failing rate (the passing one None when even min_rps fails)."""
+        """A passing rate and a higher one that did not pass (the passing one None when none passed)."""
         s = self.settings
         rate = s.start_rps
-        if self._passes(rate, Role.BRACKET):
+        first = self._judge(rate, Role.BRACKET)
+        if s.gate and not first.passed:
+            raise _Stop(f"did not pass at {rate:g} req/s, the rate to beat ({first.describe()})")
+        if first.passed:
             while rate < s.max_rps and self._steps_left() > 1:
                 higher = min(rate * 2, s.max_rps)
-                if not self._passes(higher, Role.BRACKET):
+                verdict = self._judge(higher, Role.BRACKET)
+                if not verdict.passed:
+                    self._stop_if_loadgen(verdict, higher, confirm=rate)
                     return rate, higher
                 rate = higher
             return rate, None  # passes at the highest rate it may offer
         while rate > s.min_rps:
             lower = max(round(rate / 2, 1), s.min_rps)
-            if self._passes(lower, Role.BRACKET):
+            if lower < s.lowest_conclusive_rps():
+                raise _Stop(f"no pass down to {rate:g} req/s; below {s.lowest_conclusive_rps():.1f} req/s a rate's "
+                            f"{s.max_rate_s:g} s cannot hold the {conf.requests_to_pass(0, confidence=s.confidence)} "
+                            f"requests a pass needs at {s.confidence:.0%} confidence")
+            if self._judge(lower, Role.BRACKET).passed:
                 return lower, rate
+            found = stalls(self.steps, s.p99_ms)
+            if found is not None:
+                raise _Stop(f"unmet: {found.describe(s.p99_ms)}")
             rate = lower
         raise _Stop(f"objective not met even at {s.min_rps:g} req/s")
 
     def _narrow(self, low: float | None, high: float | None) -> None:
-        """Bisect, then confirm the highest passing rate; a failed confirmation lowers the bound."""
+        """Bisect, then confirm the highest passing rate; a confirmation that does not pass lowers the bound."""
         while low is not None:
+            limited_at = None
             while high is not None and (high - low) / low > self.settings.precision and self._steps_left() > 1:
                 middle = round((low + high) / 2, 1)  # rates to 0.1 req/s: finer is below measurement noise
                 if not low < middle < high:
                     break
-                if self._passes(middle, Role.BISECT):
+                verdict = self._judge(middle, Role.BISECT)
+                if verdict.passed:
                     low = middle
-                else:
-                    high = middle
-            if self._step(low, Role.CONFIRM).verdict.passed:
+                    continue
+                high = middle
+                if verdict.decision == Decision.LOADGEN:
+                    limited_at = middle
+                    break
+            if self._judge(low, Role.CONFIRM).passed:
+                if limited_at is not None:
+                    raise _Stop(f"the load generator was the limit at {limited_at:g} req/s")
                 return
             high, low = low, self._highest_passing_below(low)
         raise _Stop("no passing rate held up under confirmation")
 
+    def _stop_if_loadgen(self, verdict: Verdict, rate: float, confirm: float) -> None:
+        """Above a pass, a load generator that did not keep up ends the search after confirming the pass."""
+        if verdict.decision != Decision.LOADGEN:
+            return
+        if self._judge(confirm, Role.CONFIRM).passed:
+            raise _Stop(f"the load generator was the limit at {rate:g} req/s")
+        raise _Stop(f"the load generator was the limit at {rate:g} req/s, and {confirm:g} req/s did not hold up "
+                    "under confirmation")
+
     def _highest_passing_below(self, rate: float) -> float | None:
-        below = [r for r, passed in rate_outcomes(self.steps).items() if passed and r < rate]
+        below = [g[0] for g, s in final_verdicts(self.steps).items() if not g[1] and s.verdict.passed and g[0] < rate]
         if below:
             return max(below)
         lower = rate / 2
-        return lower if lower >= self.settings.min_rps else None
+        return lower if lower >= max(self.settings.min_rps, self.settings.lowest_conclusive_rps()) else None
 
-    def _step(self, rate: float, role: Role) -> Step:
+    # ------------------------------------------------------------------ one rate's verdict
+
+    def _judge(self, rate: float, role: Role) -> Verdict:
+        """Measure `rate`, and measure it longer while its verdict is inconclusive and the bounds allow."""
+        confirming = role == Role.CONFIRM
+        step = self._step(rate, role, None, confirming)
+        while step.verdict.decision == Decision.INCONCLUSIVE:
+            window_s = self._extension_s(step)
+            if window_s is None:
+                break
+            step = self._step(rate, Role.EXTEND, window_s, confirming)
+        return step.verdict
+
+    def _extension_s(self, step: Step) -> float | None:
+        """The next window at an inconclusive rate, sized to the requests a pass needs; None: no room."""
+        evidence = step.verdict.evidence
+        reserve = 1 if step.confirming else 2  # a non-confirming rate leaves a step for the confirmation
+        if evidence is None or self._steps_left() < reserve or self.clock() > self.deadline:
+            return None
+        measured_s = sum(s.result.load.duration_s for s in self.steps if s.group == step.group)
+        room_s = self.settings.max_rate_s - measured_s
+        rate = max(step.result.throughput_rps, step.rate_rps * 0.5)
+        if room_s < 0.5:
+            return None
+        wanted = needed_requests(evidence.requests, evidence.over, self.settings.confidence)
+        if wanted is None:  # a share over the objective near 1%: only the most requests allowed can settle it
+            return round(room_s, 1)
+        return round(min(room_s, max(1.0, 1.1 * (wanted - evidence.requests) / rate)), 1)
+
+    def _step(self, rate: float, role: Role, window_s: float | None, confirming: bool) -> Step:
         self._check_bounds()
-        measured = self.measure(rate, role)
-        step = Step(rate, role, measured.result, verdict(measured.result, self.settings.p99_ms))
+        measured = self.measure(rate, role, window_s)
+        group = [s.result for s in self.steps if s.group == (rate, confirming)] + [measured.result]
+        verdict = pooled_verdict(group, self.settings.p99_ms, self.settings.confidence)
+        step = Step(rate, role, measured.result, verdict, confirming)
         self.steps.append(step)
         if not measured.server_alive:
             raise _Stop("the server stopped answering")
         return step
 
+    # ------------------------------------------------------------------ bounds
+
     def _bracket_too_wide(self) -> bool:
         """Whether the answer's bracket is wider than the precision asked for (or has no upper end)."""
-        confirmed = self._confirmed()
-        if confirmed is None:
+        conclusion = conclude(self.steps, self.settings.p99_ms)
+        upper = conclusion.upper_rps()
+        if conclusion.capacity is None or upper is None:
             return True
-        failing = lowest_failing(self.steps, confirmed.rate_rps)
-        return failing is None or (failing - confirmed.rate_rps) / confirmed.rate_rps > self.settings.precision
-
-    def _passes(self, rate: float, role: Role) -> bool:
-        """Measure `rate`; a failure is measured once more (when a step is left for it) and stands only if
-        that fails too."""
-        first = self._step(rate, role)
-        if first.verdict.passed:
-            return True
-        return worth_a_retry(first.result, self.settings.p99_ms) and self._steps_left() > 1 \
-            and self._step(rate, Role.RETRY).verdict.passed
+        return (upper - conclusion.capacity.rate_rps) / conclusion.capacity.rate_rps > self.settings.precision
 
     def _steps_left(self) -> int:
         return self.settings.max_steps - len(self.steps)
@@ -218,28 +263,20 @@ class CapacitySearch:
         if self.clock() > self.deadline:
             raise _Stop(f"time limit ({self.settings.max_s:g} s)")
 
-    def _confirmed(self) -> Step | None:
-        """The highest confirmed passing cell so far (a search cut short still answers with it)."""
-        confirmed = [s for s in self.steps if s.role == Role.CONFIRM and s.verdict.passed]
-        return max(confirmed, key=lambda s: s.rate_rps, default=None)
 
-
-def worth_a_retry(result: CellResult, p99_ms: float) -> bool:
-    """A failed cell that may have been unlucky: measured, its median within the objective."""
-    return result.status == CellStatus.OK and result.latency_p50_ms is not None and result.latency_p50_ms <= p99_ms
-
-
-def rate_outcomes(steps: tuple[Step, ...] | list[Step]) -> dict[float, bool]:
-    """Whether each rate passed while bracketing or bisecting: its last measurement decides (a retry's)."""
-    return {s.rate_rps: s.verdict.passed for s in steps if s.role in (Role.BRACKET, Role.BISECT, Role.RETRY)}
-
-
-def lowest_failing(steps: tuple[Step, ...] | list[Step], floor: float) -> float | None:
-    """The bracket's upper end: the lowest rate above `floor` that failed, its retry included, or whose
-    confirmation failed."""
-    failed = [rate for rate, passed in rate_outcomes(steps).items() if not passed and rate > floor]
-    failed += [s.rate_rps for s in steps if s.role == Role.CONFIRM and not s.verdict.passed and s.rate_rps > floor]
-    return min(failed, default=None)
+def needed_requests(requests: int, over: int, confidence: float) -> int | None:
+    """Requests in all that would likely settle an inconclusive rate: enough to pass were the share over
+    the objective to stay as seen; None when that share is too close to 1% (or over it) for a pass."""
+    share = over / requests if requests else 0.0
+    if share >= 0.8 * (1 - conf.PERCENTILE):
+        return None
+    total = conf.requests_to_pass(over, confidence=confidence)
+    for _ in range(20):  # more requests bring more over the objective, at the share seen
+        more = conf.requests_to_pass(max(over, math.ceil(share * total)), confidence=confidence)
+        if more <= total:
+            break
+        total = more
+    return total
 
 
 class _Stop(Exception):

@@ -23,9 +23,11 @@ from typing import TextIO
 
 from rich.table import Table
 
+from loadtest.confidence import DEFAULT_CONFIDENCE
 from loadtest.records import CellResult
 from loadtest.sweep import plan as plans
 from loadtest.sweep.capacity import CapacityAnswer, CapacitySearch, Measured, Role, SearchSettings
+from loadtest.sweep.conclusion import describe_pair
 from loadtest.sweep.probe import Prober
 from loadtest.sweep.runner import CellRunner
 from loadtest.sweep.servers import Slot, StartFailed
@@ -49,6 +51,9 @@ class CapacityRequest:
     max_steps: int = 20
     max_s: float = 900.0
     confirm_factor: float = 3.0  # the confirmation's window, in measure_s
+    confidence: float = DEFAULT_CONFIDENCE  # every verdict's, on p99 <= the objective
+    max_rate_s: float = 30.0  # measured seconds at one rate, its extensions included
+    gate: bool = False  # start_rps is a rate to beat: a search that does not pass there ends at once
 
 
 @dataclass(frozen=True)
@@ -75,40 +80,49 @@ class CapacityRun:
     search_id: str
     prober: Prober
     model_version: int | None = None
+    _confirming: bool = False  # the last measured rate was a confirmation: its extensions are too
 
     def run(self) -> CapacityAnswer:
         r = self.request
         start = r.start_rps if r.start_rps is not None else self._start_from_probe()
         settings = SearchSettings(p99_ms=r.p99_ms, start_rps=start, precision=r.precision, min_rps=r.min_rps,
-                                  max_steps=r.max_steps, max_s=r.max_s)
+                                  max_steps=r.max_steps, max_s=r.max_s, confidence=r.confidence,
+                                  max_rate_s=r.max_rate_s, gate=r.gate)
         return CapacitySearch(settings, self._measure).run()
 
     def _start_from_probe(self) -> float:
         """Half the throughput a short closed loop gets (never below min_rps)."""
         cell = plans.Cell(LoadMode.CLOSED, self.request.batch_size, PROBE_USERS, None)
-        result, probe = self._cell(cell, self.request.plan.run, Role.PROBE, None)
+        result, probe = self._cell(cell, self.request.plan.run, Role.PROBE, None, False)
         if not probe.ok or result.requests == 0:
             raise _NotMeasured(f"the start-rate probe measured nothing: {result.failure_reason or probe.error}")
         return max(self.request.min_rps, round(result.throughput_rps / 2, 1))
 
-    def _measure(self, rate_rps: float, role: Role) -> Measured:
+    def _measure(self, rate_rps: float, role: Role, window_s: float | None) -> Measured:
         run = self.request.plan.run
-        if role == Role.CONFIRM:
+        if window_s is not None:
+            run = replace(run, measure_s=window_s)
+        elif role == Role.CONFIRM:
             run = replace(run, measure_s=run.measure_s * self.request.confirm_factor)
         cell = plans.Cell(LoadMode.OPEN, self.request.batch_size, None, rate_rps)
-        result, probe = self._cell(cell, run, role, rate_rps)
+        confirming = role == Role.CONFIRM or (role == Role.EXTEND and self._confirming)
+        self._confirming = confirming
+        result, probe = self._cell(cell, run, role, rate_rps, confirming)
         return Measured(result, server_alive=probe.ok)
 
-    def _cell(self, cell: plans.Cell, run: plans.RunSettings, role: Role, rate_rps: float | None):
-        tag = search_tag(self.search_id, role, self.request.p99_ms, rate_rps)
+    def _cell(self, cell: plans.Cell, run: plans.RunSettings, role: Role, rate_rps: float | None, confirming: bool):
+        tag = search_tag(self.search_id, role, self.request.p99_ms, rate_rps, self.request.confidence, confirming)
         result, probe = self.cells.measure(self.prober, self.target, cell, run, 0, self.model_version, search=tag)
         self.model_version = probe.model_version or self.model_version
         return result, probe
 
 
-def search_tag(search_id: str, role: Role, p99_ms: float, rate_rps: float | None) -> dict:
-    """What a search's cell records about the search (`CellResult.search`)."""
-    return {"id": search_id, "role": role.value, "p99_objective_ms": p99_ms, "offered_rps": rate_rps}
+def search_tag(search_id: str, role: Role, p99_ms: float, rate_rps: float | None,
+               confidence: float = DEFAULT_CONFIDENCE, confirming: bool = False) -> dict:
+    """What a search's cell records about the search (`CellResult.search`); the runner adds the cell's own
+    evidence on the objective (`loadtest.verdicts.evidence_record`)."""
+    return {"id": search_id, "role": role.value, "p99_objective_ms": p99_ms, "offered_rps": rate_rps,
+            "confidence": confidence, "confirming": confirming}
 
 
 class _NotMeasured(Exception):
@@ -148,16 +162,19 @@ class Capacities:
                     self._not_searched(failed.planned, batch, failed.reason)
         return self.outcomes
 
-    def search(self, slot: Slot, batch_size: int) -> Outcome:
-        """One search on one server (started for it when it is a configuration); the tuner's unit."""
+    def search(self, slot: Slot, batch_size: int, beat_rps: float | None = None) -> Outcome:
+        """One search on one server (started for it when it is a configuration); the tuner's unit. With
+        `beat_rps`, the search starts there and ends at once unless the server passes at it."""
         try:
             with slot.serve(self.run_dir / "servers", self.cells.say) as target:
-                return self._search(target, batch_size)
+                return self._search(target, batch_size, beat_rps)
         except StartFailed as failed:
             return self._not_searched(failed.planned, batch_size, failed.reason)
 
-    def _search(self, target: ServedEndpoint, batch_size: int) -> Outcome:
+    def _search(self, target: ServedEndpoint, batch_size: int, beat_rps: float | None = None) -> Outcome:
         request = replace(self.request, batch_size=batch_size)
+        if beat_rps is not None:
+            request = replace(request, start_rps=beat_rps, gate=True)
         search_id = f"{self.run_id}/{len(self.outcomes) + 1}"
         probe = self.prober.probe(target)
         if not probe.ok:
@@ -178,7 +195,8 @@ class Capacities:
         search_id = f"{self.run_id}/{len(self.outcomes) + 1}"
         cell = plans.Cell(LoadMode.OPEN, batch_size, None, None)
         self.cells.not_run(target, cell, self.request.plan.run, reason, 0,
-                           search=search_tag(search_id, Role.START, self.request.p99_ms, None))
+                           search=search_tag(search_id, Role.START, self.request.p99_ms, None,
+                                             self.request.confidence))
         return self._ended(Outcome(target.name, batch_size, None, reason))
 
     def _ended(self, outcome: Outcome) -> Outcome:
@@ -187,15 +205,18 @@ class Capacities:
 
 
 def trail_table(answer: CapacityAnswer) -> Table:
-    """Every rate the search measured, in order, with what decided it."""
+    """Every cell the search measured, in order: its own window, and its rate's verdict so far (pooled)."""
     table = Table(box=None, pad_edge=False)
-    for name in ("#", "role", "offered req/s", "req/s", "img/s", "p50 ms", "p99 ms", "verdict"):
+    for name in ("#", "role", "offered req/s", "req/s", "img/s", "p50 ms", "p99 ms", "N", "k", "est. p99 ms",
+                 "verdict"):
         table.add_column(name, justify="left" if name in ("role", "verdict") else "right")
     for number, step in enumerate(answer.steps, 1):
-        r = step.result
-        table.add_row(str(number), step.role.value, f"{step.rate_rps:g}", f"{r.throughput_rps:.1f}",
-                      f"{r.throughput_ips:.1f}", _ms(r.latency_p50_ms), _ms(r.latency_p99_ms),
-                      "pass" if step.verdict.passed else f"fail: {step.verdict.reason}")
+        r, e = step.result, step.verdict.evidence
+        role = f"{step.role.value}{' (confirm)' if step.role == Role.EXTEND and step.confirming else ''}"
+        table.add_row(str(number), role, f"{step.rate_rps:g}", f"{r.throughput_rps:.1f}", f"{r.throughput_ips:.1f}",
+                      _ms(r.latency_p50_ms), _ms(r.latency_p99_ms), str(e.requests) if e else "—",
+                      str(e.over) if e else "—", _ms(e.estimate_ms) if e else "—",
+                      step.verdict.decision.value if step.verdict.passed else step.verdict.describe())
     return table
 
 
@@ -204,19 +225,22 @@ def _ms(value: float | None) -> str:
 
 
 def answer_line(answer: CapacityAnswer, what: str = "") -> str:
-    """`capacity: [what: ]...` with req/s, img/s and the p99, or why there is none."""
+    """`capacity: [what: ]...` with req/s, img/s, the confirmed estimate and the bounds, or why there is none."""
     prefix = f"capacity: {what + ': ' if what else ''}"
-    bound = f"{answer.lowest_failing_rps:g} req/s" if answer.lowest_failing_rps is not None else "none measured"
+    c = answer.conclusion
     cells = f"{len(answer.steps)} cells, {answer.ended_because}"
-    if answer.capacity is None:
-        passing = [s.rate_rps for s in answer.steps if s.verdict.passed and s.role != Role.CONFIRM]
-        unconfirmed = f"; highest passing, unconfirmed: {max(passing):g} req/s" if passing else ""
-        return (f"{prefix}none at p99 <= {answer.p99_ms:g} ms{unconfirmed}; lowest failing rate {bound} "
-                f"({cells})")
-    r: CellResult = answer.capacity.result
-    return (f"{prefix}{answer.capacity.rate_rps:g} req/s ({r.throughput_ips:.1f} img/s) at p99 "
-            f"{r.latency_p99_ms} ms <= {answer.p99_ms:g} ms (p50 {r.latency_p50_ms} ms); lowest failing rate "
-            f"{bound} ({cells})")
+    extra = "".join(f"; not monotone: {describe_pair(pair)}" for pair in c.not_monotone)
+    if c.capacity is None:
+        if c.stalls is not None:
+            return f"{prefix}unmet at p99 <= {answer.p99_ms:g} ms: {c.stalls.describe(answer.p99_ms)} ({cells}){extra}"
+        return f"{prefix}none at p99 <= {answer.p99_ms:g} ms: {c.unmet_reason()} ({cells}){extra}"
+    r: CellResult = c.capacity.result
+    e = c.capacity.verdict.evidence
+    evidence = f"p99 <= {e.estimate_ms:.3f} ms at {e.confidence:.0%} confidence (N={e.requests}, k={e.over})" if e \
+        else "passed"
+    bound = "at least " if c.at_least else ""
+    return (f"{prefix}{bound}{c.capacity.rate_rps:g} req/s ({r.throughput_ips:.1f} img/s), confirmed: {evidence} "
+            f"<= {answer.p99_ms:g} ms (p50 {r.latency_p50_ms} ms); {c.uncertainty()} ({cells}){extra}")
 
 
 def outcome_line(outcome: Outcome, p99_ms: float, named: bool) -> str:

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from loadtest.confidence import DEFAULT_CONFIDENCE
 from loadtest.records import CellResult, append_csv, append_result
 from loadtest.sweep import plan as plans
 from loadtest.sweep import scrape, telemetry
@@ -33,6 +34,8 @@ from loadtest.sweep.locust_run import cell_deadline_s, locust_command, run_locus
 from loadtest.sweep.probe import Probe, Prober
 from loadtest.sweep.servers import Running, Slot, StartFailed
 from loadtest.sweep.targets import SweepError, server_label
+from loadtest.verdicts import evidence_record, verdict_of
+from loadtest.vocab import CellStatus
 from model_export.provenance import cpu_cores
 from serving.deploy.process import pinned_cores
 from serving.endpoint import ServedEndpoint
@@ -114,7 +117,7 @@ class CellRunner:
 
     def record(self, result: CellResult, total: int, search: dict | None = None) -> CellResult:
         if search:
-            result = replace(result, search=search)
+            result = replace(result, search=with_evidence(search, result))
         append_result(self.jsonl_path, result)
         append_csv(self.run_dir / "results.csv", result)
         self.results.append(result)
@@ -182,6 +185,16 @@ class Sweep:
 
     def _estimate_s(self) -> float:
         return self.total * cell_estimate_s(self.plan.run)
+
+
+def with_evidence(search: dict, result: CellResult) -> dict:
+    """A search cell's tag with the cell's own verdict on the search's objective: N, k over it, the
+    early-stopping estimate of its p99 (`loadtest.verdicts`); its rate's pooled verdict is the search's."""
+    if search.get("p99_objective_ms") is None or result.status != CellStatus.OK or search.get("role") == "probe":
+        return search
+    verdict = verdict_of([result], float(search["p99_objective_ms"]),
+                         float(search.get("confidence", DEFAULT_CONFIDENCE)))
+    return {**search, "evidence": evidence_record(verdict)}
 
 
 def cell_estimate_s(run: plans.RunSettings) -> float:

@@ -52,17 +52,20 @@ class TuneRun:
         answer = Tuner(s, self.start, self.evaluate).run()
         return answer, write_winner(self.run_dir, answer)
 
-    def evaluate(self, profile: BatchingProfile) -> Evaluated:
-        """Start a server with `profile`, search its capacity, stop it."""
+    def evaluate(self, profile: BatchingProfile, beat_rps: float | None = None) -> Evaluated:
+        """Start a server with `profile`, search its capacity (first at `beat_rps`, when given), stop it."""
         slot = ToStart(str(self.request.settings.device), profile, self.config, self.request.capacity.plan.launch)
-        return evaluated(self.searches.search(slot, self.request.settings.batch_size))
+        return evaluated(self.searches.search(slot, self.request.settings.batch_size, beat_rps))
 
 
 def evaluated(outcome: Outcome) -> Evaluated:
     """A search's outcome as the tuner reads it."""
     if outcome.answer is None:
         return Evaluated(None, note=outcome.failure)
-    if outcome.answer.capacity is None:
+    conclusion = outcome.answer.conclusion
+    if conclusion.capacity is None:
         return Evaluated(None, note=outcome.answer.ended_because)
-    cell = outcome.answer.capacity.result
-    return Evaluated(outcome.answer.capacity.rate_rps, cell.throughput_ips, cell.latency_p99_ms)
+    cell = conclusion.capacity.result
+    upper = None if conclusion.at_least else conclusion.upper_rps()
+    return Evaluated(conclusion.capacity.rate_rps, cell.throughput_ips, cell.latency_p99_ms,
+                     conclusion.uncertainty(), upper)

@@ -12,9 +12,12 @@ the full grid of candidate values:
    `min_gain`; if the first step up did not improve, try downward likewise; then the next field.
    Passes repeat while any field moved (bounded by `max_passes`).
 
-A capacity within `min_gain` of the incumbent's is noise (capacities are measured to about 5% and a
-machine's speed drifts), so it never replaces the incumbent. An unmet objective or a failed
-evaluation counts as capacity 0. No parameters are evaluated twice. The search is bounded by a
+A challenger is first measured at the incumbent's capacity C with the same confidence rule (one
+rate, not a search from scratch): one that does not pass there loses at once; one that does is
+searched upward from C. It replaces the incumbent only when its confirmed capacity is above the
+incumbent's upper end (the lowest rate the incumbent did not pass), i.e. beats it by more than
+their uncertainty; where the incumbent has no upper end, by more than `min_gain`. An unmet
+objective or a failed evaluation counts as capacity 0. No parameters are evaluated twice. The search is bounded by a
 number of evaluations and a deadline, both checked before each evaluation (the deadline with room
 for one more evaluation of average length), and a search cut short answers with its best so far.
 
@@ -52,6 +55,7 @@ class Evaluated:
     capacity_ips: float | None = None
     p99_ms: float | None = None  # at the capacity
     note: str = ""  # why unmet or failed; anything worth keeping otherwise
+    upper_rps: float | None = None  # the lowest rate above the capacity that did not pass (None: not measured)
 
     @property
     def met(self) -> bool:
@@ -63,7 +67,8 @@ class Evaluated:
         return self.capacity_rps or 0.0
 
 
-Evaluate = Callable[[BatchingProfile], Evaluated]
+# evaluate(profile, beat_rps): beat_rps None is a full search; else the rate to beat, tried first.
+Evaluate = Callable[[BatchingProfile, "float | None"], Evaluated]
 
 
 class Stage(StrEnum):
@@ -311,14 +316,24 @@ class Tuner:
                 return moved
             candidate = labelled(self.start, with_field(self.incumbent.profile, name, value))
             visit = self._visit(candidate, Stage.ASCENT, name)
-            if not self._improves(visit.result.score):
+            if not self._improves(visit.result):
                 return moved
             self.incumbent, moved = visit, True
 
-    def _improves(self, score: float) -> bool:
+    def _improves(self, result: Evaluated) -> bool:
+        """Above the incumbent's upper end (beyond both uncertainties), else above min_gain where it has none."""
         assert self.incumbent is not None
-        best = self.incumbent.result.score
-        return score > 0 if best <= 0 else score > best * (1 + self.settings.min_gain)
+        best, score = self.incumbent.result, result.score
+        if best.score <= 0:
+            return score > 0
+        if best.upper_rps is not None:
+            return score > best.upper_rps
+        return score > best.score * (1 + self.settings.min_gain)
+
+    def _rate_to_beat(self, stage: Stage) -> float | None:
+        if stage != Stage.ASCENT or self.incumbent is None or not self.incumbent.result.met:
+            return None
+        return self.incumbent.result.capacity_rps
 
     def _visit(self, profile: BatchingProfile, stage: Stage, moved_field: str | None = None) -> Visit:
         """The configuration's visit: an earlier one with the same parameters, or a new evaluation."""
@@ -327,18 +342,18 @@ class Tuner:
             return self.seen[key]
         self._check_budget()
         began = self.clock()
-        result = self._evaluate(profile)
+        result = self._evaluate(profile, self._rate_to_beat(stage))
         visit = Visit(len(self.trail) + 1, stage, profile, result, self._decision(stage, result), moved_field,
                       self.clock() - began)
         self.trail.append(visit)
         self.seen[key] = visit
         return visit
 
-    def _evaluate(self, profile: BatchingProfile) -> Evaluated:
+    def _evaluate(self, profile: BatchingProfile, beat_rps: float | None) -> Evaluated:
         """A failed evaluation (a server that would not start, say) is a result, not the end of the search;
         anything else (Ctrl-C) ends it."""
         try:
-            return self.evaluate(profile)
+            return self.evaluate(profile, beat_rps)
         except (ValueError, OSError, RuntimeError) as exc:  # one bad configuration must not lose the whole search
             return Evaluated(None, note=f"failed: {type(exc).__name__}: {exc}")
 
@@ -353,9 +368,12 @@ class Tuner:
         if best <= 0:
             return "kept: the incumbent was unmet"
         change = f"{result.score / best - 1:+.0%}"
-        if self._improves(result.score):
-            return f"kept: {change}"
-        return f"within noise: {change}" if result.score >= best * (1 - self.settings.min_gain) else f"worse: {change}"
+        upper = self.incumbent.result.upper_rps
+        if self._improves(result):
+            return f"kept: {change}" + (f", above the incumbent's upper end {upper:g} req/s" if upper else "")
+        if result.score >= best * (1 - self.settings.min_gain):
+            return f"within the uncertainty: {change}" + (f" (not above {upper:g} req/s)" if upper else "")
+        return f"worse: {change}"
 
     def _check_budget(self) -> None:
         s = self.settings

@@ -43,16 +43,20 @@ def md_answer_rows(md: str) -> list[list[str]]:
 def test_markdown_leads_with_the_headline_and_the_answer_table(searched):
     md = searched[1].read_text()
     lines = md.splitlines()
-    assert lines[2] == ("**batching gain ×1.49 on cpu (Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz) at p99 ≤ 10 ms "
-                        "(request batch 1): cpu-cpu 675.0 req/s vs cpu-off 453.1 req/s.**")
-    assert lines[4].startswith("**batching gain ×1.85 on gpu (NVIDIA H100 80GB HBM3)")
+    # The gain's range: 675 / 471.2 (off's upper end) to 700 / 453.1 (batching's upper end over off's capacity).
+    assert lines[2] == ("**batching gain ×1.49, between ×1.43 and ×1.54 on cpu (Intel(R) Xeon(R) Platinum 8375C CPU "
+                        "@ 2.90GHz) at p99 ≤ 10 ms (request batch 1): cpu-cpu 675.0 req/s (between 675 and 700 req/s "
+                        "(700 failed)) vs cpu-off 453.1 req/s (between 453.1 and 471.2 req/s (471.2 stayed "
+                        "inconclusive)).**")
+    assert lines[4].startswith("**batching gain ×1.85, between ×1.79 and ×1.93 on gpu (NVIDIA H100 80GB HBM3)")
     assert lines[6] == ("**GPU/CPU ×9.26 at p99 ≤ 10 ms (request batch 1): gpu-gpu 6,250.0 req/s vs cpu-cpu "
                         "675.0 req/s.**")
     assert lines[8].startswith("| device | device name | request batch | p99 objective ms | best configuration |")
     rows = {(r[0], r[2]): r for r in md_answer_rows(md)}
     cpu = rows[("cpu", "1")]
-    assert cpu[4:11] == ["cpu-cpu", "675.0", "668.2", "—", "3.20", "9.60", "700.0"]  # "—": no device telemetry
-    assert cpu[11] == "×1.49 (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[12] == "×9.26"
+    # "—": no device telemetry; 9.49: the confirmation's early-stopping estimate (its raw p99 is 9.60)
+    assert cpu[4:11] == ["cpu-cpu", "675.0", "668.2", "—", "3.20", "9.49", "700.0"]
+    assert cpu[11] == "×1.49, between ×1.43 and ×1.54 (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[12] == "×9.26"
     assert cpu[13:] == ["10", "4.00", "0.2222"]  # 5000 / (675 x 0.8) = 9.26 -> 10 x 0.40 USD/h; 4 / 18 per M
     assert rows[("gpu", "1")][13:] == ["1", "4.00", "0.2222"]  # 5000 / (6250 x 0.8) = 1 exactly
     batch8 = rows[("cpu", "8")]
@@ -64,7 +68,7 @@ def test_markdown_leads_with_the_headline_and_the_answer_table(searched):
 def test_html_leads_with_the_answer_before_any_plot(searched):
     page = searched[0].read_text()
     body = page.split("<body>", 1)[1]
-    assert body.index("batching gain ×1.49 on cpu") < body.index("<img")
+    assert body.index("batching gain ×1.49, between ×1.43 and ×1.54 on cpu") < body.index("<img")
     assert body.index("Capacity under the latency objective, per device") < body.index("<img")
     assert body.index("<h2>Latency vs offered load</h2>") < body.index("<h2>Throughput vs load</h2>")
     assert body.index("<img") < body.index("<h2>Configurations</h2>")  # the wide table is a detail
@@ -100,8 +104,10 @@ def test_bad_answer_inputs_are_errors(runs, kwargs, message):
 
 def test_searches_table(searched):
     rows = {(r[0], r[1]): r for r in table(searched[1].read_text(), "Capacity searches")}
-    assert rows[("cpu-off", "1")][3:10] == ["yes", "453.1", "448.6", "—", "3.10", "9.30", "471.2"]
-    assert rows[("cpu-off", "8")][3:5] == ["NO", "—"] and rows[("cpu-off", "8")][9] == "1.0"
+    assert rows[("cpu-off", "1")][3:11] == ["yes", "453.1", "448.6", "—", "3.10", "9.30", "9.22", "489.4"]
+    assert rows[("cpu-off", "1")][13] == "between 453.1 and 471.2 req/s (471.2 stayed inconclusive)"
+    assert rows[("cpu-off", "8")][3:5] == ["NO", "—"] and rows[("cpu-off", "8")][10] == "2.5"
+    assert rows[("cpu-off", "8")][13].startswith("unmet: stalls of about 23 ms")
     assert len(rows) == 6
 
 
@@ -217,8 +223,8 @@ def test_a_search_whose_server_never_started_is_reported_not_plotted(runs):
                  search={"id": "never", "role": "start", "p99_objective_ms": 10.0, "offered_rps": None})
     append_result(runs["capacity-run"], start)
     html_path, md_path = report.run([runs["capacity-run"]])
-    rows = {r[11]: r for r in table(md_path.read_text(), "Capacity searches")}
-    assert rows["never"][3] == "NO" and rows["never"][12] == "no rate measured: server cpu-late is not answering"
+    rows = {r[12]: r for r in table(md_path.read_text(), "Capacity searches")}
+    assert rows["never"][3] == "NO" and rows["never"][13] == "no rate measured: server cpu-late is not answering"
     cells = read_results(runs["capacity-run"])
     labels = config_labels(config_of(c) for c in cells)
     panels = [line.label for line in report.offered_lines(cells, answer(cells), labels)]

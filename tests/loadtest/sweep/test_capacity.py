@@ -1,4 +1,9 @@
-"""The capacity search's decisions, against simulated servers whose true capacity is known."""
+"""The capacity search's decisions, against simulated servers whose true capacity is known.
+
+Each simulated cell carries an HdrHistogram of N = rate x window requests with a controlled number
+over the objective, since verdicts come from the histogram at the stated confidence (MLPerf's
+early-stopping rule), never from a p99 read off a short window.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,19 @@ from functools import cache
 
 import pytest
 
+from loadtest import confidence as conf
 from loadtest.records import CellResult, ValidityFlag, read_results
-from loadtest.sweep.capacity import CapacitySearch, Measured, Role, SearchSettings, verdict
-from loadtest.vocab import CellStatus, Flag
+from loadtest.stats import encode, new_histogram
+from loadtest.sweep.capacity import CapacitySearch, Measured, Role, SearchSettings
+from loadtest.sweep.conclusion import Step, conclude
+from loadtest.verdicts import Decision, verdict_of
+from loadtest.vocab import Arrival, CellStatus, Flag, LoadMode
 from tests.support.paths import ANALYSIS_FIXTURES
+
+OBJECTIVE_MS = 50.0
+FAST_US = 5_000
+SLOW_US = 500_000
+WINDOW_S = {Role.CONFIRM: 6.0}  # every other role: 2 s
 
 
 @cache
@@ -19,136 +33,335 @@ def passing_cell() -> CellResult:
     return next(c for c in read_results(ANALYSIS_FIXTURES / "cpu-run" / "results.jsonl") if c.valid)
 
 
-def cell(rate: float, p99_ms: float) -> CellResult:
-    return replace(passing_cell(), throughput_rps=rate, latency_p99_ms=p99_ms)
+@cache
+def encoded(counts: tuple[tuple[int, int], ...]) -> str:
+    histogram = new_histogram()
+    for latency_us, count in counts:
+        histogram.record_value(latency_us, count)
+    return encode(histogram)
+
+
+def cell(rate: float, window_s: float, counts: dict[int, int], loadgen_cpu: float | None = None) -> CellResult:
+    """An open-loop cell at `rate` over `window_s` seconds whose latencies are `counts` (µs -> requests)."""
+    counts = {us: n for us, n in sorted(counts.items()) if n > 0}
+    requests = sum(counts.values())
+    base = passing_cell()
+
+    def at(share: float) -> float:
+        """The latency below which `share` of the requests lie (ms)."""
+        rank, seen = min(requests - 1, int(share * requests)), 0
+        for latency_us, count in counts.items():
+            seen += count
+            if seen > rank:
+                return latency_us / 1000.0
+        raise AssertionError("unreachable")
+
+    return replace(
+        base,
+        load=replace(base.load, mode=LoadMode.OPEN, concurrency=None, rate_rps=rate, arrival=Arrival.POISSON,
+                     duration_s=window_s),
+        status=CellStatus.OK, failure_reason="", valid=loadgen_cpu is None,
+        flags=[] if loadgen_cpu is None else [
+            ValidityFlag(Flag.SATURATED, f"a load generator process used {loadgen_cpu:.0f}% of a core")],
+        requests=requests, ok_requests=requests, images=requests * base.load.request_batch_size,
+        errors_by_code={}, wrong_answers=0, late_sends=0, late_send_fraction=0.0,
+        throughput_rps=rate, throughput_ips=rate * base.load.request_batch_size,
+        window_throughput_rps=[rate] * max(1, round(window_s)),
+        histogram_us=encoded(tuple(counts.items())),
+        latency_min_ms=min(counts) / 1000.0, latency_max_ms=max(counts) / 1000.0,
+        latency_mean_ms=sum(us * n for us, n in counts.items()) / requests / 1000.0,
+        latency_p50_ms=at(0.50), latency_p90_ms=at(0.90), latency_p95_ms=at(0.95), latency_p99_ms=at(0.99),
+        latency_p999_ms=at(0.999),
+        loadgen_process_cpu_percent=[loadgen_cpu] if loadgen_cpu is not None else [30.0],
+        loadgen_cpu_percent=loadgen_cpu if loadgen_cpu is not None else 30.0, loadgen_cores=2,
+        dispatch_lag_p99_us=None, pool_full_waits=0)
 
 
 class Server:
-    """p99 of 5 ms up to `capacity` req/s, 500 ms above; records every rate and role it was offered."""
+    """Every request takes 5 ms up to `capacity` req/s; above it, over half take 500 ms (p50 slow too).
+
+    Records every (rate, role, window) it was offered, and keeps a simulated clock (the seconds measured).
+    """
 
     def __init__(self, capacity: float, fail_confirm_at: tuple[float, ...] = (), dies_after: int | None = None,
-                 spike_at: tuple[float, ...] = (), slow_median: bool = False):
+                 loadgen_limit_rps: float | None = None, borderline: tuple[float, float] | None = None):
         self.capacity, self.fail_confirm_at, self.dies_after = capacity, fail_confirm_at, dies_after
-        self.slow_median = slow_median  # above capacity the median is slow too (overload), not only the p99
-        self.spike_at = spike_at  # the first measurement at these rates fails (one stall), later ones pass
+        self.loadgen_limit_rps = loadgen_limit_rps  # above it the load generator runs a core flat out
+        self.borderline = borderline  # (low, high]: exactly 1% of requests over the objective
         self.offered: list[tuple[float, Role]] = []
+        self.windows: list[float] = []
+        self.cells: list[CellResult] = []
+        self.elapsed_s = 0.0
 
-    def measure(self, rate: float, role: Role) -> Measured:
-        spike = rate in self.spike_at and all(r != rate for r, _ in self.offered)
+    def clock(self) -> float:
+        return self.elapsed_s
+
+    def latencies(self, rate: float, role: Role, requests: int) -> dict[int, int]:
+        if self.borderline and self.borderline[0] < rate <= self.borderline[1]:
+            over = round(0.01 * requests)
+            return {FAST_US: requests - over, SLOW_US: over}
+        if rate > self.capacity or (role == Role.CONFIRM and rate in self.fail_confirm_at):
+            slow = requests // 2 + 1
+            return {FAST_US: requests - slow, SLOW_US: slow}
+        return {FAST_US: requests}
+
+    def measure(self, rate: float, role: Role, window_s: float | None) -> Measured:
+        window = window_s if window_s is not None else WINDOW_S.get(role, 2.0)
         self.offered.append((rate, role))
-        slow = rate > self.capacity or spike or (role == Role.CONFIRM and rate in self.fail_confirm_at)
+        self.windows.append(window)
+        self.elapsed_s += window
+        requests = round(rate * window)
+        limited = self.loadgen_limit_rps is not None and rate > self.loadgen_limit_rps
+        measured = cell(rate, window, self.latencies(rate, role, requests), loadgen_cpu=99.0 if limited else None)
+        self.cells.append(measured)
         alive = self.dies_after is None or len(self.offered) < self.dies_after
-        measured = cell(rate, 500.0 if slow else 5.0)
-        if slow and self.slow_median and rate > self.capacity:
-            measured = replace(measured, latency_p50_ms=400.0)
         return Measured(measured, server_alive=alive)
 
 
-def search(server: Server, start: float, **settings) -> CapacitySearch:
-    return CapacitySearch(SearchSettings(p99_ms=50, start_rps=start, **settings), server.measure)
+class StallingServer(Server):
+    """Stalls on a clock: whatever the rate, 4% of requests wait 40 ms, the rest take 1 ms."""
+
+    def latencies(self, rate: float, role: Role, requests: int) -> dict[int, int]:
+        stalled = round(0.04 * requests)
+        return {1_000: requests - stalled, 40_000: stalled}
 
 
-@pytest.mark.parametrize("start", [100.0, 5000.0, 730.0])
+class QueueingServer(Server):
+    """A queue's tail: the share over the objective falls steeply (as the rate to the 4th) as the rate falls."""
+
+    def latencies(self, rate: float, role: Role, requests: int) -> dict[int, int]:
+        over = round(min(0.3, 0.04 * (rate / 1000.0) ** 4) * requests)
+        return {1_000: requests - over, 40_000: over}
+
+
+def search(server: Server, start: float, p99_ms: float = OBJECTIVE_MS, **settings) -> CapacitySearch:
+    return CapacitySearch(SearchSettings(p99_ms=p99_ms, start_rps=start, **settings), server.measure,
+                          clock=server.clock)
+
+
+def rates_measured(answer, rate: float) -> list[Step]:
+    return [s for s in answer.steps if s.rate_rps == rate]
+
+
+# ---------------------------------------------------------------------------------------------- the answer
+
+
+@pytest.mark.parametrize("start", [100.0, 730.0, 5000.0, 1234.0])
 def test_answer_is_a_confirmed_measured_rate_within_precision_of_the_truth(start):
     server = Server(capacity=730)
     answer = search(server, start).run()
     assert answer.met and answer.ended_because == "converged"
     assert answer.capacity.role == Role.CONFIRM and answer.capacity.verdict.passed
     assert (answer.capacity.rate_rps, Role.CONFIRM) in server.offered  # measured, not interpolated
+    assert answer.capacity.verdict.evidence.requests == round(answer.capacity.rate_rps * 6)  # its own 6 s window
     assert 730 / 1.05 <= answer.capacity.rate_rps <= 730  # never above the truth
     assert answer.lowest_failing_rps > 730
     assert (answer.lowest_failing_rps - answer.capacity.rate_rps) / answer.capacity.rate_rps <= 0.05
+    assert answer.conclusion.inconclusive == () and answer.conclusion.not_monotone == ()
+    assert answer.conclusion.stalls is None and not answer.conclusion.at_least
+    assert answer.conclusion.uncertainty().startswith(f"between {answer.capacity.rate_rps:g} and ")
     assert len(answer.steps) == len(server.offered) <= 20
+
+
+def test_every_failing_rate_failed_with_confidence():
+    answer = search(Server(capacity=730), 100).run()
+    for step in answer.steps:
+        assert step.verdict.decision in (Decision.PASS, Decision.FAIL, Decision.INCONCLUSIVE)
+        if step.verdict.decision == Decision.FAIL:
+            assert step.rate_rps > 730 and step.verdict.evidence.over > step.verdict.evidence.requests / 2
 
 
 def test_objective_never_met_says_so():
     answer = search(Server(capacity=0.5), start=100).run()
-    assert not answer.met and answer.ended_because == "objective not met even at 1 req/s"
-    assert answer.lowest_failing_rps == 1.0
+    assert not answer.met and answer.capacity is None
+    # 100, 50, 25 fail; 12.5 req/s would be under 459 / 30 s = 15.3 req/s, where no pass can be shown
+    assert [s.rate_rps for s in answer.steps] == [100, 50, 25]
+    assert answer.ended_because.startswith("no pass down to 25 req/s; below 15.3 req/s a rate's 30 s cannot hold "
+                                           "the 459 requests a pass needs at 99% confidence")
+    assert answer.lowest_failing_rps == 25
+    assert answer.conclusion.stalls is None  # the failing rates' p50 is slow: overload, not stalls
+
+
+# ---------------------------------------------------------------------------------------------- inconclusive rates
+
+
+def test_a_short_window_with_too_few_requests_is_extended_not_judged():
+    """At 100 req/s a 2 s window holds 200 requests, all fast: too few for a pass at 99% (459), so the
+    rate is measured longer (role extend) and passes on all its requests pooled."""
+    server = Server(capacity=730)
+    answer = search(server, start=100).run()
+    first, extension = answer.steps[0], answer.steps[1]
+    assert (first.rate_rps, first.role) == (100, Role.BRACKET)
+    assert first.verdict.decision == Decision.INCONCLUSIVE and first.verdict.evidence.requests == 200
+    assert first.verdict.evidence.requests_to_pass == 459
+    assert (extension.rate_rps, extension.role) == (100, Role.EXTEND) and not extension.confirming
+    # sized to the 259 requests missing, with 10% to spare: 1.1 * 259 / 100 = 2.8 s
+    assert server.windows[:2] == [2.0, 2.8]
+    assert extension.result.requests == 280
+    assert extension.verdict.passed and extension.verdict.evidence.requests == 480 >= 459
+    assert answer.steps[2].rate_rps == 200  # the bracket went on above the pooled pass
+    assert answer.met
+
+
+def test_a_rate_that_cannot_hold_a_pass_within_its_cap_stays_inconclusive():
+    """With 2.2 s at most per rate, 200 req/s can never gather 459 requests: it stays inconclusive, is
+    never taken as a pass, and the search stops below the lowest rate whose cap could hold a pass."""
+    server = Server(capacity=730)
+    settings = SearchSettings(p99_ms=OBJECTIVE_MS, start_rps=200, max_rate_s=2.2)
+    assert settings.lowest_conclusive_rps() == pytest.approx(459 / 2.2)
+    answer = CapacitySearch(settings, server.measure, clock=server.clock).run()
+    assert server.offered == [(200, Role.BRACKET)]  # 0.2 s of room left: not worth a window
+    assert not answer.met
+    assert answer.ended_because.startswith("no pass down to 200 req/s; below 208.6 req/s")
+    assert [s.rate_rps for s in answer.conclusion.inconclusive] == [200]
+    assert answer.conclusion.inconclusive[0].verdict.decision == Decision.INCONCLUSIVE
+    assert answer.conclusion.lowest_failing_rps is None and answer.conclusion.upper_rps() == 200
+
+
+def test_inconclusive_rates_above_the_capacity_bound_it_but_are_not_fails():
+    """Between 730 and 900 req/s exactly 1% of requests are over the objective: however long it is
+    measured (30 s at a rate), such a rate neither passes nor fails."""
+    server = Server(capacity=900, borderline=(730, 900))
+    answer = search(server, start=100).run()
+    assert answer.met and 730 / 1.05 <= answer.capacity.rate_rps <= 730
+    assert answer.lowest_failing_rps is None
+    inconclusive = answer.conclusion.inconclusive
+    assert inconclusive and all(730 < s.rate_rps <= 900 for s in inconclusive)
+    for step in inconclusive:
+        measured = rates_measured(answer, step.rate_rps)
+        assert [s.role for s in measured][1:] == [Role.EXTEND] * (len(measured) - 1)
+        assert sum(s.result.load.duration_s for s in measured) == pytest.approx(30.0)  # up to its cap
+        assert step.verdict.evidence.requests > conf.requests_to_pass(0)
+    upper = min(s.rate_rps for s in inconclusive)
+    assert answer.conclusion.upper_rps() == upper
+    assert answer.conclusion.uncertainty() == (f"between {answer.capacity.rate_rps:g} and {upper:g} req/s "
+                                               f"({upper:g} stayed inconclusive)")
+
+
+# ---------------------------------------------------------------------------------------------- stalls
+
+
+def test_stalls_independent_of_the_load_end_the_search_early():
+    """4% of requests over a 10 ms objective at every rate, with a 1 ms median: no rate will pass, and
+    halving the rate does not help; the search says so rather than bisecting towards zero."""
+    server = StallingServer(capacity=0)
+    answer = search(server, start=1000, p99_ms=10).run()
+    assert not answer.met
+    assert answer.ended_because.startswith("unmet: stalls of about 40 ms")
+    found = answer.conclusion.stalls
+    assert found is not None and found.stall_ms == pytest.approx(40.0, rel=0.01)
+    assert [rate for rate, _ in found.over_shares] == [1000, 500]
+    assert all(share == pytest.approx(0.04) for _, share in found.over_shares)
+    # 4% of requests each 30 ms over the objective: about 0.04 / 0.03 s = 1.3 stalls a second
+    assert found.per_s == pytest.approx(0.04 / 0.030, rel=0.02)
+    assert len(answer.steps) <= 3 and min(s.rate_rps for s in answer.steps) >= 250
+
+
+def test_a_queue_is_not_taken_for_stalls():
+    """The same 4% over at 1000 req/s, but a queue's share falls steeply as the rate halves: a capacity."""
+    server = QueueingServer(capacity=0)
+    answer = search(server, start=1000, p99_ms=10).run()
+    assert answer.conclusion.stalls is None
+    assert answer.met and answer.ended_because == "converged"
+    assert answer.capacity.rate_rps < 1000 and answer.capacity.verdict.passed
+
+
+# ---------------------------------------------------------------------------------------------- what else it shows
+
+
+def _step(rate: float, over: int, role: Role = Role.BRACKET, confirming: bool = False) -> Step:
+    requests = round(rate * 2)
+    measured = cell(rate, 2.0, {FAST_US: requests - over, SLOW_US: over})
+    return Step(rate, role, measured, verdict_of([measured], OBJECTIVE_MS), confirming)
+
+
+def test_a_pass_above_a_fail_is_reported_as_not_monotone():
+    """The search never offers a rate above one that failed with confidence, so the steps are written out."""
+    spike = _step(400, over=400)  # a stall in one window at 400 req/s
+    steps = [_step(300, 0), spike, _step(600, 0, Role.BISECT), _step(600, 0, Role.CONFIRM, confirming=True)]
+    assert spike.verdict.decision == Decision.FAIL
+    conclusion = conclude(steps, OBJECTIVE_MS)
+    assert conclusion.capacity_rps == 600
+    pairs = {(p.rate_rps, p.confirming, f.rate_rps) for p, f in conclusion.not_monotone}
+    assert pairs == {(600, False, 400), (600, True, 400)}
+
+
+def test_a_monotone_search_reports_no_such_pair():
+    answer = search(Server(capacity=730), start=100).run()
+    assert answer.conclusion.not_monotone == ()
+
+
+@pytest.mark.parametrize("start, limited_at", [(100, 800), (1000, 750)])
+def test_a_load_generator_limit_makes_the_answer_a_lower_bound(start, limited_at):
+    """Above 600 req/s the load generator runs a core flat out: those cells say nothing of the server."""
+    server = Server(capacity=730, loadgen_limit_rps=600)
+    answer = search(server, start=start).run()
+    assert answer.met and answer.conclusion.at_least
+    assert answer.capacity.rate_rps <= 600 and answer.capacity.role == Role.CONFIRM
+    assert answer.ended_because == f"the load generator was the limit at {limited_at} req/s"
+    assert answer.conclusion.loadgen_limited_rps == limited_at
+    assert answer.lowest_failing_rps is None
+    assert answer.conclusion.uncertainty().startswith(f"at least {answer.capacity.rate_rps:g} req/s: the load "
+                                                      "generator was the limit")
+    limited = [s for s in answer.steps if s.rate_rps > 600]
+    assert limited and all(s.verdict.decision == Decision.LOADGEN for s in limited)
+    assert not any(s.role == Role.EXTEND for s in limited)  # nothing to gain from measuring it longer
 
 
 def test_a_failed_confirmation_lowers_the_answer():
-    server = Server(capacity=730)
     first = search(Server(capacity=730), start=100).run().capacity.rate_rps
-    server.fail_confirm_at = (first,)
+    server = Server(capacity=730, fail_confirm_at=(first,))
     answer = search(server, start=100).run()
     assert answer.met and answer.capacity.rate_rps < first
     assert [r for r, role in server.offered if role == Role.CONFIRM] == [first, answer.capacity.rate_rps]
+    assert answer.lowest_failing_rps == first  # its confirmation failed
+    failed = next(s for s in answer.steps if s.confirming and s.rate_rps == first)
+    assert failed.verdict.decision == Decision.FAIL
+
+
+# ---------------------------------------------------------------------------------------------- bounds
 
 
 def test_step_limit_keeps_the_last_step_for_a_confirmation():
     server = Server(capacity=730)
-    answer = search(server, start=100, max_steps=4).run()
-    assert server.offered == [(100, Role.BRACKET), (200, Role.BRACKET), (400, Role.BRACKET), (400, Role.CONFIRM)]
-    assert answer.met and answer.capacity.rate_rps == 400 and answer.lowest_failing_rps is None
+    answer = search(server, start=400, max_steps=4).run()
+    assert server.offered == [(400, Role.BRACKET), (800, Role.BRACKET), (600, Role.BISECT), (600, Role.CONFIRM)]
+    assert answer.met and answer.capacity.rate_rps == 600 and answer.lowest_failing_rps == 800
     assert answer.ended_because.startswith("step limit (4 cells; the last one confirmed")
 
 
-def test_step_limit_mid_bisection_confirms_the_highest_passing_rate():
+def test_step_limit_leaves_an_inconclusive_rate_unextended_for_the_confirmation():
     server = Server(capacity=730)
-    answer = search(server, start=100, max_steps=7).run()  # 100 200 400 800 800(retry) 600 | confirm 600
-    assert server.offered[3:5] == [(800, Role.BRACKET), (800, Role.RETRY)]
-    assert [role for _, role in server.offered][-1] == Role.CONFIRM and len(server.offered) == 7
-    assert answer.met and answer.capacity.rate_rps == 600 and answer.lowest_failing_rps == 800
-    assert answer.ended_because.startswith("step limit (7 cells")
-
-
-def test_one_spike_does_not_cap_the_answer():
-    """The first measurement at 400 req/s fails (a stall in a short window); its retry passes, so the
-    search goes on above it instead of settling below 400."""
-    server = Server(capacity=730, spike_at=(400.0,))
-    answer = search(server, start=100).run()
-    assert (400, Role.RETRY) in server.offered
-    assert answer.met and 730 / 1.05 <= answer.capacity.rate_rps <= 730 and answer.lowest_failing_rps > 730
-
-
-def test_an_overloaded_rate_fails_at_once():
-    """Above capacity this server's every request is slow (p50 too): nothing to retry."""
-    server = Server(capacity=300, slow_median=True)
-    answer = search(server, start=100).run()
-    assert not any(role == Role.RETRY for _, role in server.offered)
-    assert answer.capacity.rate_rps <= 300 < answer.lowest_failing_rps
-
-
-def test_a_rate_failing_twice_fails():
-    server = Server(capacity=300)
-    answer = search(server, start=100).run()
-    retried = [rate for rate, role in server.offered if role == Role.RETRY]
-    assert retried and all(rate > 300 for rate in retried)
-    assert answer.capacity.rate_rps <= 300 and answer.lowest_failing_rps > 300
+    answer = search(server, start=100, max_steps=4).run()
+    # 100 (extended to a pass), 200 inconclusive with no step to spare for its extension, confirm 100
+    assert server.offered == [(100, Role.BRACKET), (100, Role.EXTEND), (200, Role.BRACKET), (100, Role.CONFIRM)]
+    assert answer.met and answer.capacity.rate_rps == 100
+    assert [s.rate_rps for s in answer.conclusion.inconclusive] == [200]
+    assert answer.ended_because.startswith("step limit (4 cells")
 
 
 def test_step_limit_ends_the_search_without_an_unconfirmed_answer():
-    server = Server(capacity=730, fail_confirm_at=(400.0,))
-    answer = search(server, start=100, max_steps=4).run()
+    server = Server(capacity=730, fail_confirm_at=(600.0,))
+    answer = search(server, start=400, max_steps=4).run()
     assert not answer.met and answer.ended_because == "step limit (4 cells)"
     assert len(server.offered) == 4
 
 
 def test_time_limit_ends_the_search():
-    ticks = iter(range(0, 1000, 100))
     server = Server(capacity=730)
-    found = CapacitySearch(SearchSettings(p99_ms=50, start_rps=100, max_s=250), server.measure,
-                           clock=lambda: float(next(ticks)))
-    answer = found.run()
-    assert answer.ended_because == "time limit (250 s)" and len(server.offered) == 2  # at t=100 and t=200
+    answer = search(server, start=400, max_s=5).run()  # 2 s a cell on the simulated clock
+    assert answer.ended_because == "time limit (5 s)"
+    assert server.offered == [(400, Role.BRACKET), (800, Role.BRACKET), (600, Role.BISECT)]  # at t=0, 2 and 4
+    assert len(answer.steps) == 3 and not answer.met
 
 
 def test_a_server_that_dies_ends_the_search_keeping_what_was_measured():
     server = Server(capacity=730, dies_after=3)
-    answer = search(server, start=100).run()
+    answer = search(server, start=400).run()
     assert answer.ended_because == "the server stopped answering" and len(answer.steps) == 3
-
-
-def test_invalid_or_failed_cells_never_pass():
-    good = cell(100, 5.0)
-    assert verdict(good, 50).passed
-    unstable = replace(good, valid=False, flags=[ValidityFlag(Flag.UNSTABLE, "windows differ by 18%")])
-    assert not verdict(unstable, 50).passed
-    assert "unstable: windows differ by 18%" in verdict(unstable, 50).reason
-    failed = replace(good, status=CellStatus.FAILED, failure_reason="Locust missed its deadline", valid=False)
-    assert verdict(failed, 50).reason == "failed: Locust missed its deadline"
-    assert verdict(cell(100, 50.001), 50).reason == "p99 50.001 ms > 50 ms"
+    assert [s.result for s in answer.steps] == server.cells
+    assert answer.steps[-1].rate_rps == 600 and answer.steps[-1].verdict.passed  # judged, though the last
+    assert not answer.met and answer.lowest_failing_rps == 800
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -156,8 +369,36 @@ def test_invalid_or_failed_cells_never_pass():
     ({"start_rps": 0.5}, "outside"),
     ({"precision": 1.5}, "precision"),
     ({"max_steps": 1}, "at least 2 steps"),
+    ({"confidence": 1.0}, "confidence"),
+    ({"confidence": 0.3}, "confidence"),
+    ({"max_rate_s": 0}, "max_rate_s"),
 ])
 def test_bad_settings_are_refused(bad, message):
-    settings = {"p99_ms": 50, "start_rps": 100, **bad}
+    settings = {"p99_ms": OBJECTIVE_MS, "start_rps": 100, **bad}
+    server = Server(730)
     with pytest.raises(ValueError, match=message):
-        CapacitySearch(SearchSettings(**settings), Server(730).measure).run()
+        CapacitySearch(SearchSettings(**settings), server.measure, clock=server.clock).run()
+    assert server.offered == []
+
+
+# ---------------------------------------------------------------------------------------------- one cell's verdict
+
+
+def test_invalid_or_failed_cells_never_pass():
+    good = cell(300, 2.0, {FAST_US: 600})
+    assert verdict_of([good], OBJECTIVE_MS).passed
+    unstable = replace(good, valid=False, flags=[ValidityFlag(Flag.UNSTABLE, "windows differ by 18%")])
+    assert verdict_of([unstable], OBJECTIVE_MS).reason == "unstable: windows differ by 18%"
+    errors = replace(good, valid=False, flags=[ValidityFlag(Flag.ERRORS, "3% of requests failed")])
+    assert verdict_of([errors], OBJECTIVE_MS).reason == "errors: 3% of requests failed"
+    failed = replace(good, status=CellStatus.FAILED, failure_reason="Locust missed its deadline", valid=False)
+    assert verdict_of([failed], OBJECTIVE_MS).reason == "failed: Locust missed its deadline"
+    limited = cell(300, 2.0, {FAST_US: 600}, loadgen_cpu=99.0)
+    assert verdict_of([limited], OBJECTIVE_MS).decision == Decision.LOADGEN
+
+
+def test_cells_at_one_rate_pool_their_requests():
+    short = cell(100, 2.0, {FAST_US: 200})
+    assert verdict_of([short], OBJECTIVE_MS).decision == Decision.INCONCLUSIVE
+    pooled = verdict_of([short, short, short], OBJECTIVE_MS)
+    assert pooled.passed and pooled.evidence.requests == 600

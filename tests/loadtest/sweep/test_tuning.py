@@ -72,23 +72,40 @@ def surface(best: dict[str, int] = BEST, peak: float = 1000.0, off: float = 400.
 
 
 class Fake:
-    """Evaluates with `capacity(profile)` (None: unmet); checks every profile it is asked about."""
+    """Evaluates with `capacity(profile)` (None: unmet); checks every profile it is asked about.
 
-    def __init__(self, capacity: Callable, clock: Clock | None = None, seconds: float = 0.0):
+    Like the real capacity search, a server whose true capacity is below the rate to beat does not pass
+    there and comes back unmet (unless `honour_beat` is off: a search from scratch whatever the rate);
+    `upper` (e.g. 1.05) gives each capacity an upper end, the lowest rate above it that did not pass.
+    """
+
+    def __init__(self, capacity: Callable, clock: Clock | None = None, seconds: float = 0.0,
+                 upper: float | None = None, honour_beat: bool = True):
         self.capacity, self.clock, self.seconds = capacity, clock, seconds
+        self.upper, self.honour_beat = upper, honour_beat
         self.asked: list[BatchingProfile] = []
+        self.beats: list[float | None] = []  # the rate to beat each evaluation was given
 
-    def __call__(self, profile: BatchingProfile) -> Evaluated:
+    def __call__(self, profile: BatchingProfile, beat_rps: float | None) -> Evaluated:
         validate_profile(profile)
         if profile.allowed_batch_sizes:
             assert profile.allowed_batch_sizes[-1] == profile.max_batch_size
         if profile.max_execution_batch_size is not None:
             assert profile.max_execution_batch_size <= profile.max_batch_size
         self.asked.append(profile)
+        self.beats.append(beat_rps)
         if self.clock:
             self.clock.now += self.seconds
         rps = self.capacity(profile)
-        return Evaluated(rps, rps and rps * 2, 8.0 if rps else None, "" if rps else "p99 31 ms > 10 ms at 1 req/s")
+        if not rps:
+            return Evaluated(None, note="p99 31 ms > 10 ms at 1 req/s")
+        if self.honour_beat and beat_rps is not None and rps < beat_rps:
+            return Evaluated(None, note=beat_note(beat_rps))
+        return Evaluated(rps, rps * 2, 8.0, upper_rps=rps * self.upper if self.upper else None)
+
+
+def beat_note(beat_rps: float) -> str:
+    return f"did not pass at {beat_rps:g} req/s, the rate to beat"
 
 
 class Clock:
@@ -118,9 +135,10 @@ def parameters_asked(fake: Fake) -> list[dict]:
 
 # ---------------------------------------------------------------- the search
 
+@pytest.mark.parametrize("upper", [None, 1.05], ids=["min_gain", "upper_end"])
 @pytest.mark.parametrize("start", [CPU, GPU], ids=["cpu", "gpu"])
-def test_the_tuner_finds_the_known_best_configuration_in_a_small_part_of_the_grid(start):
-    fake = Fake(surface())
+def test_the_tuner_finds_the_known_best_configuration_in_a_small_part_of_the_grid(start, upper):
+    fake = Fake(surface(), upper=upper)
     answer = tune(fake, start)
     assert answer.winner is not None and tuned(answer.winner.profile) == BEST
     assert answer.ended_because == "converged"
@@ -145,25 +163,112 @@ def test_a_field_steps_up_first_and_only_then_down():
     fake = Fake(surface(best={"batch_timeout_micros": 500}))
     answer = tune(fake, GPU, ladders=ONLY_TIMEOUT)  # the gpu advice starts at 2000 us
     assert [p.batch_timeout_micros for p in fake.asked[2:]] == [5000, 1000, 500, 0]
+    assert [v.decision for v in answer.trail[2:]] == [
+        "unmet: did not pass at 688.782 req/s, the rate to beat", "kept: +19%", "kept: +22%",
+        "unmet: did not pass at 1000 req/s, the rate to beat"]
+    assert answer.winner.profile.batch_timeout_micros == 500
+
+
+def test_the_same_walk_with_an_evaluator_that_searches_from_scratch_says_how_much_worse():
+    fake = Fake(surface(best={"batch_timeout_micros": 500}), honour_beat=False)
+    answer = tune(fake, GPU, ladders=ONLY_TIMEOUT)
+    assert [p.batch_timeout_micros for p in fake.asked[2:]] == [5000, 1000, 500, 0]
     assert [v.decision for v in answer.trail[2:]] == ["worse: -18%", "kept: +19%", "kept: +22%", "worse: -39%"]
     assert answer.winner.profile.batch_timeout_micros == 500
 
 
-@pytest.mark.parametrize(("ratio", "decision", "moves"), [
-    (1.04, "within noise: +4%", False), (0.96, "within noise: -4%", False),
-    (1.06, "kept: +6%", True), (0.90, "worse: -10%", False)])
-def test_a_difference_within_noise_never_replaces_the_incumbent(ratio, decision, moves):
-    fake = Fake(lambda p: 400.0 if p is OFF else 1000.0 * (ratio if p.batch_timeout_micros == 500 else 1.0))
-    answer = tune(fake, ladders={**ONLY_TIMEOUT, "batch_timeout_micros": (0, 500)})
+TWO_TIMEOUTS = {**ONLY_TIMEOUT, "batch_timeout_micros": (0, 500)}
+
+
+def challenged(ratio: float, incumbent: float = 1000.0) -> Callable:
+    """Off 400 req/s, the advice (timeout 0) `incumbent`, the one challenger (timeout 500) `ratio` times that."""
+    return lambda p: 400.0 if p is OFF else incumbent * (ratio if p.batch_timeout_micros == 500 else 1.0)
+
+
+@pytest.mark.parametrize(("ratio", "honour_beat", "decision", "moves"), [
+    (1.04, True, "within the uncertainty: +4%", False),
+    (0.96, True, "unmet: did not pass at 1000 req/s, the rate to beat", False),
+    (0.96, False, "within the uncertainty: -4%", False),
+    (1.06, True, "kept: +6%", True),
+    (0.90, True, "unmet: did not pass at 1000 req/s, the rate to beat", False),
+    (0.90, False, "worse: -10%", False)])
+def test_a_difference_within_noise_never_replaces_the_incumbent(ratio, honour_beat, decision, moves):
+    fake = Fake(challenged(ratio), honour_beat=honour_beat)
+    answer = tune(fake, ladders=TWO_TIMEOUTS)
     assert answer.trail[-1].decision == decision
     assert answer.winner.profile.batch_timeout_micros == (500 if moves else 0)
     assert answer.gain_vs_advice.ratio == pytest.approx(ratio if moves else 1.0)
 
 
 def test_min_gain_sets_the_noise_level():
-    fake = Fake(lambda p: 400.0 if p is OFF else 1000.0 * (1.04 if p.batch_timeout_micros == 500 else 1.0))
-    answer = tune(fake, ladders={**ONLY_TIMEOUT, "batch_timeout_micros": (0, 500)}, min_gain=0.02)
+    fake = Fake(challenged(1.04))
+    answer = tune(fake, ladders=TWO_TIMEOUTS, min_gain=0.02)
     assert answer.winner.profile.batch_timeout_micros == 500
+
+
+@pytest.mark.parametrize(("ratio", "min_gain", "decision", "moves"), [
+    (1.04, 0.05, "within the uncertainty: +4%", False), (1.06, 0.05, "kept: +6%", True),
+    (1.04, 0.02, "kept: +4%", True), (1.06, 0.10, "within the uncertainty: +6%", False)])
+def test_without_an_upper_end_min_gain_decides(ratio, min_gain, decision, moves):
+    fake = Fake(challenged(ratio), upper=None)
+    answer = tune(fake, ladders=TWO_TIMEOUTS, min_gain=min_gain)
+    assert answer.advice.result.upper_rps is None
+    assert answer.trail[-1].decision == decision
+    assert answer.winner.profile.batch_timeout_micros == (500 if moves else 0)
+
+
+@pytest.mark.parametrize("min_gain", [0.02, 0.10])
+@pytest.mark.parametrize(("ratio", "decision", "moves"), [
+    (1.04, "within the uncertainty: +4% (not above 1050 req/s)", False),
+    (1.06, "kept: +6%, above the incumbent's upper end 1050 req/s", True)])
+def test_a_challenger_must_beat_the_incumbents_upper_end_whatever_min_gain(ratio, decision, moves, min_gain):
+    """The advice's capacity is 1000 req/s and its upper end 1050: +4% is within it even when min_gain is 2%,
+    +6% is above it even when min_gain is 10%."""
+    fake = Fake(challenged(ratio), upper=1.05)
+    answer = tune(fake, ladders=TWO_TIMEOUTS, min_gain=min_gain)
+    assert answer.advice.result.upper_rps == pytest.approx(1050)
+    assert answer.trail[-1].decision == decision
+    assert answer.winner.profile.batch_timeout_micros == (500 if moves else 0)
+    assert answer.gain_vs_advice.ratio == pytest.approx(ratio if moves else 1.0)
+
+
+def test_a_kept_challengers_own_upper_end_is_the_next_bar():
+    """Advice 1000 (upper 1050); 500 us at 1060 is kept (upper 1113); 1000 us at 1100 is not above 1113."""
+    capacities = {0: 1000.0, 500: 1060.0, 1000: 1100.0}
+    fake = Fake(lambda p: 400.0 if p is OFF else capacities[p.batch_timeout_micros], upper=1.05)
+    answer = tune(fake, ladders={**ONLY_TIMEOUT, "batch_timeout_micros": (0, 500, 1000)})
+    assert [v.decision for v in answer.trail[2:]] == [
+        "kept: +6%, above the incumbent's upper end 1050 req/s",
+        "within the uncertainty: +4% (not above 1113 req/s)"]
+    assert answer.winner.profile.batch_timeout_micros == 500
+    assert fake.beats[2:] == [1000.0, 1060.0]
+
+
+@pytest.mark.parametrize("upper", [None, 1.05])
+def test_the_rate_to_beat_is_the_incumbents_capacity_for_ascent_and_none_for_off_and_the_advice(upper):
+    fake = Fake(surface(), upper=upper)
+    answer = tune(fake)
+    assert fake.beats[:2] == [None, None]
+    assert len(fake.beats) == len(answer.trail) > 4
+    incumbent = answer.advice
+    kept = 0
+    for visit, beat in zip(answer.trail[2:], fake.beats[2:], strict=True):
+        assert visit.stage == Stage.ASCENT
+        assert beat == incumbent.result.capacity_rps
+        if visit.decision.startswith("kept"):
+            incumbent, kept = visit, kept + 1
+        else:
+            assert visit.decision.startswith(("unmet: did not pass at", "within the uncertainty"))
+    assert kept >= 2 and incumbent is answer.winner
+
+
+def test_a_challenger_below_the_rate_to_beat_comes_back_unmet_and_never_wins():
+    fake = Fake(challenged(0.5))
+    answer = tune(fake, ladders=TWO_TIMEOUTS)
+    assert fake.beats == [None, None, 1000.0]
+    assert answer.trail[-1].result.capacity_rps is None
+    assert answer.trail[-1].decision == "unmet: did not pass at 1000 req/s, the rate to beat"
+    assert answer.winner is answer.advice
 
 
 def test_the_evaluation_budget_ends_it_with_the_best_so_far():
@@ -217,8 +322,9 @@ def test_failed_evaluations_are_recorded_and_the_search_goes_on():
 
 def test_an_unmet_advice_is_replaced_by_any_configuration_that_meets_the_objective():
     fake = Fake(lambda p: 400.0 if p is OFF else (None if p.batch_timeout_micros == 0 else 100.0))
-    answer = tune(fake, ladders={**ONLY_TIMEOUT, "batch_timeout_micros": (0, 500)})
+    answer = tune(fake, ladders=TWO_TIMEOUTS)
     assert answer.advice.decision.startswith("unmet")
+    assert fake.beats == [None, None, None]  # no rate to beat when the incumbent is unmet
     assert answer.winner.profile.batch_timeout_micros == 500
     assert answer.winner.decision == "kept: the incumbent was unmet"
     assert answer.gain_vs_advice.reason == ("TF Serving's advice did not meet the objective: "
@@ -226,7 +332,7 @@ def test_an_unmet_advice_is_replaced_by_any_configuration_that_meets_the_objecti
 
 
 def test_nothing_met_means_no_winner(tmp_path):
-    answer = tune(Fake(lambda p: None), ladders={**ONLY_TIMEOUT, "batch_timeout_micros": (0, 500)})
+    answer = tune(Fake(lambda p: None), ladders=TWO_TIMEOUTS)
     assert answer.winner is None and answer.ended_because == "converged"
     assert answer.gain_vs_off.reason == "no batching configuration met the objective"
     files = write_winner(tmp_path, answer)

@@ -1,0 +1,219 @@
+"""What a capacity search's cells say, with its uncertainty: the one place a capacity is concluded.
+
+The search (`loadtest.sweep.capacity`) concludes from its steps as it goes; the report, the sizing
+and the tuner conclude from the same steps rebuilt from the records (`loadtest.analysis.answers`),
+so both read the same answer:
+
+- cells at one offered rate are pooled: a rate's first window and the extensions that measured it
+  longer (role `extend`), separately for its confirmation, whose verdict stands on its own window;
+- the capacity is the highest rate whose confirmation passed; the lowest rate above it that failed
+  (with confidence) bounds it from above; rates above it that stayed inconclusive are listed with
+  their N, never read as a pass or a fail;
+- a pass above a fail is reported as not monotone, naming both;
+- a load generator that did not keep up above the capacity makes it a lower bound ("at least");
+- stalls independent of the load: where rates that did not pass, with p50 well under the objective,
+  span a factor of 2 or more and the share of requests over the objective did not fall with the rate
+  (a stall on a clock hits each request with the same chance whatever the rate; a queue's tail
+  shrinks steeply as the rate falls), the finding names their length and pace.
+
+Pure functions. Not for: choosing rates (`loadtest.sweep.capacity`) or judging a cell (`loadtest.verdicts`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from loadtest.records import CellResult
+from loadtest.verdicts import Decision, Verdict, client_limited, verdict_of
+
+STALL_P50_SHARE = 0.7  # p50 at most this share of the objective: not an overloaded server
+STALL_RATE_SPAN = 2.0  # the rates that did not pass span at least this factor
+STALL_SHARE_KEPT = 0.5  # the over-objective share at the lowest rate is at least this share of the highest's
+STALL_MIN_OVER = 2  # requests over the objective at the lowest rate, for its share to mean something
+
+
+class Role(StrEnum):
+    """Why a search measured a cell; recorded with the cell."""
+
+    PROBE = "probe"  # a short closed loop that picks the start rate
+    BRACKET = "bracket"
+    BISECT = "bisect"
+    CONFIRM = "confirm"
+    EXTEND = "extend"  # the same rate measured longer: its verdict pools every window at that rate
+    START = "start"  # the search's server did not start or answer: its one cell, recorded failed
+    RETRY = "retry"  # older searches: a failing rate measured once more (pooled like an extension)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One measured cell; `verdict` is its rate's verdict pooled over the cells of its group so far."""
+
+    rate_rps: float
+    role: Role
+    result: CellResult
+    verdict: Verdict
+    confirming: bool = False  # the cell belongs to a confirmation (its own, or an extension of one)
+
+    @property
+    def group(self) -> tuple[float, bool]:
+        return (self.rate_rps, self.confirming)
+
+
+def pooled_verdict(cells: Sequence[CellResult], p99_ms: float, confidence: float) -> Verdict:
+    """A rate's verdict on every cell measured at it: cells the load generator limited are left out
+    (their latencies are the client's), unless every one was."""
+    server_bound = [c for c in cells if not client_limited(c)]
+    return verdict_of(server_bound or cells, p99_ms, confidence)
+
+
+def final_verdicts(steps: Sequence[Step]) -> dict[tuple[float, bool], Step]:
+    """Each group's last step (its verdict is the group's)."""
+    last: dict[tuple[float, bool], Step] = {}
+    for step in steps:
+        last[step.group] = step
+    return last
+
+
+@dataclass(frozen=True)
+class Stalls:
+    """Stalls independent of the load, estimated from the rates that did not pass."""
+
+    stall_ms: float  # about how long: the median of those cells' slowest requests
+    per_s: float | None  # about how often: the over-objective share / (stall - objective)
+    over_shares: tuple[tuple[float, float], ...]  # (rate, share over the objective), highest rate first
+    server_mean_ms: float | None = None  # the server's own mean latency at those cells, where it reported it
+    client_mean_ms: float | None = None
+
+    def describe(self, p99_ms: float) -> str:
+        shares = ", ".join(f"{share:.1%} at {rate:g} req/s" for rate, share in self.over_shares)
+        pace = f", about {self.per_s:.1f} per second" if self.per_s else ""
+        where = ""
+        if self.server_mean_ms is not None and self.client_mean_ms is not None:
+            where = (f"; the server's own mean latency was {self.server_mean_ms:.2f} ms against the client's "
+                     f"{self.client_mean_ms:.2f} ms")
+        return (f"stalls of about {self.stall_ms:.0f} ms{pace}, independent of the load: the share of requests over "
+                f"{p99_ms:g} ms did not fall as the rate fell ({shares}){where}")
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else None
+
+
+def stalls(steps: Sequence[Step], p99_ms: float) -> Stalls | None:
+    """The stall finding, or None when the rates that did not pass look like a queue (or are too few)."""
+    groups = [s for s in final_verdicts(steps).values() if not s.confirming
+              and s.verdict.decision in (Decision.FAIL, Decision.INCONCLUSIVE) and s.verdict.evidence is not None]
+    quiet = sorted((s for s in groups if s.result.latency_p50_ms is not None
+                    and s.result.latency_p50_ms <= STALL_P50_SHARE * p99_ms), key=lambda s: -s.rate_rps)
+    if len(quiet) < 2:
+        return None
+    high, low = quiet[0], quiet[-1]
+    assert high.verdict.evidence is not None and low.verdict.evidence is not None
+    if high.rate_rps < STALL_RATE_SPAN * low.rate_rps or low.verdict.evidence.over < STALL_MIN_OVER:
+        return None
+    if low.verdict.evidence.over_share < STALL_SHARE_KEPT * high.verdict.evidence.over_share:
+        return None
+    cells = [c.result for c in steps if c.group in {s.group for s in quiet}]
+    slowest = [c.latency_max_ms for c in cells if c.latency_max_ms is not None]
+    if not slowest:
+        return None
+    stall_ms = statistics.median(slowest)
+    share = statistics.fmean(s.verdict.evidence.over_share for s in quiet if s.verdict.evidence)
+    per_s = share / ((stall_ms - p99_ms) / 1000.0) if stall_ms > p99_ms else None
+    server = _mean([c.server_metrics.get("request_latency_mean_us") for c in cells])
+    return Stalls(stall_ms, per_s, tuple((s.rate_rps, s.verdict.evidence.over_share) for s in quiet
+                                         if s.verdict.evidence),
+                  server / 1000.0 if server is not None else None, _mean([c.latency_mean_ms for c in cells]))
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """A search's capacity with its uncertainty."""
+
+    p99_ms: float
+    capacity: Step | None  # the highest rate whose confirmation passed
+    lowest_failing_rps: float | None  # lowest rate above it that failed with confidence (or whose confirmation did)
+    inconclusive: tuple[Step, ...] = ()  # rates above the capacity that neither passed nor failed
+    loadgen_limited_rps: float | None = None  # lowest rate above the capacity where the load generator was the limit
+    not_monotone: tuple[tuple[Step, Step], ...] = ()  # (a pass, a fail at a lower rate)
+    stalls: Stalls | None = None
+
+    @property
+    def met(self) -> bool:
+        return self.capacity is not None
+
+    @property
+    def capacity_rps(self) -> float | None:
+        return self.capacity.rate_rps if self.capacity else None
+
+    @property
+    def at_least(self) -> bool:
+        """The capacity is a lower bound: the load generator, not the server, stopped the search above it."""
+        return self.loadgen_limited_rps is not None and (self.lowest_failing_rps is None
+                                                          or self.loadgen_limited_rps < self.lowest_failing_rps)
+
+    def upper_rps(self) -> float | None:
+        """The lowest rate above the capacity that did not pass (failed, or stayed inconclusive)."""
+        above = [s.rate_rps for s in self.inconclusive]
+        if self.lowest_failing_rps is not None:
+            above.append(self.lowest_failing_rps)
+        return min(above, default=None)
+
+    def uncertainty(self) -> str:
+        """`between 730 and 766 req/s` or `at least 730 req/s` and what bounds it."""
+        if self.capacity is None:
+            return ""
+        low = f"{self.capacity.rate_rps:g}"
+        if self.at_least:
+            return f"at least {low} req/s: the load generator was the limit at {self.loadgen_limited_rps:g} req/s"
+        upper = self.upper_rps()
+        if upper is None:
+            return f"at least {low} req/s: no higher rate measured failing"
+        kind = "failed" if upper == self.lowest_failing_rps else "stayed inconclusive"
+        return f"between {low} and {upper:g} req/s ({upper:g} {kind})"
+
+
+    def unmet_reason(self) -> str:
+        """Why there is no capacity: stalls, or what was measured above, with N where inconclusive."""
+        if self.stalls is not None:
+            return f"unmet: {self.stalls.describe(self.p99_ms)}"
+        parts = []
+        if self.lowest_failing_rps is not None:
+            parts.append(f"lowest failing rate {self.lowest_failing_rps:g} req/s")
+        for step in self.inconclusive[:3]:
+            e = step.verdict.evidence
+            parts.append(f"inconclusive at {step.rate_rps:g} req/s ({e.describe() if e else step.verdict.reason})")
+        if self.loadgen_limited_rps is not None:
+            parts.append(f"the load generator was the limit at {self.loadgen_limited_rps:g} req/s")
+        return "; ".join(parts) or "no rate passed"
+
+
+def _not_monotone(last: dict[tuple[float, bool], Step]) -> tuple[tuple[Step, Step], ...]:
+    passes = [s for s in last.values() if s.verdict.passed]
+    fails = [s for s in last.values() if s.verdict.decision == Decision.FAIL]
+    return tuple((p, f) for p in passes for f in fails if p.rate_rps > f.rate_rps)
+
+
+def conclude(steps: Sequence[Step], p99_ms: float) -> Conclusion:
+    """The capacity, its bounds, and what else the steps show (see the module docstring)."""
+    last = final_verdicts(steps)
+    confirmed = [s for s in last.values() if s.confirming and s.verdict.passed]
+    capacity = max(confirmed, key=lambda s: s.rate_rps, default=None)
+    floor = capacity.rate_rps if capacity else 0.0
+    above = [s for s in last.values() if s.rate_rps > floor]
+    failing = [s.rate_rps for s in above if s.verdict.decision == Decision.FAIL]
+    inconclusive = tuple(sorted((s for s in above if s.verdict.decision == Decision.INCONCLUSIVE),
+                                key=lambda s: s.rate_rps))
+    limited = [s.rate_rps for s in above if s.verdict.decision == Decision.LOADGEN]
+    return Conclusion(p99_ms, capacity, min(failing, default=None), inconclusive, min(limited, default=None),
+                      _not_monotone(last), stalls(steps, p99_ms))
+
+
+def describe_pair(pair: tuple[Step, Step]) -> str:
+    passed, failed = pair
+    return (f"passed at {passed.rate_rps:g} req/s ({passed.role.value}) above a fail at {failed.rate_rps:g} req/s "
+            f"({failed.role.value}: {failed.verdict.reason})")

@@ -1,0 +1,96 @@
+"""Whether measured cells meet a p99 objective: pass, fail, inconclusive, or the load generator's limit.
+
+One verdict for one cell, or for several cells measured at the same offered rate and pooled (their
+histograms merge exactly): a window too short for a verdict is measured longer and judged on all
+of its requests together.
+
+- `failed`: a cell that did not finish, or whose requests failed, fails (the server erred);
+- `loadgen`: a cell whose load generator did not keep up (a process near a full core, all its
+  cores near full, a dispatch lag over its limit, or late sends that did not wait for a busy
+  server) says nothing about the server: neither a pass nor a fail;
+- `unstable`: a cell whose throughput moved between windows beyond counting noise fails (an open
+  loop's server that cannot keep its rate falls behind);
+- otherwise the p99 evidence decides at the stated confidence (`loadtest.confidence.judge`).
+
+Pure functions over `CellResult`s. Not for: the search that asks for cells (`loadtest.sweep.capacity`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from loadtest import confidence as conf
+from loadtest.records import CellResult
+from loadtest.stats import SERVER_BOUND_LATENESS, merge_encoded
+from loadtest.vocab import CellStatus, Flag
+
+
+class Decision(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"  # too few requests to say either at the stated confidence
+    LOADGEN = "loadgen"  # the load generator was the limit: nothing said about the server
+
+
+@dataclass(frozen=True)
+class Verdict:
+    decision: Decision
+    reason: str  # why it did not pass; "" when it did
+    evidence: conf.Evidence | None = None  # None where the cells never got that far (failed, errors)
+
+    @property
+    def passed(self) -> bool:
+        return self.decision == Decision.PASS
+
+    def describe(self) -> str:
+        if self.passed:
+            return f"pass ({self.evidence.describe()})" if self.evidence else "pass"
+        return f"{self.decision.value}: {self.reason}"
+
+
+def client_limited(cell: CellResult) -> bool:
+    """Whether the load generator, not the server, limited this cell: a `saturated` flag (its CPU, its
+    dispatch lag, or late sends) other than late sends that waited for a busy server's free slot."""
+    return any(f.flag == Flag.SATURATED and SERVER_BOUND_LATENESS not in f.reason for f in cell.flags)
+
+
+def _flag_reason(cells: Sequence[CellResult], flag: Flag) -> str | None:
+    reasons = [f.reason for c in cells for f in c.flags if f.flag == flag]
+    return reasons[-1] if reasons else None
+
+
+def verdict_of(cells: Sequence[CellResult], p99_ms: float, confidence: float = conf.DEFAULT_CONFIDENCE) -> Verdict:
+    """The verdict of `cells`, measured at one offered rate, on p99 <= `p99_ms` at `confidence`."""
+    if not cells:
+        raise ValueError("a verdict needs at least one cell")
+    failed = next((c for c in cells if c.status != CellStatus.OK), None)
+    if failed is not None:
+        return Verdict(Decision.FAIL, f"failed: {failed.failure_reason}")
+    errors = _flag_reason(cells, Flag.ERRORS)
+    if errors is not None:
+        return Verdict(Decision.FAIL, f"errors: {errors}")
+    limited = next((c for c in cells if client_limited(c)), None)
+    if limited is not None:
+        return Verdict(Decision.LOADGEN, "the load generator was the limit: "
+                       + (_flag_reason([limited], Flag.SATURATED) or "its CPU or dispatch lag"))
+    evidence = conf.judge(merge_encoded(c.histogram_us for c in cells), p99_ms, confidence)
+    unstable = _flag_reason(cells, Flag.UNSTABLE)
+    if unstable is not None and evidence.outcome != conf.Outcome.FAIL:
+        return Verdict(Decision.FAIL, f"unstable: {unstable}", evidence)
+    if evidence.outcome == conf.Outcome.PASS:
+        return Verdict(Decision.PASS, "", evidence)
+    if evidence.outcome == conf.Outcome.FAIL:
+        return Verdict(Decision.FAIL, evidence.describe(), evidence)
+    return Verdict(Decision.INCONCLUSIVE, evidence.describe(), evidence)
+
+
+def evidence_record(verdict: Verdict) -> dict:
+    """What a search cell records of its rate's verdict so far (`CellResult.search["verdict"]`)."""
+    record: dict = {"decision": verdict.decision.value, "reason": verdict.reason}
+    e = verdict.evidence
+    if e is not None:
+        record.update(requests=e.requests, over=e.over, p99_estimate_ms=e.estimate_ms, confidence=e.confidence,
+                      requests_to_pass=e.requests_to_pass)
+    return record
