@@ -149,7 +149,6 @@ SATURATED_CPU_SHARE = 0.90  # of a core per load generator process, or of all it
 LATE_SEND_LIMIT = 0.01
 LATE_SEND_MIN_COUNT = 5  # fewer late sends are scheduler hiccups, not a saturated client (short cells send few)
 UNSTABLE_CHANGE = 0.10
-SERVER_BOUND_LATENESS = "waited for a free in-flight slot"  # late sends a stalled server caused, not the client
 
 
 def validity_flags(*, errors: int, requests: int, errors_by_code: dict, late_sends: int,
@@ -177,7 +176,7 @@ def validity_flags(*, errors: int, requests: int, errors_by_code: dict, late_sen
         flags.append((Flag.SATURATED, f"load generator used {total_cpu_percent:.0f}% of {cores} cores"))
     late_fraction = fraction(late_sends, requests)
     if late_fraction > LATE_SEND_LIMIT and late_sends >= LATE_SEND_MIN_COUNT:
-        cause = f"; {pool_waits} {SERVER_BOUND_LATENESS}" if pool_waits else ""
+        cause = f"; {pool_waits} waited for a free in-flight slot" if pool_waits else ""
         flags.append((Flag.SATURATED, f"{late_fraction:.1%} of sends left late (limit {LATE_SEND_LIMIT:.0%}){cause}"))
     if dispatch_lag_p99_us is not None and 0 < dispatch_lag_limit_us < dispatch_lag_p99_us:
         flags.append((Flag.SATURATED, f"dispatch lag p99 {dispatch_lag_p99_us:.0f} µs > {dispatch_lag_limit_us:.0f} "

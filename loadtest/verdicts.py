@@ -6,8 +6,8 @@ of its requests together.
 
 - `failed`: a cell that did not finish, or whose requests failed, fails (the server erred);
 - `loadgen`: a cell whose load generator did not keep up (a process near a full core, all its
-  cores near full, a dispatch lag over its limit, or late sends that did not wait for a busy
-  server) says nothing about the server: neither a pass nor a fail;
+  cores near full, or late sends and dispatch lag in a cell where no send waited for a busy
+  server's free slot) says nothing about the server: neither a pass nor a fail;
 - `unstable`: a cell whose throughput moved between windows beyond counting noise fails (an open
   loop's server that cannot keep its rate falls behind);
 - otherwise the p99 evidence decides at the stated confidence (`loadtest.confidence.judge`).
@@ -23,7 +23,7 @@ from enum import StrEnum
 
 from loadtest import confidence as conf
 from loadtest.records import CellResult
-from loadtest.stats import SERVER_BOUND_LATENESS, merge_encoded
+from loadtest.stats import merge_encoded
 from loadtest.vocab import CellStatus, Flag
 
 
@@ -51,9 +51,13 @@ class Verdict:
 
 
 def client_limited(cell: CellResult) -> bool:
-    """Whether the load generator, not the server, limited this cell: a `saturated` flag (its CPU, its
-    dispatch lag, or late sends) other than late sends that waited for a busy server's free slot."""
-    return any(f.flag == Flag.SATURATED and SERVER_BOUND_LATENESS not in f.reason for f in cell.flags)
+    """Whether the load generator, not the server, limited this cell: a `saturated` flag for its CPU, or
+    for lateness (late sends, dispatch lag) in a cell where no send waited for a busy server's free slot
+    (where some did, the server fell behind and the lateness is its own: counted from the intended send)."""
+    saturated = [f.reason for f in cell.flags if f.flag == Flag.SATURATED]
+    if any("load generator" in reason and "used" in reason for reason in saturated):
+        return True
+    return bool(saturated) and not cell.pool_full_waits
 
 
 def _flag_reason(cells: Sequence[CellResult], flag: Flag) -> str | None:

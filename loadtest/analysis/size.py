@@ -208,7 +208,8 @@ def format_answers(answers: Sequence[SizingAnswer], objective: Objective, prices
     lines = [f"Sizing for {objective.describe()}, at request batch {batch}"
              + (f" (also measured: {', '.join(map(str, others))}; pick one with --batch)" if others else "")
              + f": replicas = ceil(target / (capacity x {1 - objective.headroom:g})); each replica assumed to "
-             "perform as the measured one.",
+             "perform as the measured one; a search's capacity is its confirmed rate (p99 within the objective at "
+             "its stated confidence), never an unconfirmed one.",
              f"Prices: {prices.source} ({prices.currency} per hour per replica"
              + ("; EXAMPLE prices, not quotes" if prices.example else "") + ")"]
     table = answer_table(answers, UNITS[objective.unit], prices.currency)

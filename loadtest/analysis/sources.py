@@ -2,9 +2,10 @@
 
 In order of preference, each labelled with its source:
 
-1. `capacity search`: the answer of a search of this configuration at this request batch size whose
-   objective is the one asked for or, failing that, the loosest one stricter than it (then a lower
-   bound: capacity at the looser objective may be higher). A search at a looser objective is not used.
+1. `capacity search`: the confirmed rate of a search of this configuration at this request batch size
+   (never an unconfirmed one) whose objective is the one asked for or, failing that, the loosest one
+   stricter than it (then a lower bound: capacity at the looser objective may be higher), or one the
+   load generator limited ("at least"). A search at a looser objective is not used.
 2. `open-loop, measured grid`: the highest offered rate among a plain sweep's open-loop cells that
    passes (finished, valid, p99 within the objective at 99% confidence: `loadtest.verdicts`), never
    interpolated and never confirmed; a lower bound when no higher rate was measured failing.
@@ -115,10 +116,13 @@ def _unused_searches(searches: Sequence[SearchAnswer], used: SearchAnswer | None
 
 def _from_search(config: Config, batch: int, search: SearchAnswer, p99_ms: float) -> ConfigCapacity:
     stricter = search.p99_objective_ms < p99_ms
-    note = (f"search {search.search_id}: confirmed at p99 {search.p99_ms:g} ms <= {search.p99_objective_ms:g} ms"
+    estimate = f"est. p99 {search.estimate_ms:g} ms" if search.estimate_ms is not None else f"p99 {search.p99_ms:g} ms"
+    note = (f"search {search.search_id}: its confirmed rate, {estimate} <= {search.p99_objective_ms:g} ms"
+            + (f"; {search.uncertainty()}" if search.uncertainty() else "")
             + (f" (stricter than {p99_ms:g} ms: capacity there may be higher)" if stricter else ""))
-    return ConfigCapacity(config, batch, search.capacity_rps, search.capacity_ips, Source.SEARCH, stricter, note,
-                          search.cells, ())
+    at_least = search.conclusion is not None and search.conclusion.at_least  # the load generator's limit above it
+    return ConfigCapacity(config, batch, search.capacity_rps, search.capacity_ips, Source.SEARCH, stricter or at_least,
+                          note, search.cells, ())
 
 
 def _from_cells(config: Config, batch: int, source: Source, high: Highest) -> ConfigCapacity:

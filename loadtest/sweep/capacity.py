@@ -12,9 +12,13 @@ do it, on open-loop (Poisson) cells only, each one a recorded cell:
    for a confirmation, so a search cut short by its step limit still answers when it can.
 
 Each rate is judged by `loadtest.verdicts` at the stated confidence (MLPerf's early-stopping rule:
-`loadtest.confidence`): pass, fail, inconclusive, or the load generator's limit. An inconclusive
-rate is measured longer (role `extend`): the window grows to the requests a pass would need, up to
-`max_rate_s` seconds at that rate in all, and every window at the rate is pooled. A rate still
+`loadtest.confidence`): pass, fail, inconclusive, or the load generator's limit. A rate's first
+window is long enough to hold the requests a pass needs (459 at p99, 99%: a window is sized in
+requests, not seconds; at high rates the usual window already holds them). An inconclusive rate is
+measured longer (role `extend`): the window grows to the requests a verdict would likely need, up to
+`max_rate_s` seconds at that rate in all (a rate that only steers the bisection is extended once; a
+confirmation, which is the answer, until it is settled or the cap is reached), and every window at
+the rate is pooled. A rate still
 inconclusive is never taken as a pass or a fail: above a pass it only bounds the bisection (the
 answer lists it with its N), and below the rate whose `max_rate_s` cannot hold the 459 requests a
 pass needs (at p99, 99%) the search stops and says so. A load generator that did not keep up says
@@ -42,6 +46,8 @@ from loadtest.records import CellResult
 from loadtest.sweep.conclusion import Conclusion, Role, Step, conclude, final_verdicts, pooled_verdict, stalls
 from loadtest.verdicts import Decision, Verdict
 
+FIRST_WINDOW_MARGIN = 1.1  # a first window holds 10% more than the requests a pass needs at the offered rate
+
 __all__ = ["CapacityAnswer", "CapacitySearch", "Measured", "Role", "SearchSettings", "Step"]
 
 
@@ -57,6 +63,8 @@ class SearchSettings:
     confidence: float = conf.DEFAULT_CONFIDENCE
     max_rate_s: float = 30.0  # measured seconds at one rate (its windows together) for a verdict
     gate: bool = False  # the start rate is one to beat (the tuner's incumbent): no pass there ends the search
+    window_s: float | None = None  # a rate's first window (None: `measure` decides); grown to hold a verdict's N
+    confirm_window_s: float | None = None  # a confirmation's
 
     def check(self) -> None:
         if not self.p99_ms > 0:
@@ -207,15 +215,27 @@ class CapacitySearch:
     # ------------------------------------------------------------------ one rate's verdict
 
     def _judge(self, rate: float, role: Role) -> Verdict:
-        """Measure `rate`, and measure it longer while its verdict is inconclusive and the bounds allow."""
+        """Measure `rate`, and measure it longer while its verdict is inconclusive and the bounds allow: a
+        confirmation (the answer) up to `max_rate_s`, a rate that only steers the bisection once."""
         confirming = role == Role.CONFIRM
-        step = self._step(rate, role, None, confirming)
-        while step.verdict.decision == Decision.INCONCLUSIVE:
+        step = self._step(rate, role, self._first_window_s(rate, confirming), confirming)
+        extensions = 0
+        while step.verdict.decision == Decision.INCONCLUSIVE and (confirming or extensions < 1):
             window_s = self._extension_s(step)
             if window_s is None:
                 break
             step = self._step(rate, Role.EXTEND, window_s, confirming)
+            extensions += 1
         return step.verdict
+
+    def _first_window_s(self, rate: float, confirming: bool) -> float | None:
+        """The usual window, grown (up to `max_rate_s`) so that it holds the requests a pass needs: a window
+        is sized in requests, not seconds. None: the usual window, as `measure` decides it."""
+        usual = self.settings.confirm_window_s if confirming else self.settings.window_s
+        if usual is None:
+            return None
+        wanted_s = FIRST_WINDOW_MARGIN * conf.requests_to_pass(0, confidence=self.settings.confidence) / rate
+        return usual if wanted_s <= usual else round(min(wanted_s, self.settings.max_rate_s), 1)
 
     def _extension_s(self, step: Step) -> float | None:
         """The next window at an inconclusive rate, sized to the requests a pass needs; None: no room."""
@@ -265,18 +285,25 @@ class CapacitySearch:
 
 
 def needed_requests(requests: int, over: int, confidence: float) -> int | None:
-    """Requests in all that would likely settle an inconclusive rate: enough to pass were the share over
-    the objective to stay as seen; None when that share is too close to 1% (or over it) for a pass."""
+    """Requests in all that would likely settle an inconclusive rate were the share over the objective to
+    stay as seen: enough for a pass below 0.8% over, for a fail above 1.25%; None in between (a rate at
+    its knee: only the most requests allowed can settle it)."""
     share = over / requests if requests else 0.0
-    if share >= 0.8 * (1 - conf.PERCENTILE):
-        return None
-    total = conf.requests_to_pass(over, confidence=confidence)
-    for _ in range(20):  # more requests bring more over the objective, at the share seen
-        more = conf.requests_to_pass(max(over, math.ceil(share * total)), confidence=confidence)
-        if more <= total:
-            break
-        total = more
-    return total
+    allowed = 1 - conf.PERCENTILE
+    if share < 0.8 * allowed:
+        total = conf.requests_to_pass(over, confidence=confidence)
+        for _ in range(20):  # more requests bring more over the objective, at the share seen
+            more = conf.requests_to_pass(max(over, math.ceil(share * total)), confidence=confidence)
+            if more <= total:
+                break
+            total = more
+        return total
+    if share > 1.25 * allowed:
+        total = max(requests, 1)
+        while not conf.confidently_over(total, math.ceil(share * total), confidence=confidence):
+            total *= 2
+        return total
+    return None
 
 
 class _Stop(Exception):

@@ -5,8 +5,11 @@ per server and request batch size, all into one results directory (`results/<UTC
 sweep's): the servers are the running ones, or configurations it starts one at a time
 (`loadtest.sweep.servers`), each stopped before the next. A search measures one open-loop cell per
 rate it asks for (the confirmation `confirm_factor` times longer), each appended to `results.jsonl`
-tagged with the search's id, its role and the objective. Without a start rate, a short closed-loop
-probe cell (concurrency 4) measures what the server takes, and the search starts at half of it. A
+tagged with the search's id, its role and the objective. A cell whose load generator was the limit
+is measured again with one more Locust process while the load generator's cores allow (its pinned
+cores, or those beside a pinned server); otherwise the search answers "at least". Without a start
+rate, a short closed-loop probe cell (concurrency 4) measures what the server takes, and the search
+starts at half of it. A
 server that does not start, or does not answer, gets one failed cell (role `start`) with the
 reason, and the next search goes on.
 
@@ -32,7 +35,10 @@ from loadtest.sweep.probe import Prober
 from loadtest.sweep.runner import CellRunner
 from loadtest.sweep.servers import Slot, StartFailed
 from loadtest.tables import plain_table
+from loadtest.verdicts import client_limited
 from loadtest.vocab import LoadMode
+from model_export.provenance import cpu_cores
+from serving.deploy.process import pinned_cores
 from serving.endpoint import ServedEndpoint
 
 PROBE_USERS = 4  # the start-rate probe: a short closed loop, enough users to keep a server busy
@@ -64,6 +70,7 @@ class Outcome:
     batch_size: int
     answer: CapacityAnswer | None
     failure: str = ""
+    p99_ms: float | None = None  # the search's objective (the plan's for its batch size, else --p99-ms)
 
     @property
     def met(self) -> bool:
@@ -81,13 +88,15 @@ class CapacityRun:
     prober: Prober
     model_version: int | None = None
     _confirming: bool = False  # the last measured rate was a confirmation: its extensions are too
+    _processes: int = 0  # Locust processes now: the plan's, plus any added where its client was the limit
 
     def run(self) -> CapacityAnswer:
         r = self.request
         start = r.start_rps if r.start_rps is not None else self._start_from_probe()
         settings = SearchSettings(p99_ms=r.p99_ms, start_rps=start, precision=r.precision, min_rps=r.min_rps,
                                   max_steps=r.max_steps, max_s=r.max_s, confidence=r.confidence,
-                                  max_rate_s=r.max_rate_s, gate=r.gate)
+                                  max_rate_s=r.max_rate_s, gate=r.gate, window_s=r.plan.run.measure_s,
+                                  confirm_window_s=r.plan.run.measure_s * r.confirm_factor)
         return CapacitySearch(settings, self._measure).run()
 
     def _start_from_probe(self) -> float:
@@ -99,7 +108,8 @@ class CapacityRun:
         return max(self.request.min_rps, round(result.throughput_rps / 2, 1))
 
     def _measure(self, rate_rps: float, role: Role, window_s: float | None) -> Measured:
-        run = self.request.plan.run
+        self._processes = max(self._processes, self.request.plan.run.processes)
+        run = replace(self.request.plan.run, processes=self._processes)
         if window_s is not None:
             run = replace(run, measure_s=window_s)
         elif role == Role.CONFIRM:
@@ -108,7 +118,23 @@ class CapacityRun:
         confirming = role == Role.CONFIRM or (role == Role.EXTEND and self._confirming)
         self._confirming = confirming
         result, probe = self._cell(cell, run, role, rate_rps, confirming)
+        while probe.ok and client_limited(result) and self._processes < self._load_cores():
+            self._processes += 1
+            self.cells.say(f"the load generator was the limit at {rate_rps:g} req/s: measuring it again with "
+                           f"{self._processes} Locust processes")
+            run = replace(run, processes=self._processes)
+            result, probe = self._cell(cell, run, role, rate_rps, confirming)
         return Measured(result, server_alive=probe.ok)
+
+    def _load_cores(self) -> int:
+        """Cores the load generator may use without taking the server's: its pinned cores; unpinned, the
+        cores beside a pinned server's; with neither pinned, only the processes it has (no way to tell)."""
+        plan = self.request.plan
+        pinned = pinned_cores(plan.run.loadgen_cpus)
+        if pinned:
+            return pinned
+        server = pinned_cores(plan.launch.server_cpus)
+        return max(1, cpu_cores() - server) if server else self._processes
 
     def _cell(self, cell: plans.Cell, run: plans.RunSettings, role: Role, rate_rps: float | None, confirming: bool):
         tag = search_tag(self.search_id, role, self.request.p99_ms, rate_rps, self.request.confidence, confirming)
@@ -148,7 +174,7 @@ class Capacities:
 
     def run(self) -> list[Outcome]:
         """Every search in turn; Interrupted (Ctrl-C) propagates after the running cell was recorded."""
-        self.cells.say(f"capacity run {self.run_id}: p99 <= {self.request.p99_ms:g} ms, "
+        self.cells.say(f"capacity run {self.run_id}: {self._objectives()}, "
                        f"{len(self.servers)} server(s) x request batch {', '.join(map(str, self.batch_sizes))}; "
                        f"results in {self.run_dir}")
         for slot in self.servers:
@@ -172,7 +198,8 @@ class Capacities:
             return self._not_searched(failed.planned, batch_size, failed.reason)
 
     def _search(self, target: ServedEndpoint, batch_size: int, beat_rps: float | None = None) -> Outcome:
-        request = replace(self.request, batch_size=batch_size)
+        p99_ms = self.request.plan.capacity.p99_ms(batch_size, self.request.p99_ms)
+        request = replace(self.request, batch_size=batch_size, p99_ms=p99_ms)
         if beat_rps is not None:
             request = replace(request, start_rps=beat_rps, gate=True)
         search_id = f"{self.run_id}/{len(self.outcomes) + 1}"
@@ -186,18 +213,24 @@ class Capacities:
         try:
             answer = run.run()
         except _NotMeasured as exc:
-            return self._ended(Outcome(target.name, batch_size, None, str(exc)))
-        outcome = Outcome(target.name, batch_size, answer)
+            return self._ended(Outcome(target.name, batch_size, None, str(exc), p99_ms))
+        outcome = Outcome(target.name, batch_size, answer, p99_ms=p99_ms)
         self.cells.say(plain_table(trail_table(answer), 10_000) + "\n" + outcome_line(outcome, request.p99_ms, True))
         return self._ended(outcome)
+
+    def _objectives(self) -> str:
+        """`p99 <= 10 ms` and, where the plan sets another objective for a batch size, that one too."""
+        own = {b: self.request.plan.capacity.p99_ms(b, self.request.p99_ms) for b in self.batch_sizes}
+        others = ", ".join(f"{p99:g} ms at request batch {b}" for b, p99 in own.items() if p99 != self.request.p99_ms)
+        return f"p99 <= {self.request.p99_ms:g} ms" + (f" ({others}: the plan's [capacity])" if others else "")
 
     def _not_searched(self, target: ServedEndpoint, batch_size: int, reason: str) -> Outcome:
         search_id = f"{self.run_id}/{len(self.outcomes) + 1}"
         cell = plans.Cell(LoadMode.OPEN, batch_size, None, None)
+        p99_ms = self.request.plan.capacity.p99_ms(batch_size, self.request.p99_ms)
         self.cells.not_run(target, cell, self.request.plan.run, reason, 0,
-                           search=search_tag(search_id, Role.START, self.request.p99_ms, None,
-                                             self.request.confidence))
-        return self._ended(Outcome(target.name, batch_size, None, reason))
+                           search=search_tag(search_id, Role.START, p99_ms, None, self.request.confidence))
+        return self._ended(Outcome(target.name, batch_size, None, reason, p99_ms))
 
     def _ended(self, outcome: Outcome) -> Outcome:
         self.outcomes.append(outcome)
@@ -248,5 +281,6 @@ def outcome_line(outcome: Outcome, p99_ms: float, named: bool) -> str:
     what = f"{outcome.server}, request batch {outcome.batch_size}" if named else ""
     if outcome.answer is not None:
         return answer_line(outcome.answer, what)
-    return f"capacity: {what + ': ' if what else ''}none at p99 <= {p99_ms:g} ms: {outcome.failure}"
+    objective = outcome.p99_ms if outcome.p99_ms is not None else p99_ms
+    return f"capacity: {what + ': ' if what else ''}none at p99 <= {objective:g} ms: {outcome.failure}"
 

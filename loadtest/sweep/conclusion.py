@@ -11,8 +11,9 @@ so both read the same answer:
   their N, never read as a pass or a fail;
 - a pass above a fail is reported as not monotone, naming both;
 - a load generator that did not keep up above the capacity makes it a lower bound ("at least");
-- stalls independent of the load: where rates that did not pass, with p50 well under the objective,
-  span a factor of 2 or more and the share of requests over the objective did not fall with the rate
+- stalls independent of the load: where three or more rates that did not pass, with p50 at most 60%
+  of the objective, span a factor of 4 or more and the share of requests over the objective at the
+  lowest is at least half the share at the highest: it did not fall with the rate
   (a stall on a clock hits each request with the same chance whatever the rate; a queue's tail
   shrinks steeply as the rate falls), the finding names their length and pace.
 
@@ -29,8 +30,9 @@ from enum import StrEnum
 from loadtest.records import CellResult
 from loadtest.verdicts import Decision, Verdict, client_limited, verdict_of
 
-STALL_P50_SHARE = 0.7  # p50 at most this share of the objective: not an overloaded server
-STALL_RATE_SPAN = 2.0  # the rates that did not pass span at least this factor
+STALL_P50_SHARE = 0.6  # p50 at most this share of the objective: not an overloaded (or merely slow) server
+STALL_RATE_SPAN = 3.8  # the rates that did not pass span about a factor of 4 (two halvings, rates rounded to 0.1)
+STALL_MIN_RATES = 3  # rates that did not pass, with p50 well under the objective
 STALL_SHARE_KEPT = 0.5  # the over-objective share at the lowest rate is at least this share of the highest's
 STALL_MIN_OVER = 2  # requests over the objective at the lowest rate, for its share to mean something
 
@@ -109,7 +111,7 @@ def stalls(steps: Sequence[Step], p99_ms: float) -> Stalls | None:
               and s.verdict.decision in (Decision.FAIL, Decision.INCONCLUSIVE) and s.verdict.evidence is not None]
     quiet = sorted((s for s in groups if s.result.latency_p50_ms is not None
                     and s.result.latency_p50_ms <= STALL_P50_SHARE * p99_ms), key=lambda s: -s.rate_rps)
-    if len(quiet) < 2:
+    if len(quiet) < STALL_MIN_RATES:
         return None
     high, low = quiet[0], quiet[-1]
     assert high.verdict.evidence is not None and low.verdict.evidence is not None

@@ -26,7 +26,7 @@ from serving.deploy.process import cpu_list
 from serving.endpoint import ServedEndpoint, ServerKind
 from serving.layering import SettingsError, env_layer, field_variables, layered, read_toml, typed
 
-SECTIONS = ("name", "run", "grid", "servers")
+SECTIONS = ("name", "run", "grid", "servers", "capacity")
 SERVER_FIELDS = ("names", "targets", "configs", "launch")
 
 
@@ -103,6 +103,17 @@ class LaunchSettings:
 
 
 @dataclass(frozen=True)
+class CapacityObjectives:
+    """`[capacity]`: the p99 objective of a capacity search per request batch size (`p99_ms_by_batch =
+    { 32 = 25.0 }`), over the command's `--p99-ms` for those batch sizes; the plan file says why."""
+
+    p99_ms_by_batch: dict = field(default_factory=dict)  # request batch (a TOML key: text) -> p99 ms
+
+    def p99_ms(self, batch_size: int, default: float) -> float:
+        return float(self.p99_ms_by_batch.get(str(batch_size), default))
+
+
+@dataclass(frozen=True)
 class Plan:
     name: str = "plan"
     run: RunSettings = field(default_factory=RunSettings)
@@ -111,6 +122,7 @@ class Plan:
     targets: tuple[ServedEndpoint, ...] = ()  # servers given by address, used instead of the state file
     configs: tuple[ServerConfig, ...] = ()  # servers the tool starts itself, instead of either
     launch: LaunchSettings = field(default_factory=LaunchSettings)
+    capacity: CapacityObjectives = field(default_factory=CapacityObjectives)
 
     def to_dict(self) -> dict:
         """The plan as recorded in `plan.json` and every result's provenance (targets by address)."""
@@ -118,6 +130,8 @@ class Plan:
                     "server_names": self.server_names, "targets": tuple(map(target_dict, self.targets))}
         if self.configs:
             recorded.update(configs=[asdict(c) for c in self.configs], launch=asdict(self.launch))
+        if self.capacity.p99_ms_by_batch:
+            recorded.update(capacity=asdict(self.capacity))
         return recorded
 
 
@@ -213,7 +227,9 @@ def _from_layers(raw: Mapping[str, Any], default_name: str) -> Plan:
                             device_name=a.device_name, batching_profile=a.batching_profile) for a in addresses)
     configs = tuple(typed(ServerConfig, c, "servers.configs") for c in servers.get("configs", []))
     launch = typed(LaunchSettings, servers.get("launch", {}), "servers.launch")
-    return Plan(raw.get("name", default_name), run, grid, tuple(servers.get("names", [])), targets, configs, launch)
+    capacity = typed(CapacityObjectives, raw.get("capacity", {}), "capacity")
+    return Plan(raw.get("name", default_name), run, grid, tuple(servers.get("names", [])), targets, configs, launch,
+                capacity)
 
 
 def with_overrides(plan: Plan, **run_changes: Any) -> Plan:
@@ -234,6 +250,7 @@ def with_overrides(plan: Plan, **run_changes: Any) -> Plan:
 def validate(plan: Plan) -> None:
     _validate_run(plan.run)
     _validate_grid(plan.grid)
+    _validate_objectives(plan.capacity)
     if plan.configs and plan.targets:
         raise PlanError("[servers] names both configs to start and targets by address: keep one")
     if plan.launch.start_timeout_s <= 0:
@@ -258,6 +275,13 @@ def _validate_run(run: RunSettings) -> None:
             raise PlanError(f"[run] {name}={getattr(run, name)} is out of range")
     if run.window_s > run.measure_s:
         raise PlanError(f"[run] window_s={run.window_s} is longer than measure_s={run.measure_s}")
+
+
+def _validate_objectives(capacity: CapacityObjectives) -> None:
+    for batch, p99_ms in capacity.p99_ms_by_batch.items():
+        if not str(batch).isdigit() or int(batch) < 1 or not isinstance(p99_ms, (int, float)) or p99_ms <= 0:
+            raise PlanError(f"[capacity] p99_ms_by_batch: {batch} = {p99_ms!r}: expected a request batch size "
+                            "= a positive p99 in ms")
 
 
 def _validate_grid(grid: Grid) -> None:

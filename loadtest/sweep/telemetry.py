@@ -71,11 +71,12 @@ def cpu_percents(samples: Sequence[Sample], cores: float) -> tuple[float | None,
     timed = [(s.t_s, s.server.cpu_s) for s in samples if s.server.cpu_s is not None]
     if len(timed) < 2 or cores <= 0 or timed[-1][0] <= timed[0][0]:
         return None, None
-    # /proc counts CPU time in 10 ms ticks, so one ~150 ms interval reads up to ~7% high or low: capped at 100.
-    per_interval = [min(100.0, (c1 - c0) / (t1 - t0) / cores * 100)
-                    for (t0, c0), (t1, c1) in zip(timed, timed[1:]) if t1 > t0]
+    # /proc counts CPU time in 10 ms ticks, so one ~150 ms interval reads up to ~7% high or low: both figures are
+    # capped at 100. The mean is the intervals' time-weighted mean, so it never exceeds their maximum; capped alike,
+    # it cannot exceed the capped maximum either (one capped and the other not once read 100.1 against 100.0).
+    per_interval = [(c1 - c0) / (t1 - t0) / cores * 100 for (t0, c0), (t1, c1) in zip(timed, timed[1:]) if t1 > t0]
     mean = (timed[-1][1] - timed[0][1]) / (timed[-1][0] - timed[0][0]) / cores * 100
-    return round(mean, 1), round(max(per_interval), 1)
+    return round(min(100.0, mean), 1), round(min(100.0, max(per_interval)), 1)
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -8,8 +8,8 @@ the full grid of candidate values:
    Approach" / "GPU: One Approach"), which is the `cpu` or `gpu` profile of serving.toml, handed in
    as the start;
 3. coordinate ascent from the start: for each field in `TUNED_FIELDS`, step from the incumbent's
-   value to the next value up its ladder and keep stepping while the capacity improves by more than
-   `min_gain`; if the first step up did not improve, try downward likewise; then the next field.
+   value to the next value up its ladder and keep stepping while the challenger beats the incumbent
+   (below); if the first step up did not, try downward likewise; then the next field.
    Passes repeat while any field moved (bounded by `max_passes`).
 
 A challenger is first measured at the incumbent's capacity C with the same confidence rule (one
@@ -87,7 +87,7 @@ class Visit:
     stage: Stage
     profile: BatchingProfile
     result: Evaluated
-    decision: str  # "baseline", "start", "kept: +12%", "within noise: +3%", "worse: -20%", "unmet: ..."
+    decision: str  # "baseline", "start", "kept: +12%", "within the uncertainty: +3%", "worse: -20%", "unmet: ..."
     moved_field: str | None = None  # the field the ascent moved; None for off and the advice
     duration_s: float = 0.0
 
@@ -272,7 +272,7 @@ def _parameters_key(profile: BatchingProfile) -> tuple:
 
 @dataclass
 class Tuner:
-    """Runs the search with `evaluate(profile) -> Evaluated`; `run()` returns the answer."""
+    """Runs the search with `evaluate(profile, beat_rps) -> Evaluated`; `run()` returns the answer."""
 
     settings: TuneSettings
     start: BatchingProfile  # TF Serving's advice for the device

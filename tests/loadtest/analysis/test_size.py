@@ -144,7 +144,7 @@ def test_capacity_search_answers_come_first():
     by, answers = answers_by_label(10, target_rps=5000, results=[CAPACITY])
     off = by["cpu-off"]  # its plain open-loop sweep (100-400 req/s) is not used
     assert (off.capacity, off.source, off.lower_bound) == (453.1, "capacity search", False)
-    assert "confirmed at p99 9.3 ms <= 10 ms" in off.note
+    assert "its confirmed rate, est. p99 9.223 ms <= 10 ms" in off.note
     assert by["cpu-cpu"].capacity == 675 and by["gpu-gpu"].capacity == 6250  # not cpu-cpu's closed loop
     assert by["gpu-gpu"].replicas == 1  # 5000 / (6250 x 0.8) = 1 exactly
     by_ips, _ = answers_by_label(10, target_ips=1000, results=[CAPACITY], batch_size=8)

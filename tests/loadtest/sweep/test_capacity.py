@@ -250,7 +250,7 @@ def test_stalls_independent_of_the_load_end_the_search_early():
     assert answer.ended_because.startswith("unmet: stalls of about 40 ms")
     found = answer.conclusion.stalls
     assert found is not None and found.stall_ms == pytest.approx(40.0, rel=0.01)
-    assert [rate for rate, _ in found.over_shares] == [1000, 500]
+    assert [rate for rate, _ in found.over_shares] == [1000, 500, 250]  # three rates, a factor of 4
     assert all(share == pytest.approx(0.04) for _, share in found.over_shares)
     # 4% of requests each 30 ms over the objective: about 0.04 / 0.03 s = 1.3 stalls a second
     assert found.per_s == pytest.approx(0.04 / 0.030, rel=0.02)

@@ -1,5 +1,11 @@
-"""`mnist-bench capacity` against a real server whose limit is known: the null backend with a fixed
-10 ms delay serves its calls one at a time, so it cannot take more than 100 requests/s."""
+"""`mnist-bench capacity` against real servers whose truth is known.
+
+- The null backend with a fixed 10 ms delay serves its calls one at a time, so it cannot take more
+  than 100 requests/s: its capacity is a confirmed rate under that, within the search's precision.
+- The null backend with a planted stall (every 0.5 s, every call waits out 60 ms; 1 ms a call
+  otherwise) misses p99 <= 10 ms at every rate by the same share (~10% of requests land in a stall):
+  the search names the stalls instead of bisecting towards zero.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,9 @@ import subprocess
 
 import pytest
 
+from loadtest.analysis.answers import search_answers
 from loadtest.records import read_results
+from loadtest.verdicts import Decision
 from serving.deploy.process import start_server
 from tests.support.cli import command
 from tests.support.paths import REPO
@@ -16,6 +24,7 @@ pytestmark = pytest.mark.integration
 
 DELAY_MS = 10.0
 LIMIT_RPS = 1000 / DELAY_MS
+STALL_MS, STALL_EVERY_S = 60.0, 0.5
 QUICK = ("--check", "shape", "--warmup-s", "0.5", "--measure-s", "2")
 
 
@@ -26,38 +35,70 @@ def slow_server(exported_model):
         yield server
 
 
+@pytest.fixture(scope="module")
+def stalling_server(exported_model):
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
+                      "--null_delay_ms", "1", "--null_stall_ms", str(STALL_MS),
+                      "--null_stall_every_s", str(STALL_EVERY_S), backend="null") as server:
+        yield server
+
+
 def capacity(server, exported_model, tmp_path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*command("capacity"), "--target", server.grpc_target, "--rest-url", server.rest_url,
                            "--samples", str(exported_model.samples_path), "--results-dir", str(tmp_path), *QUICK,
                            *args], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
-def test_capacity_is_a_measured_passing_rate_under_the_servers_limit(slow_server, exported_model, tmp_path):
-    done = capacity(slow_server, exported_model, tmp_path, "--p99-ms", "60", "--precision", "0.1")
-    assert done.returncode == 0, done.stderr[-2000:]
+def test_capacity_is_a_confirmed_rate_under_the_servers_limit_within_precision(slow_server, exported_model, tmp_path):
+    done = capacity(slow_server, exported_model, tmp_path, "--p99-ms", "60", "--precision", "0.2",
+                    "--max-rate-s", "20")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("capacity: ") and "req/s" in last and "img/s" in last and "<= 60 ms" in last
+    assert "confirmed: p99 <= " in last and "at 99% confidence (N=" in last
     cells = read_results(next(tmp_path.glob("*/results.jsonl")))
     assert len({c.search["id"] for c in cells}) == 1 and all(c.search["p99_objective_ms"] == 60 for c in cells)
     roles = [c.search["role"] for c in cells]
-    assert roles[0] == "probe" and "bracket" in roles and roles[-1] == "confirm"
-    confirmed = cells[-1]  # the answer: a measured cell, valid, within the objective
-    assert confirmed.valid and confirmed.latency_p99_ms <= 60
-    assert confirmed.load.duration_s == 3 * 2  # confirmed over a longer window
-    answer_rps = confirmed.search["offered_rps"]
-    assert last.startswith(f"capacity: {answer_rps:g} req/s")
-    assert 0 < answer_rps <= LIMIT_RPS
-    last_word = {c.search["offered_rps"]: c.valid and c.latency_p99_ms <= 60 for c in cells
-                 if c.search["role"] in ("bracket", "bisect", "retry")}  # a retry's verdict replaces the first
-    failing = [rate for rate, passed in last_word.items() if not passed]
-    assert failing and min(failing) > answer_rps  # the bracket's upper end was measured, and failed
+    assert roles[0] == "probe" and "bracket" in roles and "confirm" in roles and "retry" not in roles
+    for c in cells[1:]:  # every search cell records its own N, k and estimate at the run's confidence
+        assert c.search["confidence"] == 0.99 and c.search["evidence"]["requests"] > 0
+        assert {"over", "p99_estimate_ms", "decision", "requests_to_pass"} <= set(c.search["evidence"])
+    [answer] = search_answers(cells)
+    assert answer.met and last.startswith(f"capacity: {answer.capacity_rps:g} req/s")
+    assert 0 < answer.capacity_rps <= LIMIT_RPS  # never above what the server can do
+    confirmation = answer.conclusion.capacity
+    assert confirmation.confirming and confirmation.verdict.decision == Decision.PASS
+    assert confirmation.verdict.evidence.requests >= 459  # a p99 at 99% needs at least that many
+    assert confirmation.verdict.evidence.estimate_ms <= 60
+    upper = answer.upper_rps  # the lowest rate above it that did not pass, measured
+    assert upper is not None and answer.capacity_rps < upper
+    assert (upper - answer.capacity_rps) / answer.capacity_rps <= 0.2 or "step limit" in last
 
 
 def test_an_objective_the_server_cannot_meet_is_answered_so(slow_server, exported_model, tmp_path):
-    done = capacity(slow_server, exported_model, tmp_path, "--p99-ms", "5", "--start-rps", "4", "--min-rps", "1")
+    done = capacity(slow_server, exported_model, tmp_path, "--p99-ms", "5", "--start-rps", "4", "--min-rps", "1",
+                    "--max-rate-s", "4")
     assert done.returncode == 1
-    assert done.stdout.strip().splitlines()[-1].startswith("capacity: none at p99 <= 5 ms")
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("capacity: none at p99 <= 5 ms")
     cells = read_results(next(tmp_path.glob("*/results.jsonl")))
-    # halved down to the floor, each recorded; every request takes 10 ms > 5 ms, the median too: no retries
-    assert [(c.search["offered_rps"], c.search["role"]) for c in cells] == [(4, "bracket"), (2, "bracket"),
-                                                                             (1, "bracket")]
+    # every request takes 10 ms > 5 ms: a fail with confidence at once; below, 4 s cannot hold 459 requests
+    assert [(c.search["offered_rps"], c.search["role"]) for c in cells] == [(4, "bracket")]
+    assert cells[0].search["evidence"]["decision"] == "fail"
+    assert "cannot hold the 459 requests a pass needs at 99% confidence" in last
+
+
+def test_stalls_independent_of_the_load_are_named_not_bisected(stalling_server, exported_model, tmp_path):
+    done = capacity(stalling_server, exported_model, tmp_path, "--p99-ms", "10", "--max-rate-s", "10")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("capacity: unmet at p99 <= 10 ms: stalls of about "), last
+    assert "independent of the load" in last
+    cells = read_results(next(tmp_path.glob("*/results.jsonl")))
+    [answer] = search_answers(cells)
+    stalls = answer.conclusion.stalls
+    assert stalls is not None and not answer.met
+    assert STALL_MS * 0.8 <= stalls.stall_ms <= STALL_MS * 1.6  # the slowest request waits out a whole stall
+    assert 1.0 <= stalls.per_s <= 4.0  # 2 per second planted
+    rated = [c.search["offered_rps"] for c in cells if c.search["role"] != "probe"]
+    assert len(rated) <= 6 and min(rated) >= max(rated) / 8  # three halvings at most: no bisection towards zero

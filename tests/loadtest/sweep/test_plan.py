@@ -50,6 +50,9 @@ def test_cells_in_sweep_order():
     ("[grid]\nconcurrency = []\n", "needs concurrency levels"),
     ("[grids]\n", "unknown plan section(s) ['grids']"),
     ("[run\n", "p.toml"),
+    ("[capacity]\np99_ms_by_batch = { 32 = 0 }\n", "[capacity] p99_ms_by_batch: 32 = 0"),
+    ("[capacity]\np99_ms_by_batch = { big = 10 }\n", "[capacity] p99_ms_by_batch: big = 10"),
+    ("[capacity]\nobjective = 10\n", "capacity"),
 ])
 def test_bad_plans_are_named(tmp_path, text, message):
     path = tmp_path / "p.toml"
@@ -57,6 +60,15 @@ def test_bad_plans_are_named(tmp_path, text, message):
     with pytest.raises(plans.PlanError, match=None) as error:
         plans.load_plan(path, env={})
     assert message in str(error.value)
+
+
+def test_a_plan_sets_the_objective_of_a_request_batch_size(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text("[capacity]\np99_ms_by_batch = { 32 = 50.0 }\n")
+    plan = plans.load_plan(path, env={})
+    assert plan.capacity.p99_ms(32, 10.0) == 50.0 and plan.capacity.p99_ms(1, 10.0) == 10.0  # else --p99-ms
+    assert plan.to_dict()["capacity"] == {"p99_ms_by_batch": {"32": 50.0}}
+    assert plans.load_plan(REPO / "loadtest" / "plans" / "demo.toml", env={}).capacity.p99_ms(32, 10.0) == 50.0
 
 
 def test_bad_environment_value_is_named():

@@ -45,6 +45,13 @@ def test_cpu_percent_is_cpu_seconds_over_wall_time_and_cores():
     assert telemetry.cpu_percents([sample(0.0, None), sample(1.0, 0.5)], 1.0) == (None, None)
 
 
+def test_the_mean_never_exceeds_the_busiest_interval_even_where_ticks_read_over_100():
+    # 10 ms ticks: 0.16 CPU s in a 0.15 s interval (107%), then 0.15 in 0.15 (100%): the mean reads 103%.
+    samples = [sample(0.0, 0.0), sample(0.15, 0.16), sample(0.30, 0.31)]
+    mean, peak = telemetry.cpu_percents(samples, 1.0)
+    assert (mean, peak) == (100.0, 100.0) and mean <= peak
+
+
 def test_window_keeps_only_the_samples_inside_it():
     gpu = [GpuReading(30.0, 1000 * MIB, 100.0), GpuReading(50.0, 3000 * MIB, 200.0), GpuReading(None, None, None)]
     samples = [sample(9.0, 0.0, 500.0),  # before the window: its RSS and CPU do not count
