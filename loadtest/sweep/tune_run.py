@@ -68,4 +68,4 @@ def evaluated(outcome: Outcome) -> Evaluated:
     cell = conclusion.capacity.result
     upper = None if conclusion.at_least else conclusion.upper_rps()
     return Evaluated(conclusion.capacity.rate_rps, cell.throughput_ips, cell.latency_p99_ms,
-                     conclusion.uncertainty(), upper)
+                     conclusion.uncertainty(), upper, conclusion.at_least)

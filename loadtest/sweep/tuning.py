@@ -56,6 +56,7 @@ class Evaluated:
     p99_ms: float | None = None  # at the capacity
     note: str = ""  # why unmet or failed; anything worth keeping otherwise
     upper_rps: float | None = None  # the lowest rate above the capacity that did not pass (None: not measured)
+    at_least: bool = False  # the load generator was the limit above it: the capacity is only a lower bound
 
     @property
     def met(self) -> bool:
@@ -169,6 +170,9 @@ def gain(winner: Visit | None, baseline: Visit | None, label: str) -> Gain:
     if baseline.result.capacity_rps is None:
         why = f": {baseline.result.note}" if baseline.result.note else ""
         return Gain(None, f"{label} did not meet the objective{why}")
+    bounded = [name for name, visit in (("the winner", winner), (label, baseline)) if visit.result.at_least]
+    if bounded:
+        return Gain(None, f"{' and '.join(bounded)} only a lower bound: the load generator was the limit")
     assert winner.result.capacity_rps is not None
     return Gain(winner.result.capacity_rps / baseline.result.capacity_rps)
 

@@ -130,8 +130,8 @@ def trail_table(answer: TuneAnswer) -> Table:
         r = visit.result
         mark = "*" if visit is answer.winner else ""
         table.add_row(f"{mark}{visit.number}", visit.stage.value, *_field_cells(visit.profile),
-                      _number(r.capacity_rps, ".1f"), _number(r.capacity_ips, ".1f"), _number(r.p99_ms, ".3f"),
-                      visit.decision)
+                      ("≥" if r.at_least else "") + _number(r.capacity_rps, ".1f"), _number(r.capacity_ips, ".1f"),
+                      _number(r.p99_ms, ".3f"), visit.decision)
     return table
 
 
@@ -152,6 +152,9 @@ def answer_lines(answer: TuneAnswer, file: Path | None) -> list[str]:
     if answer.winner is None:
         return lines
     lines.append(_gain_line(answer))
+    if answer.winner.result.at_least:
+        lines.append("the load generator was the limit (≥: a lower bound): give it cores of its own ([run] "
+                     "loadgen_cpus, processes) to tell these configurations apart")
     off = answer.gain_vs_off.ratio
     if off is not None and off < 1 / (1 + answer.min_gain):
         lines.append("batching off serves more than any batching configuration tried: keep BATCHING=off")
@@ -166,7 +169,8 @@ def _winner_line(answer: TuneAnswer) -> str:
     if answer.winner is None:
         return f"tuned: no batching configuration met {objective} ({len(answer.trail)} evaluated)"
     r = answer.winner.result
-    return (f"tuned: winner {answer.winner.profile.name} {_number(r.capacity_rps, '.1f')} req/s "
+    bound = "at least " if r.at_least else ""
+    return (f"tuned: winner {answer.winner.profile.name} {bound}{_number(r.capacity_rps, '.1f')} req/s "
             f"({_number(r.capacity_ips, '.1f')} img/s) at p99 {_number(r.p99_ms, '.1f')} ms <= {answer.p99_ms:g} ms, "
             f"request batch {answer.batch_size}")
 

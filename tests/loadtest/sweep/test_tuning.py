@@ -472,6 +472,20 @@ def test_the_last_lines_name_the_winner_its_gains_and_the_file():
     ]
 
 
+def test_lower_bounds_say_so_and_give_no_gain():
+    """Where the load generator was the limit, a capacity is "at least": no ratio between lower bounds."""
+    answer = hand_made_answer()
+    bounded = {v.number: replace(v, result=replace(v.result, at_least=True)) for v in answer.trail}
+    answer = replace(answer, off=bounded[1], advice=bounded[2], winner=bounded[3], trail=tuple(bounded.values()))
+    lines = answer_lines(answer, None)
+    assert lines[1].startswith("tuned: winner cpu+batch_timeout_micros=1000 at least 812.4 req/s")
+    assert lines[2] == ("batching gain unknown over off (the winner and batching off only a lower bound: the load "
+                        "generator was the limit); unknown over TF Serving's advice, profile cpu (the winner and TF "
+                        "Serving's advice only a lower bound: the load generator was the limit)")
+    assert lines[3].startswith("the load generator was the limit (≥: a lower bound)")
+    assert plain_table(trail_table(answer), 200).splitlines()[3].split()[6] == "≥812.4"
+
+
 def test_the_lines_say_when_batching_off_serves_more():
     lines = answer_lines(hand_made_answer(off_rps=1000.0), None)
     assert lines[-1] == "batching off serves more than any batching configuration tried: keep BATCHING=off"
