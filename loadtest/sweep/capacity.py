@@ -127,6 +127,7 @@ class CapacitySearch:
     measure: Measure
     clock: Callable[[], float] = time.monotonic
     steps: list[Step] = field(default_factory=list)
+    limited_at: float | None = None  # the lowest rate where the load generator was the limit
 
     def run(self) -> CapacityAnswer:
         self.settings.check()
@@ -155,7 +156,8 @@ class CapacitySearch:
                 higher = min(rate * 2, s.max_rps)
                 verdict = self._judge(higher, Role.BRACKET)
                 if not verdict.passed:
-                    self._stop_if_loadgen(verdict, higher, confirm=rate)
+                    if verdict.decision == Decision.LOADGEN:
+                        self.limited_at = higher
                     return rate, higher
                 rate = higher
             return rate, None  # passes at the highest rate it may offer
@@ -174,10 +176,12 @@ class CapacitySearch:
         raise _Stop(f"objective not met even at {s.min_rps:g} req/s")
 
     def _narrow(self, low: float | None, high: float | None) -> None:
-        """Bisect, then confirm the highest passing rate; a confirmation that does not pass lowers the bound."""
+        """Bisect, then confirm the highest passing rate; a confirmation that does not pass lowers the bound.
+        Next to a rate where the load generator was the limit there is nothing to bisect: the passing rate is
+        confirmed, and the answer is "at least" it."""
         while low is not None:
-            limited_at = None
-            while high is not None and (high - low) / low > self.settings.precision and self._steps_left() > 1:
+            while (high is not None and not self._at_client_limit(high)
+                   and (high - low) / low > self.settings.precision and self._steps_left() > 1):
                 middle = round((low + high) / 2, 1)  # rates to 0.1 req/s: finer is below measurement noise
                 if not low < middle < high:
                     break
@@ -187,23 +191,16 @@ class CapacitySearch:
                     continue
                 high = middle
                 if verdict.decision == Decision.LOADGEN:
-                    limited_at = middle
-                    break
+                    self.limited_at = middle
             if self._judge(low, Role.CONFIRM).passed:
-                if limited_at is not None:
-                    raise _Stop(f"the load generator was the limit at {limited_at:g} req/s")
+                if high is not None and self._at_client_limit(high):
+                    raise _Stop(f"the load generator was the limit at {self.limited_at:g} req/s")
                 return
             high, low = low, self._highest_passing_below(low)
         raise _Stop("no passing rate held up under confirmation")
 
-    def _stop_if_loadgen(self, verdict: Verdict, rate: float, confirm: float) -> None:
-        """Above a pass, a load generator that did not keep up ends the search after confirming the pass."""
-        if verdict.decision != Decision.LOADGEN:
-            return
-        if self._judge(confirm, Role.CONFIRM).passed:
-            raise _Stop(f"the load generator was the limit at {rate:g} req/s")
-        raise _Stop(f"the load generator was the limit at {rate:g} req/s, and {confirm:g} req/s did not hold up "
-                    "under confirmation")
+    def _at_client_limit(self, rate: float) -> bool:
+        return self.limited_at is not None and rate >= self.limited_at
 
     def _highest_passing_below(self, rate: float) -> float | None:
         below = [g[0] for g, s in final_verdicts(self.steps).items() if not g[1] and s.verdict.passed and g[0] < rate]

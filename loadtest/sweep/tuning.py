@@ -99,6 +99,7 @@ class Gain:
 
     ratio: float | None
     reason: str = ""
+    at_least: bool = False  # the winner's capacity is a lower bound (its load generator was the limit): so is this
 
 
 @dataclass(frozen=True)
@@ -170,11 +171,10 @@ def gain(winner: Visit | None, baseline: Visit | None, label: str) -> Gain:
     if baseline.result.capacity_rps is None:
         why = f": {baseline.result.note}" if baseline.result.note else ""
         return Gain(None, f"{label} did not meet the objective{why}")
-    bounded = [name for name, visit in (("the winner", winner), (label, baseline)) if visit.result.at_least]
-    if bounded:
-        return Gain(None, f"{' and '.join(bounded)} only a lower bound: the load generator was the limit")
+    if baseline.result.at_least:  # a ratio over a lower bound bounds nothing
+        return Gain(None, f"{label} is only a lower bound: the load generator was the limit")
     assert winner.result.capacity_rps is not None
-    return Gain(winner.result.capacity_rps / baseline.result.capacity_rps)
+    return Gain(winner.result.capacity_rps / baseline.result.capacity_rps, at_least=winner.result.at_least)
 
 
 # ---------------------------------------------------------------- ladders and profiles

@@ -108,7 +108,7 @@ def tune_record(answer: TuneAnswer) -> dict[str, Any]:
 
 
 def _gain_record(gain: Gain) -> dict[str, Any]:
-    return {"ratio": gain.ratio, "reason": gain.reason}
+    return {"ratio": gain.ratio, "reason": gain.reason, "at_least": gain.at_least}
 
 
 def _visit_record(visit: Visit) -> dict[str, Any]:
@@ -191,7 +191,8 @@ def _gain_text(gain: Gain, baseline: Visit | None, label: str) -> str:
     if gain.ratio is None:
         return f"unknown over {label} ({gain.reason})"
     assert baseline is not None
-    return f"×{gain.ratio:.2f} over {label} ({_number(baseline.result.capacity_rps, '.1f')} req/s)"
+    bound = "at least " if gain.at_least else ""
+    return f"{bound}×{gain.ratio:.2f} over {label} ({_number(baseline.result.capacity_rps, '.1f')} req/s)"
 
 
 def answer_text(answer: TuneAnswer, files: TuneFiles, block_name: str = "tuned") -> str:

@@ -308,6 +308,17 @@ def test_a_load_generator_limit_makes_the_answer_a_lower_bound(start, limited_at
     assert not any(s.role == Role.EXTEND for s in limited)  # nothing to gain from measuring it longer
 
 
+def test_a_failed_confirmation_below_the_load_generators_limit_goes_on_below():
+    """The pass next to the load generator's limit does not hold up: the search bisects below it, as after any
+    failed confirmation, rather than ending without an answer (a tuning once lost a configuration so)."""
+    server = Server(capacity=10_000, loadgen_limit_rps=600, fail_confirm_at=(400,))
+    answer = search(server, start=400, precision=0.1).run()
+    assert answer.met and 200 < answer.capacity.rate_rps < 400
+    assert [rate for rate, role in server.offered if role == Role.CONFIRM][0] == 400
+    assert answer.lowest_failing_rps == 400 and not answer.conclusion.at_least
+    assert answer.ended_because == "converged"
+
+
 def test_a_failed_confirmation_lowers_the_answer():
     first = search(Server(capacity=730), start=100).run().capacity.rate_rps
     server = Server(capacity=730, fail_confirm_at=(first,))

@@ -479,11 +479,20 @@ def test_lower_bounds_say_so_and_give_no_gain():
     answer = replace(answer, off=bounded[1], advice=bounded[2], winner=bounded[3], trail=tuple(bounded.values()))
     lines = answer_lines(answer, None)
     assert lines[1].startswith("tuned: winner cpu+batch_timeout_micros=1000 at least 812.4 req/s")
-    assert lines[2] == ("batching gain unknown over off (the winner and batching off only a lower bound: the load "
-                        "generator was the limit); unknown over TF Serving's advice, profile cpu (the winner and TF "
-                        "Serving's advice only a lower bound: the load generator was the limit)")
+    assert lines[2] == ("batching gain unknown over off (batching off is only a lower bound: the load generator was "
+                        "the limit); unknown over TF Serving's advice, profile cpu (TF Serving's advice is only a "
+                        "lower bound: the load generator was the limit)")
     assert lines[3].startswith("the load generator was the limit (≥: a lower bound)")
     assert plain_table(trail_table(answer), 200).splitlines()[3].split()[6] == "≥812.4"
+
+
+def test_a_winner_that_is_a_lower_bound_gives_a_gain_that_is_one():
+    answer = hand_made_answer()
+    winner = replace(answer.winner, result=replace(answer.winner.result, at_least=True))
+    answer = replace(answer, winner=winner, trail=(*answer.trail[:2], winner))
+    lines = answer_lines(answer, None)
+    assert lines[2] == ("batching gain at least ×2.31 over off (351.2 req/s); at least ×1.12 over TF Serving's advice, "
+                        "profile cpu (725.0 req/s)")
 
 
 def test_the_lines_say_when_batching_off_serves_more():
