@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from loadtest.analysis.formatting import params
 from loadtest.confidence import DEFAULT_CONFIDENCE
 from loadtest.records import CellResult
-from loadtest.sweep.conclusion import Conclusion, Role, Step, conclude, pooled_verdict
+from loadtest.sweep.conclusion import Conclusion, Role, Step, conclude, step_after
 from serving.endpoint import runtime_display_name
 
 OFF = "off"  # the batching profile with server-side batching disabled
@@ -141,8 +141,7 @@ def steps_of(cells: Sequence[CellResult], objective: float) -> list[Step]:
         role = Role(cell.search["role"])
         confirming = bool(cell.search.get("confirming", role == Role.CONFIRM))
         confidence = float(cell.search.get("confidence", DEFAULT_CONFIDENCE))
-        group = [s.result for s in steps if s.group == (rate, confirming)] + [cell]
-        steps.append(Step(rate, role, cell, pooled_verdict(group, objective, confidence), confirming))
+        steps.append(step_after(steps, rate, role, cell, confirming, objective, confidence))
     return steps
 
 

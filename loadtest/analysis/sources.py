@@ -61,7 +61,8 @@ def highest_passing(cells: Sequence[CellResult], p99_ms: float, mode: LoadMode) 
     valid = [c for c in plain if usable(c)]
     level = level_name(mode)
     not_used = tuple(f"{level} {load_level(c):g}: {unusable_reason(c)}" for c in plain if not usable(c))
-    passing = [c for c in valid if verdict_of([c], p99_ms).passed]
+    passed = {id(c): verdict_of([c], p99_ms).passed for c in plain}  # each cell judged once
+    passing = [c for c in valid if passed[id(c)]]
     if not passing:
         if not valid:
             return Highest(None, None, False, f"no valid {mode}-loop cell", 0, not_used)
@@ -69,7 +70,7 @@ def highest_passing(cells: Sequence[CellResult], p99_ms: float, mode: LoadMode) 
         return Highest(None, None, False, f"objective never met: lowest measured p99 is {low.latency_p99_ms:g} ms "
                        f"(at {level} {load_level(low):g})", len(valid), not_used)
     top = max(passing, key=_rate)
-    failing = [load_level(c) for c in plain if load_level(c) > load_level(top) and not verdict_of([c], p99_ms).passed]
+    failing = [load_level(c) for c in plain if load_level(c) > load_level(top) and not passed[id(c)]]
     if mode == LoadMode.CLOSED:
         note = (f"highest closed-loop throughput meeting the objective ({level} {load_level(top):g}); "
                 "an open loop at this rate may queue more")

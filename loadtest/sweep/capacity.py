@@ -18,11 +18,12 @@ requests, not seconds; at high rates the usual window already holds them). An in
 measured longer (role `extend`): the window grows to the requests a verdict would likely need, up to
 `max_rate_s` seconds at that rate in all (a rate that only steers the bisection is extended once; a
 confirmation, which is the answer, until it is settled or the cap is reached), and every window at
-the rate is pooled. A rate still
-inconclusive is never taken as a pass or a fail: above a pass it only bounds the bisection (the
-answer lists it with its N), and below the rate whose `max_rate_s` cannot hold the 459 requests a
-pass needs (at p99, 99%) the search stops and says so. A load generator that did not keep up says
-nothing about the server: the search stops there and answers "at least" its highest confirmed rate.
+the rate is pooled. A rate still inconclusive is never taken as a pass or a fail: above a pass it
+only bounds the bisection (the answer lists it with its N), and below the rate whose `max_rate_s`
+cannot hold the 459 requests a pass needs (at p99, 99%) the search stops and says so. A load
+generator that did not keep up says nothing about the server: nothing is bisected above the passing
+rate next to it, which is confirmed and answered as "at least" (a confirmation that does not hold
+lowers the bound, as any other).
 While bracketing downward it stops as soon as the rates that did not pass show stalls independent
 of the load (`loadtest.sweep.conclusion.stalls`), rather than bisecting towards zero.
 
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 
 from loadtest import confidence as conf
 from loadtest.records import CellResult
-from loadtest.sweep.conclusion import Conclusion, Role, Step, conclude, final_verdicts, pooled_verdict, stalls
+from loadtest.sweep.conclusion import Conclusion, Role, Step, conclude, final_verdicts, stalls, step_after
 from loadtest.verdicts import Decision, Verdict
 
 FIRST_WINDOW_MARGIN = 1.1  # a first window holds 10% more than the requests a pass needs at the offered rate
@@ -253,9 +254,8 @@ class CapacitySearch:
     def _step(self, rate: float, role: Role, window_s: float | None, confirming: bool) -> Step:
         self._check_bounds()
         measured = self.measure(rate, role, window_s)
-        group = [s.result for s in self.steps if s.group == (rate, confirming)] + [measured.result]
-        verdict = pooled_verdict(group, self.settings.p99_ms, self.settings.confidence)
-        step = Step(rate, role, measured.result, verdict, confirming)
+        step = step_after(self.steps, rate, role, measured.result, confirming, self.settings.p99_ms,
+                          self.settings.confidence)
         self.steps.append(step)
         if not measured.server_alive:
             raise _Stop("the server stopped answering")

@@ -71,6 +71,13 @@ def pooled_verdict(cells: Sequence[CellResult], p99_ms: float, confidence: float
     return verdict_of(server_bound or cells, p99_ms, confidence)
 
 
+def step_after(steps: Sequence[Step], rate: float, role: Role, result: CellResult, confirming: bool, p99_ms: float,
+               confidence: float) -> Step:
+    """The step `result` makes after `steps`: its verdict pools it with the earlier cells of its group."""
+    group = [s.result for s in steps if s.group == (rate, confirming)] + [result]
+    return Step(rate, role, result, pooled_verdict(group, p99_ms, confidence), confirming)
+
+
 def final_verdicts(steps: Sequence[Step]) -> dict[tuple[float, bool], Step]:
     """Each group's last step (its verdict is the group's)."""
     last: dict[tuple[float, bool], Step] = {}
