@@ -169,7 +169,8 @@ k8s: setup
 # The one-command demo: batching off against TF Serving's CPU advice (loadtest/plans/demo.toml: the
 # tool starts each server itself, pinned to core 0, Locust on core 1), capacity at p99 <= DEMO_P99_MS
 # for request batch 1 and at the plan's objective for batch 32 (its [capacity] says why), every verdict
-# at 99% confidence, then the report, which opens with the batching gain and its range. A search that
+# at 99% confidence, then the report, which opens with what bounded the answer (the model or the serving
+# path) and the batching gain with its range. A search that
 # does not meet the objective is an answer too (--unmet-ok): the demo goes on to the report.
 DEMO_P99_MS ?= 10
 DEMO_TARGET_RPS ?= 5000
@@ -179,11 +180,13 @@ demo: setup
 	@if ! ls -d $(MODELS)/mnist/[0-9]* >/dev/null 2>&1; then $(MAKE) --no-print-directory export; fi
 	$(CLI) capacity --plan loadtest/plans/demo.toml --p99-ms $(DEMO_P99_MS) --batch 1 --batch 32 $(DEMO_SEARCH) --models-dir $(MODELS) --no-report --unmet-ok
 	$(CLI) report $$(ls -1d results/*/results.jsonl | sort | tail -n 1) --target-rps $(DEMO_TARGET_RPS) --prices $(PRICES)
-	@echo "demo: $$(sed -n 3p $$(ls -1t results/*/report*.md | head -n 1))"
+	@awk 'NR > 2 && /^\|/ {exit} /^\*\*/ {print "demo: " $$0}' $$(ls -1t results/*/report*.md | head -n 1)
 
 # --- a lent GPU machine: the offline bundle (docs/device-bundle.md) ---
-# build/device-bundle/ (<= 64 MiB): the project, the newest model (with model.keras), TF's protos and
-# the wheels the machine's image lacks. There: python3 build/device-bundle/run.py --out DIR
+# build/device-bundle/ (<= 64 MiB): the project, the newest model (with model.keras), TF's protos,
+# the wheels the machine's image lacks (py-spy's too), and project/SOURCE.json (the commit and tree state
+# it was built from, which every result there names). There, in one call:
+#   python3 build/device-bundle/run.py --out DIR --budget-min 8   (<= 8 files in DIR, no folders)
 device-bundle: setup
 	@ls $(MODELS)/mnist/*/model.keras >/dev/null 2>&1 || $(MAKE) --no-print-directory export
 	$(CLI) device-bundle --out build/device-bundle --models-dir $(MODELS)

@@ -120,6 +120,13 @@ class CellResult:
     gpu_memory_mib: float | None = None  # highest GPU memory used
     gpu_power_w: float | None = None  # mean power draw
     telemetry_note: dict = field(default_factory=dict)
+    # Where the server's time went and what the device alone does ({} in records made before them).
+    # server_phases (`loadtest.sweep.phases`): {"source", "request_latency": {mean_us, p99_us, count},
+    # "phases": {phase: {mean_us, p99_us, count}}, "not_exported": [phase], "note"}, over the cell's scrapes.
+    # device_floor (`loadtest.sweep.floors`): {"source", "device", "runtime", "batches": [{batch_size,
+    # latency_us, images_per_s, ...}], "round_trip_us", ...}, or {"source": "unknown", "note": why}.
+    server_phases: dict = field(default_factory=dict)
+    device_floor: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -105,10 +105,12 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     if report and run.cells.results:
         build_report(run.cells.jsonl_path, "capacity")
     named = len(outcomes) > 1
-    if named:
-        from loadtest.analysis.summary import headline_of
+    from loadtest.analysis.summary import bound_lines, headline_of
 
-        click.echo("\n".join(headline_of(run.cells.results)))
+    # What bounded each answer (the model on its device, or the serving path) comes before any capacity.
+    lines = headline_of(run.cells.results) if named else bound_lines(run.cells.results)
+    if lines:
+        click.echo("\n".join(lines))
     click.echo("\n".join(outcome_line(o, request.p99_ms, named) for o in outcomes))
     if not outcomes or not (unmet_ok or all(o.met for o in outcomes)):
         ctx.exit(1)

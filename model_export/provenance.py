@@ -9,6 +9,7 @@ Not for: anything about the model or a server's state.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -18,6 +19,8 @@ from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# Beside the packages in a copy of the code made from a checkout (`loadtest.bundle.build`), never in one.
+SOURCE_RECORD = "SOURCE.json"
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,24 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def recorded_source() -> dict | None:
+    """The source record a copy of this code carries (`SOURCE_RECORD`, written by the device bundle's
+    build: commit, dirty, changed files, build time); None in a checkout, or when it cannot be read."""
+    try:
+        record = json.loads((REPO / SOURCE_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("commit"), str) else None
+
+
 def git_revision() -> GitRevision:
-    """The checked-out commit of this code and whether the work tree differs from it."""
+    """The commit this code came from and whether it differed from it: the source record where a copy of
+    the code carries one (a bundle's copy is no checkout, or lies inside an unrelated one, whose commit
+    would be the wrong one), else the checked-out commit and whether the work tree differs from it."""
+    record = recorded_source()
+    if record is not None:
+        dirty = record.get("dirty")
+        return GitRevision(record["commit"], dirty if isinstance(dirty, bool) else None)
     commit = _git("rev-parse", "HEAD")
     if not commit:
         return GitRevision("unknown", None)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import jinja2
 
-from loadtest.analysis import details, device_use, size
+from loadtest.analysis import details, device_use, request_time, size
 from loadtest.analysis.answers import Answers, Config, answer, config_labels, config_of
 from loadtest.analysis.blocks import Figure, Table
 from loadtest.analysis.prices import DEFAULT_PRICES, load_prices
@@ -113,6 +113,7 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
     blocks: list[Table | Figure] = [*curves(results, answers, labels, series, names, objective)]
     if answers.searches:
         blocks.append(details.searches_table(answers.searches, labels))
+    blocks.append(request_time.request_time_table(results, answers.searches, labels))
     blocks += [details.configurations_table(results, labels), details.peak_table(series, names),
                device_use.device_use_table(results, labels),
                details.cpu_gpu_table(results, labels), details.cells_table(series, names, only_unusable=True)]

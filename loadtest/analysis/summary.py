@@ -1,7 +1,8 @@
 """The answer the report leads with: its first screen in HTML, its first lines in Markdown.
 
-A headline (the batching gain at the smallest request batch size and objective searched, with both
-capacities, then the GPU/CPU ratio where both were searched) and one row per device, request batch
+A headline (per device, first what bounded its answer, the model on the device or the serving path
+(`loadtest.analysis.bound`), then the batching gain at the smallest request batch size and objective
+searched, with both capacities; then the GPU/CPU ratio where both were searched) and one row per device, request batch
 size and objective: the best configuration, its capacity under the objective, the batching gain
 over batching off, the GPU/CPU ratio, and, given a target load and prices, replicas and cost
 (`loadtest.analysis.size`'s arithmetic). Without capacity searches it says so plainly and shows the
@@ -28,6 +29,7 @@ from loadtest.analysis.answers import (
     config_of,
 )
 from loadtest.analysis.blocks import Table, device_name
+from loadtest.analysis.bound import bound_line
 from loadtest.analysis.device_use import busy_text
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.prices import PriceBook
@@ -67,13 +69,24 @@ def _device(d: DeviceAnswer) -> str:
     return f"{d.device} ({device_name(d.device_name)})"
 
 
-def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels) -> tuple[str, ...]:
-    """The batching gain per device at the smallest request batch and objective searched, then GPU/CPU."""
+def _here(devices: Sequence[DeviceAnswer]) -> list[DeviceAnswer]:
+    """The devices' answers at the smallest request batch and objective searched: the ones the headline gives."""
+    first = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
+    return [d for d in devices if (d.request_batch_size, d.p99_objective_ms) == first]
+
+
+def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels,
+             results: Sequence[CellResult] = ()) -> tuple[str, ...]:
+    """Per device at the smallest request batch and objective searched: what bounded its answer (from
+    `results`), then its batching gain; then GPU/CPU."""
     batch, p99_ms = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
-    here = [d for d in devices if (d.request_batch_size, d.p99_objective_ms) == (batch, p99_ms)]
+    here = _here(devices)
     where = _where(batch, p99_ms)
     lines = []
     for d in here:
+        bound = bound_line(d, results, labels)
+        if bound:
+            lines.append(bound)
         on, off = d.gain.batching, d.gain.off
         if d.gain.ratio is not None and on and off:
             lines.append(f"batching gain {d.gain.describe()} on {_device(d)} {where}: {labels[on.config]} "
@@ -191,7 +204,7 @@ def summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p
     """The answer at `p99_ms` (None: every objective searched)."""
     devices = [d for d in answers.devices if p99_ms is None or d.p99_objective_ms == p99_ms]
     if devices:
-        return Summary(headline(devices, answers.ratios, labels),
+        return Summary(headline(devices, answers.ratios, labels, results),
                        (device_table(devices, answers.ratios, labels, pricing),))
     objective = p99_ms if p99_ms is not None else DEFAULT_P99_MS
     if answers.searches:
@@ -208,3 +221,12 @@ def headline_of(results: Sequence[CellResult]) -> tuple[str, ...]:
     """The report's first sentences for these records alone (what `capacity` prints before its answers)."""
     labels = config_labels(config_of(cell) for cell in results)
     return summarise(results, answer(results), labels).headline
+
+
+def bound_lines(results: Sequence[CellResult]) -> tuple[str, ...]:
+    """Only what bounded each device's answer (what `capacity` prints before a single answer)."""
+    devices = answer(results).devices
+    if not devices:
+        return ()
+    labels = config_labels(config_of(cell) for cell in results)
+    return tuple(line for d in _here(devices) if (line := bound_line(d, results, labels)))

@@ -13,9 +13,11 @@ no TensorFlow, no network, files only as a copy of the tree plus ≤ 64 MiB carr
   (Keras and its small dependencies, Locust and its, hdrhistogram, ...), resolved by pip against
   this project's lock file; packages the image already has (`IMAGE_PACKAGES`) are left out, except
   `KEEP_ANYWAY` (protobuf: TF's generated code needs a runtime at least as new as its own);
-- `run.py` (`loadtest.bundle.device_run`): installs the wheels with no network, starts the
-  server on each device, runs the capacity searches and writes results and the report;
-- `manifest.json`: what is inside, for which Python, and its size.
+- `run.py` (`loadtest.bundle.device_run`): installs the wheels with no network, plans the capacity
+  searches to a time budget, runs them, and writes results, the report and a profile (py-spy's wheel
+  is one of the bundle's);
+- `manifest.json`: what is inside, for which Python, and its size;
+- `project/SOURCE.json`: the commit and work-tree state it was built from (`source_record`).
 
 Not for: running anything (`loadtest.bundle.device_run`).
 """
@@ -29,13 +31,17 @@ import subprocess
 import sys
 import tomllib
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+
+from model_export.provenance import SOURCE_RECORD
 
 REPO = Path(__file__).resolve().parents[2]
 LIMIT_BYTES = 64 << 20  # what the device tool carries per call
 PACKAGES = ("model_export", "serving", "loadtest")
 TOP_FILES = ("pyproject.toml", "requirements.lock")
 MODEL_NAME = "mnist"
+CHANGED_LISTED = 20  # changed files named in the source record (all are counted)
 # What the bundle installs: the project's own dependencies (pyproject.toml) less what only the
 # TensorFlow side needs, plus Keras (the jax backend) and protobuf (TF's protos without TF);
 # versions come from the lock file.
@@ -74,7 +80,8 @@ class Target:
     """The Python the bundle's wheels are for."""
 
     python_version: str = "3.12"
-    platforms: tuple[str, ...] = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_24_x86_64",
+    platforms: tuple[str, ...] = ("manylinux1_x86_64", "manylinux_2_5_x86_64",  # py-spy's
+                                  "manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_24_x86_64",
                                   "manylinux_2_26_x86_64", "manylinux_2_27_x86_64", "manylinux_2_28_x86_64")
     image_packages: frozenset[str] = IMAGE_PACKAGES  # left out: the target already has them
     limit_bytes: int | None = LIMIT_BYTES  # None: a self-contained bundle for a bare Python, any size
@@ -88,6 +95,7 @@ class Manifest:
     left_out_for_the_image: list[str] = field(default_factory=list)
     protos: int = 0
     size_bytes: int = 0
+    source: dict = field(default_factory=dict)  # also `project/SOURCE.json`
 
 
 def normalized(name: str) -> str:
@@ -100,11 +108,13 @@ def build(out: Path, models_dir: Path, target: Target = Target()) -> Manifest:
         shutil.rmtree(out)
     (out / "project").mkdir(parents=True)
     copy_project(out / "project")
+    source = source_record()
+    (out / "project" / SOURCE_RECORD).write_text(json.dumps(source, indent=2) + "\n")
     version = copy_model(models_dir, out / "project" / "models")
     protos = copy_protos(out / "protos")
     kept, left_out = download_wheels(out / "wheels", target)
     shutil.copy2(Path(__file__).with_name("device_run.py"), out / "run.py")
-    manifest = Manifest(target.python_version, version, kept, left_out, protos)
+    manifest = Manifest(target.python_version, version, kept, left_out, protos, source=source)
     manifest.size_bytes = tree_size(out)
     (out / "manifest.json").write_text(json.dumps(asdict(manifest), indent=2) + "\n")
     if target.limit_bytes is not None and manifest.size_bytes > target.limit_bytes:
@@ -124,6 +134,19 @@ def copy_project(dest: Path) -> None:
         if source.is_file():
             (dest / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / relative)
+
+
+def source_record() -> dict:
+    """What the bundle was built from (`model_export.provenance` reads it back in the bundle's copy, so
+    every result names this source rather than whatever checkout the copy lands in): the commit, whether
+    the work tree differed from it and the first files that did, and the build's UTC time."""
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True)
+    changed = [line[3:] for line in status.stdout.splitlines()] if status.returncode == 0 else []
+    return {"commit": commit.stdout.strip() if commit.returncode == 0 else "unknown",
+            "dirty": bool(changed) if status.returncode == 0 else None,
+            "changed": changed[:CHANGED_LISTED], "changed_count": len(changed),
+            "built_utc": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
 def copy_model(models_dir: Path, dest: Path) -> int:

@@ -1,22 +1,25 @@
-"""Run the CPU-vs-GPU comparison from a device bundle, offline: `python3 run.py --out DIR`.
+"""Run the CPU-vs-GPU comparison from a device bundle, offline, within a time budget:
+`python3 run.py --out DIR [--budget-min 8]`.
 
-Copied into the bundle as `run.py` (`loadtest.bundle.build`); runs on the bundle's machine with
-its own Python and the standard library only, until it has installed the bundle:
+Copied into the bundle as `run.py` (`loadtest.bundle.build`); runs on the bundle's machine with its
+own Python and the standard library only until it has installed the bundle (its helpers, also
+standard library only, are the project's `loadtest.bundle` modules):
 
-1. installs `wheels/` into `site/` with no index (`pip install --no-index --no-deps --target`):
-   nothing is fetched; what the machine's image already has (JAX, numpy, grpcio, ...) is used;
-2. finds which of the asked devices can serve: `gpu` only where JAX sees one (else it says why
-   and goes on with the others);
-3. per device, one `mnist-bench capacity` run: the embedded server with the jax backend (the same
-   trained weights as the SavedModel, on Keras 3's JAX backend) started on that device with
-   batching `off` and with the device's profile, a capacity search at p99 ≤ `--p99-ms` per request
-   batch, Locust processes on their own cores (the server gets the rest);
-4. with `--tune-minutes M`, tunes the batching on each device for M minutes at the first request
-   batch (`mnist-bench tune`: from the device's profile, one BatchingParameters field at a time);
-5. writes the report over every device's results into `--out`.
+1. installs `wheels/` into `site/` with no index (`pip install --no-index --no-deps --target`);
+2. finds which of the asked devices can serve (`gpu` only where JAX sees one, else it says why),
+   records versions, the bundle's source (`project/SOURCE.json`) and PyTorch's own GPU round trip;
+3. plans the capacity searches to what is left of `--budget-min` (`loadtest.bundle.budget`): per
+   device, GPU first; per request batch; configuration `off`, then the device's profile; each search
+   bounded by `--max-minutes`, `--max-steps`, `--max-rate-s`; it says what it left out and why;
+4. per configuration kept, one `mnist-bench capacity` run (the embedded server on the jax backend on
+   the first three quarters of the cores, Locust on the rest), killed at its planned time if it
+   overruns; every result line is copied into `--out/results.jsonl` as it appears;
+5. writes the report, then profiles the best configuration found with py-spy (`--profile-s`) under
+   load at ~90% of its capacity (`loadtest.bundle.profiling`).
 
-Every result names its runtime (JAX), never TF Serving. Bounded: each search by its steps and
-minutes (`--max-steps`, `--max-minutes`).
+`--out` gets at most 8 files and no folder (`loadtest.bundle.outputs.OUT_FILES`); `device-run.json`
+is rewritten after every step, so a run killed at the machine's limit still explains itself. The
+subprocesses' own files go to `--work` (default: `work/<UTC time>/` in the bundle).
 """
 
 from __future__ import annotations
@@ -24,26 +27,50 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 BUNDLE = Path(__file__).resolve().parent
 PROJECT = BUNDLE / "project"
 SITE = BUNDLE / "site"
+if (PROJECT / "loadtest" / "bundle").is_dir():  # as the bundle's run.py: its helpers are the project's
+    sys.path.insert(0, str(PROJECT))
+
+from loadtest.bundle import budget, outputs, profiling  # noqa: E402
+from loadtest.bundle.processes import Echoed, stop  # noqa: E402
+
 DEVICES = ("gpu", "cpu")
+MODEST_RPS = 20.0  # the profile's load when no capacity was found
+REPORT_S, PROBES_S, INSTALL_S = 30.0, 40.0, 20.0  # estimates of the steps the plan reserves time for
+VERSIONS = ("jax", "jaxlib", "keras", "torch", "numpy", "grpcio", "protobuf", "locust", "py-spy")
+ANSWER = re.compile(r"^capacity: (?P<server>\S+), request batch (?P<batch>\d+): (?P<answer>.*)$")
+
+
+class Stopped(Exception):
+    """The run was sent SIGTERM (or SIGINT): stop the step under way, keep what was written."""
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="CPU vs GPU capacity from the device bundle, offline")
-    parser.add_argument("--out", type=Path, required=True, help="results and the report go here")
-    parser.add_argument("--devices", default="gpu,cpu", help="comma-separated: gpu, cpu")
-    parser.add_argument("--batches", default="1,8,32,128", help="request batch sizes, comma-separated")
+    parser = argparse.ArgumentParser(description="CPU vs GPU capacity from the device bundle, offline, in a budget")
+    parser.add_argument("--out", type=Path, required=True, help="at most 8 files, written as the run goes")
+    parser.add_argument("--work", type=Path, default=None, help="the subprocesses' files (default: work/<time>/)")
+    parser.add_argument("--budget-min", type=float, default=8.0, help="the whole run, planned before it starts")
+    parser.add_argument("--devices", default="gpu,cpu", help="comma-separated: gpu, cpu (in priority order)")
+    parser.add_argument("--batches", default="1,8,32,128", help="request batch sizes, in priority order")
     parser.add_argument("--p99-ms", type=float, default=10.0)
     parser.add_argument("--measure-s", type=float, default=2.0)
-    parser.add_argument("--max-steps", type=int, default=12)
-    parser.add_argument("--max-minutes", type=float, default=4.0, help="per search")
+    parser.add_argument("--max-steps", type=int, default=8, help="cells per search at most")
+    parser.add_argument("--max-minutes", type=float, default=1.0, help="per search")
+    parser.add_argument("--max-rate-s", type=float, default=10.0, help="measured seconds at one rate at most")
+    parser.add_argument("--confidence", type=float, default=0.99, help="every verdict's (capacity --confidence)")
+    parser.add_argument("--start-s", type=float, default=25.0, help="estimate: one server's start and stop")
+    parser.add_argument("--profile-s", type=float, default=20.0, help="py-spy's sampling (0: no profile)")
     parser.add_argument("--loadgen-cores", type=int, default=0, help="cores for Locust (default: a quarter, ≥ 1)")
     parser.add_argument("--tune-minutes", type=float, default=0.0,
                         help="also tune the batching on each device for this long, at the first batch (0: no tuning)")
@@ -51,37 +78,62 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.devices.split(",")) - set(DEVICES)
     if unknown:
         parser.error(f"--devices: unknown {sorted(unknown)}; choose from {', '.join(DEVICES)}")
+    if (args.out / "device-run.json").exists():
+        parser.error(f"--out {args.out} already holds a run (device-run.json): nothing overwrites one")
     return args
 
 
-def install() -> None:
-    """The bundle's wheels into `site/`, once, from the bundle alone."""
+def install() -> bool:
+    """The bundle's wheels into `site/`, once, from the bundle alone; False when they already were."""
     marker = SITE / ".installed"
     if marker.is_file():
-        return
+        return False
     wheels = sorted(str(p) for p in (BUNDLE / "wheels").glob("*.whl"))
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--target", str(SITE),
                *wheels]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
-        sys.exit(f"run.py: installing the bundle's wheels failed: {done.stderr.strip()[-800:]}")
+        raise RuntimeError(f"installing the bundle's wheels failed: {done.stderr.strip()[-800:]}")
     marker.write_text(f"{len(wheels)} wheels\n")
+    return True
 
 
 def environment() -> dict[str, str]:
     """The project, its protos and the installed wheels ahead of the image's packages; Keras on JAX."""
     path = [str(SITE), str(PROJECT), str(BUNDLE / "protos"), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p), "KERAS_BACKEND": "jax",
-            "PYTHONUNBUFFERED": "1"}
+            "PYTHONUNBUFFERED": "1", "PATH": os.pathsep.join((str(SITE / "bin"), os.environ.get("PATH", "")))}
 
 
 def gpu_problem(env: dict[str, str]) -> str:
     """"" when JAX sees a GPU here; else why not."""
     probe = "import jax; print(len(jax.devices('gpu')))"
-    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return "JAX did not list its devices within 120 s"
     if done.returncode != 0 or not done.stdout.strip().isdigit() or int(done.stdout.strip()) < 1:
         return f"JAX sees no GPU: {(done.stderr.strip().splitlines() or ['no GPU devices'])[-1]}"
     return ""
+
+
+def versions(env: dict[str, str]) -> dict[str, str]:
+    probe = ("import json, platform\nfrom importlib import metadata\nv = {'python': platform.python_version()}\n"
+             f"for n in {VERSIONS!r}:\n    try: v[n] = metadata.version(n)\n"
+             "    except metadata.PackageNotFoundError: v[n] = 'not installed'\nprint(json.dumps(v))")
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return {"note": "the version probe did not finish within 60 s"}
+    return json.loads(done.stdout) if done.returncode == 0 else {"note": done.stderr.strip()[-300:]}
+
+
+def source() -> dict:
+    """The bundle's source record (`make device-bundle` writes it), or why there is none."""
+    try:
+        return json.loads((PROJECT / "SOURCE.json").read_text())
+    except (OSError, ValueError) as exc:
+        return {"commit": "unknown", "note": f"no source record: {exc}"}
 
 
 def core_split(loadgen_cores: int) -> tuple[str, str, int]:
@@ -112,60 +164,221 @@ def write_plan(out: Path, args: argparse.Namespace) -> Path:
     return plan
 
 
-def capacity(device: str, plan: Path, out: Path, args: argparse.Namespace, env: dict[str, str]) -> int:
-    batches = [b for b in args.batches.split(",") if b]
-    command = [sys.executable, "-m", "loadtest", "capacity", "--plan", str(plan), "--p99-ms", str(args.p99_ms),
-               "--serve", f"{device}/off", "--serve", f"{device}/{device}", "--server-flags=--backend jax",
-               "--models-dir", str(PROJECT / "models"), "--results-dir", str(out / "results"),
-               "--max-steps", str(args.max_steps), "--max-minutes", str(args.max_minutes), "--unmet-ok", "--no-report",
-               *(f"--batch={b}" for b in batches)]
-    print(f"run.py: {device}: {' '.join(command[2:])}", flush=True)
-    return subprocess.run(command, cwd=PROJECT, env=env).returncode
+def costs(args: argparse.Namespace, devices: int) -> budget.Costs:
+    """The plan's estimates: a search at most, a server start, and what is reserved after the searches."""
+    search_s = budget.search_bound_s(args.max_minutes, args.max_steps, 0.5, args.max_rate_s)
+    return budget.Costs(search_s, args.start_s, reserve_s=after_searches_s(args, devices))
 
 
-def tune(device: str, plan: Path, out: Path, args: argparse.Namespace, env: dict[str, str]) -> int:
-    """`mnist-bench tune` on the device: the BatchingParameters with the highest capacity, from its profile."""
-    command = [sys.executable, "-m", "loadtest", "tune", "--plan", str(plan), "--p99-ms", str(args.p99_ms),
-               "--device", device, "--batch", args.batches.split(",")[0], "--budget-min", str(args.tune_minutes),
-               "--server-flags=--backend jax", "--models-dir", str(PROJECT / "models"),
-               "--results-dir", str(out / "results"), "--max-steps", str(args.max_steps)]
-    print(f"run.py: {device}: {' '.join(command[2:])}", flush=True)
-    return subprocess.run(command, cwd=PROJECT, env=env).returncode
+def after_searches_s(args: argparse.Namespace, devices: int) -> float:
+    """The report, the profile (a start, its sampling, the load's start and drain) and any tuning."""
+    profile_s = args.start_s + args.profile_s + 20.0 if args.profile_s > 0 else 0.0
+    tune_s = (args.tune_minutes * 60 + args.start_s) * devices if args.tune_minutes > 0 else 0.0
+    return REPORT_S + profile_s + tune_s
 
 
-def report(out: Path, args: argparse.Namespace, env: dict[str, str]) -> int:
-    results = sorted(str(p) for p in (out / "results").glob("*/results.jsonl"))
-    if not results:
-        print("run.py: no results to report", flush=True)
-        return 1
-    command = [sys.executable, "-m", "loadtest", "report", *results, "--p99-ms", str(args.p99_ms),
-               "--out", str(out / "report")]
-    return subprocess.run(command, cwd=PROJECT, env=env).returncode
+class DeviceRun:
+    """One run: its arguments, deadline, console, record and results copier."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args, self.started = args, time.monotonic()
+        self.deadline = self.started + args.budget_min * 60
+        args.out.mkdir(parents=True, exist_ok=True)
+        self.work = args.work or BUNDLE / "work" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.console = outputs.Console(args.out / "run.log")
+        self.record = outputs.RunRecord(args.out / "device-run.json", status="running",
+                                        utc_start=datetime.now(UTC).isoformat(timespec="seconds"),
+                                        argv=sys.argv[1:], budget_s=args.budget_min * 60, source=source(),
+                                        seconds={}, exit_codes={}, skipped={}, left_out=[], capacities=[])
+        self.copier = outputs.ResultsCopier(self.work / "results", args.out / "results.jsonl")
+        self.env = environment()
+        self.child: Echoed | None = None
+        self.child_name = ""
+        self.record.write()
+
+    def left_s(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def say(self, line: str) -> None:
+        self.console.say(line)
+
+    def timed(self, name: str, started: float) -> None:
+        self.record["seconds"][name] = round(time.monotonic() - started, 1)
+        self.record.write()
+
+    def command(self, name: str, command: list[str], timeout_s: float) -> int:
+        """Run a `python -m loadtest ...` command, echoed; 124 when stopped at `timeout_s`."""
+        self.say(f"run.py: {name}: {' '.join(command[2:])} (at most {timeout_s:.0f} s)")
+        started = time.monotonic()
+        self.child, self.child_name = Echoed(command, self.say, cwd=PROJECT, env=self.env), name
+        code = self.child.wait(timeout_s)
+        answers = {(m["server"], m["batch"]): m.groupdict() for m in map(ANSWER.match, self.child.lines) if m}
+        self.record["capacities"] += list(answers.values())  # a run with several searches repeats them at its end
+        self.child = None
+        if code is None:
+            self.say(f"run.py: {name} stopped at its time limit ({timeout_s:.0f} s)")
+        self.record["exit_codes"][name] = 124 if code is None else code
+        self.timed(name, started)
+        return self.record["exit_codes"][name]
+
+    def prepare(self) -> list[str]:
+        """Install, probe; the devices that can serve."""
+        started = time.monotonic()
+        self.say(f"run.py: installing the bundle's wheels ({'done' if not install() else 'installed now'})")
+        self.timed("install", started)
+        started = time.monotonic()
+        self.record["versions"] = versions(self.env)
+        devices = []
+        for device in self.args.devices.split(","):
+            problem = gpu_problem(self.env) if device == "gpu" else ""
+            if problem:
+                self.record["skipped"][device] = problem
+                self.say(f"run.py: {device} skipped: {problem}")
+            else:
+                devices.append(device)
+        self.record["torch_round_trip"] = profiling.torch_round_trip(self.env, min(120.0, self.left_s() / 4))
+        self.say(f"run.py: PyTorch's GPU round trip: {json.dumps(self.record['torch_round_trip'])}")
+        self.timed("probes", started)
+        return devices
+
+    def plan(self, devices: list[str]) -> budget.Plan:
+        batches = [int(b) for b in self.args.batches.split(",") if b]
+        wanted = budget.candidates(devices, {d: ["off", d] for d in devices}, batches)
+        plan = budget.plan_to_budget(wanted, costs(self.args, len(devices)), self.left_s())
+        for line in plan.describe():
+            self.say(f"run.py: plan: {line}")
+        self.record["plan"] = plan.to_dict()
+        self.record["left_out"] = plan.to_dict()["left_out"]
+        self.record.write()
+        return plan
+
+    def searches(self, plan: budget.Plan, plan_file: Path) -> None:
+        a = self.args
+        for device, profile, batches in plan.configurations():
+            reserve = plan.costs.reserve_s + plan.costs.margin * self.left_s()
+            fit = budget.batches_that_fit(len(batches), plan.costs, self.left_s() - reserve)
+            for batch in batches[fit:]:
+                self.record["left_out"].append({"device": device, "profile": profile, "batch": batch,
+                                                "reason": "no time left at run time"})
+            if not fit:
+                continue
+            command = [sys.executable, "-m", "loadtest", "capacity", "--plan", str(plan_file), "--p99-ms",
+                       str(a.p99_ms), "--serve", f"{device}/{profile}", "--server-flags=--backend jax",
+                       "--models-dir", str(PROJECT / "models"), "--results-dir",
+                       str(self.work / "results" / f"{device}-{profile}"), "--max-steps", str(a.max_steps),
+                       "--max-minutes", str(a.max_minutes), "--max-rate-s", str(a.max_rate_s), "--confidence",
+                       str(a.confidence), "--unmet-ok", "--no-report", *(f"--batch={b}" for b in batches[:fit])]
+            self.command(f"{device}-{profile}", command,
+                         min(plan.costs.start_s + fit * plan.costs.search_s, self.left_s() - reserve))
+            if a.tune_minutes > 0 and profile != "off":
+                self.tune(device, plan_file, batches[0])
+
+    def tune(self, device: str, plan_file: Path, batch: int) -> None:
+        """`mnist-bench tune` on the device: the BatchingParameters with the highest capacity, from its profile."""
+        a = self.args
+        command = [sys.executable, "-m", "loadtest", "tune", "--plan", str(plan_file), "--p99-ms", str(a.p99_ms),
+                   "--device", device, "--batch", str(batch), "--budget-min", str(a.tune_minutes),
+                   "--server-flags=--backend jax", "--models-dir", str(PROJECT / "models"),
+                   "--results-dir", str(self.work / "results" / f"{device}-tune"), "--max-steps", str(a.max_steps)]
+        self.command(f"{device}-tune", command, min(a.tune_minutes * 60 + a.start_s + 60, self.left_s()))
+
+    def report(self) -> None:
+        results = sorted(str(p) for p in (self.work / "results").rglob("results.jsonl"))
+        if not results:
+            self.say("run.py: no results to report")
+            self.record["exit_codes"]["report"] = 1
+            return
+        command = [sys.executable, "-m", "loadtest", "report", *results, "--p99-ms", str(self.args.p99_ms),
+                   "--out", str(self.work / "report")]
+        profile_s = after_searches_s(self.args, 0) - REPORT_S
+        if self.command("report", command, max(self.left_s() - profile_s, REPORT_S)) == 0:
+            shutil.copy2(self.work / "report" / "report.md", self.args.out / "report.md")
+
+    def profile(self, plan_file: Path) -> None:
+        a = self.args
+        needed_s = a.start_s + a.profile_s + 20.0
+        if a.profile_s <= 0 or self.left_s() < needed_s:
+            why = "--profile-s 0" if a.profile_s <= 0 else f"{self.left_s():.0f} s left, it needs {needed_s:.0f} s"
+            self.record["profile"] = {"ok": False, "why": f"not profiled: {why}"}
+            return
+        device, profile, batch, rate = self.profile_target()
+        plan = self.work / "profile-plan.toml"
+        plan.write_text(profiling.profile_plan(plan_file.read_text(), batch, rate, a.profile_s + 8.0))
+        command = [sys.executable, "-m", "loadtest", "loadtest", "--plan", str(plan), "--serve", f"{device}/{profile}",
+                   "--server-flags=--backend jax", "--models-dir", str(PROJECT / "models"), "--results-dir",
+                   str(self.work / "profile"), "--no-report"]
+        binary = shutil.which("py-spy", path=self.env["PATH"])
+        self.say(f"run.py: profile: {device}-{profile} at request batch {batch}, {rate:.1f} req/s, py-spy "
+                 f"{binary or 'missing'}, {a.profile_s:g} s")
+        started = time.monotonic()
+        self.child, self.child_name = Echoed(command, self.say, cwd=PROJECT, env=self.env), "profile"
+        result = profiling.profile(self.child, binary, a.profile_s, a.out, a.start_s * 3, self.left_s())
+        self.child = None
+        self.record["profile"] = {"server": f"{device}-{profile}", "batch": batch, "rate_rps": round(rate, 1),
+                                  **result}
+        self.say(f"run.py: profile: {'written' if result.get('ok') else result.get('why')}")
+        self.timed("profile", started)
+
+    def profile_target(self) -> tuple[str, str, int, float]:
+        """The configuration whose capacity served the most images/s, at 90% of it; else a modest rate."""
+        best = None
+        for answer in self.record["capacities"]:
+            rate = re.match(r"(?:at least )?([\d.]+) req/s", answer["answer"])
+            if rate and (best is None or float(rate[1]) * int(answer["batch"]) > best[0]):
+                best = (float(rate[1]) * int(answer["batch"]), answer["server"], int(answer["batch"]), float(rate[1]))
+        if best is not None:
+            device, _, profile = best[1].partition("-")
+            return device, profile, best[2], 0.9 * best[3]
+        kept = self.record.get("plan", {}).get("kept") or [{"device": "cpu", "profile": "off", "batch": 1}]
+        return kept[0]["device"], kept[0]["profile"], kept[0]["batch"], MODEST_RPS
+
+    def run(self) -> int:
+        devices = self.prepare()
+        plan = self.plan(devices)
+        plan_file = write_plan(self.args.out, self.args)
+        self.copier.start()
+        try:
+            self.searches(plan, plan_file)
+        finally:
+            self.copier.stop()
+        self.record["results_lines"] = self.copier.lines
+        self.report()
+        self.record["by_configuration"] = outputs.summarise(outputs.read_lines(self.args.out / "results.jsonl"))
+        self.profile(plan_file)
+        codes = self.record["exit_codes"]
+        return 0 if codes and any(k not in ("report",) for k in codes) and all(c == 0 for c in codes.values()) else 1
+
+    def finish(self, code: int, status: str) -> int:
+        self.record.update_and_write(status=status, exit_code=code, seconds_total=round(
+            time.monotonic() - self.started, 1), within_budget=time.monotonic() <= self.deadline)
+        files = ", ".join(sorted(p.name for p in self.args.out.iterdir()))
+        self.say(f"run.py: {status}, exit {code}, {self.record['seconds_total']} s of {self.record['budget_s']:.0f} s; "
+                 f"{self.copier.lines} result lines; files: {files}")
+        self.console.close()
+        return code
+
+
+def stopped(signum: int, frame: object) -> None:
+    raise Stopped(signal.Signals(signum).name)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    started = time.time()
-    install()
-    env = environment()
-    skipped, codes = {}, {}
-    for device in args.devices.split(","):
-        problem = gpu_problem(env) if device == "gpu" else ""
-        if problem:
-            skipped[device] = problem
-            print(f"run.py: {device} skipped: {problem}", flush=True)
-            continue
-        plan = write_plan(args.out, args)
-        codes[device] = capacity(device, plan, args.out, args, env)
-        if args.tune_minutes > 0:
-            codes[f"{device}-tune"] = tune(device, plan, args.out, args, env)
-    codes["report"] = report(args.out, args, env) if codes else 1
-    summary = {"exit_codes": codes, "skipped": skipped, "seconds": round(time.time() - started, 1),
-               "python": sys.version.split()[0]}
-    (args.out / "device-run.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"run.py: {json.dumps(summary)}", flush=True)
-    return 0 if codes and all(code == 0 for code in codes.values()) else 1
+    run = DeviceRun(args)
+    signal.signal(signal.SIGTERM, stopped)
+    try:
+        return run.finish(run.run(), "finished")
+    except (Stopped, KeyboardInterrupt) as exc:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if run.child is not None:
+            stop(run.child.proc, interrupt=isinstance(exc, Stopped))
+            run.record["exit_codes"][run.child_name] = f"stopped by {exc or 'SIGINT'}"
+        run.copier.stop()
+        return run.finish(143, f"stopped by {exc or 'SIGINT'}: what was measured is kept")
+    except RuntimeError as exc:
+        run.say(f"run.py: {exc}")
+        return run.finish(1, f"failed: {exc}")
 
 
 if __name__ == "__main__":

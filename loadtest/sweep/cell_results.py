@@ -61,8 +61,10 @@ def cell_flags(ctx: CellContext, spec: LoadSpec, summary: LoadSummary, failure: 
 
 
 def measured_result(ctx: CellContext, index: int, label: ServerLabel, spec: LoadSpec, summary: LoadSummary,
-                    figures: ServerFigures, failure: str, device: Telemetry | None = None) -> CellResult:
-    """A cell's record from a Locust summary and the device telemetry of its window: computed once,
+                    figures: ServerFigures, failure: str, device: Telemetry | None = None, *,
+                    server_phases: dict | None = None, device_floor: dict | None = None) -> CellResult:
+    """A cell's record from a Locust summary, the device telemetry of its window, where the server's time
+    went (`loadtest.sweep.phases`) and the device's floor (`loadtest.sweep.floors`): computed once,
     validity flags included."""
     measure_s = ctx.run.measure_s
     process_cpu = [stats.cpu_percent(s, measure_s) for s in summary.cpu_s_by_pid.values()]
@@ -88,7 +90,8 @@ def measured_result(ctx: CellContext, index: int, label: ServerLabel, spec: Load
         loadgen_process_cpu_percent=[round(c, 1) for c in process_cpu], server_metrics=figures.extra,
         locust_stats=asdict(summary.locust) if summary.locust else {}, pool_full_waits=summary.pool_waits,
         dispatch_lag_p50_us=lag_us(summary, "p50_ms"), dispatch_lag_p99_us=lag_us(summary, "p99_ms"),
-        dispatch_lag_max_us=lag_us(summary, "max_ms"), **telemetry_fields(device or Telemetry()))
+        dispatch_lag_max_us=lag_us(summary, "max_ms"), **telemetry_fields(device or Telemetry()),
+        server_phases=server_phases or {}, device_floor=device_floor or {})
 
 
 def telemetry_fields(device: Telemetry) -> dict:

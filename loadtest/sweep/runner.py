@@ -4,7 +4,8 @@ For each server, in order (started by the tool when the plan names configuration
 `loadtest.sweep.servers`, and stopped before the next): probe it (one real Predict), then for each
 cell scrape its Prometheus metrics, run Locust headless (`loadtest.sweep.locust_run`: warm-up, then
 the measured window, then drain) while sampling the server's CPU, memory and GPU
-(`loadtest.sweep.telemetry`), scrape again, probe again, and append the cell's record to
+(`loadtest.sweep.telemetry`), scrape again (where the server's time went: `loadtest.sweep.phases`; its
+device floor: `loadtest.sweep.floors`), probe again, and append the cell's record to
 `results/<UTC time>/results.jsonl` (plus `results.csv`, a console line, and Locust's log under
 `logs/`). A server that does not start, or stops answering, fails its cells with the reason, and its remaining cells
 are recorded as not run; Ctrl-C fails the running cell, keeps every earlier record, and ends the
@@ -26,10 +27,11 @@ from typing import TextIO
 
 from loadtest.confidence import DEFAULT_CONFIDENCE
 from loadtest.records import CellResult, append_csv, append_result
+from loadtest.sweep import phases, scrape, telemetry
 from loadtest.sweep import plan as plans
-from loadtest.sweep import scrape, telemetry
 from loadtest.sweep.cell_results import CellContext, collect_provenance, failed_result, load_spec, measured_result
 from loadtest.sweep.console import console_table, describe, progress_line
+from loadtest.sweep.floors import FloorSource
 from loadtest.sweep.locust_run import cell_deadline_s, locust_command, run_locust
 from loadtest.sweep.probe import Probe, Prober
 from loadtest.sweep.servers import Running, Slot, StartFailed
@@ -57,6 +59,7 @@ class CellRunner:
     ctx: CellContext
     out: TextIO = sys.stdout
     results: list[CellResult] = field(default_factory=list)
+    floors: FloorSource = field(default_factory=FloorSource)
 
     @classmethod
     def new_run(cls, results_root: Path, plan: plans.Plan, plan_path: str, out: TextIO) -> CellRunner:
@@ -105,7 +108,8 @@ class CellRunner:
         else:
             label = replace(label, model_version=locust.summary.model_version or model_version)
             result = measured_result(ctx, index, label, spec, locust.summary, scrape.cell_figures(before, after),
-                                     failure, device)
+                                     failure, device, server_phases=phases.server_phases(before, after, target.kind),
+                                     device_floor=self.floors.floor_for(target, after))
         return self.record(result, total, search), probe
 
     def not_run(self, target: ServedEndpoint, cell: plans.Cell, run: plans.RunSettings, reason: str,

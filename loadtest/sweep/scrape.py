@@ -4,7 +4,9 @@ Both TF Serving and the embedded server export TF Serving's metric names (`/` tu
 so one scraper serves both: batch sizes the server actually processed
 (`...batching_session:processed_batch_size`), time requests spent queued for a batch
 (`...batching_session:queuing_latency`, µs), and the request count and latency the server saw.
-A server without metrics (or with batching off) simply yields None/empty figures.
+The embedded server also exports where each request's time went (`...embedded:request_phase_latency`,
+one histogram per phase, kept apart here) and its device floor (gauges per padded batch size); TF
+Serving exports neither. A server without metrics (or with batching off) simply yields None/empty figures.
 
 The Prometheus arithmetic (bucket deltas, means between two scrapes) is here too: it is about
 server-side counters, not the client's latency statistics.
@@ -20,11 +22,16 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from serving.protocol.names import DEVICE_FLOOR_IMAGES_SUFFIX as FLOOR_IMAGES
+from serving.protocol.names import DEVICE_FLOOR_LATENCY_SUFFIX as FLOOR_LATENCY
+from serving.protocol.names import DEVICE_ROUND_TRIP_SUFFIX as ROUND_TRIP
+from serving.protocol.names import GC_PAUSE_SUFFIX as GC_PAUSE
 from serving.protocol.names import METRICS_PATH
 from serving.protocol.names import PROCESSED_BATCH_SIZE_SUFFIX as PROCESSED_BATCH_SIZE
 from serving.protocol.names import QUEUING_LATENCY_SUFFIX as QUEUING_LATENCY
 from serving.protocol.names import REQUEST_COUNT_SUFFIX as REQUEST_COUNT
 from serving.protocol.names import REQUEST_LATENCY_SUFFIX as REQUEST_LATENCY
+from serving.protocol.names import REQUEST_PHASE_LATENCY_SUFFIX as PHASE_LATENCY
 from serving.protocol.names import SERVER_INFO_SUFFIX as SERVER_INFO
 
 
@@ -40,37 +47,52 @@ class Snapshot:
     """The figures of one scrape that a cell needs; None when the server could not be scraped."""
 
     histograms: dict  # metric suffix -> HistogramSnapshot
-    counters: dict  # metric suffix -> {label text: value}
+    counters: dict  # metric suffix -> {label text: value} (counters and gauges)
     info: dict  # labels of the embedded server's info gauge, {} for TF Serving
+    phases: dict = field(default_factory=dict)  # phase -> HistogramSnapshot; {} when not exported
+
+
+KNOWN = (PROCESSED_BATCH_SIZE, QUEUING_LATENCY, REQUEST_LATENCY, REQUEST_COUNT, SERVER_INFO, PHASE_LATENCY,
+         FLOOR_LATENCY, FLOOR_IMAGES, ROUND_TRIP, GC_PAUSE)
 
 
 def parse(text: str) -> Snapshot:
-    """Pick the known metrics out of a Prometheus text page (any name prefix, labels summed)."""
-    histograms, counters, info = {}, {}, {}
+    """Pick the known metrics out of a Prometheus text page (any name prefix, labels summed, but the
+    request phases kept apart by their `phase` label)."""
+    histograms, counters, info, phases = {}, {}, {}, {}
     for family in text_string_to_metric_families(text):
         suffix = _known_suffix(family.name)
         if suffix is None:
             continue
-        if family.type == "histogram":
+        if suffix == PHASE_LATENCY:
+            phases = _by_phase(family)
+        elif family.type == "histogram":
             histograms[suffix] = _histogram(family)
         elif suffix == SERVER_INFO:
             info = dict(family.samples[0].labels) if family.samples else {}
         else:
             counters[suffix] = {_label_text(s.labels): s.value for s in family.samples}
-    return Snapshot(histograms, counters, info)
+    return Snapshot(histograms, counters, info, phases)
 
 
 def _known_suffix(name: str) -> str | None:
-    for suffix in (PROCESSED_BATCH_SIZE, QUEUING_LATENCY, REQUEST_LATENCY, REQUEST_COUNT, SERVER_INFO):
+    for suffix in KNOWN:
         if name.endswith(suffix):
             return suffix
     return None
 
 
-def _histogram(family) -> HistogramSnapshot:
+def _by_phase(family) -> dict[str, HistogramSnapshot]:
+    """One histogram per value of the `phase` label (other labels summed)."""
+    names = sorted({s.labels.get("phase", "") for s in family.samples} - {""})
+    return {name: _histogram(family, [s for s in family.samples if s.labels.get("phase") == name])
+            for name in names}
+
+
+def _histogram(family, samples=None) -> HistogramSnapshot:
     buckets: dict[float, float] = {}
     total, count = 0.0, 0.0
-    for sample in family.samples:
+    for sample in family.samples if samples is None else samples:
         if sample.name.endswith("_bucket"):
             bound = float(sample.labels["le"])
             buckets[bound] = buckets.get(bound, 0.0) + sample.value
@@ -152,6 +174,21 @@ def histogram_bucket_deltas(before: dict, after: dict) -> dict:
         if count > 0:
             deltas[bound] = count
     return deltas
+
+
+def bucket_quantile(deltas: dict, q: float, min_count: float) -> float | None:
+    """The upper bound of the bucket holding quantile `q` of an interval's observations (`deltas`: upper
+    bound -> count, as `histogram_bucket_deltas` gives them): an upper estimate, as coarse as the buckets.
+    None with fewer than `min_count` observations, or when the quantile falls in the +Inf bucket."""
+    total = sum(deltas.values())
+    if total <= 0 or total < min_count:
+        return None
+    below = 0.0
+    for bound in sorted(deltas):
+        below += deltas[bound]
+        if below >= q * total - 1e-9:
+            return None if math.isinf(bound) else bound
+    return None
 
 
 def mean_from_sums(sum_before: float, sum_after: float, count_before: float, count_after: float) -> float | None:

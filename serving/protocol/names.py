@@ -30,12 +30,32 @@ PADDING_SIZE = ":tensorflow:serving:batching_session:padding_size"
 WRAPPED_RUN_COUNT = ":tensorflow:serving:batching_session:wrapped_run_count"
 SERVER_INFO = ":tensorflow:serving:embedded:server_info"  # the embedded server's own gauge; TF Serving has none
 
+# The embedded server's own metrics (TF Serving has none of these). Per request, where its time went:
+# a µs histogram per phase (label `phase`, one of REQUEST_PHASES), Triton's names where Triton has one
+# (queue, compute_input, compute_infer, compute_output). A request's phases sum to its request_latency.
+REQUEST_PHASE_LATENCY = ":tensorflow:serving:embedded:request_phase_latency"
+REQUEST_PHASES = ("decode", "validate", "queue", "assemble", "compute_input", "compute_infer", "compute_output",
+                  "deliver", "encode")
+# The device's own floor, measured once at start after warm-up: the model alone on its device per
+# padded batch size (gauges labelled `batch_size`: median latency in µs, images/s) and the bare round
+# trip of a trivial computation to the device and back (µs).
+DEVICE_FLOOR_LATENCY = ":tensorflow:serving:embedded:device_floor_latency"
+DEVICE_FLOOR_IMAGES = ":tensorflow:serving:embedded:device_floor_images_per_second"
+DEVICE_ROUND_TRIP = ":tensorflow:serving:embedded:device_round_trip_latency"
+# Each Python garbage collection's pause in the server process (µs histogram, label `generation`).
+GC_PAUSE = ":tensorflow:serving:embedded:gc_pause"
+
 # The same names without their prefix, as a scraper that accepts any prefix matches them (name.endswith).
 PROCESSED_BATCH_SIZE_SUFFIX = "batching_session:processed_batch_size"
 QUEUING_LATENCY_SUFFIX = "batching_session:queuing_latency"
 REQUEST_LATENCY_SUFFIX = "serving:request_latency"
 REQUEST_COUNT_SUFFIX = "serving:request_count"
 SERVER_INFO_SUFFIX = "embedded:server_info"
+REQUEST_PHASE_LATENCY_SUFFIX = "embedded:request_phase_latency"
+DEVICE_FLOOR_LATENCY_SUFFIX = "embedded:device_floor_latency"
+DEVICE_FLOOR_IMAGES_SUFFIX = "embedded:device_floor_images_per_second"
+DEVICE_ROUND_TRIP_SUFFIX = "embedded:device_round_trip_latency"
+GC_PAUSE_SUFFIX = "embedded:gc_pause"
 
 # The one stdout line the embedded server prints once it serves; harnesses wait for it and parse it.
 # `runtime` (what runs the model: "tensorflow", "jax", "none (null backend)") and `runtime_versions`

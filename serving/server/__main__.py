@@ -64,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="largest request accepted (gRPC answers RESOURCE_EXHAUSTED above it)")
     own.add_argument("--grpc_max_threads", type=int, default=256,
                      help="gRPC request threads (each in-flight request holds one; batching merges only those)")
+    own.add_argument("--device_floor_s", type=float, default=2.0,
+                     help="seconds spent at start measuring the model alone on its device per padded batch size, "
+                          "and a bare device round trip (0: not measured)")
+    own.add_argument("--gc_freeze", type=_bool, nargs="?", const=True, default=True,
+                     help="after start-up, freeze the heap (gc.freeze) so garbage collections walk only what "
+                          "requests allocate; every collection's pause is exported either way")
     own.add_argument("--log_level", default=os.environ.get("SERVING_LOG_LEVEL", "INFO"))
     return p
 
@@ -132,7 +138,8 @@ def run(argv: list[str] | None = None) -> int:
         batching=batching, batching_profile=args.batching_profile or ("default" if batching else "off"),
         tensor_content=args.tensor_content, poll_wait_s=args.file_system_poll_wait_seconds,
         device_name=device_name, monitoring_path=monitoring_path(args), max_message_bytes=args.max_message_bytes,
-        grpc_max_threads=args.grpc_max_threads)
+        grpc_max_threads=args.grpc_max_threads, device_floor_s=args.device_floor_s,
+        gc_freeze=args.gc_freeze)
     logging.getLogger("serving").info(
         "starting: device=%s (%s) backend=%s runtime=%s batching=%s models=%s", args.device, device_name,
         args.backend, config.runtime.name,

@@ -1,8 +1,9 @@
 """The embedded TF-Serving-compatible server process: start both protocols, print the ready line, drain.
 
-`serve` loads the models, starts gRPC (`serving.server.grpc_api`) and REST (`serving.server.rest`)
-over one `ServingCore`, prints the one ready line harnesses wait for, and on SIGTERM/SIGINT stops
-taking requests, drains the in-flight ones and exits.
+`serve` loads the models, measures the device floor (`serving.server.floor`), starts gRPC
+(`serving.server.grpc_api`) and REST (`serving.server.rest`) over one `ServingCore`, prints the one
+ready line harnesses wait for, and on SIGTERM/SIGINT stops taking requests, drains the in-flight ones
+and exits.
 
 Not for: command-line parsing (`serving.server.__main__`), request handling (`serving.server.core`)
 or the ready line's format (`serving.protocol.names`).
@@ -20,7 +21,10 @@ from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_p
 
 from serving.endpoint import ServerKind
 from serving.protocol.names import format_ready_line
+from serving.server.backends import DEFAULT_SIGNATURE
 from serving.server.core import ServerConfig, ServingCore
+from serving.server.floor import floor_batch_sizes, measure_floor, not_measured, round_trip_for
+from serving.server.gc_pauses import freeze_start_up_heap
 from serving.server.grpc_api import ModelServicer, PredictionServicer
 from serving.server.metrics import ServerMetrics
 from serving.server.model_source import ModelSource
@@ -54,6 +58,28 @@ def load_models(config: ServerConfig) -> ModelSource:
     return source
 
 
+def device_floor(config: ServerConfig, source: ModelSource) -> dict:
+    """The first model's newest version alone on its device (DeviceFloor.as_dict()); a failure is logged and
+    reported as not measured rather than stopping the server."""
+    runtime = config.runtime.name
+    if config.device_floor_s <= 0:
+        return not_measured("--device_floor_s 0", device=config.device, runtime=runtime).as_dict()
+    versions = source.versions(config.models[0].name)
+    model = versions[max(versions)]
+    signature = DEFAULT_SIGNATURE if DEFAULT_SIGNATURE in model.signatures else next(iter(model.signatures))
+    try:
+        trip, note = round_trip_for(config.backend, config.device)
+        floor = measure_floor(model, signature, floor_batch_sizes(config.batching), config.device_floor_s, trip,
+                              device=config.device, runtime=runtime, round_trip_note=note)
+    except Exception as exc:  # the floor explains the server; it must not keep it from serving
+        log.warning("device floor not measured: %s: %s", type(exc).__name__, exc)
+        return not_measured(f"failed: {type(exc).__name__}: {exc}", device=config.device, runtime=runtime).as_dict()
+    log.info("device floor (%s, %.1f s budget): %s; round trip %s us", model.path, config.device_floor_s,
+             ", ".join(f"batch {b.batch_size}: {b.latency_us:.0f} us, {b.images_per_s:,.0f} img/s"
+                       for b in floor.batches), "n/a" if floor.round_trip_us is None else f"{floor.round_trip_us:.0f}")
+    return floor.as_dict()
+
+
 def grpc_server(core: ServingCore) -> tuple[grpc.Server, int]:
     """The gRPC server with both TF Serving services, bound (not started); returns it and its port."""
     config = core.config
@@ -80,6 +106,11 @@ def serve(config: ServerConfig) -> int:
     source = load_models(config)
     core = ServingCore(config, source, ServerMetrics(config.device, config.device_name, config.batching_profile,
                                                        runtime=config.runtime))
+    core.device_floor = device_floor(config, source)  # before the ready line: nothing else runs on the device
+    core.metrics.record_device_floor(core.device_floor)
+    if config.gc_freeze:
+        log.info("garbage collector: %d start-up objects frozen", freeze_start_up_heap())
+    core.metrics.gc_pauses.install()
     server, grpc_port = grpc_server(core)
     rest = RestServer(core, config.host, config.rest_port)
     stop = stop_requested()
@@ -100,4 +131,4 @@ def serve(config: ServerConfig) -> int:
     return 0
 
 
-__all__ = ["ready_line", "serve"]
+__all__ = ["device_floor", "ready_line", "serve"]

@@ -16,7 +16,8 @@ tensorflow_serving/batching/batching_session.cc):
 - a batch is padded up to the next `allowed_batch_sizes` entry with copies of the first row of
   its last task, and the padding rows are dropped from the outputs;
 - with `pad_variable_length_inputs`, inner dimensions that differ between tasks are padded to
-  the largest (with the first element of each task's tensor, as TF Serving does).
+  the largest (with the first element of each task's tensor, as TF Serving does); both in
+  `serving.server.batch_rows`.
 
 Request threads enqueue under one lock and wait on their task; batch threads run the model and
 answer each task. Not for: protocol handling or validation (see `serving.server.core`).
@@ -33,7 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from serving.server.batch_rows import merge_inputs, padded_size, split_outputs
 from serving.server.errors import ServingError
+from serving.server.model_spec import Computed
+from serving.server.phases import BatchTiming
 
 _PARTS_LOCK = threading.Lock()
 QUEUE_FULL_MESSAGE = "The batch scheduling queue to which this task was submitted is full"
@@ -123,14 +127,6 @@ def check_options(o: BatchingOptions) -> None:
                          f"{sizes[-1]}; expected {o.max_batch_size}")
 
 
-def padded_size(size: int, allowed: tuple[int, ...]) -> int:
-    """Smallest allowed batch size holding `size` rows (`size` itself when none is configured)."""
-    for candidate in allowed:
-        if candidate >= size:
-            return candidate
-    return size
-
-
 class Task:
     """One request: its inputs, row count, and where its outputs go.
 
@@ -139,7 +135,7 @@ class Task:
     costs a Condition and a notify_all per request).
     """
 
-    __slots__ = ("inputs", "size", "enqueued_s", "parts", "pending", "_answer", "_ready")
+    __slots__ = ("inputs", "size", "enqueued_s", "parts", "pending", "timing", "_answer", "_ready")
 
     def __init__(self, inputs: dict[str, np.ndarray], size: int) -> None:
         self.inputs = inputs
@@ -147,6 +143,7 @@ class Task:
         self.enqueued_s = time.perf_counter()
         self.parts: list | None = None  # per-part outputs when the task was split
         self.pending = 0
+        self.timing: BatchTiming | None = None  # the stamps of the batch that answered it
         self._answer: dict[str, np.ndarray] | BaseException | None = None
         self._ready = threading.Lock()
         self._ready.acquire()
@@ -191,57 +188,16 @@ class BatchStats:
     queueing_delays_s: tuple[float, ...]  # per slice: enqueue -> processing start
 
 
-def merge_inputs(batch_slices: list[tuple[dict[str, np.ndarray], int, int]], padding: int,
-                 pad_variable_length: bool) -> dict[str, np.ndarray]:
-    """Concatenate the tasks' rows per input and append `padding` copies of the last task's first row."""
-    merged = {}
-    for name in batch_slices[0][0]:
-        parts = [inputs[name][start:start + count] for inputs, start, count in batch_slices]
-        if pad_variable_length:
-            parts = _pad_inner_dims(parts)
-        elif any(p.shape[1:] != parts[0].shape[1:] for p in parts):
-            raise ServingError(
-                "FAILED_PRECONDITION",
-                f"Tensors with name '{name}' from different tasks have different shapes and padding is turned off. "
-                "Set pad_variable_length_inputs to true, or ensure that all tensors with the same name have equal "
-                "dimensions starting with the first dim.")
-        if padding:
-            parts.append(np.repeat(parts[-1][:1], padding, axis=0))
-        merged[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    return merged
-
-
-def _pad_inner_dims(parts: list[np.ndarray]) -> list[np.ndarray]:
-    """Pad every part's inner dims up to the largest, with that part's first element (TF Serving's rule)."""
-    target = tuple(max(dims) for dims in zip(*(p.shape[1:] for p in parts)))
-    out = []
-    for p in parts:
-        if p.shape[1:] == target:
-            out.append(p)
-            continue
-        widths = [(0, 0)] + [(0, t - s) for s, t in zip(p.shape[1:], target)]
-        fill = p.flat[0] if p.size else 0
-        out.append(np.pad(p, widths, mode="constant", constant_values=fill))
-    return out
-
-
-def split_outputs(outputs: dict[str, np.ndarray], sizes: list[int]) -> list[dict[str, np.ndarray]]:
-    """Cut batched outputs back into per-slice rows (padding rows at the end are dropped)."""
-    answers, offset = [], 0
-    for count in sizes:
-        answers.append({k: v[offset:offset + count] for k, v in outputs.items()})
-        offset += count
-    return answers
-
-
 class BatchScheduler:
     """One batching queue (TF Serving keeps one per signature and output set) and its batch threads.
 
     Request threads call `submit()` and wait on the returned task's `result()`; `num_batch_threads` threads
-    take due batches off the queue, run them, and answer every task in them.
+    take due batches off the queue, run them, and answer every task in them. `process` returns the
+    outputs, or a `Computed` whose compute phases the tasks' `timing` then carries.
     """
 
-    def __init__(self, options: BatchingOptions, process: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
+    def __init__(self, options: BatchingOptions,
+                 process: Callable[[dict[str, np.ndarray]], Computed | dict[str, np.ndarray]],
                  on_batch: Callable[[BatchStats], None] = lambda stats: None, name: str = "batch") -> None:
         self.options = options
         self._process = process
@@ -364,13 +320,23 @@ class BatchScheduler:
         started = time.perf_counter()
         padded = padded_size(batch.size, self.options.allowed_batch_sizes)
         counts = [c for _, _, _, c in batch.slices]
+        timing = None
         try:
             merged = merge_inputs([(t.inputs, s, c) for t, _, s, c in batch.slices], padded - batch.size,
                                   self.options.pad_variable_length_inputs)
-            answers: list = split_outputs(self._process(merged), counts)
+            assembled = time.perf_counter()
+            result = self._process(merged)
+            computed = time.perf_counter()
+            if isinstance(result, Computed):
+                timing = BatchTiming(started, assembled, result.input_s, result.infer_s, computed)
+                result = result.outputs
+            else:  # a bare function of the inputs: all its time is inference
+                timing = BatchTiming(started, assembled, 0.0, computed - assembled, computed)
+            answers: list = split_outputs(result, counts)
         except Exception as exc:  # answered to every task of the batch, never raised into the thread
             answers = [exc] * len(counts)
         for (task, part, _, _), answer in zip(batch.slices, answers):
+            task.timing = timing
             _deliver(task, part, answer)
         self._on_batch(BatchStats(tuple(counts), padded, padded - batch.size,
                                   tuple(started - t.enqueued_s for t, _, _, _ in batch.slices)))
@@ -396,3 +362,7 @@ def _deliver(task: Task, part: int, answer: dict[str, np.ndarray] | BaseExceptio
         task.pending -= 1
         if task.pending == 0:
             task.answer({k: np.concatenate([p[k] for p in task.parts]) for k in task.parts[0]})
+
+
+__all__ = ["QUEUE_FULL_MESSAGE", "Batch", "BatchScheduler", "BatchStats", "BatchingOptions", "Task",
+           "check_options", "options_from_proto", "padded_size"]

@@ -25,6 +25,8 @@ from serving.server.batching import BatchingOptions, BatchScheduler
 from serving.server.errors import ServingError
 from serving.server.metrics import ServerMetrics
 from serving.server.model_source import ModelEntry, ModelSource
+from serving.server.model_spec import Computed
+from serving.server.phases import VALIDATE, PhaseClock
 from serving.server.runtimes import Backend, Runtime, runtime_of
 from serving.server.validation import check_inputs, check_outputs
 
@@ -50,6 +52,8 @@ class ServerConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     grpc_max_threads: int = 256  # in-flight gRPC requests; batching can only merge requests that hold one
     grace_s: float = 30.0
+    device_floor_s: float = 2.0  # time budget of the device floor measured at start (0: not measured)
+    gc_freeze: bool = True  # freeze the start-up heap so collections walk only what requests allocate
 
     @property
     def device(self) -> str:
@@ -93,6 +97,7 @@ class ServingCore:
         self._schedulers: dict[tuple, BatchScheduler] = {}
         self._lock = threading.Lock()
         self._runtime = "TF2" if config.backend == "savedmodel" else config.backend
+        self.device_floor: dict | None = None  # DeviceFloor.as_dict(), set once at start (serving.server.floor)
 
     def resolve(self, name: str, version: int | None, label: str | None,
                 signature_name: str) -> tuple[LoadedModel, SignatureSpec]:
@@ -105,19 +110,28 @@ class ServingCore:
         return model, spec
 
     def predict(self, model: LoadedModel, spec: SignatureSpec, inputs: dict[str, np.ndarray],
-                output_filter: list[str]) -> dict[str, np.ndarray]:
-        """Validated inputs -> outputs, on the calling (request) thread."""
+                output_filter: list[str], clock: PhaseClock | None = None) -> dict[str, np.ndarray]:
+        """Validated inputs -> outputs, on the calling (request) thread; `clock` gets the validate, queue,
+        assemble, compute and deliver phases."""
+        clock = clock or PhaseClock()
         rows = check_inputs(spec, inputs)
         outputs = check_outputs(spec, output_filter)
+        clock.lap(VALIDATE)
         if self.config.batching is None:
-            return self._run(model, spec.name, inputs, outputs)
-        return self._scheduler(model, spec.name, outputs).submit(inputs, rows).result()
+            computed = self._run(model, spec.name, inputs, outputs)
+            clock.computed(computed)
+            return computed.outputs
+        task = self._scheduler(model, spec.name, outputs).submit(inputs, rows)
+        result = task.result()
+        assert task.timing is not None  # set before every successful answer
+        clock.batched(task.timing)
+        return result
 
     def _run(self, model: LoadedModel, signature: str, inputs: dict[str, np.ndarray],
-             outputs: list[str]) -> dict[str, np.ndarray]:
+             outputs: list[str]) -> Computed:
         started = time.perf_counter()
         try:
-            return model.run(signature, inputs, outputs)
+            return model.timed(signature, inputs, outputs)
         except ServingError:
             raise
         except Exception as exc:  # TensorFlow's own refusal of something validation let through

@@ -31,6 +31,7 @@ from serving.protocol.tensors import to_numpy, write_tensor
 from serving.server.core import ServerConfig, ServingCore
 from serving.server.errors import ServingError
 from serving.server.model_source import ModelSource
+from serving.server.phases import DECODE, ENCODE, VALIDATE, PhaseClock
 
 log = logging.getLogger("serving")
 
@@ -68,15 +69,17 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         self.core = core
 
     def Predict(self, request, context):
-        started = time.perf_counter()
+        clock = PhaseClock()
         name = request.model_spec.name
         try:
             if not request.HasField("model_spec"):
                 raise ServingError("INVALID_ARGUMENT", "Missing ModelSpec")  # TF Serving's check, before the lookup
             version, label = requested_version(request.model_spec)
             model, spec = self.core.resolve(name, version, label, request.model_spec.signature_name)
+            clock.lap(VALIDATE)
             inputs = decode_inputs(request, self.core.config.max_message_bytes)
-            outputs = self.core.predict(model, spec, inputs, list(request.output_filter))
+            clock.lap(DECODE)
+            outputs = self.core.predict(model, spec, inputs, list(request.output_filter), clock)
             response = predict_pb2.PredictResponse()
             response.model_spec.name = name
             response.model_spec.version.value = model.version
@@ -84,11 +87,12 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
             tensor_content = self.core.config.tensor_content
             for alias, array in outputs.items():
                 write_tensor(response.outputs[alias], array, tensor_content)
+            clock.lap(ENCODE)
         except Exception as exc:
             status = _status_name(exc)
-            self.core.metrics.record_request(name, "Predict", "GRPC", status, time.perf_counter() - started)
+            self.core.metrics.record_request(name, "Predict", "GRPC", status, time.perf_counter() - clock.started)
             _abort(context, exc)
-        self.core.metrics.record_request(name, "Predict", "GRPC", "OK", time.perf_counter() - started)
+        self.core.metrics.record_ok(name, "Predict", "GRPC", clock)
         return response
 
     def GetModelMetadata(self, request, context):
@@ -136,9 +140,10 @@ def _unimplemented(context, method: str):
                         "and GetModelStatus only)")
 
 
-def server_info(config: ServerConfig) -> dict:
-    """What the server reports about itself besides TF Serving's metadata (device, runtime, batching)."""
-    return {
+def server_info(config: ServerConfig, device_floor: dict | None = None) -> dict:
+    """What the server reports about itself besides TF Serving's metadata (device, runtime, batching, and
+    the device floor measured at start: `serving.server.floor.DeviceFloor.as_dict()`)."""
+    info = {
         "kind": str(ServerKind.EMBEDDED),
         "device": config.device,
         "device_name": config.device_name,
@@ -148,7 +153,11 @@ def server_info(config: ServerConfig) -> dict:
         "batching": "on" if config.batching else "off",
         "batching_profile": config.batching_profile,
         "batching_parameters": config.batching.as_dict() if config.batching else {},
+        "gc_freeze": config.gc_freeze,
     }
+    if device_floor is not None:
+        info["device_floor"] = device_floor
+    return info
 
 
 SERVER_INFO_FIELD = "server_info"  # our extension: ask for it in metadata_field to get server_info()
@@ -174,7 +183,7 @@ def model_metadata(core: ServingCore, request) -> get_model_metadata_pb2.GetMode
         response.metadata["signature_def"].Pack(sig_map)
     if SERVER_INFO_FIELD in fields:
         info = struct_pb2.Struct()
-        info.update(server_info(core.config))
+        info.update(server_info(core.config, core.device_floor))
         packed = any_pb2.Any()
         packed.Pack(info)
         response.metadata[SERVER_INFO_FIELD].CopyFrom(packed)

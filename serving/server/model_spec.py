@@ -9,9 +9,11 @@ Not for: loading or running a model (`serving.server.backends`, `serving.server.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
@@ -85,9 +87,28 @@ def signature_specs(defs: dict[str, meta_graph_pb2.SignatureDef]) -> dict[str, S
     return specs
 
 
+class Computed(NamedTuple):
+    """One model call's outputs and where its time went on the device (seconds, each synchronised).
+
+    `input_s`: host -> device; `infer_s`: the model itself; `output_s`: device -> host numpy, plus the
+    backend's own bookkeeping after the model (slicing, host-side post-processing)."""
+
+    outputs: dict[str, np.ndarray]
+    input_s: float
+    infer_s: float
+    output_s: float
+
+
+RunFunction = Callable[[str, dict[str, np.ndarray], list[str]], dict[str, np.ndarray]]
+TimedRunFunction = Callable[[str, dict[str, np.ndarray], list[str]], Computed]
+
+
 @dataclass
 class LoadedModel:
-    """One loaded version of one model: its signatures and a function running a batch."""
+    """One loaded version of one model: its signatures and a function running a batch.
+
+    `run` gives the outputs only; `timed` gives them with the call's compute sub-phases (`Computed`),
+    from the backend's own `run_timed` when it has one, else the whole call counted as inference."""
 
     name: str
     version: int
@@ -95,5 +116,14 @@ class LoadedModel:
     signature_defs: dict[str, meta_graph_pb2.SignatureDef]
     signatures: dict[str, SignatureSpec]
     # run(signature_name, {alias: array}, [output aliases]) -> {alias: array}; thread-safe.
-    run: Callable[[str, dict[str, np.ndarray], list[str]], dict[str, np.ndarray]]
+    run: RunFunction
     unload: Callable[[], None] = field(default=lambda: None)
+    run_timed: TimedRunFunction | None = None  # same arguments as `run`; thread-safe
+
+    def timed(self, signature: str, inputs: dict[str, np.ndarray], outputs: list[str]) -> Computed:
+        """`run` with its time split into host -> device, inference and device -> host."""
+        if self.run_timed is not None:
+            return self.run_timed(signature, inputs, outputs)
+        started = time.perf_counter()
+        result = self.run(signature, inputs, outputs)
+        return Computed(result, 0.0, time.perf_counter() - started, 0.0)

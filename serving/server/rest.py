@@ -29,6 +29,7 @@ from serving.server.backends import SignatureSpec
 from serving.server.core import ServingCore
 from serving.server.errors import ServingError
 from serving.server.grpc_api import model_metadata, model_status, server_info
+from serving.server.phases import DECODE, ENCODE, VALIDATE, PhaseClock
 from serving.server.validation import check_input_names
 
 log = logging.getLogger("serving.server.rest")
@@ -229,28 +230,29 @@ class _Handler(BaseHTTPRequestHandler):
             "model_spec": {"name": response.model_spec.name, "signature_name": "",
                            "version": str(response.model_spec.version.value)},
             "metadata": {"signature_def": json_format.MessageToDict(sig_map, preserving_proto_field_name=True)},
-            "server_info": server_info(self.core.config),
+            "server_info": server_info(self.core.config, self.core.device_floor),
         }
 
     def do_POST(self) -> None:  # noqa: N802
-        started = time.perf_counter()
+        clock = PhaseClock()
         match = _MODEL_PATH.match(self.path)
         name = match["name"] if match else ""
         try:
             body = self._read_json()
+            clock.lap(DECODE)
             if not match or match["rest"] not in (":predict", ":classify", ":regress"):
                 raise ServingError("NOT_FOUND", f"Malformed request: POST {self.path}")
             if match["rest"] != ":predict":
                 raise ServingError("UNIMPLEMENTED",
                                    f"{match['rest'][1:]} is not implemented by the embedded server (predict only)")
-            answer = self._predict(match, body)
+            payload = self._predict(match, body, clock)
         except Exception as exc:
             error = _as_serving_error(exc)
-            self.core.metrics.record_request(name, "predict", "REST", error.code, time.perf_counter() - started)
+            self.core.metrics.record_request(name, "predict", "REST", error.code, time.perf_counter() - clock.started)
             self._send_error(error)
             return
-        self.core.metrics.record_request(name, "predict", "REST", "OK", time.perf_counter() - started)
-        self._send_json(200, answer)
+        self.core.metrics.record_ok(name, "predict", "REST", clock)
+        self._send(200, payload)
 
     def _read_json(self) -> dict:
         media_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
@@ -290,16 +292,21 @@ class _Handler(BaseHTTPRequestHandler):
                                f"the request body ended before the {length} bytes its Content-Length declares")
         return raw
 
-    def _predict(self, match: re.Match, body: dict) -> dict:
+    def _predict(self, match: re.Match, body: dict, clock: PhaseClock) -> bytes:
+        """The JSON answer's bytes; the clock gets every phase up to and including encoding them."""
         core = self.core
         version = version_number(match["version"]) if match["version"] is not None else None
         signature_name = body.get("signature_name", "")
         if not isinstance(signature_name, str):
             raise ServingError("INVALID_ARGUMENT", "'signature_name' must be a string")
         model, spec = core.resolve(match["name"], version, match["label"], signature_name)
+        clock.lap(VALIDATE)
         inputs, row_format = parse_predict_body(body, spec)
-        outputs = core.predict(model, spec, inputs, [])
-        return format_predictions(outputs, row_format)
+        clock.lap(DECODE)
+        outputs = core.predict(model, spec, inputs, [], clock)
+        payload = json.dumps(format_predictions(outputs, row_format)).encode()
+        clock.lap(ENCODE)
+        return payload
 
 
 class RestServer:

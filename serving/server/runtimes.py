@@ -74,7 +74,8 @@ def keras_backend_in_use() -> str | None:
 def prepare_process(backend: str) -> None:
     """Ready this process for `backend`, before anything imports TensorFlow or Keras.
 
-    For `jax`: TensorFlow's protos without its runtime, and Keras on JAX. RuntimeError when Keras was
+    For `jax`: TensorFlow's protos without its runtime, Keras on JAX, and no GPU memory preallocation
+    (XLA_PYTHON_CLIENT_PREALLOCATE=false unless set). RuntimeError when Keras was
     already imported with another backend (it cannot be switched afterwards)."""
     if Backend(backend) != Backend.JAX:
         return
@@ -83,6 +84,9 @@ def prepare_process(backend: str) -> None:
         raise RuntimeError(f"the jax backend needs Keras on JAX, but this process already imported Keras with the "
                            f"{in_use} backend; start it with KERAS_BACKEND=jax or in a fresh process")
     os.environ["KERAS_BACKEND"] = "jax"
+    # JAX takes 75% of a GPU's memory at its first use unless told not to; off, the memory a GPU shows in
+    # use is the model's own. A user's own setting wins.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     use_protos_without_runtime()
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from loadtest.bundle import device_run
+from loadtest.bundle import device_run, processes
 from loadtest.bundle.build import (
     IMAGE_PACKAGES,
     LIMIT_BYTES,
@@ -20,7 +23,9 @@ from loadtest.bundle.build import (
     copy_model,
     normalized,
     requirements,
+    source_record,
 )
+from loadtest.bundle.outputs import OUT_FILES
 from loadtest.records import read_results
 
 
@@ -60,15 +65,25 @@ def test_an_unknown_device_is_a_usage_error(capsys):
     assert exit_info.value.code == 2 and "unknown ['tpu']" in capsys.readouterr().err
 
 
+def test_an_out_folder_that_holds_a_run_is_refused(capsys, tmp_path):
+    (tmp_path / "device-run.json").write_text("{}")
+    with pytest.raises(SystemExit) as exit_info:
+        device_run.parse(["--out", str(tmp_path)])
+    assert exit_info.value.code == 2 and "already holds a run" in capsys.readouterr().err
+
+
 @pytest.mark.integration
 def test_the_device_bundle_fits_a_call_and_holds_only_what_the_image_lacks(exported_model, tmp_path):
     manifest = build(tmp_path / "bundle", exported_model.output_dir)
     bundle = tmp_path / "bundle"
     assert manifest.size_bytes <= LIMIT_BYTES and manifest.python_version == "3.12"
     wheels = {normalized(name.split("-")[0]) for name in manifest.wheels}
-    assert {"keras", "locust", "hdrhistogram", "gevent", "protobuf"} <= wheels
+    assert {"keras", "locust", "hdrhistogram", "gevent", "protobuf", "py-spy"} <= wheels
     assert not (wheels & (IMAGE_PACKAGES - {"protobuf"}))  # jax, numpy, grpcio... are the image's
-    assert all("cp312" in name or "none-any" in name or "abi3" in name for name in manifest.wheels)
+    # CPython 3.12's, or any Python's (pure, or py-spy's binary: py2.py3-none-manylinux1_x86_64)
+    assert all("cp312" in name or "-none-" in name or "abi3" in name for name in manifest.wheels)
+    source = json.loads((bundle / "project" / "SOURCE.json").read_text())
+    assert source == manifest.source and len(source["commit"]) == 40 and source["built_utc"]
     assert (bundle / "project" / "models" / "mnist" / "1" / "model.keras").is_file()
     assert (bundle / "protos" / "tensorflow_serving" / "apis" / "predict_pb2.py").is_file()
     assert not (bundle / "protos" / "tensorflow" / "__init__.py").exists()  # TF's runtime can never load
@@ -83,27 +98,102 @@ def offline(command: list[str]) -> list[str]:
     return ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "offline", *command]
 
 
-@pytest.mark.integration
-def test_the_bundle_runs_offline_from_a_clean_venv_on_cpu(exported_model, tmp_path):
-    """A self-contained bundle for this Python (what the image has is packed too), a venv with nothing
-    in it, no index, no network: the GPU is skipped with the reason, the CPU searches run on the jax
-    backend, and the report is written."""
+@pytest.fixture(scope="module")
+def cpu_bundle(exported_model, tmp_path_factory):
+    """A self-contained bundle for this Python (what the image has is packed too) and a venv with nothing
+    in it: (the venv's python, the bundle)."""
+    root = tmp_path_factory.mktemp("cpu-bundle")
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    build(tmp_path / "bundle", exported_model.output_dir, Target(python_version=version, image_packages=frozenset(),
-                                                                limit_bytes=None))
-    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
+    build(root / "bundle", exported_model.output_dir, Target(python_version=version, image_packages=frozenset(),
+                                                             limit_bytes=None))
+    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
+    python = root / "venv" / "bin" / "python"
+    # run.py's own install, once for both runs (~30 s here): their budgets then go to what they measure
+    subprocess.run([str(python), "-c", "import sys; sys.path.insert(0, sys.argv[1]); import run; run.install()",
+                    str(root / "bundle")], check=True, env=clean_env(), timeout=300)
+    assert (root / "bundle" / "site" / ".installed").is_file()
+    return python, root / "bundle"
+
+
+def run_py(cpu_bundle, out, *args: str) -> list[str]:
+    python, bundle = cpu_bundle
+    return [str(python), str(bundle / "run.py"), "--out", str(out), "--max-steps", "2", "--measure-s", "1",
+            "--max-rate-s", "3", "--start-s", "25", *args]
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
+def left_behind(bundle) -> list[int]:
+    """Processes still running from the bundle (a server, Locust), killed here so that none outlives the test."""
+    found = [int(p.name) for p in Path("/proc").glob("[0-9]*") if str(bundle) in processes.command_line(int(p.name))]
+    for pid in found:
+        os.kill(pid, signal.SIGKILL)
+    return found
+
+
+@pytest.mark.integration
+def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cpu_bundle, tmp_path):
+    """No index, no network, a 3-minute budget: the GPU is skipped with the reason, the plan keeps what
+    fits, the CPU searches run on the jax backend, and --out holds at most 8 files, no folder."""
     out = tmp_path / "out"
-    command = [str(tmp_path / "venv" / "bin" / "python"), str(tmp_path / "bundle" / "run.py"), "--out", str(out),
-               "--devices", "gpu,cpu", "--batches", "1", "--max-steps", "2", "--measure-s", "1", "--max-minutes", "2"]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    done = subprocess.run(offline(command), capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
-    summary = json.loads((out / "device-run.json").read_text())
+    command = run_py(cpu_bundle, out, "--devices", "gpu,cpu", "--batches", "1,8", "--budget-min", "3",
+                     "--max-minutes", "0.2", "--profile-s", "8")
+    started = time.monotonic()
+    done = subprocess.run(offline(command), capture_output=True, text=True, timeout=600, env=clean_env(),
+                          cwd=tmp_path)
+    took_s = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert summary["exit_codes"] == {"cpu": 0, "report": 0} and "JAX sees no GPU" in summary["skipped"]["gpu"]
-    [results] = list((out / "results").glob("*/results.jsonl"))
-    cells = read_results(results)
-    assert {c.server.name for c in cells} == {"cpu-off", "cpu-cpu"}
+    assert took_s <= 3 * 60 + 5, f"{took_s:.0f} s for a 3-minute budget"
+    entries = sorted(out.iterdir())
+    assert len(entries) <= 8 and all(p.is_file() for p in entries), [p.name for p in entries]
+    assert {p.name for p in entries} <= set(OUT_FILES)
+    summary = json.loads((out / "device-run.json").read_text())
+    assert summary["status"] == "finished" and summary["within_budget"] and summary["seconds_total"] <= 180
+    assert "JAX sees no GPU" in summary["skipped"]["gpu"] and summary["exit_codes"]["report"] == 0
+    kept = summary["plan"]["kept"]
+    assert kept and all(s["device"] == "cpu" for s in kept) and summary["left_out"]  # 4 asked, not all fit
+    answers = [(c["server"], c["batch"]) for c in summary["capacities"]]
+    assert answers and len(set(answers)) == len(answers)  # each search's answer once
+    assert summary["torch_round_trip"]["note"] in ("PyTorch not installed", "no CUDA")
+    source = json.loads((cpu_bundle[1] / "project" / "SOURCE.json").read_text())
+    assert summary["source"]["commit"] == source["commit"] == source_record()["commit"]
+    cells = read_results(out / "results.jsonl")
+    assert cells and all(c.provenance["git_commit"] == source["commit"] for c in cells)
     assert all(c.server.versions.get("runtime") == "jax" and "tensorflow" not in c.server.versions for c in cells)
-    assert any(c.requests > 0 and c.errors_by_code == {} for c in cells)
-    report = (out / "report" / "report.md").read_text()
-    assert "embedded server (JAX, the same weights (.keras))" in report and "TF Serving" not in report
+    assert summary["results_lines"] == len(cells) and set(summary["by_configuration"]) <= {"cpu-off", "cpu-cpu"}
+    report = (out / "report.md").read_text()
+    assert "embedded server (JAX, the same weights (.keras))" in report
+    assert not [line for line in report.splitlines() if "cpu-off" in line and "TF Serving" in line]
+    profile = summary["profile"]
+    assert (profile["ok"] and (out / "profile-stacks.txt").is_file() and profile["top"]["self"]) or profile["why"]
+    assert not left_behind(cpu_bundle[1])
+
+
+@pytest.mark.integration
+def test_a_run_stopped_part_way_keeps_the_results_already_measured(cpu_bundle, tmp_path):
+    out = tmp_path / "out"
+    command = run_py(cpu_bundle, out, "--devices", "cpu", "--batches", "1,8", "--budget-min", "6",
+                     "--max-minutes", "1", "--profile-s", "0")
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env(),
+                            cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None and not lines(out / "results.jsonl"):
+            time.sleep(0.5)
+        seen = lines(out / "results.jsonl")
+        assert seen, "no result line within 240 s"
+        proc.send_signal(signal.SIGTERM)  # what `timeout` sends at a call's limit, before SIGKILL
+        assert proc.wait(timeout=90) == 143
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert lines(out / "results.jsonl")[: len(seen)] == seen
+    summary = json.loads((out / "device-run.json").read_text())
+    assert summary["status"].startswith("stopped by SIGTERM") and summary["exit_code"] == 143
+    assert not left_behind(cpu_bundle[1])
+
+
+def lines(path) -> list[str]:
+    return path.read_text().splitlines() if path.is_file() else []

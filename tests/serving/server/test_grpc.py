@@ -180,6 +180,9 @@ def test_metadata_reports_signatures_and_device(stub, exported_model):
     info = struct_pb2.Struct()
     response.metadata["server_info"].Unpack(info)
     assert info["device"] == "cpu" and info["device_name"] and info["kind"] == "embedded"
+    floor = info["device_floor"]
+    assert floor["runtime"] == "tensorflow" and floor["round_trip_us"] > 0 and floor["batches"]
+    assert floor["round_trip_note"].startswith("tensorflow: tf.constant")
 
 
 @pytest.mark.parametrize("fields, text", [([], "at least one metadata_field"),

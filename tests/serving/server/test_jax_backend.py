@@ -19,7 +19,7 @@ import pytest
 
 from serving.deploy.process import REPO, start_server
 from serving.server.backends import BackendOptions, load_model
-from serving.server.jax_backend import BUCKETS, MAX_BUCKET, Chunk, bucket_for, chunks, pad_rows
+from serving.server.jax_backend import BUCKETS, MAX_BUCKET, Chunk, bucket_for, bucketed, chunks, classes_of, pad_rows
 from serving.server.runtimes import RUNTIMES, Backend, runtime_of
 from tests.support.export import quiet_tf_env
 from tests.support.grpc import predict_request, stub_for
@@ -43,6 +43,31 @@ for size in map(int, sizes):
              for i in range(0, len(images), size)]
     results[f"scores_{size}"] = np.concatenate([p["scores"] for p in parts])
     results[f"classes_{size}"] = np.concatenate([p["classes"] for p in parts])
+# The device path before the lean one: classes argmaxed on the device, two transfers back, padding by concatenation.
+import jax, jax.numpy as jnp
+from serving.server.jax_backend import chunks, compiled_forward, import_keras_on_jax, jax_device
+keras_model = import_keras_on_jax().saving.load_model(f"{model_dir}/model.keras", compile=False)
+device = jax_device("cpu")
+weights = [jax.device_put([v.value for v in vs], device)
+           for vs in (keras_model.trainable_variables, keras_model.non_trainable_variables)]
+image_shape = tuple(keras_model.input_shape[1:])
+@jax.jit
+def before(trainable, non_trainable, x):
+    scores, _ = keras_model.stateless_call(trainable, non_trainable, x.reshape((-1,) + image_shape), training=False)
+    return scores, jnp.argmax(scores, axis=1)
+parts = []
+for chunk in chunks(len(images)):
+    rows = images[chunk.start:chunk.stop]
+    padded = np.concatenate([rows, np.zeros((chunk.bucket - len(rows), 784), np.float32)])
+    scores, classes = before(*weights, jax.device_put(padded, device))
+    parts.append((np.asarray(scores, np.float32)[:len(rows)], np.asarray(classes).astype(np.int64)[:len(rows)]))
+results["before_scores"] = np.concatenate([p[0] for p in parts])
+results["before_classes"] = np.concatenate([p[1] for p in parts])
+timed = model.timed("predict_images", {"images": images}, ["scores", "classes"])
+results["after_scores"], results["after_classes"] = timed.outputs["scores"], timed.outputs["classes"]
+results["timed_phases_s"] = np.array(timed[1:])
+one_chunk = compiled_forward(keras_model, device)(np.zeros((4, 784), np.float32))
+results["forward_returns"] = np.array([type(x).__name__ for x in one_chunk])
 import keras
 np.savez(out_path, tensorflow_runtime_loaded=np.bool_("tensorflow.python" in sys.modules),
          keras_backend=np.str_(keras.config.backend()), **results)
@@ -111,6 +136,61 @@ def test_jax_matches_the_savedmodel_on_every_sample_digit(jax_outputs, savedmode
 
 
 @pytest.mark.integration
+def test_lean_device_path_answers_exactly_as_before_on_every_sample_digit(jax_outputs):
+    np.testing.assert_array_equal(jax_outputs["after_scores"], jax_outputs["before_scores"])
+    np.testing.assert_array_equal(jax_outputs["after_classes"], jax_outputs["before_classes"])
+    assert jax_outputs["after_classes"].dtype == np.int64
+
+
+@pytest.mark.integration
+def test_one_transfer_back_per_chunk_and_three_timed_phases(jax_outputs):
+    # compiled_forward: one host array (scores) back, then input, infer and output seconds
+    assert jax_outputs["forward_returns"].tolist() == ["ndarray", "float", "float", "float"]
+    phases = jax_outputs["timed_phases_s"]
+    assert len(phases) == 3 and (phases >= 0).all() and phases[1] > 0
+
+
+def test_bucketed_pads_each_chunk_and_sums_its_phases():
+    seen = []
+
+    def forward(images):
+        seen.append(len(images))
+        return np.repeat(images[:, :1], 10, axis=1), 1.0, 2.0, 3.0
+
+    images = np.arange(600, dtype=np.float32).reshape(600, 1)
+    scores, input_s, infer_s, output_s = bucketed(forward, images)
+    assert seen == [512, 128] and scores.shape == (600, 10) and (input_s, infer_s, output_s) == (2.0, 4.0, 6.0)
+    np.testing.assert_array_equal(scores[:, 0], images[:, 0])
+    scores, *phases = bucketed(forward, images[:3])
+    assert seen[-1] == 4 and scores.shape == (3, 10) and phases == [1.0, 2.0, 3.0]
+
+
+def test_classes_are_the_first_maximum_as_int64():
+    scores = np.array([[0.1, 0.7, 0.7], [0.9, 0.0, 0.1]], np.float32)
+    classes = classes_of(scores)
+    assert classes.tolist() == [1, 0] and classes.dtype == np.int64
+
+
+_PREPARE = """
+from serving.server.runtimes import prepare_process
+prepare_process("jax")
+import os
+print(os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"])
+"""
+
+
+@pytest.mark.parametrize("given, expected", [(None, "false"), ("true", "true")])
+def test_prepare_process_turns_gpu_memory_preallocation_off_unless_set(given, expected):
+    env = {k: v for k, v in quiet_tf_env().items() if k != "XLA_PYTHON_CLIENT_PREALLOCATE"}
+    if given is not None:
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = given
+    done = subprocess.run([sys.executable, "-c", _PREPARE], capture_output=True, text=True, timeout=60, cwd=REPO,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == expected
+
+
+@pytest.mark.integration
 def test_jax_process_never_loads_tensorflows_runtime(jax_outputs):
     assert not jax_outputs["tensorflow_runtime_loaded"]
     assert str(jax_outputs["keras_backend"]) == "jax"
@@ -137,6 +217,9 @@ def test_server_on_jax_answers_predict_and_names_its_runtime(exported_model, sam
         assert server.fields["runtime"] == "jax" and "jaxlib=" in server.fields["runtime_versions"]
         info = get_json(f"{server.rest_url}/v1/models/mnist/metadata")["server_info"]
         assert info["backend"] == "jax" and info["runtime"] == "jax"
+        floor = info["device_floor"]  # measured at start: the model alone per bucket, and a device round trip
+        assert floor["runtime"] == "jax" and floor["batches"][0]["batch_size"] == 1
+        assert floor["round_trip_us"] > 0 and floor["round_trip_note"].startswith("jax: device_put")
         with urllib.request.urlopen(f"{server.rest_url}/monitoring/prometheus/metrics", timeout=30) as page:
             assert 'runtime="jax"' in page.read().decode()
         if Path("/proc/self/maps").exists():

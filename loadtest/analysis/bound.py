@@ -1,0 +1,159 @@
+"""What bounded an answer: the model on its device, or the serving path around it.
+
+A capacity is the device's only if the device was what stopped it. Two ways to tell, best first:
+
+- the device floor (`CellResult.device_floor`: the model alone on the serving device, per padded batch
+  size, measured by the server at start or, for a TF Serving container, here): served images/s at the
+  answer's cell ÷ the floor's images/s at the batch the server ran. Below `SERVED_SHARE` (50%) the
+  serving path bounded the answer; at or above it, the model on the device did;
+- with no floor (older records, or none measurable): how busy the device was. When every cell measured
+  on that device left it far from busy (`loadtest.analysis.device_use`'s thresholds: GPU < 50%, a CPU
+  server < 60% of its cores), the device did not bound the run, so the run measured the serving path.
+  Otherwise nothing is said: a busy device is not proof that the device bounded it.
+
+Pure functions over `CellResult`s. Not for: where each request's time went
+(`loadtest.analysis.request_time`) or the headline's other sentences (`loadtest.analysis.summary`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from loadtest.analysis.answers import Config, DeviceAnswer, config_of
+from loadtest.analysis.blocks import device_name
+from loadtest.analysis.device_use import device_busy
+from loadtest.analysis.formatting import number as fmt
+from loadtest.analysis.series import usable
+from loadtest.records import CellResult
+from loadtest.vocab import CellStatus
+
+SERVED_SHARE = 0.5  # served below this share of the device alone: the serving path bounded the answer
+
+
+@dataclass(frozen=True)
+class FloorEntry:
+    """The model alone on its device at one padded batch size."""
+
+    batch_size: int
+    images_per_s: float
+    latency_us: float | None = None
+
+
+def floor_entries(floor: Mapping) -> list[FloorEntry]:
+    """A record's `device_floor` batches, smallest first; [] when the floor is unknown or not recorded."""
+    entries = []
+    for raw in floor.get("batches") or ():
+        images = raw.get("images_per_s")
+        if raw.get("batch_size") and images and images > 0:
+            entries.append(FloorEntry(int(raw["batch_size"]), float(images), raw.get("latency_us")))
+    return sorted(entries, key=lambda e: e.batch_size)
+
+
+def padded_batch(cell: CellResult) -> int:
+    """The batch the server ran: its processed batch size's mean (rounded up) when exposed, else the request's."""
+    mean = cell.server_batch_size_mean
+    return max(1, math.ceil(mean - 1e-9)) if mean else cell.load.request_batch_size
+
+
+def floor_at(floor: Mapping, batch: int) -> FloorEntry | None:
+    """The floor entry whose batch size covers `batch` (the smallest at least as large), else the largest."""
+    entries = floor_entries(floor)
+    if not entries:
+        return None
+    return next((e for e in entries if e.batch_size >= batch), entries[-1])
+
+
+@dataclass(frozen=True)
+class ServedShare:
+    """What a cell served against its device alone at the batch the server ran."""
+
+    served_ips: float
+    floor: FloorEntry
+
+    @property
+    def share(self) -> float:
+        """served ÷ device alone."""
+        return self.served_ips / self.floor.images_per_s
+
+    @property
+    def times(self) -> float:
+        """device alone ÷ served."""
+        return self.floor.images_per_s / self.served_ips
+
+
+def served_share(cell: CellResult) -> ServedShare | None:
+    """The cell's served images/s against its recorded floor; None without a floor or a throughput."""
+    entry = floor_at(cell.device_floor, padded_batch(cell))
+    if entry is None or cell.throughput_ips <= 0:
+        return None
+    return ServedShare(cell.throughput_ips, entry)
+
+
+def idle_ceiling(cells: Sequence[CellResult]) -> float | None:
+    """The highest busy % (mean over a cell's window, rounded up) when every finished cell measured its
+    device and each left it far from busy; None when any was busy, any was not measured, or none ran."""
+    readings = [device_busy(c) for c in cells if c.status == CellStatus.OK]
+    if not readings or any(r is None or r[1] >= r[2] for r in readings):
+        return None
+    return float(math.ceil(max(r[1] for r in readings if r is not None)))
+
+
+def times_text(times: float) -> str:
+    return f"×{times:.1f}" if times < 10 else f"×{times:,.0f}"
+
+
+def floor_sentence(device: str, label: str, at: str, served: ServedShare) -> str:
+    """The lead when the floor is known: the serving path (served < 50% of it) or the model bounded the answer."""
+    f = served.floor
+    if served.share < SERVED_SHARE:
+        return (f"the serving path bounded this answer, not the device: {device} alone runs the model at "
+                f"{fmt(f.images_per_s)} images/s at batch {f.batch_size}, {times_text(served.times)} what {label} "
+                f"served ({fmt(served.served_ips)} images/s {at}).")
+    return (f"the model on the device bounded this answer: {label} served {fmt(served.served_ips)} images/s {at} = "
+            f"{served.share:.0%} of {device} alone ({fmt(f.images_per_s)} images/s at batch {f.batch_size}).")
+
+
+def loadgen_sentence(device: str, label: str, served: ServedShare) -> str:
+    """The lead when the load generator, not the server, stopped the search ("at least"): no bound on the server."""
+    f = served.floor
+    return (f"the load generator bounded this answer, not the device: {label} served at least "
+            f"{fmt(served.served_ips)} images/s, {served.share:.0%} of {device} alone ({fmt(f.images_per_s)} images/s "
+            f"at batch {f.batch_size}).")
+
+
+def idle_sentence(device: str, ceiling: float) -> str:
+    return (f"the {device} did not bound this run (it was ≤ {ceiling:.0f}% busy), so what it measured is the "
+            "serving path on that machine.")
+
+
+def device_text(device: str, name: str) -> str:
+    return f"{device} ({device_name(name)})"
+
+
+def answer_cell(d: DeviceAnswer, results: Sequence[CellResult]) -> tuple[CellResult | None, str]:
+    """The cell a device's answer stands on: its capacity's, else the device's peak valid cell at that
+    request batch; with "at capacity" / "at its peak"."""
+    capacity = d.best.conclusion.capacity if d.best and d.best.conclusion else None
+    if capacity is not None:
+        return capacity.result, "at capacity"
+    here = [c for c in device_cells(d, results) if usable(c) and c.load.request_batch_size == d.request_batch_size]
+    return (max(here, key=lambda c: c.throughput_ips), "at its peak") if here else (None, "")
+
+
+def device_cells(d: DeviceAnswer, results: Sequence[CellResult]) -> list[CellResult]:
+    return [c for c in results if (c.server.device, c.server.device_name) == (d.device, d.device_name)]
+
+
+def bound_line(d: DeviceAnswer, results: Sequence[CellResult], labels: Mapping[Config, str]) -> str:
+    """The sentence that says what bounded this device's answer; "" when it cannot be said."""
+    device = device_text(d.device, d.device_name)
+    cell, at = answer_cell(d, results)
+    served = served_share(cell) if cell is not None else None
+    if cell is not None and served is not None:
+        label = labels.get(config_of(cell), cell.server.name)
+        at_least = d.best is not None and d.best.conclusion is not None and d.best.conclusion.at_least
+        return loadgen_sentence(device, label, served) if at_least else floor_sentence(device, label, at, served)
+    ceiling = idle_ceiling(device_cells(d, results))
+    return idle_sentence(device, ceiling) if ceiling is not None else ""

@@ -1,0 +1,135 @@
+"""Planning a device run to its time budget: which capacity searches fit, which are left out, and why.
+
+A lent machine gives a call ≤ 10 minutes, and the bundle's first run planned up to 64 (`run.py`'s
+defaults: four request batches, two configurations per device, up to 4 minutes a search, GPU and
+CPU). So `run.py` plans before it starts, from an explicit estimate of each part:
+
+- a search at most (`search_bound_s`): a capacity search checks its deadline (`--max-minutes`) and its
+  step limit (`--max-steps`) before each cell, so it ends within its minutes plus the one cell it may
+  have started just before the deadline, or within its steps (and the closed-loop probe before them),
+  whichever is less; a cell at most is Locust's start, the warm-up and `--max-rate-s` of measuring;
+- a configuration's server start (and stop), paid once for all the batches searched on it;
+- a reserve for what runs after the searches whatever they are (report, profile, tuning), and a
+  margin; `run.py` plans once it has installed and probed, with the time then left.
+
+Searches are taken in priority order (`candidates`): per device, GPU first; per request batch, in the
+order asked; per configuration, batching `off` then the device's profile, so that a short budget
+still compares the two configurations at the first batch rather than searching one at every batch.
+Each is kept while it fits what is left; one that does not is left out with the reason, and the next
+are still tried (a search on a configuration already started costs no start).
+
+Pure functions and frozen records, standard library only: `run.py` imports this module before it has
+installed anything. Not for: running the searches (`loadtest.bundle.device_run`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+CELL_OVERHEAD_S = 6.0  # Locust's start, drain and the metrics scrapes around one cell (H100 run: ~5.5 s)
+
+
+@dataclass(frozen=True)
+class Search:
+    """One capacity search: a configuration (device and batching profile) at one request batch."""
+
+    device: str
+    profile: str
+    batch: int
+
+    @property
+    def server(self) -> str:
+        """The server's name as results record it (`gpu-off`)."""
+        return f"{self.device}-{self.profile}"
+
+
+@dataclass(frozen=True)
+class Costs:
+    """The estimate each part of a run is planned with, in seconds."""
+
+    search_s: float  # one search at most (`search_bound_s`)
+    start_s: float  # one configuration's server start and stop, with its process's start
+    reserve_s: float  # after the searches (report, profile, tuning): spent whatever is searched
+    margin: float = 0.1  # share of the budget left unplanned
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    search: Search
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    budget_s: float
+    costs: Costs
+    kept: tuple[Search, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
+    planned_s: float = 0.0  # searches and starts kept, reserve and margin excluded
+
+    def configurations(self) -> list[tuple[str, str, list[int]]]:
+        """(device, profile, batches) to run, in the order asked: one server start each."""
+        grouped: dict[tuple[str, str], list[int]] = {}
+        for search in sorted(self.kept, key=lambda s: (self._device_rank(s), s.profile != "off")):
+            grouped.setdefault((search.device, search.profile), []).append(search.batch)
+        return [(device, profile, batches) for (device, profile), batches in grouped.items()]
+
+    def _device_rank(self, search: Search) -> int:
+        devices = list(dict.fromkeys(s.device for s in (*self.kept, *(o.search for o in self.left_out))))
+        return devices.index(search.device)
+
+    def describe(self) -> list[str]:
+        """What the plan keeps and leaves out, one line each."""
+        c = self.costs
+        lines = [f"budget {self.budget_s:.0f} s: reserve {c.reserve_s:.0f} s (report, profile, tuning), "
+                 f"margin {c.margin:.0%}; a search at most {c.search_s:.0f} s, a server start {c.start_s:.0f} s; "
+                 f"{len(self.kept)} search(es) kept, {self.planned_s:.0f} s planned"]
+        lines += [f"  {device}-{profile}: request batch {', '.join(map(str, batches))}"
+                  for device, profile, batches in self.configurations()]
+        lines += [f"  left out: {o.search.server} batch {o.search.batch}: {o.reason}" for o in self.left_out]
+        return lines
+
+    def to_dict(self) -> dict:
+        return {"budget_s": self.budget_s, "costs": asdict(self.costs), "planned_s": round(self.planned_s, 1),
+                "kept": [asdict(s) for s in self.kept],
+                "left_out": [{**asdict(o.search), "reason": o.reason} for o in self.left_out]}
+
+
+def search_bound_s(max_minutes: float, max_steps: int, warmup_s: float, max_rate_s: float,
+                   cell_overhead_s: float = CELL_OVERHEAD_S) -> float:
+    """The longest one capacity search can take: its deadline plus one cell, or its probe and steps."""
+    cell_s = cell_overhead_s + warmup_s + max_rate_s
+    return min(max_minutes * 60 + cell_s, (max_steps + 1) * cell_s)
+
+
+def candidates(devices: list[str], profiles: dict[str, list[str]], batches: list[int]) -> list[Search]:
+    """Every search asked for, in priority order: device, then request batch, then configuration."""
+    return [Search(device, profile, batch) for device in devices for batch in batches
+            for profile in profiles[device]]
+
+
+def plan_to_budget(wanted: list[Search], costs: Costs, budget_s: float) -> Plan:
+    """Keep each search, in order, while it (with its server's start, the first time) fits what is left."""
+    available = budget_s * (1 - costs.margin) - costs.reserve_s
+    kept: list[Search] = []
+    left_out: list[LeftOut] = []
+    spent = 0.0
+    for search in wanted:
+        started = any(k.server == search.server for k in kept)
+        cost = costs.search_s + (0.0 if started else costs.start_s)
+        if spent + cost <= available:
+            kept.append(search)
+            spent += cost
+        else:
+            left = max(available - spent, 0.0)
+            left_out.append(LeftOut(search, f"needs {cost:.0f} s{'' if started else ' with its server start'}, "
+                                            f"{left:.0f} s of the budget left"))
+    return Plan(budget_s, costs, tuple(kept), tuple(left_out), spent)
+
+
+def batches_that_fit(count: int, costs: Costs, left_s: float) -> int:
+    """How many of a configuration's `count` planned searches still fit `left_s` (checked at run time)."""
+    if left_s < costs.start_s + costs.search_s:
+        return 0
+    return min(count, int((left_s - costs.start_s) // costs.search_s))
+

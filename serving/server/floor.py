@@ -1,0 +1,173 @@
+"""The device's own floor: the model alone on its device per padded batch size, and a bare round trip.
+
+Measured once at start, after warm-up and before the server reports ready, by calling the backend
+directly with zeros of the signature's inputs: the latency no request can beat and the images/s no
+server on this device can pass, whatever the serving path around it costs. Beside it, the round trip
+of a trivial computation to the device and back (`device_put` + add + fetch on JAX, `tf.constant` +
+`tf.add` + `.numpy()` on TensorFlow) bounds any single device call.
+
+`measure_floor` is pure apart from the calls it times, so the load test can call it in-process too
+(for a TF Serving container's host). Not for: the per-request phases (`serving.server.phases`) or
+exporting the figures (`serving.server.metrics`, `serving.server.grpc_api.server_info`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from functools import partial
+
+import numpy as np
+
+from serving.server.batching import BatchingOptions
+from serving.server.model_spec import LoadedModel, TensorSpec
+
+SOURCE_EMBEDDED = "embedded server at start, after warm-up"
+NO_BATCHING_SIZES = tuple(2 ** i for i in range(10))  # 1, 2, 4, ..., 512
+MAX_RUNS = 500  # per batch size: enough for a p99; the budget usually stops it first
+ROUND_TRIP_SHARE = 0.1  # of the budget, for the round trip
+
+
+@dataclass(frozen=True)
+class BatchFloor:
+    """The model alone on its device at one padded batch size."""
+
+    batch_size: int
+    latency_us: float  # median
+    latency_p99_us: float
+    images_per_s: float  # batch_size / median seconds
+    runs: int
+
+
+@dataclass(frozen=True)
+class DeviceFloor:
+    """Every batch size measured within the budget, and the bare round trip (None, with the reason, when not)."""
+
+    source: str
+    device: str  # "cpu" or "gpu"
+    runtime: str
+    batches: tuple[BatchFloor, ...]
+    round_trip_us: float | None
+    round_trip_note: str
+    budget_s: float
+
+    def as_dict(self) -> dict:
+        """The JSON form served in server_info["device_floor"]."""
+        return {"source": self.source, "device": self.device, "runtime": self.runtime,
+                "batches": [asdict(b) for b in self.batches], "round_trip_us": self.round_trip_us,
+                "round_trip_note": self.round_trip_note, "budget_s": self.budget_s}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DeviceFloor:
+        """Inverse of as_dict (numbers may arrive as floats, e.g. through a protobuf Struct)."""
+        batches = tuple(BatchFloor(int(b["batch_size"]), float(b["latency_us"]), float(b["latency_p99_us"]),
+                                   float(b["images_per_s"]), int(b["runs"])) for b in data["batches"])
+        trip = data.get("round_trip_us")
+        return cls(str(data["source"]), str(data["device"]), str(data["runtime"]), batches,
+                   None if trip is None else float(trip), str(data.get("round_trip_note", "")),
+                   float(data["budget_s"]))
+
+
+def not_measured(reason: str, *, device: str, runtime: str, source: str = SOURCE_EMBEDDED) -> DeviceFloor:
+    """A floor with no figures, saying why (e.g. `--device_floor_s 0`)."""
+    return DeviceFloor(source, device, runtime, (), None, f"not measured: {reason}", 0.0)
+
+
+def floor_batch_sizes(batching: BatchingOptions | None) -> tuple[int, ...]:
+    """Padded batch sizes the server can run: allowed_batch_sizes, else powers of two up to the largest model
+    call (and that size itself); without batching 1, 2, 4, ..., 512."""
+    if batching is None:
+        return NO_BATCHING_SIZES
+    if batching.allowed_batch_sizes:
+        return tuple(batching.allowed_batch_sizes)
+    limit = batching.execution_batch_size
+    sizes = [2 ** i for i in range(limit.bit_length()) if 2 ** i <= limit]
+    return tuple(sizes if sizes[-1] == limit else [*sizes, limit])
+
+
+def zeros_for(spec: TensorSpec, batch: int) -> np.ndarray:
+    """Zeros of one input's dtype and shape with `batch` rows (unknown inner dims as 1)."""
+    inner = tuple(d if d >= 0 else 1 for d in (spec.shape or (-1,))[1:])
+    return np.zeros((batch,) + inner, dtype=spec.numpy_dtype)
+
+
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1) of sorted values."""
+    index = max(0, min(len(sorted_values) - 1, int(np.ceil(q * len(sorted_values))) - 1))
+    return sorted_values[index]
+
+
+def time_calls(call: Callable[[], object], budget_s: float, max_runs: int = MAX_RUNS) -> list[float]:
+    """Seconds of each timed call: one untimed call first, then at least one timed, until the budget is spent."""
+    call()
+    deadline = time.perf_counter() + budget_s
+    times: list[float] = []
+    while len(times) < max_runs and (not times or time.perf_counter() < deadline):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def batch_floor(batch_size: int, times_s: list[float]) -> BatchFloor:
+    ordered = sorted(times_s)
+    median = statistics.median(ordered)
+    return BatchFloor(batch_size, median * 1e6, _percentile(ordered, 0.99) * 1e6,
+                      batch_size / median if median > 0 else float("inf"), len(ordered))
+
+
+def measure_floor(model: LoadedModel, signature: str, batch_sizes: Sequence[int], budget_s: float,
+                  round_trip: Callable[[], None] | None, *, device: str = "cpu", runtime: str = "",
+                  round_trip_note: str = "", source: str = SOURCE_EMBEDDED) -> DeviceFloor:
+    """Time `model.run` on zeros at each batch size (ascending; sizes the budget no longer reaches are left out)
+    and `round_trip` (None: not applicable, `round_trip_note` says why), within about `budget_s` seconds."""
+    spec = model.signatures[signature]
+    outputs = list(spec.outputs)
+    started = time.perf_counter()
+    trip_us = None
+    if round_trip is not None:
+        trip_us = statistics.median(time_calls(round_trip, budget_s * ROUND_TRIP_SHARE)) * 1e6
+    sizes = sorted(set(batch_sizes))
+    batches = []
+    for i, size in enumerate(sizes):
+        left = budget_s - (time.perf_counter() - started)
+        if left <= 0:
+            break
+        zeros = {alias: zeros_for(tensor, size) for alias, tensor in spec.inputs.items()}
+        times = time_calls(partial(model.run, signature, zeros, outputs), left / (len(sizes) - i))
+        batches.append(batch_floor(size, times))
+    note = round_trip_note or ("measured" if round_trip is not None else "not measured")
+    return DeviceFloor(source, device, runtime, tuple(batches), trip_us, note, budget_s)
+
+
+def round_trip_for(backend: str, device: str) -> tuple[Callable[[], None] | None, str]:
+    """The trivial device round trip for a backend's runtime, and a note saying what it is (or why none)."""
+    x = np.ones(16, np.float32)
+    if backend == "jax":
+        import jax
+
+        from serving.server.jax_backend import jax_device
+
+        target = jax_device(device)
+
+        def jax_trip() -> None:
+            np.asarray(jax.device_put(x, target) + 1)
+
+        return jax_trip, "jax: device_put 16 float32, add 1, fetch back (np.asarray)"
+    if backend == "savedmodel":
+        import tensorflow as tf
+
+        name = "/GPU:0" if device == "gpu" else "/CPU:0"
+
+        def tf_trip() -> None:
+            with tf.device(name):
+                tf.add(tf.constant(x), 1.0).numpy()
+
+        return tf_trip, f"tensorflow: tf.constant 16 float32 on {name}, tf.add, .numpy()"
+    return None, "not applicable: the null backend runs nothing on a device"
+
+
+__all__ = ["BatchFloor", "DeviceFloor", "MAX_RUNS", "NO_BATCHING_SIZES", "SOURCE_EMBEDDED", "batch_floor",
+           "floor_batch_sizes", "measure_floor", "not_measured", "round_trip_for", "time_calls", "zeros_for"]

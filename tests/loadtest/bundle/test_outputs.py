@@ -1,0 +1,106 @@
+"""What a device run leaves in --out, the bundle's source record, and the profile's summary."""
+
+from __future__ import annotations
+
+import json
+
+from loadtest.bundle import device_run, outputs
+from loadtest.bundle.build import source_record
+from loadtest.bundle.profiling import profile_plan, top_functions
+from model_export import provenance
+
+
+def test_results_lines_are_copied_as_they_appear_and_a_half_written_one_waits(tmp_path):
+    work, dest = tmp_path / "work", tmp_path / "results.jsonl"
+    (work / "cpu-off" / "run1").mkdir(parents=True)
+    source = work / "cpu-off" / "run1" / "results.jsonl"
+    source.write_text('{"a": 1}\n{"b": ')
+    copier = outputs.ResultsCopier(work, dest)
+    assert copier.poll() == 1 and dest.read_text() == '{"a": 1}\n'
+    with source.open("a") as f:
+        f.write('2}\n{"c": 3}\n')
+    (work / "cpu-cpu").mkdir()
+    (work / "cpu-cpu" / "results.jsonl").write_text('{"d": 4}\n')
+    assert copier.poll() == 3 and copier.poll() == 0
+    assert sorted(dest.read_text().splitlines()) == ['{"a": 1}', '{"b": 2}', '{"c": 3}', '{"d": 4}']
+    assert copier.lines == 4
+
+
+def test_the_run_record_is_rewritten_whole(tmp_path):
+    record = outputs.RunRecord(tmp_path / "device-run.json", status="running")
+    record.update_and_write(exit_codes={"cpu-off": 0})
+    assert json.loads((tmp_path / "device-run.json").read_text()) == {"status": "running",
+                                                                     "exit_codes": {"cpu-off": 0}}
+    assert [p.name for p in tmp_path.iterdir()] == ["device-run.json"]
+
+
+def cell(server: str, batch: int, phases: dict | None = None, floor: dict | None = None) -> dict:
+    record = {"server": {"name": server}, "load": {"request_batch_size": batch}}
+    if phases is not None:
+        record["server_phases"] = phases
+    if floor is not None:
+        record["device_floor"] = floor
+    return record
+
+
+def test_summary_per_configuration_and_batch_weights_phase_means_by_count():
+    floor = {"source": "server", "device": "gpu", "runtime": "jax", "round_trip_us": 40.0,
+             "batches": [{"batch_size": 1, "latency_us": 90.0}, {"batch_size": 32, "latency_us": 120.0}]}
+    first = {"request_latency": {"mean_us": 1000.0, "count": 100},
+             "phases": {"decode": {"mean_us": 10.0, "count": 100}, "compute_infer": {"mean_us": 500.0, "count": 100}}}
+    second = {"request_latency": {"mean_us": 2000.0, "count": 300},
+              "phases": {"decode": {"mean_us": 30.0, "count": 300}}}
+    summary = outputs.summarise([cell("gpu-off", 1, first, floor), cell("gpu-off", 1, second, floor),
+                                 cell("gpu-off", 8, None, floor), cell("cpu-off", 1)])
+    one = summary["gpu-off"]["1"]
+    assert one["cells"] == 2 and one["request_latency_mean_us"] == 1750.0  # (1000*100 + 2000*300) / 400
+    assert one["phases_mean_us"] == {"decode": 25.0, "compute_infer": 500.0}
+    assert one["device_floor"]["at_batch"] == {"batch_size": 1, "latency_us": 90.0}
+    assert summary["gpu-off"]["8"]["device_floor"]["at_batch"]["batch_size"] == 32  # padded up
+    assert summary["gpu-off"]["8"]["request_latency_mean_us"] is None
+    assert summary["cpu-off"]["1"]["device_floor"] is None  # records from before the floor
+    assert one["gc_pauses"] is None  # no collections recorded
+
+
+def test_garbage_collections_over_the_cells():
+    young = {"server_phases": {"gc_pauses": {"mean_us": 100.0, "count": 3.0, "max_us": 150.0}}}
+    full = {"server_phases": {"gc_pauses": {"mean_us": 900.0, "count": 1.0, "max_us": 1200.0}}}
+    cells = [{**cell("gpu-off", 1), **young}, {**cell("gpu-off", 1), **full}]
+    assert outputs.summarise(cells)["gpu-off"]["1"]["gc_pauses"] == {"count": 4.0, "mean_us": 300.0, "max_us": 1200.0}
+
+
+def test_an_unknown_floor_keeps_its_note():
+    summary = outputs.summarise([cell("cpu-off", 1, floor={"source": "unknown", "note": "no floor exported"})])
+    assert summary["cpu-off"]["1"]["device_floor"] == {"source": "unknown", "note": "no floor exported"}
+
+
+def test_the_bundles_source_record_names_this_checkout():
+    record = source_record()
+    assert len(record["commit"]) == 40 and isinstance(record["dirty"], bool)
+    assert record["changed_count"] >= len(record["changed"]) and record["built_utc"].endswith("+00:00")
+
+
+def test_a_copy_with_a_source_record_names_that_source_not_the_checkout_around_it(monkeypatch, tmp_path):
+    (tmp_path / provenance.SOURCE_RECORD).write_text(json.dumps({"commit": "4c0f69c", "dirty": False}))
+    monkeypatch.setattr(provenance, "REPO", tmp_path)
+    assert provenance.git_revision() == provenance.GitRevision("4c0f69c", False)
+    (tmp_path / provenance.SOURCE_RECORD).write_text("not json")
+    assert provenance.git_revision() == provenance.GitRevision("unknown", None)  # not a checkout either
+
+
+def test_top_functions_from_collapsed_stacks():
+    stacks = ("main (a.py:1);serve (b.py:2);infer (c.py:3) 6\n"
+              "main (a.py:1);serve (b.py:2) 3\nmain (a.py:1);wait (d.py:4) 1\n")
+    top = top_functions(stacks, count=2)
+    assert top["samples"] == 10
+    assert top["self"] == [{"function": "infer (c.py:3)", "samples": 6, "share": 0.6},
+                           {"function": "serve (b.py:2)", "samples": 3, "share": 0.3}]
+    assert top["inclusive"][0] == {"function": "main (a.py:1)", "samples": 10, "share": 1.0}
+
+
+def test_the_profile_plan_is_one_open_loop_cell_at_the_rate(tmp_path, monkeypatch):
+    monkeypatch.setattr(device_run.os, "sched_getaffinity", lambda pid: set(range(16)))
+    base = device_run.write_plan(tmp_path, device_run.parse(["--out", str(tmp_path)])).read_text()
+    plan = profile_plan(base, 32, 123.456, 28.0)
+    assert "batch_sizes = [32]" in plan and "rates_rps = [123.5]" in plan and "concurrency = []" in plan
+    assert "measure_s = 28.0" in plan and 'server_cpus = "0,1,2,3,4,5,6,7,8,9,10,11"' in plan
