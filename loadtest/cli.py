@@ -29,7 +29,7 @@ from loadtest.load import ui
 from loadtest.sweep import plan as plans
 from loadtest.sweep.runner import Interrupted, Sweep, SweepError
 from loadtest.sweep.servers import parse_serve, server_slots
-from loadtest.vocab import Arrival, CellStatus, Check, Protocol
+from loadtest.vocab import Arrival, CellStatus, Check, InputKind, Protocol
 
 DEFAULT_PLAN = Path("loadtest/plans/quick.toml")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the probe imports TensorFlow: keep the console readable
@@ -38,17 +38,37 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the probe imports T
 # ----------------------------------------------------------------------------- loadtest (the sweep)
 
 RUN_OPTIONS = (("warmup_s", float), ("measure_s", float), ("processes", int), ("request_timeout_s", float),
-               ("samples", str))
+               ("samples", str), ("model_name", str), ("model_base_path", str), ("signature", str),
+               ("input_data", str), ("input_seed", int), ("int_range", str))
 CHOICE_OPTIONS = (("protocol", Protocol), ("check", Check), ("arrival", Arrival))
+LIST_OPTIONS = ("input_shapes",)
+RUN_HELP = {
+    "model_name": "the served model's name (any TF Serving model; default mnist)",
+    "model_base_path": "servers the tool starts (--serve, tune): the model's directory, <dir>/<model name> "
+                       "holding <version>/",
+    "signature": "the signature requests name (default serving_default)",
+    "input_data": "auto, samples (the MNIST digits), random, zeros, or PATH.npz (one array per input name, rows = "
+                  "samples; optional expected:<output> arrays)",
+    "input_seed": "seed of random inputs", "int_range": "random integer inputs: LO,HI (HI excluded; default 0,100)",
+}
+
+
+def _given(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...] | None:
+    return value or None  # not given: the plan's value stands
 
 
 def run_overrides(function: Any) -> Any:
-    """The `[run]` fields a flag may replace: --warmup-s, --measure-s, ..., --protocol, --check, --arrival."""
+    """The `[run]` fields a flag may replace: --warmup-s, --measure-s, ..., --model-name, --input-data,
+    --input-shape, --protocol, --check, --arrival."""
+    function = click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME:DIMS", callback=_given,
+                            help="dims after the batch dimension of an input with -1 in them, e.g. features:4,4 "
+                                 "(repeatable; default 1 for each -1)")(function)
     for name, enum in reversed(CHOICE_OPTIONS):
         function = click.option("--" + name, name, type=click.Choice([m.value for m in enum]),
                                 help=f"override [run] {name}")(function)
     for name, kind in reversed(RUN_OPTIONS):
-        function = click.option("--" + name.replace("_", "-"), name, type=kind, help=f"override [run] {name}")(function)
+        function = click.option("--" + name.replace("_", "-"), name, type=kind,
+                                help=RUN_HELP.get(name, f"override [run] {name}"))(function)
     return function
 
 
@@ -152,9 +172,25 @@ def layered_plan(plan_path: Path, choice: ServerChoice, overrides: dict[str, Any
     if choice.serve:
         plan = replace(plan, configs=tuple(map(parse_serve, choice.serve)))
     plan = replace(plan, launch=launch_overrides(plan.launch, choice))
-    if not Path(plan.run.samples).exists():
-        raise SweepError(f"sample digits {plan.run.samples} not found; run `make export` first")
+    check_inputs(plan.run)
     return plan
+
+
+def check_inputs(run: plans.RunSettings) -> None:
+    """The inputs' files are there and readable before any server starts (what the model needs is checked
+    against its signature once it answers)."""
+    from loadtest.load.inputs import InputError, read_npz
+
+    kind = plans.input_kind(run)
+    if kind == InputKind.SAMPLES and not Path(run.samples).exists():
+        raise SweepError(f"sample digits {run.samples} not found; run `make export` first")
+    if kind == InputKind.NPZ:
+        if not Path(run.input_data).is_file():
+            raise SweepError(f"input data {run.input_data} not found (give random, zeros or an .npz)")
+        try:
+            read_npz(Path(run.input_data))
+        except InputError as exc:
+            raise SweepError(str(exc)) from None
 
 
 def launch_overrides(launch: plans.LaunchSettings, choice: ServerChoice) -> plans.LaunchSettings:

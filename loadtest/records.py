@@ -127,6 +127,10 @@ class CellResult:
     # latency_us, images_per_s, ...}], "round_trip_us", ...}, or {"source": "unknown", "note": why}.
     server_phases: dict = field(default_factory=dict)
     device_floor: dict = field(default_factory=dict)
+    # What one replica of this server had (`loadtest.sweep.resources`; {} in records made before it, where
+    # sizing falls back on server_cpu_cores and the device): {"cpus": cores pinned to or the container's CPU
+    # limit, or None; "cpu_model"; "gpus": count; "gpu_name"; "source": where "cpus" comes from}.
+    server_resources: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

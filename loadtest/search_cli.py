@@ -19,6 +19,7 @@ import click
 from loadtest.cli import (
     CHOICE_OPTIONS,
     DEFAULT_PLAN,
+    LIST_OPTIONS,
     RUN_OPTIONS,
     build_report,
     interrupted,
@@ -118,7 +119,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
 
 def _run_flags(values: dict[str, Any]) -> dict[str, Any]:
     """The `[run]` overrides among a command's keyword arguments (the rest stay in `values`)."""
-    names = [name for name, _ in (*RUN_OPTIONS, *CHOICE_OPTIONS)]
+    names = [name for name, _ in (*RUN_OPTIONS, *CHOICE_OPTIONS)] + list(LIST_OPTIONS)
     return {name: values.pop(name) for name in names if name in values}
 
 

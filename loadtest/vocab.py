@@ -1,4 +1,4 @@
-"""The fixed vocabularies of a load test: load modes, protocols, arrivals, checks, cell statuses, flags.
+"""The fixed vocabularies of a load test: load modes, protocols, arrivals, checks, inputs, cell statuses, flags.
 
 Each is a `StrEnum`, so a value compares equal to its string and serialises as it: records written
 with these members are byte-identical to records written with the plain strings.
@@ -29,6 +29,17 @@ class Arrival(StrEnum):
 class Check(StrEnum):
     CLASSES = "classes"  # every returned class equals the exported model's own prediction
     SHAPE = "shape"  # output shapes only: the null backend answers zeros
+    OUTPUTS = "outputs"  # any model: output names, dtypes and shapes as its signature says (values when given)
+
+
+class InputKind(StrEnum):
+    """Where a load test's inputs come from (`[run] input_data`; a path means an .npz)."""
+
+    AUTO = "auto"  # the MNIST samples for the model "mnist", random inputs for any other
+    SAMPLES = "samples"  # the MNIST demo's sample digits (`[run] samples`)
+    RANDOM = "random"  # made from the served model's signature, seeded
+    ZEROS = "zeros"
+    NPZ = "npz"  # the user's own .npz: one array per input name
 
 
 class CellStatus(StrEnum):

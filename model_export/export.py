@@ -5,7 +5,8 @@ Layout written under `<output_dir>`:
   <model_name>/<version>/assets.extra/tf_serving_warmup_requests
   <model_name>/<version>/model.keras       the same trained model as a Keras file (the embedded
                                            server's `jax` backend runs it; TF Serving ignores it)
-  <model_name>/<version>/metadata.json     data, accuracy, cost, provenance
+  <model_name>/<version>/metadata.json     data, accuracy, cost, provenance, and `tensorflow_version`:
+                                           the TensorFlow that wrote the version (`model_export.metadata`)
   <model_name>-samples.npz                 held-out digits for load tests
 
 A version is built in a hidden temporary directory beside the versions and renamed into place,
@@ -31,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from model_export.data import IMAGE_PIXELS, Dataset, load_dataset
+from model_export.metadata import METADATA_FILE, TENSORFLOW_VERSION
 from model_export.model import build_model, flops_per_image
 from model_export.provenance import git_revision, utc_now
 
@@ -181,7 +183,7 @@ def build_metadata(options: ExportOptions, data: Dataset, model, train_seconds: 
         "flops_per_image": flops_per_image(model),
         "signature": {"name": SIGNATURE_NAME, "inputs": {INPUT_KEY: "float32 [-1, 784]"},
                       "outputs": {SCORES_KEY: "float32 [-1, 10]", CLASSES_KEY: "int64 [-1]"}},
-        "tensorflow_version": tf.__version__,
+        TENSORFLOW_VERSION: tf.__version__,  # a server older than this may lack ops the SavedModel uses
         "keras_version": keras.__version__,
         "python_version": platform.python_version(),
         "git_commit": git_revision().label(),
@@ -232,13 +234,13 @@ def run_export(options: ExportOptions) -> ExportResult:
         # corrected below if a concurrent export took it first.
         expected_version = max(version_dirs(base), default=0) + 1
         metadata = build_metadata(options, data, model, train_seconds, accuracy, expected_version)
-        (staging / "metadata.json").write_text(json.dumps(metadata, indent=2))
+        (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
         version = publish_version(staging, base)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if version != expected_version:
         metadata["version"] = version
-        (base / str(version) / "metadata.json").write_text(json.dumps(metadata, indent=2))
+        (base / str(version) / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
     samples_path = Path(options.output_dir) / f"{options.model_name}-samples.npz"
     write_samples(samples_path, data, predicted, version, options.num_samples)
     return ExportResult(version, base / str(version), samples_path, metadata)

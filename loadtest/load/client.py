@@ -1,12 +1,16 @@
 """Clients for TF Serving's Predict API (gRPC and REST) that turn every call into a `CallRecord`.
 
-Requests carry real MNIST test digits from the export's sample file (`images`, `labels`,
-`expected_classes`), `batch_size` images each, cycling through every digit of the file whatever the
-batch size (so accuracy under load is measured on all of them). Requests are built and serialised
-once, ahead of the load, so the hot path spends the load generator's CPU on the call itself. Every response is
-checked (a registry of checks: "classes" compares each returned class with the exported model's
-own prediction, a mismatch being a WRONG_ANSWER error; "shape" only checks output shapes, for the
-null backend that returns zeros). A call never raises: failures come back as records.
+Requests come from an input source (`loadtest.load.inputs.InputSource`), `batch_size` rows each,
+cycling through every row of the source whatever the batch size: for the MNIST demo, real test
+digits from the export's sample file (`images`, `labels`, `expected_classes`: `Samples`), so accuracy
+under load is measured on all of them; for any other model, inputs made from its signature or read
+from the user's .npz (`loadtest.load.inputs.ModelInputs`). Requests are built and serialised once,
+ahead of the load, so the hot path spends the load generator's CPU on the call itself. Every response
+is checked (a registry of checks: "classes" compares each returned class with the exported MNIST
+model's own prediction, a mismatch being a WRONG_ANSWER error; "shape" only checks output shapes,
+for the null backend that returns zeros; "outputs", for any model, checks the outputs' names, dtypes
+and shapes against the signature and, given expected outputs, their values: `loadtest.load.outputs`).
+A call never raises: failures come back as records.
 
 Under Locust, import this module only after `locust` (gevent must patch the standard library
 before anything pulls in ssl). There, gRPC calls are made on native threads, one client (one
@@ -16,6 +20,7 @@ Not for: scheduling load (see `loadtest.load.locustfile`) or statistics (see `lo
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import time
@@ -26,8 +31,12 @@ import grpc
 import numpy as np
 from tensorflow_serving.apis import predict_pb2
 
+from loadtest.load import outputs
 from loadtest.load.collector import WRONG_ANSWER, CallRecord
-from loadtest.vocab import Check, Protocol
+from loadtest.load.inputs import InputOptions, InputSource, ModelInputs, RequestInputs, model_inputs
+from loadtest.load.outputs import Outcome
+from loadtest.load.signature import fetch_signature
+from loadtest.vocab import Check, InputKind, Protocol
 from model_export.data import IMAGE_PIXELS, NUM_CLASSES
 from serving.protocol import tensors
 from serving.protocol.names import PREDICT_METHOD
@@ -63,22 +72,29 @@ class Samples:
         rows = (np.arange(size) + index * size) % len(self.labels)
         return self.images[rows], self.labels[rows], self.expected_classes[rows]
 
+    def variants(self, batch_size: int) -> int:
+        return self.batches_to_cover(batch_size)
+
+    def request(self, index: int, batch_size: int) -> RequestInputs:
+        images, labels, expected = self.batch(index, batch_size)
+        return RequestInputs({INPUT_NAME: images}, batch_size, labels, expected)
+
+
+def input_source(kind: InputKind, samples: str, options: InputOptions, metadata_target: str, model_name: str,
+                 signature: str, timeout_s: float = 10.0) -> InputSource:
+    """The MNIST sample digits, or inputs for any model made from the signature its server reports."""
+    if kind == InputKind.SAMPLES:
+        return Samples.load(Path(samples))
+    return model_inputs(fetch_signature(metadata_target, model_name, signature, timeout_s), options)
+
 
 @dataclass(frozen=True)
 class PreparedRequest:
     payload: bytes  # the serialised request body
-    labels: np.ndarray
-    expected: np.ndarray
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """A response's verdict: status, error text, and how many classes matched the true labels."""
-
-    status: str
-    error: str
-    correct: int
-    checked: int
+    rows: int  # the request batch
+    labels: np.ndarray | None = None  # MNIST only
+    expected: np.ndarray | None = None  # MNIST only
+    expected_outputs: dict | None = None  # any model: expected output values, when the user gave them
 
 
 def check_classes(classes: np.ndarray, scores_shape: tuple, prepared: PreparedRequest) -> Outcome:
@@ -94,14 +110,42 @@ def check_classes(classes: np.ndarray, scores_shape: tuple, prepared: PreparedRe
 
 
 def check_shapes(classes: np.ndarray, scores_shape: tuple, prepared: PreparedRequest) -> Outcome:
-    n = len(prepared.labels)
+    n = prepared.rows
     if classes.shape != (n,) or tuple(scores_shape) != (n, NUM_CLASSES):
         return Outcome(WRONG_ANSWER, f"output shapes classes={list(classes.shape)} scores={list(scores_shape)}, "
                                      f"expected [{n}] and [{n}, {NUM_CLASSES}]", 0, 0)
     return Outcome("OK", "", 0, 0)
 
 
-CHECKS = {Check.CLASSES: check_classes, Check.SHAPE: check_shapes}
+CHECKS = {Check.CLASSES: check_classes, Check.SHAPE: check_shapes, Check.OUTPUTS: None}
+
+
+def checked_source(source: InputSource, check: str) -> bool:
+    """Whether answers are judged by the signature (`outputs`, or `shape` for inputs of any model);
+    refuses a check that does not fit the source."""
+    if check not in CHECKS:
+        raise ValueError(f"unknown check {check!r}; choose from {sorted(CHECKS)}")
+    generic = isinstance(source, ModelInputs)
+    if generic and check == Check.CLASSES:
+        raise ValueError("the classes check needs the MNIST sample digits; check any model's answers with outputs")
+    if not generic and check == Check.OUTPUTS:
+        raise ValueError("the outputs check needs inputs made for the model (input data random, zeros or an .npz)")
+    return generic
+
+
+def prepared(payload: bytes, request: RequestInputs, check: str) -> PreparedRequest:
+    """A serialised request with what its answer is checked against (values only for the outputs check)."""
+    wanted = request.expected_outputs if check == Check.OUTPUTS else {}
+    return PreparedRequest(payload, request.rows, request.labels, request.expected, wanted)
+
+
+def rest_value(array: np.ndarray) -> list:
+    """An input as TF Serving's REST API takes it: nested lists; strings as {"b64": ...}."""
+    if array.dtype.kind != "O":
+        return array.tolist()
+    encoded = np.empty(array.shape, dtype=object)
+    encoded.ravel()[:] = [{"b64": base64.b64encode(v).decode()} for v in array.ravel()]
+    return encoded.tolist()
 
 
 class GrpcPredictClient:
@@ -109,15 +153,16 @@ class GrpcPredictClient:
 
     protocol = Protocol.GRPC
 
-    def __init__(self, target: str, model_name: str, signature: str, samples: Samples, batch_size: int,
+    def __init__(self, target: str, model_name: str, signature: str, samples: InputSource, batch_size: int,
                  check: str = Check.CLASSES, timeout_s: float = 10.0, variants: int | None = None):
-        """`variants`: distinct requests to cycle through; by default enough to send every sample digit."""
-        if check not in CHECKS:
-            raise ValueError(f"unknown check {check!r}; choose from {sorted(CHECKS)}")
-        self.batch_size, self.timeout_s, self.check = batch_size, timeout_s, CHECKS[Check(check)]
+        """`variants`: distinct requests to cycle through; by default enough to send every row of `samples`."""
+        generic = checked_source(samples, check)
+        self.signature = samples.signature if isinstance(samples, ModelInputs) and generic else None
+        self.batch_size, self.timeout_s, self.check = batch_size, timeout_s, CHECKS[Check(check)] or check_shapes
+        self.check_name = Check(check)
         self.target = target
         self._open_channel()
-        count = variants or samples.batches_to_cover(batch_size)
+        count = variants or samples.variants(batch_size)
         self.requests = [self._prepare(model_name, signature, samples, i) for i in range(count)]
         self.model_version: int | None = None
 
@@ -136,18 +181,19 @@ class GrpcPredictClient:
         twin.model_version = None
         return twin
 
-    def _prepare(self, model_name: str, signature: str, samples: Samples, index: int) -> PreparedRequest:
-        images, labels, expected = samples.batch(index, self.batch_size)
+    def _prepare(self, model_name: str, signature: str, samples: InputSource, index: int) -> PreparedRequest:
+        inputs = samples.request(index, self.batch_size)
         request = predict_pb2.PredictRequest()
         request.model_spec.name = model_name
         request.model_spec.signature_name = signature
-        request.inputs[INPUT_NAME].CopyFrom(tensors.from_numpy(images, tensor_content=True))
-        return PreparedRequest(request.SerializeToString(), labels, expected)
+        for name, values in inputs.inputs.items():
+            tensors.write_tensor(request.inputs[name], values, tensor_content=True)
+        return prepared(request.SerializeToString(), inputs, self.check_name)
 
     def call(self, index: int, intended_unix_s: float | None = None) -> CallRecord:
         prepared = self.requests[index % len(self.requests)]
         clock = CallClock(intended_unix_s)
-        images = len(prepared.labels)
+        images = prepared.rows
         try:
             response = self.predict(prepared.payload, timeout=self.timeout_s)
             latency_us = clock.latency_us()
@@ -162,6 +208,8 @@ class GrpcPredictClient:
         return clock.record(latency_us, outcome, images)
 
     def _judge(self, response, prepared: PreparedRequest) -> Outcome:
+        if self.signature is not None:
+            return outputs.check_grpc(response.outputs, self.signature, prepared.rows, prepared.expected_outputs or {})
         if "classes" not in response.outputs or "scores" not in response.outputs:
             return Outcome(WRONG_ANSWER, f"response outputs {sorted(response.outputs)} lack classes/scores", 0, 0)
         classes = tensors.to_numpy(response.outputs["classes"])
@@ -177,30 +225,31 @@ class RestPredictClient:
 
     protocol = Protocol.REST
 
-    def __init__(self, base_url: str, model_name: str, signature: str, samples: Samples, batch_size: int,
+    def __init__(self, base_url: str, model_name: str, signature: str, samples: InputSource, batch_size: int,
                  check: str = Check.CLASSES, timeout_s: float = 10.0, variants: int | None = None,
                  concurrency: int = 512):
-        """`variants`: distinct requests to cycle through; by default enough to send every sample digit."""
+        """`variants`: distinct requests to cycle through; by default enough to send every row of `samples`."""
         from geventhttpclient import HTTPClient
         from geventhttpclient.url import URL
 
-        if check not in CHECKS:
-            raise ValueError(f"unknown check {check!r}; choose from {sorted(CHECKS)}")
-        self.batch_size, self.check = batch_size, CHECKS[Check(check)]
+        generic = checked_source(samples, check)
+        self.signature = samples.signature if isinstance(samples, ModelInputs) and generic else None
+        self.batch_size, self.check = batch_size, CHECKS[Check(check)] or check_shapes
         self.path = f"/v1/models/{model_name}:predict"
         self.http = HTTPClient.from_url(URL(base_url), concurrency=concurrency, network_timeout=timeout_s,
                                         connection_timeout=timeout_s)
         self.requests = []
-        for index in range(variants or samples.batches_to_cover(batch_size)):
-            images, labels, expected = samples.batch(index, batch_size)
-            body = json.dumps({"signature_name": signature, "inputs": {INPUT_NAME: images.tolist()}})
-            self.requests.append(PreparedRequest(body.encode(), labels, expected))
+        for index in range(variants or samples.variants(batch_size)):
+            inputs = samples.request(index, batch_size)
+            body = json.dumps({"signature_name": signature,
+                               "inputs": {name: rest_value(values) for name, values in inputs.inputs.items()}})
+            self.requests.append(prepared(body.encode(), inputs, check))
         self.model_version: int | None = None
 
     def call(self, index: int, intended_unix_s: float | None = None) -> CallRecord:
         prepared = self.requests[index % len(self.requests)]
         clock = CallClock(intended_unix_s)
-        images = len(prepared.labels)
+        images = prepared.rows
         try:
             response = self.http.post(self.path, body=prepared.payload, headers={"Content-Type": "application/json"})
             body = response.read()
@@ -214,11 +263,13 @@ class RestPredictClient:
         return clock.record(latency_us, outcome, images)
 
     def _judge(self, body: dict, prepared: PreparedRequest) -> Outcome:
-        outputs = body.get("outputs")
-        if not isinstance(outputs, dict) or "classes" not in outputs or "scores" not in outputs:
+        answer = body.get("outputs")
+        if self.signature is not None:
+            return outputs.check_rest(answer, self.signature, prepared.rows, prepared.expected_outputs or {})
+        if not isinstance(answer, dict) or "classes" not in answer or "scores" not in answer:
             return Outcome(WRONG_ANSWER, f"response has no outputs.classes/scores: {str(body)[:200]}", 0, 0)
-        classes = np.asarray(outputs["classes"], dtype=np.int64)
-        return self.check(classes, np.asarray(outputs["scores"]).shape, prepared)
+        classes = np.asarray(answer["classes"], dtype=np.int64)
+        return self.check(classes, np.asarray(answer["scores"]).shape, prepared)
 
     def close(self) -> None:
         self.http.close()

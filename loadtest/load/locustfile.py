@@ -80,7 +80,16 @@ def add_arguments(parser) -> None:
     group.add_argument("--signature", default="serving_default")
     group.add_argument("--batch-size", type=int, default=1, help="images per request")
     group.add_argument("--check", default="classes", choices=sorted(CHECKS),
-                       help="classes: compare with the model's own predictions; shape: null backend")
+                       help="classes: compare with the model's own predictions; shape: null backend; "
+                            "outputs: any model's outputs as its signature says")
+    group.add_argument("--input-data", default="samples",
+                       help="samples (the MNIST digits of --samples), random, zeros, or PATH.npz")
+    group.add_argument("--input-seed", type=int, default=0, help="random inputs")
+    group.add_argument("--int-range", default="0,100", help="random integer inputs: LO,HI (HI excluded)")
+    group.add_argument("--input-shape", action="append", default=[], metavar="NAME:DIMS",
+                       help="dims after the batch dimension of an input with -1 in them (repeatable)")
+    group.add_argument("--metadata-target", default="",
+                       help="gRPC HOST:PORT to read the model's signature from (default: the gRPC host)")
     group.add_argument("--request-timeout-s", type=float, default=10.0)
     group.add_argument("--rate-per-user", type=float, default=10.0, help="open loop: requests/s per user")
     group.add_argument("--arrival", default="constant", choices=sorted(ARRIVAL_GAPS))

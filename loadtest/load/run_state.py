@@ -14,17 +14,23 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from pathlib import Path
 from typing import Any
 
 from locust import events
 
-from loadtest.load.client import CLIENTS, Samples
+from loadtest.load.client import CLIENTS, input_source
 from loadtest.load.collector import Aggregate, CallRecord, Collector
+from loadtest.load.inputs import InputOptions, parse_int_range, parse_shapes
 from loadtest.load.threads import CallThreads, native_lock
-from loadtest.vocab import Protocol
+from loadtest.vocab import InputKind, Protocol
 
 EVENT_PUMP_S = 0.05
+
+
+def input_options(options) -> InputOptions:
+    """The locustfile's input flags as `InputOptions` (`--input-data` random, zeros or an .npz)."""
+    return InputOptions(options.input_data, options.input_seed, parse_int_range(options.int_range),
+                        parse_shapes(options.input_shape))
 
 
 class RunState:
@@ -86,9 +92,12 @@ class RunState:
         key = (protocol, host)
         if key not in self.clients:
             options = self.options
-            samples = Samples.load(Path(options.samples))
             target = host.removeprefix("grpc://") if protocol == "grpc" else host
-            self.clients[key] = CLIENTS[Protocol(protocol)](target, options.model_name, options.signature, samples,
+            source = input_source(InputKind(options.input_data) if options.input_data in tuple(InputKind)
+                                  else InputKind.NPZ, options.samples, input_options(options),
+                                  options.metadata_target or target, options.model_name, options.signature,
+                                  options.request_timeout_s)
+            self.clients[key] = CLIENTS[Protocol(protocol)](target, options.model_name, options.signature, source,
                                                             options.batch_size, options.check,
                                                             options.request_timeout_s)
         self.client = self.clients[key]

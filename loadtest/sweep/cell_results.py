@@ -13,16 +13,18 @@ import platform
 import socket
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from loadtest import stats
 from loadtest.load.collector import WRONG_ANSWER
+from loadtest.load.inputs import file_sha256, input_provenance
 from loadtest.load.summary import LoadSummary
 from loadtest.records import CellResult, LoadSpec, ServerLabel, ValidityFlag
 from loadtest.sweep import plan as plans
 from loadtest.sweep.locust_run import load_processes
 from loadtest.sweep.scrape import ServerFigures
 from loadtest.sweep.telemetry import Telemetry
-from loadtest.vocab import Arrival, CellStatus, Flag, LoadMode
+from loadtest.vocab import Arrival, CellStatus, Flag, InputKind, LoadMode
 from model_export.provenance import cpu_cores, cpu_model_name, git_revision, package_versions, utc_now
 
 PACKAGES = ("locust", "grpcio", "tensorflow", "tensorflow-serving-api", "hdrhistogram", "numpy", "psutil")
@@ -42,7 +44,7 @@ def load_spec(run: plans.RunSettings, cell: plans.Cell) -> LoadSpec:
     return LoadSpec(mode=cell.mode, request_batch_size=cell.batch_size, concurrency=cell.concurrency,
                     rate_rps=cell.rate_rps, arrival=run.arrival if cell.mode == LoadMode.OPEN else None,
                     warmup_s=run.warmup_s, duration_s=run.measure_s, processes=load_processes(run, cell),
-                    check=run.check, late_threshold_ms=run.late_threshold_ms, window_s=run.window_s,
+                    check=plans.effective_check(run), late_threshold_ms=run.late_threshold_ms, window_s=run.window_s,
                     dispatch_lag_limit_ms=run.dispatch_lag_limit_ms if cell.mode == LoadMode.OPEN else None)
 
 
@@ -126,4 +128,17 @@ def collect_provenance(plan: plans.Plan, plan_path: str) -> dict:
             "host": socket.gethostname(), "cpu_model": cpu_model_name(), "cpu_count": os.cpu_count(),
             "loadgen_cores": cpu_cores(), "platform": platform.platform(), "python": platform.python_version(),
             "versions": package_versions(PACKAGES), "utc_time": utc_now(),
-            "plan_path": plan_path, "plan": json.loads(json.dumps(plan.to_dict())), "command": list(sys.argv)}
+            "plan_path": plan_path, "plan": json.loads(json.dumps(plan.to_dict())), "command": list(sys.argv),
+            "inputs": inputs_provenance(plan.run)}
+
+
+def inputs_provenance(run: plans.RunSettings) -> dict:
+    """Where the requests' inputs came from: the MNIST samples or the user's .npz (path and sha256), or
+    how they were made (random with its seed, zeros)."""
+    kind = plans.input_kind(run)
+    if kind == InputKind.SAMPLES:
+        path = Path(run.samples)
+        return {"source": "samples", "path": str(path.resolve()), "sha256": file_sha256(path) if path.is_file()
+                else None}
+    options = plans.input_options(run)
+    return input_provenance(options.data, options.seed, options.int_range, options.shapes)

@@ -55,7 +55,8 @@ def locust_command(run: plans.RunSettings, cell: plans.Cell, target: ServedEndpo
                "-u", str(users), "-r", str(users), "--host", host, "--loglevel", "WARNING",
                "--exit-code-on-error", "0",
                "--samples", str(Path(run.samples).resolve()), "--model-name", target.model_name,
-               "--signature", run.signature, "--batch-size", str(cell.batch_size), "--check", run.check,
+               "--signature", run.signature, "--batch-size", str(cell.batch_size),
+               "--check", plans.effective_check(run), *input_arguments(run, target),
                "--request-timeout-s", str(run.request_timeout_s), "--warmup-s", str(run.warmup_s),
                "--measure-s", str(run.measure_s), "--window-s", str(run.window_s),
                "--late-threshold-ms", str(run.late_threshold_ms), "--max-in-flight", str(run.max_in_flight),
@@ -66,6 +67,16 @@ def locust_command(run: plans.RunSettings, cell: plans.Cell, target: ServedEndpo
     if processes > 1:
         command += ["--processes", str(processes)]
     return pinned(command + [USER_CLASSES[(run.protocol, cell.mode)]], run.loadgen_cpus)
+
+
+def input_arguments(run: plans.RunSettings, target: ServedEndpoint) -> list[str]:
+    """Where the load generator's inputs come from; inputs made for a model need its signature, read over
+    gRPC (`--metadata-target`) whatever protocol the load goes over."""
+    arguments = ["--input-data", plans.input_data(run), "--input-seed", str(run.input_seed),
+                 "--int-range", run.int_range, "--metadata-target", target.grpc_target]
+    for shape in plans.input_options(run).shapes.items():
+        arguments += ["--input-shape", f"{shape[0]}:{','.join(map(str, shape[1]))}"]
+    return arguments
 
 
 def cell_deadline_s(run: plans.RunSettings) -> float:

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from loadtest.vocab import Arrival, Check, LoadMode, Protocol
+from loadtest.load.inputs import InputError, InputOptions, parse_int_range, parse_shapes
+from loadtest.vocab import Arrival, Check, InputKind, LoadMode, Protocol
 from serving.deploy.process import cpu_list
 from serving.endpoint import ServedEndpoint, ServerKind
 from serving.layering import SettingsError, env_layer, field_variables, layered, read_toml, typed
@@ -50,9 +51,14 @@ class RunSettings:
     dispatch_lag_limit_ms: float = 2.0  # open loop: a p99 dispatch lag above this flags the cell saturated
     dispatch_spin_share: float = 0.2  # open loop: wake early and spin to each send, at most this share of a gap
     max_in_flight: int = 512  # open loop, per process
-    samples: str = "models/mnist-samples.npz"
+    samples: str = "models/mnist-samples.npz"  # the MNIST demo's sample digits (input_data "samples")
     model_name: str = "mnist"
     signature: str = "serving_default"
+    model_base_path: str = ""  # servers the tool starts: <dir>/<model_name> holding <version>/; "" = models_dir's
+    input_data: str = InputKind.AUTO  # auto, samples, random, zeros, or the path of an .npz (one array per input)
+    input_seed: int = 0  # random inputs
+    int_range: str = "0,100"  # random integer inputs: LO,HI (HI excluded)
+    input_shapes: tuple[str, ...] = ()  # "NAME:DIMS" for inputs with -1 dims past the batch, e.g. "features:4,4"
     startup_timeout_s: float = 90.0  # Locust start-up before the cell's clock runs
     loadgen_cpus: str = ""  # pin the Locust processes to these cores (`taskset -c`, e.g. "1"); "" = not pinned
 
@@ -152,6 +158,36 @@ def cells(grid: Grid) -> list[Cell]:
         out += [Cell(LoadMode.CLOSED, batch, users, None) for users in grid.concurrency]
         out += [Cell(LoadMode.OPEN, batch, None, float(rate)) for rate in grid.rates_rps]
     return out
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def input_kind(run: RunSettings) -> InputKind:
+    """Where the inputs come from: `auto` is the MNIST samples for the model "mnist", random otherwise."""
+    if run.input_data == InputKind.AUTO:
+        return InputKind.SAMPLES if run.model_name == "mnist" else InputKind.RANDOM
+    if run.input_data in (InputKind.SAMPLES, InputKind.RANDOM, InputKind.ZEROS):
+        return InputKind(run.input_data)
+    return InputKind.NPZ
+
+
+def input_data(run: RunSettings) -> str:
+    """What the load generator is given: samples, random, zeros or the .npz's absolute path."""
+    kind = input_kind(run)
+    return str(Path(run.input_data).resolve()) if kind == InputKind.NPZ else kind.value
+
+
+def effective_check(run: RunSettings) -> Check:
+    """The check the answers get: MNIST's `classes` means `outputs` for inputs made for any model."""
+    if run.check == Check.CLASSES and input_kind(run) != InputKind.SAMPLES:
+        return Check.OUTPUTS
+    return run.check
+
+
+def input_options(run: RunSettings) -> InputOptions:
+    return InputOptions(input_data(run), run.input_seed, parse_int_range(run.int_range),
+                        parse_shapes(run.input_shapes))
 
 
 # ----------------------------------------------------------------------------- targets by address
@@ -264,7 +300,20 @@ def validate(plan: Plan) -> None:
             raise PlanError(f"{where}: {exc}") from None
 
 
+def _validate_inputs(run: RunSettings) -> None:
+    try:
+        input_options(run)
+    except InputError as exc:
+        raise PlanError(f"[run] {exc}") from None
+    if input_kind(run) == InputKind.SAMPLES and run.check == Check.OUTPUTS:
+        raise PlanError("[run] check = outputs needs inputs made for the model: input_data random, zeros or an .npz")
+    if run.model_base_path and Path(run.model_base_path).expanduser().resolve().name != run.model_name:
+        raise PlanError(f"[run] model_base_path {run.model_base_path} must end in the model name {run.model_name!r} "
+                        "(servers serve <models dir>/<model name>/<version>/)")
+
+
 def _validate_run(run: RunSettings) -> None:
+    _validate_inputs(run)
     positive = {"warmup_s": run.warmup_s >= 0, "measure_s": run.measure_s > 0, "window_s": run.window_s > 0,
                 "processes": run.processes >= 1, "request_timeout_s": run.request_timeout_s > 0,
                 "max_in_flight": run.max_in_flight >= 1, "late_threshold_ms": run.late_threshold_ms >= 0,

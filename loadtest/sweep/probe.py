@@ -1,4 +1,5 @@
-"""One real Predict (a single digit), to tell a live server from a dead one before and after a cell.
+"""One real Predict (a single digit, or one row of inputs made for the model), to tell a live server from
+a dead one before and after a cell.
 
 Not for: measuring (`loadtest.sweep.locust_run`); the probe's latency is never recorded.
 """
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.sweep import plan as plans
-from loadtest.vocab import Check, Protocol
+from loadtest.vocab import Check, InputKind, Protocol
 from serving.endpoint import ServedEndpoint
 
 
@@ -29,7 +30,7 @@ class Prober:
         from loadtest.load.client import Samples  # imports TensorFlow (slow): only when a sweep runs
 
         self.run = run
-        self.samples = Samples.load(Path(run.samples))
+        self.samples = Samples.load(Path(run.samples)) if plans.input_kind(run) == InputKind.SAMPLES else None
 
     def probe(self, endpoint: ServedEndpoint, timeout_s: float = 5.0) -> Probe:
         if self.run.protocol == Protocol.REST:
@@ -37,9 +38,15 @@ class Prober:
         return self.probe_grpc(endpoint, timeout_s)
 
     def probe_grpc(self, endpoint: ServedEndpoint, timeout_s: float) -> Probe:
-        from loadtest.load.client import GrpcPredictClient
+        from loadtest.load.client import GrpcPredictClient, input_source
 
-        client = GrpcPredictClient(endpoint.grpc_target, endpoint.model_name, self.run.signature, self.samples, 1,
+        try:  # inputs made for any model come from the signature it reports: a model without it fails here
+            source = self.samples or input_source(plans.input_kind(self.run), self.run.samples,
+                                                  plans.input_options(self.run), endpoint.grpc_target,
+                                                  endpoint.model_name, self.run.signature, timeout_s)
+        except ValueError as exc:
+            return Probe(False, None, str(exc))
+        client = GrpcPredictClient(endpoint.grpc_target, endpoint.model_name, self.run.signature, source, 1,
                                    check=Check.SHAPE, timeout_s=timeout_s, variants=1)
         try:
             record = client.call(0)

@@ -18,6 +18,7 @@ Not for: generating load itself (`loadtest.load.locustfile`), building a cell's 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -34,6 +35,7 @@ from loadtest.sweep.console import console_table, describe, progress_line
 from loadtest.sweep.floors import FloorSource
 from loadtest.sweep.locust_run import cell_deadline_s, locust_command, run_locust
 from loadtest.sweep.probe import Probe, Prober
+from loadtest.sweep.resources import server_resources
 from loadtest.sweep.servers import Running, Slot, StartFailed
 from loadtest.sweep.targets import SweepError, server_label
 from loadtest.verdicts import evidence_record, verdict_of
@@ -93,6 +95,8 @@ class CellRunner:
         before = scrape.scrape(target.rest_url)
         try:
             with telemetry.sampling(target) as sampler:
+                resources = server_resources(target, sampler.server, os.cpu_count() or 1,
+                                             str(ctx.provenance.get("cpu_model", "")))
                 locust = run_locust(command, summary_path, self.run_dir / "logs" / f"cell-{index:03d}.log",
                                     cell_deadline_s(run))
                 device = sampler.window(*telemetry.measured_window(locust.summary, summary_path, run.measure_s,
@@ -110,7 +114,7 @@ class CellRunner:
             result = measured_result(ctx, index, label, spec, locust.summary, scrape.cell_figures(before, after),
                                      failure, device, server_phases=phases.server_phases(before, after, target.kind),
                                      device_floor=self.floors.floor_for(target, after))
-        return self.record(result, total, search), probe
+        return self.record(replace(result, server_resources=resources), total, search), probe
 
     def not_run(self, target: ServedEndpoint, cell: plans.Cell, run: plans.RunSettings, reason: str,
                 total: int, model_version: int | None = None, search: dict | None = None) -> CellResult:

@@ -124,7 +124,10 @@ def server_slots(plan: plans.Plan, state_path: Path | None = None) -> list[Slot]
 
 def serving_config(plan: plans.Plan) -> ServingConfig:
     """The serving config the tool starts servers from (its file, models directory and the plan's model)."""
-    layer = command_line_layer(models_dir=plan.launch.models_dir or None, model_name=plan.run.model_name)
+    models_dir = plan.launch.models_dir or None
+    if plan.run.model_base_path:  # <dir>/<model name>: the plan's check makes sure it ends in the name
+        models_dir = str(Path(plan.run.model_base_path).expanduser().resolve().parent)
+    layer = command_line_layer(models_dir=models_dir, model_name=plan.run.model_name)
     try:
         return load_config(plan.launch.serving_config or None, cli=layer, cores=pinned_cores(plan.launch.server_cpus))
     except ValueError as exc:

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from model_export.metadata import latest_version_dir, tensorflow_version
 from model_export.provenance import REPO
 from serving.deploy.config import ServingConfig, load_config
 from serving.deploy.docker import image_reference
@@ -41,6 +42,7 @@ from serving.deploy.tfs_files import (
     monitoring_config_text,
     tuned_profile,
 )
+from serving.deploy.versions import gap_warning, image_tensorflow_version
 from serving.endpoint import Device
 
 DEFAULT_OUT_DIR = REPO / "build" / "k8s"
@@ -335,6 +337,19 @@ def write(manifests: list[Manifest], out: Path) -> list[Path]:
         path.write_text(manifest.text())
         paths.append(path)
     return paths
+
+
+def version_warning(configs: Mapping[str, ServingConfig], env: Mapping[str, str] | None = None) -> str | None:
+    """One line when the model the pods would serve (the latest version under the config's models dir: the tree
+    the model image is built from) was written by a newer TensorFlow than the pinned TF Serving image."""
+    images = [image_reference(device, dict(os.environ if env is None else env)) for device in configs]
+    config = next(iter(configs.values()), None)
+    version_dir = latest_version_dir(config.model.base_path) if config else None
+    if not images or config is None or version_dir is None:
+        return None
+    server = images[0] + (" (and its -gpu image)" if len(images) > 1 else "")
+    return gap_warning(config.model.name, version_dir.name, tensorflow_version(version_dir), server,
+                       image_tensorflow_version(images[0]))
 
 
 def summary(configs: Mapping[str, ServingConfig], settings: K8sSettings, out: Path) -> str:

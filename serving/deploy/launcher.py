@@ -7,6 +7,10 @@
 - otherwise the embedded server (`serving.deploy.embedded`) in the background on the same ports
   and files; for GPU only when TensorFlow sees a GPU, else a clear error naming what is missing.
 
+Before it starts a server, `start` warns in one line when the model version it will serve was written
+by a newer TensorFlow than the server runs (`serving.deploy.versions`), and the record carries the
+TensorFlow that wrote the version it serves (`model_tensorflow` among its versions) for the report.
+
 Whatever started is recorded in the state file (`serving.deploy.state`) that the load test reads;
 `stop` stops it and clears the record. `run_foreground` is `make serve`: the embedded server in
 this terminal, recorded while it runs. One launcher at a time per state file (`state_lock`).
@@ -18,26 +22,41 @@ the command line (`serving.cli`).
 from __future__ import annotations
 
 import fcntl
+import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from model_export.provenance import REPO
+from model_export.metadata import latest_version_dir, tensorflow_version
+from model_export.provenance import REPO, package_versions
 from serving.deploy.config import ServingConfig
-from serving.deploy.docker import ContainerLauncher, DockerProbe, probe_docker, publish_host
+from serving.deploy.docker import ContainerLauncher, DockerProbe, image_reference, probe_docker, publish_host
 from serving.deploy.embedded import EmbeddedLauncher, embedded_command, endpoint_from_ready, server_env
 from serving.deploy.gpus import PROBES, RuntimeGpus, backend_of, describe_missing_gpu, probe_tensorflow_gpus
 from serving.deploy.process import stop_process
 from serving.deploy.readiness import check_port_free, wait_available
 from serving.deploy.request import LaunchError, LaunchKind, StartRequest
 from serving.deploy.state import read_state, state_file_path, write_state
+from serving.deploy.versions import (
+    MODEL_TENSORFLOW,
+    embedded_server,
+    gap_warning,
+    image_tensorflow_version,
+    major_minor,
+)
 from serving.endpoint import Device, ServedEndpoint, ServerKind, kind_display_name, runtime_display_name
 from serving.protocol.names import READY_RE
+from serving.server.runtimes import Backend
 
 Launcher = ContainerLauncher | EmbeddedLauncher
 ALREADY_RUNNING = "already running"
+
+
+def warn_on_stderr(line: str) -> None:
+    print(f"warning: {line}", file=sys.stderr, flush=True)
 
 
 def launcher_for(kind: str, docker: DockerProbe | None = None) -> Launcher:
@@ -110,6 +129,34 @@ def check_model_exists(config: ServingConfig) -> None:
         raise LaunchError(f"no model versions under {base}; run `make export` (or pass --models-dir)")
 
 
+def launched_server_tensorflow(kind: str, request: StartRequest) -> tuple[str, str | None] | None:
+    """(name, TensorFlow) of the server a launch of `kind` starts: the pinned image's release, or the
+    installed TensorFlow for the embedded server; None where no TensorFlow loads the SavedModel."""
+    if kind == ServerKind.CONTAINER:
+        image = image_reference(request.device, dict(os.environ))
+        return image, image_tensorflow_version(image)
+    if backend_of(request.server_flags) != Backend.SAVEDMODEL:  # JAX or the null backend
+        return None
+    installed = package_versions(("tensorflow",))["tensorflow"]
+    return (embedded_server(installed), installed) if major_minor(installed) else None
+
+
+def version_warning(request: StartRequest, kind: str) -> str | None:
+    """One line when the version the server will load (the latest) was written by a newer TensorFlow."""
+    server = launched_server_tensorflow(kind, request)
+    version_dir = latest_version_dir(request.config.model.base_path)
+    if server is None or version_dir is None:
+        return None
+    return gap_warning(request.config.model.name, version_dir.name, tensorflow_version(version_dir), *server)
+
+
+def with_model_tensorflow(endpoint: ServedEndpoint, request: StartRequest) -> ServedEndpoint:
+    """The record, with the TensorFlow that wrote the model version it serves where its metadata says."""
+    version = endpoint.versions.get("model_version")
+    written_by = tensorflow_version(request.config.model.base_path / str(version)) if version else None
+    return replace(endpoint, versions={**endpoint.versions, MODEL_TENSORFLOW: written_by}) if written_by else endpoint
+
+
 @contextmanager
 def state_lock() -> Iterator[None]:
     """One launcher at a time per state file, so two `make serve-cpu` cannot start two servers."""
@@ -123,8 +170,10 @@ def state_lock() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def start(request: StartRequest, docker: DockerProbe | None = None) -> tuple[ServedEndpoint, str]:
-    """Start (or find running) the server for `request.device`; returns its record and a note."""
+def start(request: StartRequest, docker: DockerProbe | None = None,
+          warn: Callable[[str], None] = warn_on_stderr) -> tuple[ServedEndpoint, str]:
+    """Start (or find running) the server for `request.device`; returns its record and a note.
+    `warn` gets the one-line version warning, when there is one, before the server starts."""
     with state_lock():
         running = _running_match(request)
         if running is not None:
@@ -135,7 +184,10 @@ def start(request: StartRequest, docker: DockerProbe | None = None) -> tuple[Ser
         host = request.config.host if launcher.kind == ServerKind.EMBEDDED else publish_host()
         for port in (request.grpc_port, request.rest_port):
             check_port_free(host, port)
-        endpoint = launcher.start(request)
+        warning = version_warning(request, launcher.kind)
+        if warning:
+            warn(warning)
+        endpoint = with_model_tensorflow(launcher.start(request), request)
         write_state({**read_state(), request.name: endpoint})
         return endpoint, note
 
@@ -170,7 +222,7 @@ def stop(names: list[str] | None = None) -> list[str]:
     return stopped
 
 
-def run_foreground(request: StartRequest) -> int:
+def run_foreground(request: StartRequest, warn: Callable[[str], None] = warn_on_stderr) -> int:
     """`make serve`: the embedded server in this terminal, recorded in the state file while it runs."""
     existing = read_state().get(request.name)
     if existing and launcher_for(existing.kind).alive(existing):
@@ -179,6 +231,9 @@ def run_foreground(request: StartRequest) -> int:
     check_model_exists(request.config)
     for port in (request.grpc_port, request.rest_port):
         check_port_free(request.config.host, port)
+    warning = version_warning(request, ServerKind.EMBEDDED)
+    if warning:
+        warn(warning)
     proc = subprocess.Popen(embedded_command(request), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, cwd=REPO, env=server_env())
     try:
@@ -198,7 +253,8 @@ def _echo_and_record(request: StartRequest, proc: subprocess.Popen) -> int:
         print(line, end="", flush=True)
         ready = READY_RE.search(line)
         if ready and not recorded:
-            write_state({**read_state(), request.name: endpoint_from_ready(request, ready.group(0), proc.pid)})
+            endpoint = with_model_tensorflow(endpoint_from_ready(request, ready.group(0), proc.pid), request)
+            write_state({**read_state(), request.name: endpoint})
             recorded = True
     return proc.wait()
 

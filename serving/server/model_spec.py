@@ -18,34 +18,10 @@ from typing import NamedTuple
 import numpy as np
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
-from serving.protocol.tensors import CODECS_BY_ENUM
+from serving.protocol.signatures import SignatureSpec, TensorSpec, signature_specs  # noqa: F401  (re-exported)
 
 SERVE_TAG = "serve"
 DEFAULT_SIGNATURE = "serving_default"
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """One input or output of a signature: its alias, dtype and shape (-1 = any size)."""
-
-    alias: str
-    tensor_name: str
-    dtype_enum: int
-    shape: tuple[int, ...] | None  # None when the rank is unknown
-
-    @property
-    def numpy_dtype(self) -> np.dtype:
-        return CODECS_BY_ENUM[self.dtype_enum].numpy
-
-
-@dataclass(frozen=True)
-class SignatureSpec:
-    """A SignatureDef reduced to what validation needs."""
-
-    name: str
-    method_name: str
-    inputs: dict[str, TensorSpec]
-    outputs: dict[str, TensorSpec]
 
 
 @dataclass(frozen=True)
@@ -58,11 +34,6 @@ class BackendOptions:
     null_stall_every_s: float = 0.0
 
 
-def _tensor_spec(alias: str, info: meta_graph_pb2.TensorInfo) -> TensorSpec:
-    shape = None if info.tensor_shape.unknown_rank else tuple(d.size for d in info.tensor_shape.dim)
-    return TensorSpec(alias=alias, tensor_name=info.name, dtype_enum=info.dtype, shape=shape)
-
-
 def read_signature_defs(model_dir: Path) -> dict[str, meta_graph_pb2.SignatureDef]:
     """The serving MetaGraph's SignatureDefs, parsed from saved_model.pb without TensorFlow ops."""
     saved_model = saved_model_pb2.SavedModel()
@@ -71,20 +42,6 @@ def read_signature_defs(model_dir: Path) -> dict[str, meta_graph_pb2.SignatureDe
         if SERVE_TAG in meta_graph.meta_info_def.tags:
             return dict(meta_graph.signature_def)
     raise ValueError(f"{model_dir}: SavedModel has no MetaGraph tagged '{SERVE_TAG}'")
-
-
-def signature_specs(defs: dict[str, meta_graph_pb2.SignatureDef]) -> dict[str, SignatureSpec]:
-    """SignatureSpecs for every signature that can be served (TF-internal ones skipped)."""
-    specs = {}
-    for name, sig in defs.items():
-        if name.startswith("__"):  # e.g. __saved_model_init_op: not a serving signature
-            continue
-        specs[name] = SignatureSpec(
-            name=name, method_name=sig.method_name,
-            inputs={a: _tensor_spec(a, i) for a, i in sig.inputs.items()},
-            outputs={a: _tensor_spec(a, i) for a, i in sig.outputs.items()},
-        )
-    return specs
 
 
 class Computed(NamedTuple):

@@ -25,7 +25,8 @@ COMPOSE = DOCKER / "compose.yaml"
 LOADGEN_COMPOSE = DOCKER / "loadgen.compose.yaml"
 DOCKERFILE = DOCKER / "loadgen.Dockerfile"
 
-# Every flag tensorflow_model_server defines (tensorflow_serving/model_servers/main.cc, 2.19.1).
+# Every flag tensorflow_model_server defines (tensorflow_serving/model_servers/main.cc; the same set in 2.19.1,
+# 2.20.0 and master of 2026-07-30).
 TF_MODEL_SERVER_FLAGS = frozenset("""
 port grpc_socket_path rest_api_port rest_api_num_threads rest_api_timeout_in_ms
 rest_api_enable_cors_support enable_batching allow_version_labels_for_unavailable_models

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from importlib import metadata
 
 import numpy as np
 import pytest
 
+from model_export.metadata import tensorflow_version
 from tests.support.export import QUICK_EXPORT_ARGS, run_export_cli
 
 
@@ -76,6 +78,8 @@ def test_metadata_says_what_was_trained_on_what(exported_model):
     assert meta["flops_per_image"] > 4_000_000
     for key in ("tensorflow_version", "git_commit", "utc_time", "training_seconds"):
         assert meta[key]
+    # The TensorFlow that wrote the version, as servers are checked against it (serving.deploy.versions).
+    assert tensorflow_version(exported_model.model_dir) == meta["tensorflow_version"] == metadata.version("tensorflow")
 
 
 def test_warmup_file_is_prediction_logs(exported_model, tf):

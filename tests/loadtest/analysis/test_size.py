@@ -69,7 +69,9 @@ def test_prices_by_device_name_then_kind():
 
 def test_example_price_file_loads_and_is_labelled_example():
     book = prices.load_prices(prices.DEFAULT_PRICES)
-    assert book.example and book.lookup("cpu", "?") is not None and book.lookup("gpu", "?") is not None
+    assert book.example and not book.per_replica  # it prices instances
+    assert {i.name for i in book.instances} >= {"general-16", "h100-1"}
+    assert any(i.gpus == 0 for i in book.instances) and any(i.gpus for i in book.instances)
 
 
 @pytest.mark.parametrize("text, message", [

@@ -53,6 +53,8 @@ def test_a_loaded_server_is_busy_and_an_idle_one_is_not(exported_model, tmp_path
     for cell in (busy, idle):
         assert cell.status == "ok", cell.failure_reason
         assert cell.server_cpu_cores == 1.0  # pinned to one core
+        assert cell.server_resources["cpus"] == 1.0 and cell.server_resources["source"] == f"pinned cores {SERVER_CORE}"
+        assert cell.server_resources["gpus"] == 0 and cell.server_resources["cpu_model"]
         assert cell.server_rss_mib is not None and cell.server_rss_mib > 10
         assert cell.server_cpu_percent_max is not None and cell.server_cpu_percent_max >= cell.server_cpu_percent
         assert cell.gpu_utilization_percent is None and cell.gpu_memory_mib is None and cell.gpu_power_w is None
