@@ -190,6 +190,14 @@ def best(searches: Iterable[SearchAnswer]) -> SearchAnswer | None:
 # ----------------------------------------------------------------------------- comparisons
 
 
+LOWER_BOUND_NOTE = "%s's capacity is a lower bound: the load generator was the limit"
+
+
+def lower_bound(search: SearchAnswer | None) -> bool:
+    """The search's capacity is "at least": the load generator, not the server, stopped it."""
+    return search is not None and search.conclusion is not None and search.conclusion.at_least
+
+
 @dataclass(frozen=True)
 class Gain:
     """Best batching-enabled capacity ÷ batching-off capacity; None with the reason when it cannot be said."""
@@ -214,10 +222,15 @@ class Gain:
         return self.batching.upper_rps / capacity(self.off)
 
     def describe(self) -> str:
-        """`×1.56, between ×1.40 and ×1.70` (an open end says "at least" / "at most")."""
+        """`×1.56, between ×1.40 and ×1.70` (an open end says "at least" / "at most"). Where one capacity is a
+        lower bound (the load generator was the limit), only the bound that still holds is given."""
         if self.ratio is None:
             return f"— {self.reason}"
         low, high = self.low, self.high
+        if lower_bound(self.batching):  # batching's capacity may be higher: only a least gain holds
+            return (f"at least ×{low:.2f}" if low is not None else "unknown") + f" ({LOWER_BOUND_NOTE % 'batching'})"
+        if lower_bound(self.off):  # off's capacity may be higher: only a most gain holds
+            return (f"at most ×{high:.2f}" if high is not None else "unknown") + f" ({LOWER_BOUND_NOTE % 'off'})"
         if low is not None and high is not None:
             return f"×{self.ratio:.2f}, between ×{low:.2f} and ×{high:.2f}"
         if high is not None:
@@ -240,6 +253,9 @@ def batching_gain(searches: Sequence[SearchAnswer]) -> Gain:
         reason = "no batching-enabled search"
     elif best_on is None:
         reason = "no batching-enabled configuration met the objective"
+    elif lower_bound(best_on) and lower_bound(best_off):
+        reason = ("both capacities are lower bounds (the load generator was the limit for each), so their ratio "
+                  "says nothing")
     else:
         return Gain(capacity(best_on) / capacity(best_off), best_on, best_off, "")
     return Gain(None, best_on, best_off, reason)
@@ -289,7 +305,10 @@ def device_ratios(devices: Sequence[DeviceAnswer]) -> list[DeviceRatio]:
             continue
         gpu = best(d.best for d in here if d.device == "gpu" and d.best)
         cpu = best(d.best for d in here if d.device == "cpu" and d.best)
-        if gpu and cpu:
+        if gpu and cpu and lower_bound(gpu) and lower_bound(cpu):
+            out.append(DeviceRatio(batch, objective, None, gpu, cpu, "both capacities are lower bounds (the load "
+                                   "generator was the limit for each), so their ratio says nothing"))
+        elif gpu and cpu:
             out.append(DeviceRatio(batch, objective, capacity(gpu) / capacity(cpu), gpu, cpu, ""))
         else:
             missing = " and ".join(kind.upper() for kind, b in (("cpu", cpu), ("gpu", gpu)) if b is None)

@@ -186,3 +186,20 @@ def test_a_failing_rate_whose_retry_passed_is_not_the_bracket_s_upper_end():
              ("retry", 1600, 45.0), ("bisect", 1200, 9.0), ("confirm", 1200, 8.0)]
     a = only(search(OFF, "s3", steps))
     assert a.capacity_rps == 1200 and a.lowest_failing_rps == 1600  # 800 failed once, then passed: not a bound
+
+
+def test_a_gain_over_lower_bounds_keeps_only_the_bound_that_holds():
+    result = answers.answer(read_results(FIXTURES / "capacity-run" / "results.jsonl"))
+    gain = device(result, "cpu").gain  # cpu-cpu 675 (upper end 700) over cpu-off 453.1 (upper end 471.2)
+
+    def limited(search):  # the same answer, but the load generator was the limit above it
+        return replace(search, conclusion=replace(search.conclusion, loadgen_limited_rps=search.capacity_rps + 1,
+                                                  lowest_failing_rps=None, inconclusive=()))
+
+    on_limited = replace(gain, batching=limited(gain.batching))
+    assert on_limited.describe() == ("at least ×1.43 (batching's capacity is a lower bound: the load generator "
+                                     "was the limit)")  # 675 / 471.2
+    off_limited = replace(gain, off=limited(gain.off))
+    assert off_limited.describe().startswith("at most ×1.54 (off's")  # 700 / 453.1
+    both = answers.batching_gain([limited(gain.batching), limited(gain.off)])
+    assert both.ratio is None and both.reason.startswith("both capacities are lower bounds")
