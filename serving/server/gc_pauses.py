@@ -24,9 +24,9 @@ import time
 from collections.abc import Iterator, Sequence
 
 from prometheus_client.core import HistogramMetricFamily
-from prometheus_client.utils import floatToGoString
 
 from serving.protocol.names import GC_PAUSE
+from serving.server.bucket_counts import bucket_of, cumulative_buckets, empty_counts
 
 GC_BUCKETS_US = [10 * 1.5 ** i for i in range(30)]  # 10 us .. ~1.9 s
 
@@ -70,9 +70,8 @@ class GcPauses:
     def observe(self, generation: int, pause_us: float) -> None:
         """One collection of `generation` that paused the process for `pause_us`."""
         with self._lock:
-            counts = self._counts.setdefault(generation, [0] * (len(self._bounds) + 1))
-            index = next((i for i, bound in enumerate(self._bounds) if pause_us <= bound), len(self._bounds))
-            counts[index] += 1
+            counts = self._counts.setdefault(generation, empty_counts(self._bounds))
+            counts[bucket_of(self._bounds, pause_us)] += 1
             self._sums[generation] = self._sums.get(generation, 0.0) + pause_us
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
@@ -81,11 +80,7 @@ class GcPauses:
         with self._lock:
             snapshot = {g: (list(c), self._sums[g]) for g, c in self._counts.items()}
         for generation, (counts, total) in sorted(snapshot.items()):
-            cumulative, running = [], 0
-            for bound, count in zip([*self._bounds, float("inf")], counts):
-                running += count
-                cumulative.append((floatToGoString(bound), running))
-            family.add_metric([str(generation)], cumulative, total)
+            family.add_metric([str(generation)], cumulative_buckets(self._bounds, counts), total)
         yield family
 
 

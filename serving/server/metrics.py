@@ -16,12 +16,10 @@ Not for: load-test statistics (loadtest computes its own from client-side record
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 
 import prometheus_client
 from prometheus_client.core import HistogramMetricFamily
-from prometheus_client.utils import floatToGoString
 
 from serving.endpoint import ServerKind
 from serving.protocol.names import (
@@ -41,6 +39,7 @@ from serving.protocol.names import (
     WRAPPED_RUN_COUNT,
 )
 from serving.server.batching import BatchStats
+from serving.server.bucket_counts import bucket_of, cumulative_buckets, empty_counts
 from serving.server.gc_pauses import GcPauses
 from serving.server.phases import PhaseClock
 from serving.server.runtimes import RUNTIMES, Backend, Runtime
@@ -125,14 +124,14 @@ class PhaseHistograms:
         """One OK request's phase durations (seconds, in REQUEST_PHASES order)."""
         cell = self._cells.get((model_name, api))
         if cell is None:
-            cell = self._cells.setdefault((model_name, api), ([[0] * (len(self._bounds) + 1) for _ in REQUEST_PHASES],
+            cell = self._cells.setdefault((model_name, api), ([empty_counts(self._bounds) for _ in REQUEST_PHASES],
                                                               [0.0] * len(REQUEST_PHASES)))
         counts, sums = cell
         bounds = self._bounds
         with self._lock:
             for i, seconds in enumerate(durations_s):
                 us = seconds * 1e6
-                counts[i][bisect_left(bounds, us)] += 1
+                counts[i][bucket_of(bounds, us)] += 1
                 sums[i] += us
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
@@ -141,14 +140,9 @@ class PhaseHistograms:
         family = HistogramMetricFamily(
             REQUEST_PHASE_LATENCY, "Wall time (in microseconds) of each phase of an OK Predict request in the "
             "embedded server; a request's phases sum to its request_latency.", labels=["model_name", "API", "phase"])
-        limits = [floatToGoString(b) for b in self._bounds] + ["+Inf"]
         for (model_name, api), (counts, sums) in sorted(snapshot.items()):
             for phase, phase_counts, total in zip(REQUEST_PHASES, counts, sums):
-                cumulative, buckets = 0, []
-                for limit, count in zip(limits, phase_counts):
-                    cumulative += count
-                    buckets.append((limit, cumulative))
-                family.add_metric([model_name, api, phase], buckets, total)
+                family.add_metric([model_name, api, phase], cumulative_buckets(self._bounds, phase_counts), total)
         yield family
 
 
