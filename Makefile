@@ -75,8 +75,11 @@ export: setup
 # serve-cpu / serve-gpu: TF Serving container when Docker can, else the embedded server, in the
 # background; recorded in .state/servers.json for `make loadtest`. stop: stops them all.
 # BACKEND (embedded server): savedmodel (TensorFlow) or jax (the same weights on JAX; no container).
+# MODEL: your own model's name, served from $(MODELS)/$(MODEL)/<version>/ and load-tested (default mnist).
 BACKEND ?= savedmodel
-SERVE_ARGS = --batching $(BATCHING) --models-dir $(MODELS) --backend $(BACKEND)
+MODEL ?=
+MODEL_ARGS = $(if $(MODEL),--model-name $(MODEL))
+SERVE_ARGS = --batching $(BATCHING) --models-dir $(MODELS) --backend $(BACKEND) $(MODEL_ARGS)
 
 serve: setup
 	$(CLI) serve run --device cpu $(SERVE_ARGS)
@@ -100,7 +103,8 @@ SERVE ?=
 LOADTEST_ARGS ?=
 LOCUST_HOST ?=
 LOCUST_WEB_PORT ?= 8089
-SERVERS = $(if $(TARGET),--target $(TARGET)) $(if $(REST_URL),--rest-url $(REST_URL)) $(foreach s,$(SERVE),--serve $(s))
+SERVERS = $(if $(TARGET),--target $(TARGET)) $(if $(REST_URL),--rest-url $(REST_URL)) $(foreach s,$(SERVE),--serve $(s)) \
+	$(MODEL_ARGS)
 
 loadtest: setup
 	$(CLI) loadtest --plan $(PLAN) $(SERVERS) $(LOADTEST_ARGS)
@@ -120,11 +124,12 @@ BUDGET_MIN ?= 20
 TUNE_ARGS ?=
 
 tune: setup
-	$(CLI) tune --p99-ms $(P99_MS) --device $(DEVICE) --batch $(firstword $(BATCH)) --budget-min $(BUDGET_MIN) $(TUNE_ARGS) $(LOADTEST_ARGS)
+	$(CLI) tune --p99-ms $(P99_MS) --device $(DEVICE) --batch $(firstword $(BATCH)) --budget-min $(BUDGET_MIN) $(MODEL_ARGS) \
+		$(TUNE_ARGS) $(LOADTEST_ARGS)
 
 # Locust's web UI (http://127.0.0.1:$(LOCUST_WEB_PORT)) on the same locustfile, against the running server.
 locust-ui: setup
-	$(CLI) ui --web-port $(LOCUST_WEB_PORT) $(if $(LOCUST_HOST),--host $(LOCUST_HOST))
+	$(CLI) ui --web-port $(LOCUST_WEB_PORT) $(if $(LOCUST_HOST),--host $(LOCUST_HOST)) $(MODEL_ARGS)
 
 # --- report, sizing and the demo ---
 # RESULTS defaults to the newest results/<UTC time>/results.jsonl, looked up when the recipe runs
@@ -164,7 +169,7 @@ K8S_ARGS ?=
 k8s: setup
 	$(CLI) k8s --out build/k8s --batching $(BATCHING) $(if $(SIZING),--from-sizing $(SIZING)) \
 		$(if $(REPLICAS_CPU),--replicas-cpu $(REPLICAS_CPU)) $(if $(REPLICAS_GPU),--replicas-gpu $(REPLICAS_GPU)) \
-		$(if $(LOCUST_WORKERS),--locust-workers $(LOCUST_WORKERS)) $(K8S_ARGS)
+		$(if $(LOCUST_WORKERS),--locust-workers $(LOCUST_WORKERS)) $(MODEL_ARGS) $(K8S_ARGS)
 
 # The one-command demo: batching off against TF Serving's CPU advice (loadtest/plans/demo.toml: the
 # tool starts each server itself, pinned to core 0, Locust on core 1), capacity at p99 <= DEMO_P99_MS

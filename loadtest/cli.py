@@ -292,13 +292,17 @@ def size_command(results: tuple[Path, ...], p99_ms: float, target_rps: float | N
 @click.command("ui", context_settings={"ignore_unknown_options": True})
 @click.option("--server", default=None, help="state-file server name (default: the first)")
 @click.option("--host", default="", help="grpc://HOST:PORT instead of the state file")
+@click.option("--model-name", default="", help="the served model (default: the state file's, else mnist)")
+@click.option("--input-data", default="auto", show_default=True,
+              help="auto (MNIST digits for mnist, random for any other model), samples, random, zeros or PATH.npz")
 @click.option("--samples", default="models/mnist-samples.npz", show_default=True)
 @click.option("--web-port", type=int, default=8089, show_default=True)
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
-def ui_command(server: str | None, host: str, samples: str, web_port: int, extra: tuple[str, ...]) -> None:
+def ui_command(server: str | None, host: str, model_name: str, input_data: str, samples: str, web_port: int,
+               extra: tuple[str, ...]) -> None:
     """Locust's web UI on the same locustfile, against a running server (extra arguments go to Locust)."""
     try:
-        ui.run(server=server, host=host, samples=samples, web_port=web_port, extra=list(extra))
+        ui.run(ui.ui_target(server, host, model_name, input_data, samples), web_port, list(extra))
     except (ui.UiError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -33,6 +33,7 @@ from serving.deploy.config import (
     batching_overrides,
     command_line_layer,
     load_config,
+    split_base_path,
 )
 from serving.deploy.request import LaunchError, LaunchKind, StartRequest
 from serving.deploy.tfs_files import ServingFiles, generate
@@ -65,6 +66,8 @@ def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="serving TOML (default: $SERVING_CONFIG or serving/serving.toml)"),
         click.option("--models-dir", help="directory holding <model>/<version>/ (make MODELS=...)"),
         click.option("--model-name", help="model name in the config and in requests"),
+        click.option("--model-base-path", help="the model's directory, DIR/NAME holding <version>/: instead of "
+                                               "--models-dir DIR --model-name NAME"),
         click.option("--build-dir", envvar="SERVING_BUILD_DIR", type=click.Path(file_okay=False),
                      help="where generated files go (default: $SERVING_BUILD_DIR or build/serving)"),
         click.option("--set", "assignments", multiple=True, metavar="FIELD=VALUE", callback=_check_assignments,
@@ -109,8 +112,13 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def serving_files(config_file: str | None, models_dir: str | None, model_name: str | None, build_dir: str | None,
                   assignments: list[str], profile: str, device: str | None = None, grpc_port: int | None = None,
-                  rest_port: int | None = None) -> tuple[ServingConfig, ServingFiles]:
+                  rest_port: int | None = None,
+                  model_base_path: str | None = None) -> tuple[ServingConfig, ServingFiles]:
     """The layered config and its generated files for one profile."""
+    if model_base_path:
+        if models_dir:
+            raise ValueError("give --model-base-path or --models-dir, not both")
+        models_dir, model_name = split_base_path(model_base_path, model_name)
     layer = command_line_layer(models_dir, model_name, device, grpc_port, rest_port)
     config = load_config(config_file, cli=layer)
     return config, generate(config, profile, build_dir, batching_overrides(os.environ, assignments))
@@ -205,6 +213,9 @@ def k8s_layers(batching: str, from_sizing: Path | None, replicas: dict[str, int 
 @click.option("--models-image", help="image holding /models/<model>/<version>/ (default: MODELS_IMAGE, docker/.env)")
 @click.option("--models-pvc", help="PersistentVolumeClaim holding the models directory, instead of the image")
 @click.option("--loadgen-image", help="Locust image (default: LOADGEN_IMAGE, docker/.env)")
+@click.option("--locust-input-data", "input_data",
+              help="Locust's inputs: auto (MNIST digits for mnist, random for any other model), samples, random, "
+                   "zeros, or FILE.npz in the models image or volume")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=k8s_manifests.DEFAULT_OUT_DIR,
               help="where the manifests go (default: build/k8s)")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),

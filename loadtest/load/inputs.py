@@ -27,10 +27,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from loadtest.vocab import Check, InputKind
+
 if TYPE_CHECKING:  # the signature module imports gRPC and TensorFlow's protos: the plan needs neither
     from loadtest.load.signature import Signature
     from serving.protocol.signatures import TensorSpec
 
+DEMO_MODEL = "mnist"  # the model whose sample digits `auto` means
 GENERATED_ROWS = 64  # distinct rows made per input for random/zeros data
 STRING_BYTES = 8
 EXPECTED_PREFIX = "expected:"
@@ -73,6 +76,23 @@ class InputOptions:
     int_range: tuple[int, int] = (0, 100)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # input -> dims after the batch dim
     rows: int = GENERATED_ROWS
+
+
+def resolve_input_kind(input_data: str, model_name: str) -> InputKind:
+    """Where the inputs come from: `auto` is the MNIST sample digits for the demo model, random inputs made
+    from the signature for any other; samples, random and zeros as said; anything else is an .npz path."""
+    if input_data == InputKind.AUTO:
+        return InputKind.SAMPLES if model_name == DEMO_MODEL else InputKind.RANDOM
+    if input_data in (InputKind.SAMPLES, InputKind.RANDOM, InputKind.ZEROS):
+        return InputKind(input_data)
+    return InputKind.NPZ
+
+
+def effective_check(check: str, kind: InputKind) -> Check:
+    """The check the answers get: MNIST's `classes` means `outputs` for inputs made for any model."""
+    if check == Check.CLASSES and kind != InputKind.SAMPLES:
+        return Check.OUTPUTS
+    return Check(check)
 
 
 def parse_int_range(text: str) -> tuple[int, int]:

@@ -74,16 +74,17 @@ REPORT_KEY = "mnist_delta"
 
 @events.init_command_line_parser.add_listener
 def add_arguments(parser) -> None:
-    group = parser.add_argument_group("MNIST Predict load (loadtest.load.locustfile)")
+    group = parser.add_argument_group("Predict load on any TF Serving model (loadtest.load.locustfile)")
     group.add_argument("--samples", default="models/mnist-samples.npz", help="sample digits (.npz from the export)")
     group.add_argument("--model-name", default="mnist")
     group.add_argument("--signature", default="serving_default")
     group.add_argument("--batch-size", type=int, default=1, help="images per request")
     group.add_argument("--check", default="classes", choices=sorted(CHECKS),
-                       help="classes: compare with the model's own predictions; shape: null backend; "
-                            "outputs: any model's outputs as its signature says")
-    group.add_argument("--input-data", default="samples",
-                       help="samples (the MNIST digits of --samples), random, zeros, or PATH.npz")
+                       help="classes: compare with the MNIST model's own predictions (outputs for inputs made "
+                            "for any model); shape: null backend; outputs: outputs as the signature says")
+    group.add_argument("--input-data", default="auto",
+                       help="auto (the MNIST digits of --samples for the model mnist, random for any other), "
+                            "samples, random, zeros, or PATH.npz")
     group.add_argument("--input-seed", type=int, default=0, help="random inputs")
     group.add_argument("--int-range", default="0,100", help="random integer inputs: LO,HI (HI excluded)")
     group.add_argument("--input-shape", action="append", default=[], metavar="NAME:DIMS",

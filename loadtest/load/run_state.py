@@ -20,16 +20,17 @@ from locust import events
 
 from loadtest.load.client import CLIENTS, input_source
 from loadtest.load.collector import Aggregate, CallRecord, Collector
-from loadtest.load.inputs import InputOptions, parse_int_range, parse_shapes
+from loadtest.load.inputs import InputOptions, effective_check, parse_int_range, parse_shapes, resolve_input_kind
 from loadtest.load.threads import CallThreads, native_lock
 from loadtest.vocab import InputKind, Protocol
 
 EVENT_PUMP_S = 0.05
 
 
-def input_options(options) -> InputOptions:
-    """The locustfile's input flags as `InputOptions` (`--input-data` random, zeros or an .npz)."""
-    return InputOptions(options.input_data, options.input_seed, parse_int_range(options.int_range),
+def input_options(options, kind: InputKind) -> InputOptions:
+    """The locustfile's input flags as `InputOptions` (inputs random, zeros or an .npz)."""
+    data = options.input_data if kind == InputKind.NPZ else kind.value
+    return InputOptions(data, options.input_seed, parse_int_range(options.int_range),
                         parse_shapes(options.input_shape))
 
 
@@ -93,12 +94,13 @@ class RunState:
         if key not in self.clients:
             options = self.options
             target = host.removeprefix("grpc://") if protocol == "grpc" else host
-            source = input_source(InputKind(options.input_data) if options.input_data in tuple(InputKind)
-                                  else InputKind.NPZ, options.samples, input_options(options),
+            kind = resolve_input_kind(options.input_data, options.model_name)
+            source = input_source(kind, options.samples, input_options(options, kind),
                                   options.metadata_target or target, options.model_name, options.signature,
                                   options.request_timeout_s)
             self.clients[key] = CLIENTS[Protocol(protocol)](target, options.model_name, options.signature, source,
-                                                            options.batch_size, options.check,
+                                                            options.batch_size,
+                                                            effective_check(options.check, kind),
                                                             options.request_timeout_s)
         self.client = self.clients[key]
         return self.client

@@ -1,7 +1,9 @@
 """Locust's web UI on the same locustfile, against a running server (`mnist-bench ui`).
 
 Finds the server in the state file (`make serve-*` writes it; `--server NAME` picks one, default
-the first) or takes `--host grpc://HOST:PORT`, then replaces itself with Locust's web UI bound to
+the first) and the model it serves, or takes `--host grpc://HOST:PORT` and `--model-name`; the
+inputs are the MNIST sample digits for the demo model and random inputs made from the served
+signature for any other (`--input-data` says otherwise). Then it replaces itself with Locust's web UI bound to
 127.0.0.1 (`--web-port`, default 8089). Pick the user class in the UI (gRPC or REST, closed or
 open loop); the run is interactive (no measurement window); exact µs percentiles so far are at
 `/mnist/latency`. Extra arguments after `--` go to Locust unchanged.
@@ -13,37 +15,68 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from loadtest.load.inputs import DEMO_MODEL, resolve_input_kind
+from loadtest.vocab import InputKind
 from serving.deploy.state import read_state
+from serving.endpoint import ServedEndpoint
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 
 
 class UiError(RuntimeError):
-    """The web UI cannot start (no server to point it at, no sample digits); the message says why."""
+    """The web UI cannot start (no server to point it at, no inputs); the message says why."""
+
+
+@dataclass(frozen=True)
+class UiTarget:
+    """Where the web UI's users send and what they send: the model and its inputs."""
+
+    host: str  # grpc://HOST:PORT
+    model_name: str
+    input_data: str = InputKind.AUTO  # auto: the MNIST digits for the model mnist, random inputs for any other
+    samples: str = "models/mnist-samples.npz"
 
 
 def host_from_state(server: str | None, state_path: Path | None = None) -> str:
+    return f"grpc://{endpoint_from_state(server, state_path).grpc_target}"
+
+
+def endpoint_from_state(server: str | None, state_path: Path | None = None) -> ServedEndpoint:
     state = read_state(state_path)
     if not state:
         raise UiError("no running server recorded; start one with `make serve-cpu` or pass --host")
     name = server or sorted(state)[0]
     if name not in state:
         raise UiError(f"server {name!r} not in the state file (recorded: {sorted(state)})")
-    return f"grpc://{state[name].grpc_target}"
+    return state[name]
 
 
-def locust_ui_command(host: str, samples: str, web_port: int, extra: list[str]) -> list[str]:
-    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", host, "--web-host", "127.0.0.1",
-            "--web-port", str(web_port), "--class-picker", "--samples", samples, *extra]
+def ui_target(server: str | None, host: str, model_name: str, input_data: str, samples: str,
+              state_path: Path | None = None) -> UiTarget:
+    """The host and model from the flags, else from the state file's server; the inputs checked."""
+    if not host:
+        endpoint = endpoint_from_state(server, state_path)
+        host, model_name = f"grpc://{endpoint.grpc_target}", model_name or endpoint.model_name
+    model_name = model_name or DEMO_MODEL
+    kind = resolve_input_kind(input_data, model_name)
+    if kind == InputKind.SAMPLES and not Path(samples).exists():
+        raise UiError(f"sample digits {samples} not found; run `make export` first (or --input-data random)")
+    if kind == InputKind.NPZ and not Path(input_data).is_file():
+        raise UiError(f"input data {input_data} not found")
+    return UiTarget(host, model_name, input_data, samples)
 
 
-def run(*, server: str | None, host: str, samples: str, web_port: int, extra: list[str]) -> None:
-    """Replace this process with Locust's web UI; raises UiError (or ValueError, a corrupt state file)."""
-    host = host or host_from_state(server)
-    if not Path(samples).exists():
-        raise UiError(f"sample digits {samples} not found; run `make export` first")
-    command = locust_ui_command(host, samples, web_port, extra)
-    print(f"Locust web UI on http://127.0.0.1:{web_port} against {host}", flush=True)
+def locust_ui_command(target: UiTarget, web_port: int, extra: list[str]) -> list[str]:
+    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", target.host, "--web-host", "127.0.0.1",
+            "--web-port", str(web_port), "--class-picker", "--model-name", target.model_name,
+            "--input-data", target.input_data, "--samples", target.samples, *extra]
+
+
+def run(target: UiTarget, web_port: int, extra: list[str]) -> None:
+    """Replace this process with Locust's web UI."""
+    command = locust_ui_command(target, web_port, extra)
+    print(f"Locust web UI on http://127.0.0.1:{web_port} against {target.host}, model {target.model_name}", flush=True)
     os.execve(command[0], command, {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})

@@ -44,7 +44,7 @@ def load_spec(run: plans.RunSettings, cell: plans.Cell) -> LoadSpec:
     return LoadSpec(mode=cell.mode, request_batch_size=cell.batch_size, concurrency=cell.concurrency,
                     rate_rps=cell.rate_rps, arrival=run.arrival if cell.mode == LoadMode.OPEN else None,
                     warmup_s=run.warmup_s, duration_s=run.measure_s, processes=load_processes(run, cell),
-                    check=plans.effective_check(run), late_threshold_ms=run.late_threshold_ms, window_s=run.window_s,
+                    check=plans.run_check(run), late_threshold_ms=run.late_threshold_ms, window_s=run.window_s,
                     dispatch_lag_limit_ms=run.dispatch_lag_limit_ms if cell.mode == LoadMode.OPEN else None)
 
 

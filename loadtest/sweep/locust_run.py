@@ -56,7 +56,7 @@ def locust_command(run: plans.RunSettings, cell: plans.Cell, target: ServedEndpo
                "--exit-code-on-error", "0",
                "--samples", str(Path(run.samples).resolve()), "--model-name", target.model_name,
                "--signature", run.signature, "--batch-size", str(cell.batch_size),
-               "--check", plans.effective_check(run), *input_arguments(run, target),
+               "--check", plans.run_check(run), *input_arguments(run, target),
                "--request-timeout-s", str(run.request_timeout_s), "--warmup-s", str(run.warmup_s),
                "--measure-s", str(run.measure_s), "--window-s", str(run.window_s),
                "--late-threshold-ms", str(run.late_threshold_ms), "--max-in-flight", str(run.max_in_flight),

@@ -21,8 +21,16 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from loadtest.load.inputs import InputError, InputOptions, parse_int_range, parse_shapes
+from loadtest.load.inputs import (
+    InputError,
+    InputOptions,
+    effective_check,
+    parse_int_range,
+    parse_shapes,
+    resolve_input_kind,
+)
 from loadtest.vocab import Arrival, Check, InputKind, LoadMode, Protocol
+from serving.deploy.config import split_base_path
 from serving.deploy.process import cpu_list
 from serving.endpoint import ServedEndpoint, ServerKind
 from serving.layering import SettingsError, env_layer, field_variables, layered, read_toml, typed
@@ -164,12 +172,8 @@ def cells(grid: Grid) -> list[Cell]:
 
 
 def input_kind(run: RunSettings) -> InputKind:
-    """Where the inputs come from: `auto` is the MNIST samples for the model "mnist", random otherwise."""
-    if run.input_data == InputKind.AUTO:
-        return InputKind.SAMPLES if run.model_name == "mnist" else InputKind.RANDOM
-    if run.input_data in (InputKind.SAMPLES, InputKind.RANDOM, InputKind.ZEROS):
-        return InputKind(run.input_data)
-    return InputKind.NPZ
+    """Where the inputs come from (`resolve_input_kind`: `auto` is MNIST's digits for "mnist", else random)."""
+    return resolve_input_kind(run.input_data, run.model_name)
 
 
 def input_data(run: RunSettings) -> str:
@@ -178,11 +182,9 @@ def input_data(run: RunSettings) -> str:
     return str(Path(run.input_data).resolve()) if kind == InputKind.NPZ else kind.value
 
 
-def effective_check(run: RunSettings) -> Check:
+def run_check(run: RunSettings) -> Check:
     """The check the answers get: MNIST's `classes` means `outputs` for inputs made for any model."""
-    if run.check == Check.CLASSES and input_kind(run) != InputKind.SAMPLES:
-        return Check.OUTPUTS
-    return run.check
+    return effective_check(run.check, input_kind(run))
 
 
 def input_options(run: RunSettings) -> InputOptions:
@@ -307,9 +309,11 @@ def _validate_inputs(run: RunSettings) -> None:
         raise PlanError(f"[run] {exc}") from None
     if input_kind(run) == InputKind.SAMPLES and run.check == Check.OUTPUTS:
         raise PlanError("[run] check = outputs needs inputs made for the model: input_data random, zeros or an .npz")
-    if run.model_base_path and Path(run.model_base_path).expanduser().resolve().name != run.model_name:
-        raise PlanError(f"[run] model_base_path {run.model_base_path} must end in the model name {run.model_name!r} "
-                        "(servers serve <models dir>/<model name>/<version>/)")
+    if run.model_base_path:
+        try:
+            split_base_path(run.model_base_path, run.model_name, "[run] model_base_path")
+        except ValueError as exc:
+            raise PlanError(str(exc)) from None
 
 
 def _validate_run(run: RunSettings) -> None:

@@ -29,7 +29,14 @@ from typing import Any
 from loadtest.sweep import plan as plans
 from loadtest.sweep.targets import resolve_targets
 from serving.deploy import launcher
-from serving.deploy.config import BatchingProfile, DevicePorts, ServingConfig, command_line_layer, load_config
+from serving.deploy.config import (
+    BatchingProfile,
+    DevicePorts,
+    ServingConfig,
+    command_line_layer,
+    load_config,
+    split_base_path,
+)
 from serving.deploy.process import pinned_cores
 from serving.deploy.readiness import free_ports
 from serving.deploy.request import LaunchError, LaunchKind, StartRequest
@@ -126,7 +133,7 @@ def serving_config(plan: plans.Plan) -> ServingConfig:
     """The serving config the tool starts servers from (its file, models directory and the plan's model)."""
     models_dir = plan.launch.models_dir or None
     if plan.run.model_base_path:  # <dir>/<model name>: the plan's check makes sure it ends in the name
-        models_dir = str(Path(plan.run.model_base_path).expanduser().resolve().parent)
+        models_dir, _ = split_base_path(plan.run.model_base_path, plan.run.model_name, "[run] model_base_path")
     layer = command_line_layer(models_dir=models_dir, model_name=plan.run.model_name)
     try:
         return load_config(plan.launch.serving_config or None, cli=layer, cores=pinned_cores(plan.launch.server_cpus))

@@ -38,7 +38,16 @@ def resolve_targets(plan: plans.Plan, state_path: Path | None = None) -> list[Se
     missing = [n for n in names if n not in state]
     if missing:
         raise SweepError(f"server(s) {missing} not in the state file (recorded: {sorted(state)})")
+    check_models(plan.run.model_name, [state[n] for n in names])
     return [state[n] for n in names]
+
+
+def check_models(model_name: str, endpoints: list[ServedEndpoint]) -> None:
+    """Running servers serve the run's model: its inputs (and `auto`'s choice of them) are made for it."""
+    for endpoint in endpoints:
+        if endpoint.model_name != model_name:
+            raise SweepError(f"server {endpoint.name} serves model {endpoint.model_name!r}, not the run's "
+                             f"{model_name!r}: give --model-name {endpoint.model_name} (one model per run)")
 
 
 def labelled_from_metrics(endpoint: ServedEndpoint) -> ServedEndpoint:

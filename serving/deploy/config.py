@@ -131,6 +131,20 @@ def environment_variables() -> dict[str, tuple[str, ...]]:
     return variables
 
 
+def split_base_path(model_base_path: str, model_name: str | None,
+                    what: str = "--model-base-path") -> tuple[str, str]:
+    """A model base path DIR/NAME as the models directory DIR and the model name NAME (the config serves
+    <models_dir>/<name>/<version>/); a different model name is refused, as is a path that is no directory.
+    `what` names the setting in errors."""
+    path = Path(model_base_path).expanduser().resolve()
+    if model_name and path.name != model_name:
+        raise ValueError(f"{what} {model_base_path} must end in the model name {model_name!r} "
+                         "(servers serve <models dir>/<model name>/<version>/)")
+    if not path.is_dir():
+        raise ValueError(f"{what} {model_base_path} is not a directory (it holds <version>/ folders)")
+    return str(path.parent), path.name
+
+
 def command_line_layer(models_dir: str | None = None, model_name: str | None = None, device: str | None = None,
                        grpc_port: int | None = None, rest_port: int | None = None) -> dict:
     """The command-line layer in the TOML's shape; options not given are left out."""

@@ -32,7 +32,7 @@ from model_export.metadata import latest_version_dir, tensorflow_version
 from model_export.provenance import REPO
 from serving.deploy.config import ServingConfig, load_config
 from serving.deploy.docker import image_reference
-from serving.deploy.k8s_settings import GPU_RESOURCE, DeviceSettings, K8sSettings
+from serving.deploy.k8s_settings import GPU_RESOURCE, INPUT_KINDS, DeviceSettings, K8sSettings
 from serving.deploy.tfs_files import (
     BATCHING_PARAMETERS_FILE,
     MODEL_CONFIG_FILE,
@@ -257,10 +257,13 @@ def locust_target(config: ServingConfig, settings: K8sSettings) -> str:
 
 def locust_container(config: ServingConfig, settings: K8sSettings, role: str, args: list[str],
                      env: Mapping[str, str], ports: list[Doc] | None = None) -> Doc:
-    samples = f"{LOCUST_APP_DIR}/models/{config.model.name}-samples.npz"
+    models = f"{LOCUST_APP_DIR}/models"
+    data = settings.locust.input_data
+    inputs = ["--input-data", data if data in INPUT_KINDS else f"{models}/{data}",
+              "--samples", f"{models}/{config.model.name}-samples.npz"]
     container: Doc = {
         "name": f"locust-{role}", "image": settings.delivery.loadgen_image, "imagePullPolicy": "IfNotPresent",
-        "args": [*args, "--samples", samples, "--model-name", config.model.name, settings.locust.user_class],
+        "args": [*args, *inputs, "--model-name", config.model.name, settings.locust.user_class],
         "env": [{"name": key, "value": value} for key, value in env.items()],
         "resources": resources(settings.locust.requests, settings.locust.limits),
         "volumeMounts": [{"name": "models", "mountPath": f"{LOCUST_APP_DIR}/models", "readOnly": True}]}

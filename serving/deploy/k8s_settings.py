@@ -28,6 +28,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # The user classes of loadtest/load/locustfile.py a Locust pod can run (names only: serving does not
 # import the load test; tests/serving/deploy/test_k8s.py checks they match).
 LOCUST_USER_CLASSES = ("GrpcClosedUser", "GrpcOpenUser", "RestClosedUser", "RestOpenUser")
+INPUT_KINDS = ("auto", "samples", "random", "zeros")  # the locustfile's --input-data words (else an .npz)
 _QUANTITY = re.compile(r"(?P<number>\d+(?:\.\d+)?)(?P<milli>m?)")
 _TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 
@@ -61,6 +62,9 @@ class LocustSettings:
     workers: int = 2
     target_device: Device = Device.CPU  # whose Service the users send to (gRPC)
     user_class: str = "GrpcClosedUser"
+    # auto: the MNIST sample digits for the model mnist, random inputs from the signature for any other;
+    # samples, random, zeros, or FILE.npz in the models image / volume (one array per input name)
+    input_data: str = "auto"
     requests: Mapping[str, str] | None = None
     limits: Mapping[str, str] | None = None
 
@@ -102,11 +106,12 @@ def default_layer(pinned: Mapping[str, str]) -> dict:
 
 def command_line_layer(replicas: Mapping[str, int | None], workers: int | None = None,
                        target_device: str | None = None, models_image: str | None = None,
-                       models_pvc: str | None = None, loadgen_image: str | None = None) -> dict:
+                       models_pvc: str | None = None, loadgen_image: str | None = None,
+                       input_data: str | None = None) -> dict:
     """The flags in the TOML's shape; options not given are left out."""
     layer: dict = {device: {"replicas": count} for device, count in replicas.items() if count is not None}
-    locust = {key: value for key, value in (("workers", workers), ("target_device", target_device))
-              if value is not None}
+    locust = {key: value for key, value in (("workers", workers), ("target_device", target_device),
+                                            ("input_data", input_data)) if value is not None}
     if locust:
         layer["locust"] = locust
     layer.update({key: value for key, value in (("models_image", models_image), ("models_pvc", models_pvc),
@@ -149,9 +154,18 @@ def check_settings(settings: K8sSettings) -> None:
     if locust.target_device not in settings.rendered_devices():
         raise ValueError(f"Locust targets the {locust.target_device} Service, which has no replicas; "
                          "pick another with --locust-target")
+    _check_input_data(locust.input_data)
     _check_resources(f"{SECTION}.locust", locust.requests, locust.limits)
     if not settings.delivery.models_pvc and not settings.delivery.models_image:
         raise ValueError("no model image (MODELS_IMAGE in docker/.env, or --models-image) and no --models-pvc")
+
+
+def _check_input_data(value: str) -> None:
+    if value in INPUT_KINDS:
+        return
+    if "/" in value or not value.endswith(".npz"):
+        raise ValueError(f"{SECTION}.locust.input_data {value!r}: one of {', '.join(INPUT_KINDS)}, or the name "
+                         "of an .npz in the models image or volume (e.g. my-inputs.npz)")
 
 
 def _check_device(where: str, device: DeviceSettings) -> None:

@@ -81,7 +81,7 @@ def test_the_tuner_picks_the_configuration_known_to_serve_more(tmp_path, exporte
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
     winner = next(line for line in lines if line.startswith("tuned: winner"))
-    assert winner.startswith("tuned: winner single+max_batch_size=16 ")
+    assert winner.startswith("tuned: winner single+max_batch_size=16 "), done.stdout[-6000:]  # the trail says why
     gains = next(line for line in lines if line.startswith("batching gain"))
     gain = float(gains.split("×")[1].split()[0])
     assert gain > 2, gains  # 16 calls per delay against 1: far beyond the noise (a lower bound where "at least")

@@ -71,6 +71,17 @@ def test_a_plan_sets_the_objective_of_a_request_batch_size(tmp_path):
     assert plans.load_plan(REPO / "loadtest" / "plans" / "demo.toml", env={}).capacity.p99_ms(32, 10.0) == 50.0
 
 
+def test_a_model_base_path_ends_in_the_models_name_and_exists(tmp_path):
+    (tmp_path / "ranker").mkdir()
+    plan = plans.load_plan(None, env={})
+    ok = plans.with_overrides(plan, model_name="ranker", model_base_path=str(tmp_path / "ranker"))
+    assert ok.run.model_base_path == str(tmp_path / "ranker")
+    with pytest.raises(plans.PlanError, match="model_base_path .*/ranker must end in the model name 'mnist'"):
+        plans.with_overrides(plan, model_base_path=str(tmp_path / "ranker"))
+    with pytest.raises(plans.PlanError, match="model_base_path .*/absent is not a directory"):
+        plans.with_overrides(plan, model_name="absent", model_base_path=str(tmp_path / "absent"))
+
+
 def test_bad_environment_value_is_named():
     with pytest.raises(plans.PlanError, match="LOADTEST_PROCESSES='two'"):
         plans.load_plan(None, env={"LOADTEST_PROCESSES": "two"})

@@ -227,8 +227,24 @@ def test_a_pvc_replaces_the_model_image(tmp_path):
         kubernetes_validate.validate(find(files, "Deployment", name), K8S_VERSION, strict=True)
 
 
+def test_your_own_model_is_served_and_sent_inputs_made_for_it(tmp_path):
+    """--model-name: TF Serving serves /models/<name>, and Locust sends random inputs made from its signature
+    (auto), or the rows of an .npz that comes with the model (--locust-input-data)."""
+    for data, expected in ((None, "auto"), ("ranker-inputs.npz", "/app/models/ranker-inputs.npz"),
+                           ("zeros", "zeros")):
+        files = render(tmp_path, "--model-name", "ranker", *(("--locust-input-data", data) if data else ()))
+        models = find(files, "ConfigMap", "tfserving-cpu-config")["data"]["models.config"]
+        assert 'name: "ranker"' in models and 'base_path: "/models/ranker"' in models
+        for name in ("locust-master", "locust-worker"):
+            args = container(find(files, "Deployment", name))["args"]
+            assert args[args.index("--model-name") + 1] == "ranker"
+            mounted = container(find(files, "Deployment", name))["volumeMounts"][0]["mountPath"]
+            assert args[args.index("--input-data") + 1] == expected.replace("/app/models", mounted)
+
+
 @pytest.mark.parametrize(("args", "code", "message"), [
     (("--batching", "fast"), 1, "unknown batching profile 'fast'"),
+    (("--locust-input-data", "../x.npz"), 1, "kubernetes.locust.input_data '../x.npz': one of auto, samples"),
     (("--replicas-cpu", "-1"), 2, "--replicas-cpu"),
     (("--replicas-cpu", "0", "--replicas-gpu", "0"), 1, "no replicas for any device"),
     (("--locust-workers", "0"), 2, "--locust-workers"),
