@@ -29,6 +29,7 @@ from loadtest.load import ui
 from loadtest.sweep import plan as plans
 from loadtest.sweep.runner import Interrupted, Sweep, SweepError
 from loadtest.sweep.servers import parse_serve, server_slots
+from loadtest.sweep.targets import resolve_targets
 from loadtest.vocab import Arrival, CellStatus, Check, InputKind, Protocol
 
 DEFAULT_PLAN = Path("loadtest/plans/quick.toml")
@@ -159,7 +160,8 @@ def interrupted(ctx: click.Context, command: str) -> NoReturn:
     ctx.exit(130)
 
 
-def layered_plan(plan_path: Path, choice: ServerChoice, overrides: dict[str, Any] | None) -> plans.Plan:
+def layered_plan(plan_path: Path, choice: ServerChoice, overrides: dict[str, Any] | None,
+                 starts_servers: bool = False) -> plans.Plan:
     """The plan file under the environment and the command line; its servers narrowed, given or to start."""
     plan = plans.with_overrides(plans.load_plan(plan_path), **(overrides or {}))
     if choice.serve and (choice.targets or choice.servers):
@@ -172,6 +174,8 @@ def layered_plan(plan_path: Path, choice: ServerChoice, overrides: dict[str, Any
     if choice.serve:
         plan = replace(plan, configs=tuple(map(parse_serve, choice.serve)))
     plan = replace(plan, launch=launch_overrides(plan.launch, choice))
+    if not (starts_servers or plan.targets or plan.configs):  # the state file's: their model is checked first
+        resolve_targets(plan, choice.state_file)
     check_inputs(plan.run)
     return plan
 

@@ -168,7 +168,7 @@ def tune_command(ctx: click.Context, device: str, batch_size: int, budget_min: f
     if choice.serve or choice.targets or choice.servers:
         raise click.UsageError("tune starts its own servers: --serve/--target/--server do not apply")
     try:
-        plan = layered_plan(plan_path, choice, _run_flags(values))
+        plan = layered_plan(plan_path, choice, _run_flags(values), starts_servers=True)
         settings = TuneSettings(p99_ms=plan.capacity.p99_ms(batch_size, values["p99_ms"]), device=Device(device),
                                 cores=pinned_cores(plan.launch.server_cpus), batch_size=batch_size,
                                 ladders=parse_ladders(ladders), min_gain=min_gain, max_evaluations=max_configs,

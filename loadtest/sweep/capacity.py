@@ -20,10 +20,10 @@ measured longer (role `extend`): the window grows to the requests a verdict woul
 confirmation, which is the answer, until it is settled or the cap is reached), and every window at
 the rate is pooled. A rate still inconclusive is never taken as a pass or a fail: above a pass it
 only bounds the bisection (the answer lists it with its N), and below the rate whose `max_rate_s`
-cannot hold the 459 requests a pass needs (at p99, 99%) the search stops and says so. A load
-generator that did not keep up says nothing about the server: nothing is bisected above the passing
-rate next to it, which is confirmed and answered as "at least" (a confirmation that does not hold
-lowers the bound, as any other).
+cannot hold 1.1 x the 459 requests a pass needs (at p99, 99%) the search stops and says so. A load
+generator that did not keep up says nothing about the server: such a rate bounds the bisection from
+above like a failing one, and the highest passing rate below it is confirmed and answered as "at
+least" (a confirmation that does not hold lowers the bound, as any other).
 While bracketing downward it stops as soon as the rates that did not pass show stalls independent
 of the load (`loadtest.sweep.conclusion.stalls`), rather than bisecting towards zero.
 
@@ -82,8 +82,9 @@ class SearchSettings:
             raise ValueError(f"max_rate_s must be positive, got {self.max_rate_s}")
 
     def lowest_conclusive_rps(self) -> float:
-        """Below this rate, `max_rate_s` seconds cannot hold the requests a pass needs."""
-        return conf.requests_to_pass(0, confidence=self.confidence) / self.max_rate_s
+        """Below this rate, `max_rate_s` seconds cannot hold the requests a pass needs with the first window's
+        margin to spare (Poisson arrivals at the cap fall short of the expected count about half the time)."""
+        return FIRST_WINDOW_MARGIN * conf.requests_to_pass(0, confidence=self.confidence) / self.max_rate_s
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,8 @@ class CapacitySearch:
             if lower < s.lowest_conclusive_rps():
                 raise _Stop(f"no pass down to {rate:g} req/s; below {s.lowest_conclusive_rps():.1f} req/s a rate's "
                             f"{s.max_rate_s:g} s cannot hold the {conf.requests_to_pass(0, confidence=s.confidence)} "
-                            f"requests a pass needs at {s.confidence:.0%} confidence")
+                            f"requests a pass needs at {s.confidence:.0%} confidence with "
+                            f"{FIRST_WINDOW_MARGIN - 1:.0%} to spare")
             if self._judge(lower, Role.BRACKET).passed:
                 return lower, rate
             found = stalls(self.steps, s.p99_ms)
@@ -178,11 +180,11 @@ class CapacitySearch:
 
     def _narrow(self, low: float | None, high: float | None) -> None:
         """Bisect, then confirm the highest passing rate; a confirmation that does not pass lowers the bound.
-        Next to a rate where the load generator was the limit there is nothing to bisect: the passing rate is
-        confirmed, and the answer is "at least" it."""
+        A rate where the load generator was the limit is bisected toward like a failing one (a lower rate may
+        still be within the load generator's reach): the answer is "at least" the highest passing rate below
+        the lowest such rate, to the precision asked for."""
         while low is not None:
-            while (high is not None and not self._at_client_limit(high)
-                   and (high - low) / low > self.settings.precision and self._steps_left() > 1):
+            while (high is not None and (high - low) / low > self.settings.precision and self._steps_left() > 1):
                 middle = round((low + high) / 2, 1)  # rates to 0.1 req/s: finer is below measurement noise
                 if not low < middle < high:
                     break
@@ -192,7 +194,7 @@ class CapacitySearch:
                     continue
                 high = middle
                 if verdict.decision == Decision.LOADGEN:
-                    self.limited_at = middle
+                    self.limited_at = middle if self.limited_at is None else min(self.limited_at, middle)
             if self._judge(low, Role.CONFIRM).passed:
                 if high is not None and self._at_client_limit(high):
                     raise _Stop(f"the load generator was the limit at {self.limited_at:g} req/s")

@@ -56,5 +56,5 @@ def test_without_a_free_core_the_answer_is_at_least(loadgen_cpus, server_cpus):
     cells = Cells(one_process_rps=1500)
     answer = capacity_run(cells, loadgen_cpus, server_cpus).run()
     assert all(processes == 1 for _, processes in cells.runs)
-    assert answer.met and answer.conclusion.at_least and answer.capacity.rate_rps == 1000
+    assert answer.met and answer.conclusion.at_least and answer.capacity.rate_rps == 1500  # bisected toward 2000
     assert answer.ended_because == "the load generator was the limit at 2000 req/s"
