@@ -151,17 +151,29 @@ LATE_SEND_MIN_COUNT = 5  # fewer late sends are scheduler hiccups, not a saturat
 UNSTABLE_CHANGE = 0.10
 
 
+def lag_percentile(sends: int) -> tuple[str, str]:
+    """Which dispatch-lag percentile the saturation rule reads, as (label, LatencySummary field): the p99,
+    or in a cell too short for 5 sends to lie above its p99 the highest percentile that has them (p95 from
+    100 sends, p90 from 50, else the median): a few scheduler hiccups do not flag a short cell, as with
+    late sends (`LATE_SEND_MIN_COUNT`)."""
+    for label, share in (("p99", 0.01), ("p95", 0.05), ("p90", 0.10)):
+        if sends * share >= LATE_SEND_MIN_COUNT:
+            return label, f"{label}_ms"
+    return "p50", "p50_ms"
+
+
 def validity_flags(*, errors: int, requests: int, errors_by_code: dict, late_sends: int,
                    process_cpu_percents: list[float], total_cpu_percent: float, cores: int,
                    window_rps: list[float], pool_waits: int = 0, window_s: float = 1.0,
-                   poisson: bool = False, dispatch_lag_p99_us: float | None = None,
-                   dispatch_lag_limit_us: float = 0.0) -> list[tuple[Flag, str]]:
+                   poisson: bool = False, dispatch_lag_us: float | None = None,
+                   dispatch_lag_limit_us: float = 0.0, dispatch_lag_percentile: str = "p99") -> list[tuple[Flag, str]]:
     """(flag, reason) pairs for a measured cell; an empty list means the cell is valid.
 
     Saturated: the load generator, not the server, may be the bottleneck (a process near one
     core, since Python runs one core per process, or all cores near full, or > 1% late sends and at
     least 5 of them; late sends that waited for an in-flight slot point at a stalled server filling
-    the pool; or an open loop's p99 dispatch lag above its limit: the client did not keep its schedule).
+    the pool; or an open loop's dispatch lag above its limit at `dispatch_lag_percentile`, p99 where at
+least 5 sends lie above it (`lag_percentile`): the client did not keep its schedule).
     Unstable: consecutive measurement windows differ by more than 10% in throughput (beyond
     counting noise when arrivals are Poisson).
     """
@@ -178,8 +190,9 @@ def validity_flags(*, errors: int, requests: int, errors_by_code: dict, late_sen
     if late_fraction > LATE_SEND_LIMIT and late_sends >= LATE_SEND_MIN_COUNT:
         cause = f"; {pool_waits} waited for a free in-flight slot" if pool_waits else ""
         flags.append((Flag.SATURATED, f"{late_fraction:.1%} of sends left late (limit {LATE_SEND_LIMIT:.0%}){cause}"))
-    if dispatch_lag_p99_us is not None and 0 < dispatch_lag_limit_us < dispatch_lag_p99_us:
-        flags.append((Flag.SATURATED, f"dispatch lag p99 {dispatch_lag_p99_us:.0f} µs > {dispatch_lag_limit_us:.0f} "
+    if dispatch_lag_us is not None and 0 < dispatch_lag_limit_us < dispatch_lag_us:
+        flags.append((Flag.SATURATED, f"dispatch lag {dispatch_lag_percentile} {dispatch_lag_us:.0f} µs > "
+                                      f"{dispatch_lag_limit_us:.0f} "
                                       "µs: the load generator did not send on time"))
     change = max_consecutive_change(window_rps, window_s, poisson)
     if change > UNSTABLE_CHANGE:

@@ -51,13 +51,14 @@ def load_spec(run: plans.RunSettings, cell: plans.Cell) -> LoadSpec:
 def cell_flags(ctx: CellContext, spec: LoadSpec, summary: LoadSummary, failure: str) -> list[ValidityFlag]:
     """Why the cell is not valid evidence: its failure first, then the validity rules' flags."""
     process_cpu = [stats.cpu_percent(s, ctx.run.measure_s) for s in summary.cpu_s_by_pid.values()]
+    percentile = stats.lag_percentile(summary.dispatch_lag.count if summary.dispatch_lag is not None else 0)
     pairs = stats.validity_flags(
         errors=summary.requests - summary.ok_requests, requests=summary.requests,
         errors_by_code=summary.errors_by_code, late_sends=summary.late_sends,
         process_cpu_percents=process_cpu, total_cpu_percent=sum(process_cpu), cores=ctx.cores,
         window_rps=summary.window_rps, pool_waits=summary.pool_waits, window_s=ctx.run.window_s,
-        poisson=spec.arrival == Arrival.POISSON, dispatch_lag_p99_us=lag_us(summary, "p99_ms"),
-        dispatch_lag_limit_us=(spec.dispatch_lag_limit_ms or 0) * 1000)
+        poisson=spec.arrival == Arrival.POISSON, dispatch_lag_us=lag_us(summary, percentile[1]),
+        dispatch_lag_limit_us=(spec.dispatch_lag_limit_ms or 0) * 1000, dispatch_lag_percentile=percentile[0])
     failed = [ValidityFlag(Flag.FAILED, failure)] if failure else []
     return failed + [ValidityFlag(flag, reason) for flag, reason in pairs]
 

@@ -98,13 +98,22 @@ def test_each_validity_flag_names_its_reason():
     assert _flags(late_sends=10) == []
     assert _flags(late_sends=4, requests=100) == []  # 4%, but a few hiccups in a short cell are not saturation
     assert _flags(late_sends=5, requests=100) == [("saturated", "5.0% of sends left late (limit 1%)")]
-    lagging = _flags(dispatch_lag_p99_us=1500.0, dispatch_lag_limit_us=1000.0)
+    lagging = _flags(dispatch_lag_us=1500.0, dispatch_lag_limit_us=1000.0)
     assert lagging == [("saturated", "dispatch lag p99 1500 µs > 1000 µs: the load generator did not send on time")]
-    assert _flags(dispatch_lag_p99_us=1000.0, dispatch_lag_limit_us=1000.0) == []
-    assert _flags(dispatch_lag_p99_us=None, dispatch_lag_limit_us=1000.0) == []  # closed loop: nothing scheduled
+    assert _flags(dispatch_lag_us=1000.0, dispatch_lag_limit_us=1000.0) == []
+    assert _flags(dispatch_lag_us=None, dispatch_lag_limit_us=1000.0) == []  # closed loop: nothing scheduled
+    short = _flags(dispatch_lag_us=1500.0, dispatch_lag_limit_us=1000.0, dispatch_lag_percentile="p95")
+    assert short == [("saturated", "dispatch lag p95 1500 µs > 1000 µs: the load generator did not send on time")]
     pooled = _flags(late_sends=200, pool_waits=40)
     assert pooled == [("saturated", "20.0% of sends left late (limit 1%); 40 waited for a free in-flight slot")]
     unstable = _flags(window_rps=[100.0, 88.0])
     assert unstable == [("unstable", "throughput of consecutive windows changed by 12% (limit 10%)")]
     assert _flags(window_rps=[100.0, 90.0]) == []
     assert ("errors", "no request completed in the measurement window") in _flags(requests=0)
+
+
+@pytest.mark.parametrize(("sends", "percentile"), [(2000, "p99"), (500, "p99"), (499, "p95"), (100, "p95"),
+                                                   (99, "p90"), (50, "p90"), (49, "p50"), (0, "p50")])
+def test_the_dispatch_lag_read_has_at_least_five_sends_above_it(sends, percentile):
+    """Two hiccups in a 100-send cell are its p99: the rule reads the p95 there, as late sends need 5."""
+    assert stats.lag_percentile(sends) == (percentile, f"{percentile}_ms")

@@ -238,8 +238,8 @@ def test_a_slow_dispatcher_is_flagged_not_mistaken_for_a_slow_server(null_server
     (on_time, on_time_flags), (held, held_flags) = measured[0], measured[3]
     assert on_time is not None and held is not None and held.count >= 80  # every scheduled send counted
     assert held.p50_ms >= 3.0 and held.p99_ms > on_time.p99_ms
-    assert any(reason.startswith("dispatch lag p99") for reason in held_flags)
-    assert not any(reason.startswith("dispatch lag p99") for reason in on_time_flags), on_time
+    assert any(reason.startswith("dispatch lag p9") for reason in held_flags)  # 100 sends: the p95 is read
+    assert not any(reason.startswith("dispatch lag") for reason in on_time_flags), on_time
 
 
 def test_open_loop_beyond_its_call_threads_waits_and_loses_no_send(exported_model, tmp_path):
