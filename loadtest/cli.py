@@ -30,7 +30,7 @@ from loadtest.sweep import plan as plans
 from loadtest.sweep.runner import Interrupted, Sweep, SweepError
 from loadtest.sweep.servers import parse_serve, server_slots
 from loadtest.sweep.targets import resolve_targets
-from loadtest.vocab import Arrival, CellStatus, Check, InputKind, Protocol
+from loadtest.vocab import Arrival, CellStatus, Check, Protocol
 
 DEFAULT_PLAN = Path("loadtest/plans/quick.toml")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the probe imports TensorFlow: keep the console readable
@@ -181,20 +181,13 @@ def layered_plan(plan_path: Path, choice: ServerChoice, overrides: dict[str, Any
 
 
 def check_inputs(run: plans.RunSettings) -> None:
-    """The inputs' files are there and readable before any server starts (what the model needs is checked
-    against its signature once it answers)."""
-    from loadtest.load.inputs import InputError, read_npz
+    """The inputs' files are there and readable before any server starts (`check_input_files`)."""
+    from loadtest.load.inputs import InputError, check_input_files
 
-    kind = plans.input_kind(run)
-    if kind == InputKind.SAMPLES and not Path(run.samples).exists():
-        raise SweepError(f"sample digits {run.samples} not found; run `make export` first")
-    if kind == InputKind.NPZ:
-        if not Path(run.input_data).is_file():
-            raise SweepError(f"input data {run.input_data} not found (give random, zeros or an .npz)")
-        try:
-            read_npz(Path(run.input_data))
-        except InputError as exc:
-            raise SweepError(str(exc)) from None
+    try:
+        check_input_files(plans.input_kind(run), run.input_data, run.samples)
+    except InputError as exc:
+        raise SweepError(str(exc)) from None
 
 
 def launch_overrides(launch: plans.LaunchSettings, choice: ServerChoice) -> plans.LaunchSettings:

@@ -143,6 +143,25 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
     return arrays
 
 
+def options_for(kind: InputKind, input_data: str, seed: int, int_range: str,
+                shapes: tuple[str, ...] | list[str]) -> InputOptions:
+    """The input flags (`--input-data` resolved to `kind`, seed, `LO,HI`, `NAME:DIMS`) as `InputOptions`: an
+    .npz by its absolute path, anything else by its kind; an InputError names a bad range or shape."""
+    data = str(Path(input_data).resolve()) if kind == InputKind.NPZ else kind.value
+    return InputOptions(data, seed, parse_int_range(int_range), parse_shapes(shapes))
+
+
+def check_input_files(kind: InputKind, input_data: str, samples: str) -> None:
+    """The inputs' files are there and readable before any server or Locust starts (what the model needs is
+    checked against its signature once it answers); an InputError names the file."""
+    if kind == InputKind.SAMPLES and not Path(samples).exists():
+        raise InputError(f"sample digits {samples} not found; run `make export` first (or --input-data random)")
+    if kind == InputKind.NPZ:
+        if not Path(input_data).is_file():
+            raise InputError(f"input data {input_data} not found (give random, zeros or an .npz)")
+        read_npz(Path(input_data))
+
+
 # ----------------------------------------------------------------------------- shapes and values
 
 

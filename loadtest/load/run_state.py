@@ -20,18 +20,11 @@ from locust import events
 
 from loadtest.load.client import CLIENTS, input_source
 from loadtest.load.collector import Aggregate, CallRecord, Collector
-from loadtest.load.inputs import InputOptions, effective_check, parse_int_range, parse_shapes, resolve_input_kind
+from loadtest.load.inputs import effective_check, options_for, resolve_input_kind
 from loadtest.load.threads import CallThreads, native_lock
-from loadtest.vocab import InputKind, Protocol
+from loadtest.vocab import Protocol
 
 EVENT_PUMP_S = 0.05
-
-
-def input_options(options, kind: InputKind) -> InputOptions:
-    """The locustfile's input flags as `InputOptions` (inputs random, zeros or an .npz)."""
-    data = options.input_data if kind == InputKind.NPZ else kind.value
-    return InputOptions(data, options.input_seed, parse_int_range(options.int_range),
-                        parse_shapes(options.input_shape))
 
 
 class RunState:
@@ -95,7 +88,8 @@ class RunState:
             options = self.options
             target = host.removeprefix("grpc://") if protocol == "grpc" else host
             kind = resolve_input_kind(options.input_data, options.model_name)
-            source = input_source(kind, options.samples, input_options(options, kind),
+            inputs = options_for(kind, options.input_data, options.input_seed, options.int_range, options.input_shape)
+            source = input_source(kind, options.samples, inputs,
                                   options.metadata_target or target, options.model_name, options.signature,
                                   options.request_timeout_s)
             self.clients[key] = CLIENTS[Protocol(protocol)](target, options.model_name, options.signature, source,

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.load.inputs import DEMO_MODEL, resolve_input_kind
+from loadtest.load.inputs import DEMO_MODEL, InputError, check_input_files, resolve_input_kind
 from loadtest.vocab import InputKind
 from serving.deploy.state import read_state
 from serving.endpoint import ServedEndpoint
@@ -40,10 +40,6 @@ class UiTarget:
     samples: str = "models/mnist-samples.npz"
 
 
-def host_from_state(server: str | None, state_path: Path | None = None) -> str:
-    return f"grpc://{endpoint_from_state(server, state_path).grpc_target}"
-
-
 def endpoint_from_state(server: str | None, state_path: Path | None = None) -> ServedEndpoint:
     state = read_state(state_path)
     if not state:
@@ -61,11 +57,10 @@ def ui_target(server: str | None, host: str, model_name: str, input_data: str, s
         endpoint = endpoint_from_state(server, state_path)
         host, model_name = f"grpc://{endpoint.grpc_target}", model_name or endpoint.model_name
     model_name = model_name or DEMO_MODEL
-    kind = resolve_input_kind(input_data, model_name)
-    if kind == InputKind.SAMPLES and not Path(samples).exists():
-        raise UiError(f"sample digits {samples} not found; run `make export` first (or --input-data random)")
-    if kind == InputKind.NPZ and not Path(input_data).is_file():
-        raise UiError(f"input data {input_data} not found")
+    try:
+        check_input_files(resolve_input_kind(input_data, model_name), input_data, samples)
+    except InputError as exc:
+        raise UiError(str(exc)) from None
     return UiTarget(host, model_name, input_data, samples)
 
 

@@ -21,14 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from loadtest.load.inputs import (
-    InputError,
-    InputOptions,
-    effective_check,
-    parse_int_range,
-    parse_shapes,
-    resolve_input_kind,
-)
+from loadtest.load.inputs import InputError, InputOptions, effective_check, options_for, resolve_input_kind
 from loadtest.vocab import Arrival, Check, InputKind, LoadMode, Protocol
 from serving.deploy.config import split_base_path
 from serving.deploy.process import cpu_list
@@ -178,8 +171,7 @@ def input_kind(run: RunSettings) -> InputKind:
 
 def input_data(run: RunSettings) -> str:
     """What the load generator is given: samples, random, zeros or the .npz's absolute path."""
-    kind = input_kind(run)
-    return str(Path(run.input_data).resolve()) if kind == InputKind.NPZ else kind.value
+    return input_options(run).data
 
 
 def run_check(run: RunSettings) -> Check:
@@ -188,8 +180,7 @@ def run_check(run: RunSettings) -> Check:
 
 
 def input_options(run: RunSettings) -> InputOptions:
-    return InputOptions(input_data(run), run.input_seed, parse_int_range(run.int_range),
-                        parse_shapes(run.input_shapes))
+    return options_for(input_kind(run), run.input_data, run.input_seed, run.int_range, run.input_shapes)
 
 
 # ----------------------------------------------------------------------------- targets by address

@@ -266,7 +266,7 @@ def locust_container(config: ServingConfig, settings: K8sSettings, role: str, ar
         "args": [*args, *inputs, "--model-name", config.model.name, settings.locust.user_class],
         "env": [{"name": key, "value": value} for key, value in env.items()],
         "resources": resources(settings.locust.requests, settings.locust.limits),
-        "volumeMounts": [{"name": "models", "mountPath": f"{LOCUST_APP_DIR}/models", "readOnly": True}]}
+        "volumeMounts": [{"name": "models", "mountPath": models, "readOnly": True}]}
     if ports:
         container["ports"] = ports
     return container

@@ -17,12 +17,12 @@ def endpoint(name: str, port: int, model_name: str = "mnist") -> ServedEndpoint:
 def test_host_comes_from_the_state_file(tmp_path):
     state = tmp_path / "servers.json"
     write_state({"gpu": endpoint("gpu", 8510), "cpu": endpoint("cpu", 8500)}, state)
-    assert ui.host_from_state(None, state) == "grpc://127.0.0.1:8500"  # the first by name
-    assert ui.host_from_state("gpu", state) == "grpc://127.0.0.1:8510"
+    assert ui.endpoint_from_state(None, state).grpc_target == "127.0.0.1:8500"  # the first by name
+    assert ui.endpoint_from_state("gpu", state).grpc_target == "127.0.0.1:8510"
     with pytest.raises(RuntimeError, match=r"server 'tpu' not in the state file \(recorded: \['cpu', 'gpu'\]\)"):
-        ui.host_from_state("tpu", state)
+        ui.endpoint_from_state("tpu", state)
     with pytest.raises(RuntimeError, match="no running server recorded"):
-        ui.host_from_state(None, tmp_path / "absent.json")
+        ui.endpoint_from_state(None, tmp_path / "absent.json")
 
 
 def test_web_ui_binds_loopback_on_the_same_locustfile():

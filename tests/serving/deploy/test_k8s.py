@@ -208,6 +208,12 @@ def test_locust_user_classes_are_the_locustfiles():
     assert sorted(k8s_settings.LOCUST_USER_CLASSES) == sorted(re.findall(r"^class ([A-Z]\w+User)\(", text, re.M))
 
 
+def test_locust_input_words_are_the_load_tests():
+    from loadtest.vocab import InputKind  # serving does not import the load test: the words are kept in step here
+
+    assert set(k8s_settings.INPUT_KINDS) == {kind.value for kind in InputKind} - {InputKind.NPZ.value}
+
+
 # ----------------------------------------------------------------------------- options and errors
 
 
