@@ -131,6 +131,18 @@ class CellResult:
     # sizing falls back on server_cpu_cores and the device): {"cpus": cores pinned to or the container's CPU
     # limit, or None; "cpu_model"; "gpus": count; "gpu_name"; "source": where "cpus" comes from}.
     server_resources: dict = field(default_factory=dict)
+    # Noise told apart (`loadtest.noise`; {} / [] in records made before them):
+    # host_probe (`loadtest.sweep.hiccups`): a 1 ms sleep loop in its own process on the server's cores and on
+    # the load generator's, over the cell: {"server": {...}, "loadgen": {...}} each with its cpus, samples,
+    # duration_s, oversleep percentiles and the encoded HdrHistogram of its oversleeps (µs).
+    # server_latency: the server's own request-latency percentiles over the cell, from its histogram's
+    # buckets ({"source", "count", "p50_us", "p90_us", "p99_us", "p999_us", "buckets": [[upper_us, count]]}).
+    # window_latency_ms: mean latency of the requests sent in each throughput window, in order: a queue
+    # that builds shows as latency growing window to window (`loadtest.overload`).
+    host_probe: dict = field(default_factory=dict)
+    server_latency: dict = field(default_factory=dict)
+    window_latency_ms: list = field(default_factory=list)
+    window_scheduled_rps: list = field(default_factory=list)  # open loop: sends the schedule put in each window
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

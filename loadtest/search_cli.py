@@ -4,6 +4,9 @@
 Both take the sweep's flags for the servers (`--serve`, `--target`, ...) and the plan's `[run]`
 fields (`loadtest.cli`), measure into a fresh `results/<UTC time>/`, build its report, and exit 1
 when the objective was not met (0 when it was, 130 on Ctrl-C after keeping every finished cell).
+`capacity` exits 0 when every search answered a passing rate, confirmed or not (the answer line says
+which); on Ctrl-C or SIGTERM it still prints what the searches answered, then exits 130. Its console
+ends with, per search, the rate table and one line per objective (`--objectives`).
 
 Not for: the searches themselves (`loadtest.sweep.capacity`, `loadtest.sweep.tuning`) or wiring them
 to servers (`loadtest.sweep.capacity_search`, `loadtest.sweep.tune_run`).
@@ -11,10 +14,14 @@ to servers (`loadtest.sweep.capacity_search`, `loadtest.sweep.tune_run`).
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.table import Table
 
 from loadtest.cli import (
     CHOICE_OPTIONS,
@@ -29,6 +36,7 @@ from loadtest.cli import (
     server_choices,
 )
 from loadtest.confidence import DEFAULT_CONFIDENCE
+from loadtest.records import CellResult
 from loadtest.sweep import plan as plans
 from loadtest.sweep.runner import Interrupted, SweepError
 from serving.deploy.process import pinned_cores
@@ -61,11 +69,27 @@ def search_options(function: Any) -> Any:
                      "confidence (MLPerf's early-stopping rule), fails when p99 > it at this confidence"),
         click.option("--max-rate-s", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
                      help="measured seconds at one rate at most: an inconclusive rate is measured longer up to this"),
+        click.option("--objectives", default=None, metavar="MS,MS,...",
+                     help="p99 objectives every search's cells are also answered at (default: the plan's [capacity] "
+                     "objectives, else 5,10,25,50,100)"),
         click.option("--report/--no-report", default=True, help="build the HTML/Markdown report afterwards"),
     ]
     for option in reversed(options):
         function = option(function)
     return server_choices(run_overrides(function))
+
+
+def parse_objectives(text: str | None, plan: plans.Plan) -> tuple[float, ...]:
+    """`--objectives 5,10,25` as p99s in ms, lowest first; None: the plan's `[capacity] objectives`."""
+    if text is None:
+        return plan.capacity.objectives_ms()
+    try:
+        objectives = tuple(sorted({float(v) for v in text.split(",") if v.strip()}))
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected MS,MS,... (p99s in ms)", param_hint="--objectives") from None
+    if not objectives or any(not o > 0 for o in objectives):
+        raise click.BadParameter(f"{text!r}: expected positive p99s in ms", param_hint="--objectives")
+    return objectives
 
 
 def capacity_request(plan: plans.Plan, values: dict[str, Any]):
@@ -74,7 +98,53 @@ def capacity_request(plan: plans.Plan, values: dict[str, Any]):
 
     return CapacityRequest(plan, values.pop("p99_ms"), 1, values.pop("precision"), values.pop("start_rps"),
                            values.pop("min_rps"), values.pop("max_steps"), values.pop("max_minutes") * 60,
-                           values.pop("confirm_factor"), values.pop("confidence"), values.pop("max_rate_s"))
+                           values.pop("confirm_factor"), values.pop("confidence"), values.pop("max_rate_s"),
+                           objectives=parse_objectives(values.pop("objectives"), plan))
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt()
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM takes Ctrl-C's path while the block runs (the running cell recorded, the search answered);
+    the previous handler is restored after."""
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def objective_lines(results: Sequence[CellResult], outcomes: Sequence[Any], objectives: tuple[float, ...]) -> str:
+    """Per search: its rate table, then one line per objective (`p99 <= 25 ms: 933 req/s (confirmed ...)`)."""
+    from loadtest.analysis.answers import objective_answers, rate_table
+    from loadtest.tables import plain_table
+
+    blocks = []
+    for outcome in outcomes:
+        cells = [c for c in results if c.search.get("id") == outcome.search_id]
+        rows = rate_table(cells)
+        if not rows:
+            continue
+        title = f"search {outcome.search_id}: {outcome.server}, request batch {outcome.batch_size}"
+        lines = [a.line() for a in objective_answers(cells, {*objectives, outcome.p99_ms or objectives[0]})]
+        blocks.append("\n".join([title, plain_table(rate_view(rows), 10_000), *lines]))
+    return "\n\n".join(blocks)
+
+
+def rate_view(rows: Sequence[Any]) -> Table:
+    """`loadtest.analysis.answers.RateRow`s as a console table."""
+    table = Table(box=None, pad_edge=False)
+    for name in ("offered req/s", "req/s", "img/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "N", "windows",
+                 "overloaded"):
+        table.add_column(name, justify="right")
+    for r in rows:
+        table.add_row(f"{r.offered_rps:g}", f"{r.achieved_rps:.1f}", f"{r.achieved_ips:.1f}",
+                      *("—" if v is None else f"{v:.3f}" for v in (r.p50_ms, r.p90_ms, r.p99_ms, r.p999_ms)),
+                      str(r.requests), str(r.windows), "yes" if r.overloaded else "no")
+    return table
 
 
 @click.command("capacity")
@@ -88,33 +158,46 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     """The highest open-loop rate each server serves at p99 <= --p99-ms: bracket, bisect, confirm.
 
     One search per server (running, or started in turn with --serve) and per --batch."""
-    from loadtest.sweep.capacity_search import Capacities, outcome_line
+    from loadtest.sweep.capacity_search import Capacities
     from loadtest.sweep.servers import server_slots
 
     choice = server_choice(values)
+    run = None
     try:
         plan = layered_plan(plan_path, choice, _run_flags(values))
         request = capacity_request(plan, values)
         run = Capacities(request, server_slots(plan, choice.state_file), batch_sizes, results_dir,
                          plan_path=str(plan_path))
-        outcomes = run.run()
-    except Interrupted:
+        with sigterm_as_interrupt():
+            outcomes = run.run()
+    except (Interrupted, KeyboardInterrupt):
+        if run is not None:  # what the searches answered before the interruption
+            _capacity_end(run.cells.results, run.outcomes, request, False)
         interrupted(ctx, "capacity")
     except (plans.PlanError, SweepError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"results: {run.cells.jsonl_path}")
     if report and run.cells.results:
         build_report(run.cells.jsonl_path, "capacity")
-    named = len(outcomes) > 1
-    from loadtest.analysis.summary import bound_lines, headline_of
+    _capacity_end(run.cells.results, outcomes, request, True)
+    if not outcomes or not (unmet_ok or all(o.passed for o in outcomes)):
+        ctx.exit(1)
 
+
+def _capacity_end(results: Sequence[CellResult], outcomes: Sequence[Any], request: Any, bounds: bool) -> None:
+    """Every search's rate table and objective lines, what bounded the answers, then each search's answer."""
+    from loadtest.analysis.summary import bound_lines, headline_of
+    from loadtest.sweep.capacity_search import outcome_line
+
+    named = len(outcomes) > 1
+    tables = objective_lines(results, outcomes, request.objectives)
+    if tables:
+        click.echo(tables)
     # What bounded each answer (the model on its device, or the serving path) comes before any capacity.
-    lines = headline_of(run.cells.results) if named else bound_lines(run.cells.results)
+    lines = (headline_of(results) if named else bound_lines(results)) if bounds else []
     if lines:
         click.echo("\n".join(lines))
     click.echo("\n".join(outcome_line(o, request.p99_ms, named) for o in outcomes))
-    if not outcomes or not (unmet_ok or all(o.met for o in outcomes)):
-        ctx.exit(1)
 
 
 def _run_flags(values: dict[str, Any]) -> dict[str, Any]:

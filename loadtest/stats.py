@@ -117,6 +117,34 @@ def window_counts_to_rps(counts_by_window: dict, window_s: float, windows: int) 
     return [counts_by_window.get(str(index), 0) / window_s for index in range(windows)]
 
 
+def window_means_ms(sums_by_window: dict, counts_by_window: dict, windows: int) -> list[float | None]:
+    """Mean latency (ms) of each of `windows` consecutive windows from summed µs and counts per window index
+    (string keys, as `window_counts_to_rps`); None for a window with no call."""
+    means: list[float | None] = []
+    for index in range(windows):
+        count = counts_by_window.get(str(index), 0)
+        means.append(_ms(sums_by_window.get(str(index), 0.0) / count) if count else None)
+    return means
+
+
+def max_schedule_gap(window_rps: list[float], window_scheduled_rps: list[float], window_s: float = 1.0) -> float:
+    """Largest relative gap between a window's completions and the sends its schedule made in it (0.1 =
+    10%, relative to the larger of the two), skipping gaps within Poisson counting noise: 3 standard
+    deviations of a count of that size, 3 * sqrt(n).
+
+    An open loop's schedule fluctuates by itself (and a fixed seed repeats the same fluctuation in every
+    cell): a server that keeps up completes what was sent, whatever the schedule did, so completions are
+    compared with the sends of the same window, never with the neighbouring window's.
+    """
+    worst = 0.0
+    for done, sent in zip(window_rps, window_scheduled_rps):
+        top = max(done, sent)
+        if top <= 0 or abs(done - sent) * window_s <= 3.0 * math.sqrt(top * window_s):
+            continue
+        worst = max(worst, abs(done - sent) / top)
+    return worst
+
+
 def max_consecutive_change(window_rps: list[float], window_s: float = 1.0, poisson: bool = False) -> float:
     """Largest relative change between consecutive windows (0.1 = 10%), relative to the larger one.
 
@@ -162,11 +190,27 @@ def lag_percentile(sends: int) -> tuple[str, str]:
     return "p50", "p50_ms"
 
 
+def unstable_reason(window_rps: list[float], window_s: float, poisson: bool,
+                    window_scheduled_rps: list[float] | None = None) -> str:
+    """Why the windows' throughput was unstable, or "" (see `validity_flags`)."""
+    if window_scheduled_rps:
+        gap = max_schedule_gap(window_rps, window_scheduled_rps, window_s)
+        if gap > UNSTABLE_CHANGE:
+            return (f"a window's completions and the sends scheduled in it differed by {gap:.0%} "
+                    f"(limit {UNSTABLE_CHANGE:.0%}, beyond counting noise)")
+        return ""
+    change = max_consecutive_change(window_rps, window_s, poisson)
+    if change > UNSTABLE_CHANGE:
+        return f"throughput of consecutive windows changed by {change:.0%} (limit {UNSTABLE_CHANGE:.0%})"
+    return ""
+
+
 def validity_flags(*, errors: int, requests: int, errors_by_code: dict, late_sends: int,
                    process_cpu_percents: list[float], total_cpu_percent: float, cores: int,
                    window_rps: list[float], pool_waits: int = 0, window_s: float = 1.0,
                    poisson: bool = False, dispatch_lag_us: float | None = None,
-                   dispatch_lag_limit_us: float = 0.0, dispatch_lag_percentile: str = "p99") -> list[tuple[Flag, str]]:
+                   dispatch_lag_limit_us: float = 0.0, dispatch_lag_percentile: str = "p99",
+                   window_scheduled_rps: list[float] | None = None) -> list[tuple[Flag, str]]:
     """(flag, reason) pairs for a measured cell; an empty list means the cell is valid.
 
     Saturated: the load generator, not the server, may be the bottleneck (a process near one
@@ -174,8 +218,11 @@ def validity_flags(*, errors: int, requests: int, errors_by_code: dict, late_sen
     least 5 of them; late sends that waited for an in-flight slot point at a stalled server filling
     the pool; or an open loop's dispatch lag above its limit at `dispatch_lag_percentile`, p99 where at
 least 5 sends lie above it (`lag_percentile`): the client did not keep its schedule).
-    Unstable: consecutive measurement windows differ by more than 10% in throughput (beyond
-    counting noise when arrivals are Poisson).
+    Unstable: an open loop whose sends per window were recorded (`window_scheduled_rps`): some window's
+    completions fell short of, or ran ahead of, the sends scheduled in it by more than 10% and beyond
+    counting noise (`max_schedule_gap`); otherwise (a closed loop, or a record made before the schedule
+    was counted) consecutive measurement windows differ by more than 10% in throughput (beyond counting
+    noise when arrivals are Poisson).
     """
     flags: list[tuple[Flag, str]] = []
     if errors:
@@ -194,10 +241,9 @@ least 5 sends lie above it (`lag_percentile`): the client did not keep its sched
         flags.append((Flag.SATURATED, f"dispatch lag {dispatch_lag_percentile} {dispatch_lag_us:.0f} µs > "
                                       f"{dispatch_lag_limit_us:.0f} "
                                       "µs: the load generator did not send on time"))
-    change = max_consecutive_change(window_rps, window_s, poisson)
-    if change > UNSTABLE_CHANGE:
-        flags.append((Flag.UNSTABLE, f"throughput of consecutive windows changed by {change:.0%} "
-                                  f"(limit {UNSTABLE_CHANGE:.0%})"))
+    unstable = unstable_reason(window_rps, window_s, poisson, window_scheduled_rps)
+    if unstable:
+        flags.append((Flag.UNSTABLE, unstable))
     if requests == 0:
         flags.append((Flag.ERRORS, "no request completed in the measurement window"))
     return flags

@@ -8,6 +8,8 @@ of its requests together.
 - `loadgen`: a cell whose load generator did not keep up (a process near a full core, all its
   cores near full, or late sends and dispatch lag in a cell where no send waited for a busy
   server's free slot) says nothing about the server: neither a pass nor a fail;
+- `overloaded`: an open-loop cell whose server did not keep up with the rate offered
+  (`loadtest.overload`) fails, whatever its latencies: what it served is no rate it sustains;
 - `unstable`: a cell whose throughput moved between windows beyond counting noise fails (an open
   loop's server that cannot keep its rate falls behind);
 - otherwise the p99 evidence decides at the stated confidence (`loadtest.confidence.judge`).
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from loadtest import confidence as conf
+from loadtest import noise
+from loadtest.overload import overloaded_reason
 from loadtest.records import CellResult
 from loadtest.stats import merge_encoded
 from loadtest.vocab import CellStatus, Flag
@@ -53,11 +57,13 @@ class Verdict:
 def client_limited(cell: CellResult) -> bool:
     """Whether the load generator, not the server, limited this cell: a `saturated` flag for its CPU, or
     for lateness (late sends, dispatch lag) in a cell where no send waited for a busy server's free slot
-    (where some did, the server fell behind and the lateness is its own: counted from the intended send)."""
+    (where some did, the server fell behind and the lateness is its own: counted from the intended send)
+    and the host's stalls on the load generator's cores do not explain it (`noise.host_explains_lateness`:
+    then the host was the limit, and the latencies, timed from the intended send, count as evidence)."""
     saturated = [f.reason for f in cell.flags if f.flag == Flag.SATURATED]
     if any("load generator" in reason and "used" in reason for reason in saturated):
         return True
-    return bool(saturated) and not cell.pool_full_waits
+    return bool(saturated) and not cell.pool_full_waits and not noise.host_explains_lateness(cell)
 
 
 def _flag_reason(cells: Sequence[CellResult], flag: Flag) -> str | None:
@@ -80,6 +86,9 @@ def verdict_of(cells: Sequence[CellResult], p99_ms: float, confidence: float = c
         return Verdict(Decision.LOADGEN, "the load generator was the limit: "
                        + (_flag_reason([limited], Flag.SATURATED) or "its CPU or dispatch lag"))
     evidence = conf.judge(merge_encoded(c.histogram_us for c in cells), p99_ms, confidence)
+    overloaded = next((reason for reason in map(overloaded_reason, cells) if reason is not None), None)
+    if overloaded is not None:
+        return Verdict(Decision.FAIL, f"overloaded: {overloaded}", evidence)
     unstable = _flag_reason(cells, Flag.UNSTABLE)
     if unstable is not None and evidence.outcome != conf.Outcome.FAIL:
         return Verdict(Decision.FAIL, f"unstable: {unstable}", evidence)

@@ -5,7 +5,11 @@ A capacity is the device's only if the device was what stopped it. Two ways to t
 - the device floor (`CellResult.device_floor`: the model alone on the serving device, per padded batch
   size, measured by the server at start or, for a TF Serving container, here): served images/s at the
   answer's cell ÷ the floor's images/s at the batch the server ran. Below `SERVED_SHARE` (50%) the
-  serving path bounded the answer; at or above it, the model on the device did;
+  serving path bounded the answer. At or above it, the model on the device did only if the device was
+  busy (`device_use` thresholds) and the floor measured the device: where the floor's per-call latency is
+  within `DISPATCH_RATIO` (2×) of its runtime's trivial round trip (`device_floor.round_trip_us`), the
+  floor timed the runtime's dispatch (JAX: ~0.6 ms a call on an H100 whose own round trip, PyTorch's, is
+  0.044 ms), so the runtime bounded it; a device that was far from busy did not bound it either;
 - with no floor (older records, or none measurable): how busy the device was. When every cell measured
   on that device left it far from busy (`loadtest.analysis.device_use`'s thresholds: GPU < 50%, a CPU
   server < 60% of its cores), the device did not bound the run, so the run measured the serving path.
@@ -25,11 +29,13 @@ from loadtest.analysis.answers import Config, DeviceAnswer, config_of
 from loadtest.analysis.blocks import device_name
 from loadtest.analysis.device_use import device_busy
 from loadtest.analysis.formatting import number as fmt
-from loadtest.analysis.series import usable
+from loadtest.analysis.series import sustained
 from loadtest.records import CellResult
 from loadtest.vocab import CellStatus
 
 SERVED_SHARE = 0.5  # served below this share of the device alone: the serving path bounded the answer
+DISPATCH_RATIO = 2.0  # a floor per call within this many times the runtime's trivial round trip timed the runtime
+RUNTIME_NAMES = {"jax": "JAX", "tf2": "TensorFlow", "tensorflow": "TensorFlow", "savedmodel": "TensorFlow"}
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,57 @@ def floor_sentence(device: str, label: str, at: str, served: ServedShare) -> str
             f"{served.share:.0%} of {device} alone ({fmt(f.images_per_s)} images/s at batch {f.batch_size}).")
 
 
+def runtime_name(floor: Mapping) -> str:
+    runtime = str(floor.get("runtime") or "")
+    return RUNTIME_NAMES.get(runtime.lower(), runtime or "the runtime")
+
+
+def dispatch_bound(cell: CellResult, served: ServedShare) -> bool:
+    """The floor's per-call latency is within `DISPATCH_RATIO` of its runtime's trivial round trip: the floor
+    timed the runtime's dispatch, not the model on the device."""
+    trip = float(cell.device_floor.get("round_trip_us") or 0.0)
+    latency = served.floor.latency_us
+    return trip > 0 and latency is not None and latency <= DISPATCH_RATIO * trip
+
+
+def busy_part(cell: CellResult, device: str) -> str:
+    """`GPU 4% busy` (the device's use as telemetry recorded it), or `device use not recorded`."""
+    busy = device_busy(cell)
+    return f"{busy[0]} {busy[1]:.0f}% busy" if busy is not None else "its use not recorded"
+
+
+def runtime_sentence(device: str, cell: CellResult, served: ServedShare) -> str:
+    """The lead when the floor timed the runtime's dispatch: the runtime, not the device, bounded the answer."""
+    floor = cell.device_floor
+    own = floor.get("device_round_trip_us")
+    own_text = f", its own round trip {own / 1000:.3f} ms" if own else ""
+    trip_us = float(floor.get("round_trip_us") or 0.0)
+    return (f"the runtime ({runtime_name(floor)}, {trip_us / 1000:.2f} ms per call) bounded "
+            f"this answer, not the {device} ({busy_part(cell, device)}{own_text}): {fmt(served.served_ips)} "
+            f"images/s served = {served.share:.0%} of the floor, which timed the runtime's own round trip.")
+
+
+def idle_device_sentence(device: str, label: str, at: str, cell: CellResult, served: ServedShare) -> str:
+    """The lead when the served share is high but the device was far from busy (or its use not recorded):
+    the model's calls bounded the answer (a delay, a lock, a runtime), not the device's compute."""
+    f = served.floor
+    return (f"the model's calls bounded this answer, not the {device}'s compute ({busy_part(cell, device)}): "
+            f"{label} served {fmt(served.served_ips)} images/s {at} = {served.share:.0%} of the model alone "
+            f"({fmt(f.images_per_s)} images/s at batch {f.batch_size}).")
+
+
+def held_sentence(device: str, label: str, at: str, cell: CellResult, served: ServedShare) -> str:
+    """What bounded the answer, claiming the device only when the floor measured it and it was busy."""
+    if served.share < SERVED_SHARE:
+        return floor_sentence(device, label, at, served)
+    if dispatch_bound(cell, served):
+        return runtime_sentence(device, cell, served)
+    busy = device_busy(cell)
+    if busy is None or busy[1] < busy[2]:
+        return idle_device_sentence(device, label, at, cell, served)
+    return floor_sentence(device, label, at, served)
+
+
 def loadgen_sentence(device: str, label: str, served: ServedShare) -> str:
     """The lead when the load generator, not the server, stopped the search ("at least"): no bound on the server."""
     f = served.floor
@@ -134,11 +191,11 @@ def device_text(device: str, name: str) -> str:
 
 def answer_cell(d: DeviceAnswer, results: Sequence[CellResult]) -> tuple[CellResult | None, str]:
     """The cell a device's answer stands on: its capacity's, else the device's peak valid cell at that
-    request batch; with "at capacity" / "at its peak"."""
+    request batch (overloaded cells skipped: never a peak); with "at capacity" / "at its peak"."""
     capacity = d.best.conclusion.capacity if d.best and d.best.conclusion else None
     if capacity is not None:
         return capacity.result, "at capacity"
-    here = [c for c in device_cells(d, results) if usable(c) and c.load.request_batch_size == d.request_batch_size]
+    here = [c for c in device_cells(d, results) if sustained(c) and c.load.request_batch_size == d.request_batch_size]
     return (max(here, key=lambda c: c.throughput_ips), "at its peak") if here else (None, "")
 
 
@@ -154,6 +211,6 @@ def bound_line(d: DeviceAnswer, results: Sequence[CellResult], labels: Mapping[C
     if cell is not None and served is not None:
         label = labels.get(config_of(cell), cell.server.name)
         at_least = d.best is not None and d.best.conclusion is not None and d.best.conclusion.at_least
-        return loadgen_sentence(device, label, served) if at_least else floor_sentence(device, label, at, served)
+        return loadgen_sentence(device, label, served) if at_least else held_sentence(device, label, at, cell, served)
     ceiling = idle_ceiling(device_cells(d, results))
     return idle_sentence(device, ceiling) if ceiling is not None else ""

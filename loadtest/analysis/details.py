@@ -15,7 +15,8 @@ from loadtest.analysis.device_use import busy_text
 from loadtest.analysis.formatting import change as pct
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.formatting import params
-from loadtest.analysis.series import Series, level_name, load_level, unusable_reason, usable
+from loadtest.analysis.series import Series, level_name, load_level, overloaded_note, sustained, unusable_reason, usable
+from loadtest.overload import overloaded_reason
 from loadtest.records import CellResult
 from loadtest.sweep.conclusion import describe_pair
 from loadtest.vocab import CellStatus
@@ -90,7 +91,8 @@ def searches_table(searches: Sequence[SearchAnswer], labels: Labels) -> Table:
 
 
 def peak_cell(s: Series) -> CellResult | None:
-    valid = [c for c in s.cells if usable(c)]
+    """The series' valid cell with the highest throughput, overloaded cells skipped (never a peak)."""
+    valid = [c for c in s.cells if sustained(c)]
     return max(valid, key=lambda c: c.throughput_ips) if valid else None
 
 
@@ -98,25 +100,29 @@ def peak_table(series: Sequence[Series], labels: Sequence[str]) -> Table:
     rows, marks = [], []
     for label, s in zip(labels, series):
         c = peak_cell(s)
+        note = overloaded_note(s.cells)
         if c is None:
-            rows.append((label, "no valid cell", *["—"] * 8))
+            rows.append((label, "no valid cell", *["—"] * 8, note))
             marks.append("invalid")
             continue
         rows.append((label, fmt(c.throughput_ips), fmt(c.throughput_rps), fmt(c.server_cpu_percent, 0),
                      fmt(c.gpu_utilization_percent, 0), f"{level_name(s.key.mode)} {load_level(c):g}",
                      fmt(c.latency_p50_ms, 2), fmt(c.latency_p99_ms, 2), fmt(c.latency_p999_ms, 2),
-                     fmt(None if c.accuracy is None else c.accuracy * 100, 2)))
+                     fmt(None if c.accuracy is None else c.accuracy * 100, 2), note))
         marks.append("")
     return Table("Peak valid throughput per series", "The highest valid throughput each series measured, "
-                 "whatever its latency, and how busy the server's CPU (% of its cores) and GPU were there.",
+                 "whatever its latency, and how busy the server's CPU (% of its cores) and GPU were there. "
+                 "Overloaded cells (the server fell behind its schedule, or its queue grew) are never a peak: "
+                 "the note names them.",
                  ("series", "images/s", "requests/s", "server CPU %", "GPU util %", "at", "p50 ms", "p99 ms",
-                  "p99.9 ms", "accuracy %"),
+                  "p99.9 ms", "accuracy %", "note"),
                  tuple(rows), tuple(marks))
 
 
 def best_by_kind(results: Sequence[CellResult], device: str, batching_on: bool, batch: int, mode: str):
-    """The highest valid throughput cell of any `device` configuration with batching on/off, at this batch."""
-    cells = [c for c in results if usable(c) and c.server.device == device and c.load.request_batch_size == batch
+    """The highest valid throughput cell of any `device` configuration with batching on/off, at this batch
+    (overloaded cells skipped)."""
+    cells = [c for c in results if sustained(c) and c.server.device == device and c.load.request_batch_size == batch
              and c.load.mode == mode and config_of(c).batching_on == batching_on]
     return max(cells, key=lambda c: c.throughput_ips) if cells else None
 
@@ -155,14 +161,16 @@ def cells_table(series: Sequence[Series], labels: Sequence[str], only_unusable: 
             if only_unusable and usable(c):
                 continue
             errors = sum(c.errors_by_code.values())
+            overloaded = overloaded_reason(c) if usable(c) else None
             rows.append((label, f"{level_name(s.key.mode)} {load_level(c):g}", c.status,
-                         "yes" if usable(c) else "NO", fmt(c.throughput_ips), fmt(c.throughput_rps),
+                         ("overloaded" if overloaded else "yes") if usable(c) else "NO",
+                         fmt(c.throughput_ips), fmt(c.throughput_rps),
                          fmt(c.server_cpu_percent, 0), fmt(c.gpu_utilization_percent, 0),
                          fmt(c.latency_p50_ms, 2), fmt(c.latency_p99_ms, 2), *latency_split(c), f"{c.requests:,}",
                          f"{errors:,}", f"{c.wrong_answers:,}", f"{c.late_send_fraction:.1%}",
                          fmt(c.dispatch_lag_p99_us, 0), fmt(c.loadgen_cpu_percent, 0), fmt(c.server_batch_size_mean, 2),
-                         "" if usable(c) else unusable_reason(c)))
-            marks.append(cell_mark(c))
+                         (f"overloaded: {overloaded}" if overloaded else "") if usable(c) else unusable_reason(c)))
+            marks.append("invalid" if overloaded else cell_mark(c))
     title = "Invalid and failed cells" if only_unusable else "Every cell"
     caption = ("Not used for sizing, and drawn hollow (invalid) or as crosses (failed) in the plots."
                if only_unusable else "Invalid and failed cells are marked and give their reasons. Server mean: "

@@ -13,7 +13,7 @@ from loadtest.analysis.answers import Config, config_of
 from loadtest.analysis.blocks import Table, cell_mark
 from loadtest.analysis.formatting import MISSING
 from loadtest.analysis.formatting import number as fmt
-from loadtest.analysis.series import level_name, load_level, usable
+from loadtest.analysis.series import level_name, load_level, sustained
 from loadtest.records import CellResult
 
 CPU_BUSY_PERCENT = 60.0  # a CPU server below this share of its cores at peak is far from busy
@@ -53,11 +53,11 @@ def unmeasured_reason(cell: CellResult) -> str:
 
 
 def peak_by_config(results: Sequence[CellResult]) -> dict[Config, CellResult]:
-    """Each configuration's valid cell with the highest throughput (images/s)."""
+    """Each configuration's valid cell with the highest throughput (images/s), overloaded cells skipped."""
     peaks: dict[Config, CellResult] = {}
     for cell in results:
         config = config_of(cell)
-        if usable(cell) and (config not in peaks or cell.throughput_ips > peaks[config].throughput_ips):
+        if sustained(cell) and (config not in peaks or cell.throughput_ips > peaks[config].throughput_ips):
             peaks[config] = cell
     return peaks
 
@@ -74,7 +74,8 @@ def device_use_table(results: Sequence[CellResult], labels: Mapping[Config, str]
                      fmt(c.gpu_utilization_percent_max, 0), fmt(c.gpu_memory_mib, 0), fmt(c.gpu_power_w, 0), note))
         marks.append(cell_mark(c))
     return Table("Device use at peak throughput",
-                 "Each configuration's valid cell with the highest throughput, and how busy its device was over "
+                 "Each configuration's valid cell with the highest throughput (never an overloaded one), and how "
+                 "busy its device was over "
                  "the measured window: the server's CPU as a share of the cores it may use (mean, and its busiest "
                  "~150 ms), its highest resident memory, and the GPU's utilisation, memory and power (NVML). "
                  f"A CPU server below {CPU_BUSY_PERCENT:.0f}% or a GPU below {GPU_BUSY_PERCENT:.0f}% at its peak "

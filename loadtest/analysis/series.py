@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadtest.overload import overloaded_reason
 from loadtest.records import CellResult, read_results
 from loadtest.vocab import CellStatus, LoadMode
 
@@ -88,6 +89,24 @@ def group_series(results: Sequence[CellResult]) -> list[Series]:
 def usable(cell: CellResult) -> bool:
     """Only valid, finished cells with a p99 count as evidence."""
     return cell.valid and cell.status == CellStatus.OK and cell.latency_p99_ms is not None
+
+
+def sustained(cell: CellResult) -> bool:
+    """Usable, and not overloaded (`loadtest.overload`): a rate the server kept up with, so it may be a peak.
+    An overloaded cell's throughput is what the server managed while its queue grew."""
+    return usable(cell) and overloaded_reason(cell) is None
+
+
+def overloaded_note(cells: Sequence[CellResult]) -> str:
+    """`overloaded, not a peak: offered rate 1,802 req/s (p50 297 ms): <why>; ...` for the usable cells
+    among `cells` that were overloaded; "" when none was."""
+    notes = []
+    for cell in cells:
+        reason = overloaded_reason(cell) if usable(cell) else None
+        if reason:
+            p50 = f", p50 {cell.latency_p50_ms:,.0f} ms" if cell.latency_p50_ms is not None else ""
+            notes.append(f"offered rate {load_level(cell):,g} req/s{p50}: {reason}")
+    return "overloaded, not a peak: " + "; ".join(notes) if notes else ""
 
 
 def unusable_reason(cell: CellResult) -> str:

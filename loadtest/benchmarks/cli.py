@@ -1,8 +1,9 @@
-"""`mnist-bench bench server|runtimes|loadgen`: the benchmarks' command line.
+"""`mnist-bench bench server|runtimes|loadgen|probe`: the benchmarks' command line.
 
     mnist-bench bench server --model-base-path models/mnist --samples models/mnist-samples.npz
     mnist-bench bench runtimes --model-base-path models/mnist --samples models/mnist-samples.npz
     mnist-bench bench loadgen --model-base-path models/mnist --samples models/mnist-samples.npz
+    mnist-bench bench probe --model-base-path models/mnist
 
 The commands only parse options and print the outcome; `loadtest.benchmarks.server.run`,
 `loadtest.benchmarks.runtimes.run` and `loadtest.benchmarks.loadgen.run` do the work and raise, which
@@ -148,3 +149,27 @@ def loadgen(against_h2load: bool, **options) -> None:
             reference.run(settings, work, echo=click.echo)
     except (LoadgenBenchError, H2loadError, ServerNotReady, OSError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+@bench.command("probe")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the model's base directory (the null backend reads no weights, but the server needs it)")
+@click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0", show_default=True,
+              help="cores the server and its probe are pinned to")
+@click.option("--client-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True,
+              help="cores the load client (this process) and its probe are pinned to")
+@click.option("--duration-s", type=POSITIVE_S, default=3.0, show_default=True, help="measured seconds per phase")
+@click.option("--rounds", type=click.IntRange(min=1), default=4, show_default=True,
+              help="rounds of A (no probe) then B (probe); the ratios are their medians")
+def probe(**options) -> None:
+    """What the host probe costs: its CPU, and the server's throughput and p99 with it against without it."""
+    from loadtest.benchmarks import host_probe
+    from serving.deploy.process import ServerNotReady
+
+    settings = host_probe.ProbeBenchOptions(**options)
+    require(settings.model_base_path)
+    try:
+        summary = host_probe.run(settings, echo=click.echo)
+    except (ServerNotReady, OSError, ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(host_probe.format_summary(summary))

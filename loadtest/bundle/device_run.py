@@ -1,5 +1,10 @@
 """Run the CPU-vs-GPU comparison from a device bundle, offline, within a time budget:
-`python3 run.py --out DIR [--budget-min 8]`.
+`python3 run.py --out DIR [--budget-min 9] [--target-rps N --prices FILE]`.
+
+Its defaults fit one 10-minute call on a lent machine and answer every configuration they keep:
+GPU and CPU, request batches 1 and 32, batching `off` and the device's profile (8 searches of at
+most 37.5 s each), no py-spy profile (`--profile-s 20` adds one); `--target-rps` adds the sizing
+line (replicas and cost, from `--prices`, by default the shipped `loadtest/prices.example.toml`).
 
 Copied into the bundle as `run.py` (`loadtest.bundle.build`); runs on the bundle's machine with its
 own Python and the standard library only until it has installed the bundle (its helpers, also
@@ -46,6 +51,10 @@ from loadtest.bundle import budget, outputs, profiling  # noqa: E402
 from loadtest.bundle.processes import Echoed, stop  # noqa: E402
 
 DEVICES = ("gpu", "cpu")
+# serving.server.floor's names (not imported: run.py starts before the bundle's numpy is installed).
+DEVICE_ROUND_TRIP_ENV = "MNIST_BENCH_DEVICE_ROUND_TRIP_US"
+DEVICE_ROUND_TRIP_NOTE_ENV = "MNIST_BENCH_DEVICE_ROUND_TRIP_NOTE"
+EXAMPLE_PRICES = "loadtest/prices.example.toml"  # in the bundle's project/
 MODEST_RPS = 20.0  # the profile's load when no capacity was found
 REPORT_S, PROBES_S, INSTALL_S = 30.0, 40.0, 20.0  # estimates of the steps the plan reserves time for
 VERSIONS = ("jax", "jaxlib", "keras", "torch", "numpy", "grpcio", "protobuf", "locust", "py-spy")
@@ -60,17 +69,22 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="CPU vs GPU capacity from the device bundle, offline, in a budget")
     parser.add_argument("--out", type=Path, required=True, help="at most 8 files, written as the run goes")
     parser.add_argument("--work", type=Path, default=None, help="the subprocesses' files (default: work/<time>/)")
-    parser.add_argument("--budget-min", type=float, default=8.0, help="the whole run, planned before it starts")
+    parser.add_argument("--budget-min", type=float, default=9.0, help="the whole run, planned before it starts")
     parser.add_argument("--devices", default="gpu,cpu", help="comma-separated: gpu, cpu (in priority order)")
-    parser.add_argument("--batches", default="1,8,32,128", help="request batch sizes, in priority order")
+    parser.add_argument("--batches", default="1,32", help="request batch sizes, in priority order")
     parser.add_argument("--p99-ms", type=float, default=10.0)
     parser.add_argument("--measure-s", type=float, default=2.0)
     parser.add_argument("--max-steps", type=int, default=8, help="cells per search at most")
-    parser.add_argument("--max-minutes", type=float, default=1.0, help="per search")
+    parser.add_argument("--max-minutes", type=float, default=0.35,
+                        help="per search (the search answers its best pass when stopped by time)")
     parser.add_argument("--max-rate-s", type=float, default=10.0, help="measured seconds at one rate at most")
     parser.add_argument("--confidence", type=float, default=0.99, help="every verdict's (capacity --confidence)")
     parser.add_argument("--start-s", type=float, default=25.0, help="estimate: one server's start and stop")
-    parser.add_argument("--profile-s", type=float, default=20.0, help="py-spy's sampling (0: no profile)")
+    parser.add_argument("--profile-s", type=float, default=0.0, help="py-spy's sampling (0: no profile)")
+    parser.add_argument("--target-rps", type=float, default=None,
+                        help="target load (req/s): the report adds replicas and cost per million inferences")
+    parser.add_argument("--prices", type=Path, default=None,
+                        help=f"price file for --target-rps (default: the shipped {EXAMPLE_PRICES})")
     parser.add_argument("--loadgen-cores", type=int, default=0, help="cores for Locust (default: a quarter, ≥ 1)")
     parser.add_argument("--tune-minutes", type=float, default=0.0,
                         help="also tune the batching on each device for this long, at the first batch (0: no tuning)")
@@ -78,6 +92,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.devices.split(",")) - set(DEVICES)
     if unknown:
         parser.error(f"--devices: unknown {sorted(unknown)}; choose from {', '.join(DEVICES)}")
+    if args.prices is not None and not args.prices.is_file():
+        parser.error(f"--prices {args.prices}: no such file")
     if (args.out / "device-run.json").exists():
         parser.error(f"--out {args.out} already holds a run (device-run.json): nothing overwrites one")
     return args
@@ -103,6 +119,24 @@ def environment() -> dict[str, str]:
     path = [str(SITE), str(PROJECT), str(BUNDLE / "protos"), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p), "KERAS_BACKEND": "jax",
             "PYTHONUNBUFFERED": "1", "PATH": os.pathsep.join((str(SITE / "bin"), os.environ.get("PATH", "")))}
+
+
+def sizing_flags(args: argparse.Namespace) -> list[str]:
+    """The report's sizing flags: `--target-rps N --prices FILE` (the shipped example prices when none given)."""
+    if args.target_rps is None:
+        return []
+    prices = args.prices.resolve() if args.prices is not None else PROJECT / EXAMPLE_PRICES
+    return ["--target-rps", f"{args.target_rps:g}", "--prices", str(prices)]
+
+
+def round_trip_env(torch_trip: dict) -> dict[str, str]:
+    """The servers' environment that hands them PyTorch's GPU round trip (`serving.server.floor`), so each
+    record's device floor can set the device's own round trip beside its runtime's; {} when not measured."""
+    median = torch_trip.get("median_us")
+    if not median:
+        return {}
+    return {DEVICE_ROUND_TRIP_ENV: f"{median}",
+            DEVICE_ROUND_TRIP_NOTE_ENV: f"PyTorch {torch_trip.get('torch', '')}: {torch_trip.get('what', '')}"}
 
 
 def gpu_problem(env: dict[str, str]) -> str:
@@ -239,6 +273,7 @@ class DeviceRun:
                 devices.append(device)
         self.record["torch_round_trip"] = profiling.torch_round_trip(self.env, min(120.0, self.left_s() / 4))
         self.say(f"run.py: PyTorch's GPU round trip: {json.dumps(self.record['torch_round_trip'])}")
+        self.env.update(round_trip_env(self.record["torch_round_trip"]))
         self.timed("probes", started)
         return devices
 
@@ -290,7 +325,7 @@ class DeviceRun:
             self.record["exit_codes"]["report"] = 1
             return
         command = [sys.executable, "-m", "loadtest", "report", *results, "--p99-ms", str(self.args.p99_ms),
-                   "--out", str(self.work / "report")]
+                   "--out", str(self.work / "report"), *sizing_flags(self.args)]
         profile_s = after_searches_s(self.args, 0) - REPORT_S
         if self.command("report", command, max(self.left_s() - profile_s, REPORT_S)) == 0:
             shutil.copy2(self.work / "report" / "report.md", self.args.out / "report.md")

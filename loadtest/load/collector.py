@@ -43,6 +43,7 @@ class CallRecord:
         return float(round(max(0.0, self.sent_unix_s - self.intended_unix_s) * 1e6))
 
 
+_PER_SENT_WINDOW = ("scheduled_counts", "sent_ok_counts", "sent_latency_sum_us")
 _SUMMED = ("requests", "ok_requests", "images", "correct", "checked", "late_sends", "pool_waits", "sum_us")
 
 
@@ -63,7 +64,12 @@ class Tally:
     max_us: float | None = None
     errors_by_code: dict = field(default_factory=dict)
     error_examples: dict = field(default_factory=dict)
-    window_counts: dict = field(default_factory=dict)
+    window_counts: dict = field(default_factory=dict)  # completions per window, by when they completed
+    # Per window, by intended send time: the sends the schedule put there (open loop), and the OK calls
+    # sent there with their summed latency (a mean that grows window to window is a queue building).
+    scheduled_counts: dict = field(default_factory=dict)
+    sent_ok_counts: dict = field(default_factory=dict)
+    sent_latency_sum_us: dict = field(default_factory=dict)
     lag_histogram: HdrHistogram = field(default_factory=stats.new_histogram)  # open loop: sent - intended, µs
     lag_max_us: float | None = None
 
@@ -72,6 +78,7 @@ class Tally:
         wire = {name: getattr(self, name) for name in (*_SUMMED, "min_us", "max_us", "lag_max_us")}
         return {**wire, "histogram": stats.encode(self.histogram), "errors_by_code": dict(self.errors_by_code),
                 "error_examples": dict(self.error_examples), "window_counts": dict(self.window_counts),
+                **{name: dict(getattr(self, name)) for name in _PER_SENT_WINDOW},
                 "lag_histogram": stats.encode(self.lag_histogram)}
 
     def add_delta(self, delta: dict) -> None:
@@ -86,6 +93,8 @@ class Tally:
         self.max_us = _extreme(max, self.max_us, delta["max_us"])
         _add_counts(self.errors_by_code, delta["errors_by_code"])
         _add_counts(self.window_counts, delta["window_counts"])
+        for name in _PER_SENT_WINDOW:
+            _add_counts(getattr(self, name), delta.get(name, {}))
         for code, text in delta["error_examples"].items():
             self.error_examples.setdefault(code, text)
 
@@ -121,8 +130,10 @@ class Collector(Tally):
         self.requests += 1
         if record.sent_unix_s - record.intended_unix_s > self.late_threshold_s:
             self.late_sends += 1
+        sent_window = self.window_index(record.intended_unix_s)
         if record.scheduled:
             self._add_lag(record.dispatch_lag_us)
+            _add_counts(self.scheduled_counts, {sent_window: 1})
         if not record.ok:
             self.errors_by_code[record.status] = self.errors_by_code.get(record.status, 0) + 1
             self.error_examples.setdefault(record.status, record.error[:300])
@@ -132,9 +143,15 @@ class Collector(Tally):
         self.correct += record.correct
         self.checked += record.checked
         self._add_latency(record.latency_us)
-        done = record.intended_unix_s + record.latency_us / 1e6
-        index = int((done - self.start_unix_s) // self.window_s)
-        self.window_counts[str(index)] = self.window_counts.get(str(index), 0) + 1
+        _add_counts(self.sent_ok_counts, {sent_window: 1})
+        _add_counts(self.sent_latency_sum_us, {sent_window: record.latency_us})
+        done_window = self.window_index(record.intended_unix_s + record.latency_us / 1e6)
+        _add_counts(self.window_counts, {done_window: 1})
+
+    def window_index(self, unix_s: float) -> str:
+        """The throughput window `unix_s` falls in, as a string (window indexes cross Locust's messages as
+        map keys)."""
+        return str(int((unix_s - self.start_unix_s) // self.window_s))
 
     def _add_lag(self, lag_us: float) -> None:
         stats.record_us(self.lag_histogram, lag_us)

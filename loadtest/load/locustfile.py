@@ -284,7 +284,10 @@ def run_summary(complete: bool) -> LoadSummary:
         window_rps=stats.window_counts_to_rps(agg.window_counts, options.window_s, windows),
         cpu_s_by_pid=RUN.cpu, model_version=RUN.model_version, in_flight_abandoned=RUN.abandoned,
         locust=locust_totals(), dispatch_lag=agg.dispatch_lag(),
-        window_start_unix_s=RUN.collector.start_unix_s if RUN.collector else None)
+        window_start_unix_s=RUN.collector.start_unix_s if RUN.collector else None,
+        window_scheduled_rps=(stats.window_counts_to_rps(agg.scheduled_counts, options.window_s, windows)
+                              if agg.scheduled_counts else []),
+        window_latency_ms=stats.window_means_ms(agg.sent_latency_sum_us, agg.sent_ok_counts, windows))
 
 
 def locust_totals() -> LocustTotals:

@@ -52,6 +52,10 @@ class LoadSummary:
     locust: LocustTotals | None = field(default=None)
     dispatch_lag: LatencySummary | None = None  # open loop: actual - intended send time, merged over processes
     window_start_unix_s: float | None = None  # when the measured window opened (the master's clock)
+    # Per window, by intended send time: open loop's sends scheduled there ([] for a closed loop), and the
+    # mean latency (ms; None: no OK call) of the calls sent there.
+    window_scheduled_rps: list[float] = field(default_factory=list)
+    window_latency_ms: list[float | None] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -29,10 +29,10 @@ from rich.table import Table
 from loadtest.confidence import DEFAULT_CONFIDENCE
 from loadtest.records import CellResult
 from loadtest.sweep import plan as plans
-from loadtest.sweep.capacity import CapacityAnswer, CapacitySearch, Measured, Role, SearchSettings
-from loadtest.sweep.conclusion import describe_pair
+from loadtest.sweep.capacity import AnswerKind, CapacityAnswer, CapacitySearch, Measured, Role, SearchSettings, Step
+from loadtest.sweep.conclusion import DEFAULT_OBJECTIVES_MS, describe_pair, describe_unsteady
 from loadtest.sweep.probe import Prober
-from loadtest.sweep.runner import CellRunner
+from loadtest.sweep.runner import CellRunner, Interrupted, cell_estimate_s
 from loadtest.sweep.servers import Slot, StartFailed
 from loadtest.tables import plain_table
 from loadtest.verdicts import client_limited
@@ -60,6 +60,7 @@ class CapacityRequest:
     confidence: float = DEFAULT_CONFIDENCE  # every verdict's, on p99 <= the objective
     max_rate_s: float = 30.0  # measured seconds at one rate, its extensions included
     gate: bool = False  # start_rps is a rate to beat: a search that does not pass there ends at once
+    objectives: tuple[float, ...] = DEFAULT_OBJECTIVES_MS  # p99s its cells are also answered at (recorded)
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,17 @@ class Outcome:
     answer: CapacityAnswer | None
     failure: str = ""
     p99_ms: float | None = None  # the search's objective (the plan's for its batch size, else --p99-ms)
+    search_id: str = ""  # its cells' `search["id"]`
 
     @property
     def met(self) -> bool:
+        """A confirmed capacity."""
         return self.answer is not None and self.answer.met
+
+    @property
+    def passed(self) -> bool:
+        """A passing rate answered, confirmed or not."""
+        return self.answer is not None and self.answer.kind != AnswerKind.NONE
 
 
 @dataclass
@@ -96,8 +104,9 @@ class CapacityRun:
         settings = SearchSettings(p99_ms=r.p99_ms, start_rps=start, precision=r.precision, min_rps=r.min_rps,
                                   max_steps=r.max_steps, max_s=r.max_s, confidence=r.confidence,
                                   max_rate_s=r.max_rate_s, gate=r.gate, window_s=r.plan.run.measure_s,
-                                  confirm_window_s=r.plan.run.measure_s * r.confirm_factor)
-        return CapacitySearch(settings, self._measure).run()
+                                  confirm_window_s=r.plan.run.measure_s * r.confirm_factor,
+                                  cell_overhead_s=cell_estimate_s(r.plan.run) - r.plan.run.measure_s)
+        return CapacitySearch(settings, self._measure, interrupts=(Interrupted, KeyboardInterrupt)).run()
 
     def _start_from_probe(self) -> float:
         """Half the throughput a short closed loop gets (never below min_rps)."""
@@ -137,18 +146,21 @@ class CapacityRun:
         return max(1, cpu_cores() - server) if server else self._processes
 
     def _cell(self, cell: plans.Cell, run: plans.RunSettings, role: Role, rate_rps: float | None, confirming: bool):
-        tag = search_tag(self.search_id, role, self.request.p99_ms, rate_rps, self.request.confidence, confirming)
+        tag = search_tag(self.search_id, role, self.request.p99_ms, rate_rps, self.request.confidence, confirming,
+                         self.request.objectives)
         result, probe = self.cells.measure(self.prober, self.target, cell, run, 0, self.model_version, search=tag)
         self.model_version = probe.model_version or self.model_version
         return result, probe
 
 
 def search_tag(search_id: str, role: Role, p99_ms: float, rate_rps: float | None,
-               confidence: float = DEFAULT_CONFIDENCE, confirming: bool = False) -> dict:
+               confidence: float = DEFAULT_CONFIDENCE, confirming: bool = False,
+               objectives: tuple[float, ...] = DEFAULT_OBJECTIVES_MS) -> dict:
     """What a search's cell records about the search (`CellResult.search`); the runner adds the cell's own
-    evidence on the objective (`loadtest.verdicts.evidence_record`)."""
+    evidence on the objective (`loadtest.verdicts.evidence_record`). `objectives`: the p99s the report
+    answers the search's cells at, besides its own (`loadtest.analysis.answers.objective_answers`)."""
     return {"id": search_id, "role": role.value, "p99_objective_ms": p99_ms, "offered_rps": rate_rps,
-            "confidence": confidence, "confirming": confirming}
+            "confidence": confidence, "confirming": confirming, "objectives": list(objectives)}
 
 
 class _NotMeasured(Exception):
@@ -173,7 +185,8 @@ class Capacities:
         self.prober = Prober(self.request.plan.run)
 
     def run(self) -> list[Outcome]:
-        """Every search in turn; Interrupted (Ctrl-C) propagates after the running cell was recorded."""
+        """Every search in turn; Interrupted (Ctrl-C, SIGTERM) propagates after the running cell was recorded
+        and the running search answered from the cells before it (its outcome kept in `outcomes`)."""
         self.cells.say(f"capacity run {self.run_id}: {self._objectives()}, "
                        f"{len(self.servers)} server(s) x request batch {', '.join(map(str, self.batch_sizes))}; "
                        f"results in {self.run_dir}")
@@ -213,10 +226,13 @@ class Capacities:
         try:
             answer = run.run()
         except _NotMeasured as exc:
-            return self._ended(Outcome(target.name, batch_size, None, str(exc), p99_ms))
-        outcome = Outcome(target.name, batch_size, answer, p99_ms=p99_ms)
+            return self._ended(Outcome(target.name, batch_size, None, str(exc), p99_ms, search_id))
+        outcome = Outcome(target.name, batch_size, answer, p99_ms=p99_ms, search_id=search_id)
         self.cells.say(plain_table(trail_table(answer), 10_000) + "\n" + outcome_line(outcome, request.p99_ms, True))
-        return self._ended(outcome)
+        self._ended(outcome)
+        if answer.interrupted:
+            raise Interrupted()
+        return outcome
 
     def _objectives(self) -> str:
         """`p99 <= 10 ms` and, where the plan sets another objective for a batch size, that one too."""
@@ -229,8 +245,9 @@ class Capacities:
         cell = plans.Cell(LoadMode.OPEN, batch_size, None, None)
         p99_ms = self.request.plan.capacity.p99_ms(batch_size, self.request.p99_ms)
         self.cells.not_run(target, cell, self.request.plan.run, reason, 0,
-                           search=search_tag(search_id, Role.START, p99_ms, None, self.request.confidence))
-        return self._ended(Outcome(target.name, batch_size, None, reason, p99_ms))
+                           search=search_tag(search_id, Role.START, p99_ms, None, self.request.confidence,
+                                             objectives=self.request.objectives))
+        return self._ended(Outcome(target.name, batch_size, None, reason, p99_ms, search_id))
 
     def _ended(self, outcome: Outcome) -> Outcome:
         self.outcomes.append(outcome)
@@ -258,22 +275,35 @@ def _ms(value: float | None) -> str:
 
 
 def answer_line(answer: CapacityAnswer, what: str = "") -> str:
-    """`capacity: [what: ]...` with req/s, img/s, the confirmed estimate and the bounds, or why there is none."""
+    """`capacity: [what: ]...` with the answered rate, what it rests on (`confirmed`, or `passed, not confirmed`),
+    img/s, the estimate and the bounds; or `none`/`unmet` and why. An interrupted search says so."""
     prefix = f"capacity: {what + ': ' if what else ''}"
     c = answer.conclusion
     cells = f"{len(answer.steps)} cells, {answer.ended_because}"
     extra = "".join(f"; not monotone: {describe_pair(pair)}" for pair in c.not_monotone)
-    if c.capacity is None:
+    step = c.answer
+    if step is None:  # the reason names any unsteady rate
         if c.stalls is not None:
             return f"{prefix}unmet at p99 <= {answer.p99_ms:g} ms: {c.stalls.describe(answer.p99_ms)} ({cells}){extra}"
         return f"{prefix}none at p99 <= {answer.p99_ms:g} ms: {c.unmet_reason()} ({cells}){extra}"
-    r: CellResult = c.capacity.result
-    e = c.capacity.verdict.evidence
-    evidence = f"p99 <= {e.estimate_ms:.3f} ms at {e.confidence:.0%} confidence (N={e.requests}, k={e.over})" if e \
-        else "passed"
+    extra = "".join(f"; {describe_unsteady(pair)}" for pair in c.unsteady) + extra
+    if c.capacity is not None and c.best_pass is not None:
+        extra = f"; higher, passed, not confirmed: {_rests_on(c.best_pass)}" + extra
+    r: CellResult = step.result
     bound = "at least " if c.at_least else ""
-    return (f"{prefix}{bound}{c.capacity.rate_rps:g} req/s ({r.throughput_ips:.1f} img/s), confirmed: {evidence} "
-            f"<= {answer.p99_ms:g} ms (p50 {r.latency_p50_ms} ms); {c.uncertainty()} ({cells}){extra}")
+    return (f"{prefix}{bound}{step.rate_rps:g} req/s ({r.throughput_ips:.1f} img/s), {c.kind.value}: "
+            f"{_evidence(step)} <= {answer.p99_ms:g} ms (p50 {r.latency_p50_ms} ms); {c.uncertainty()} "
+            f"({cells}){extra}")
+
+
+def _evidence(step: Step) -> str:
+    e = step.verdict.evidence
+    return f"p99 <= {e.estimate_ms:.3f} ms at {e.confidence:.0%} confidence (N={e.requests}, k={e.over})" if e \
+        else "passed"
+
+
+def _rests_on(step: Step) -> str:
+    return f"{step.rate_rps:g} req/s ({_evidence(step)})"
 
 
 def outcome_line(outcome: Outcome, p99_ms: float, named: bool) -> str:

@@ -58,7 +58,8 @@ def cell_flags(ctx: CellContext, spec: LoadSpec, summary: LoadSummary, failure: 
         process_cpu_percents=process_cpu, total_cpu_percent=sum(process_cpu), cores=ctx.cores,
         window_rps=summary.window_rps, pool_waits=summary.pool_waits, window_s=ctx.run.window_s,
         poisson=spec.arrival == Arrival.POISSON, dispatch_lag_us=lag_us(summary, percentile[1]),
-        dispatch_lag_limit_us=(spec.dispatch_lag_limit_ms or 0) * 1000, dispatch_lag_percentile=percentile[0])
+        dispatch_lag_limit_us=(spec.dispatch_lag_limit_ms or 0) * 1000, dispatch_lag_percentile=percentile[0],
+        window_scheduled_rps=summary.window_scheduled_rps)
     failed = [ValidityFlag(Flag.FAILED, failure)] if failure else []
     return failed + [ValidityFlag(flag, reason) for flag, reason in pairs]
 
@@ -94,7 +95,8 @@ def measured_result(ctx: CellContext, index: int, label: ServerLabel, spec: Load
         locust_stats=asdict(summary.locust) if summary.locust else {}, pool_full_waits=summary.pool_waits,
         dispatch_lag_p50_us=lag_us(summary, "p50_ms"), dispatch_lag_p99_us=lag_us(summary, "p99_ms"),
         dispatch_lag_max_us=lag_us(summary, "max_ms"), **telemetry_fields(device or Telemetry()),
-        server_phases=server_phases or {}, device_floor=device_floor or {})
+        server_phases=server_phases or {}, device_floor=device_floor or {},
+        window_scheduled_rps=summary.window_scheduled_rps, window_latency_ms=summary.window_latency_ms)
 
 
 def telemetry_fields(device: Telemetry) -> dict:

@@ -9,6 +9,10 @@ so both read the same answer:
 - the capacity is the highest rate whose confirmation passed; the lowest rate above it that failed
   (with confidence) bounds it from above; rates above it that stayed inconclusive are listed with
   their N, never read as a pass or a fail;
+- a search cut short before it confirmed its highest pass still answers with its best evidence: the
+  highest rate above the capacity (and below any failing rate) whose own windows passed, labelled
+  "passed, not confirmed" (`AnswerKind`); "none" only when nothing passed;
+- a rate that passed and whose confirmation then failed is *unsteady*, named with both verdicts;
 - a pass above a fail is reported as not monotone, naming both;
 - a load generator that did not keep up above the capacity makes it a lower bound ("at least");
 - stalls independent of the load: where three or more rates that did not pass, with p50 at most 60%
@@ -35,6 +39,17 @@ STALL_RATE_SPAN = 3.8  # the rates that did not pass span about a factor of 4 (t
 STALL_MIN_RATES = 3  # rates that did not pass, with p50 well under the objective
 STALL_SHARE_KEPT = 0.5  # the over-objective share at the lowest rate is at least this share of the highest's
 STALL_MIN_OVER = 2  # requests over the objective at the lowest rate, for its share to mean something
+
+
+DEFAULT_OBJECTIVES_MS = (5.0, 10.0, 25.0, 50.0, 100.0)  # p99 objectives one search's cells are also answered at
+
+
+class AnswerKind(StrEnum):
+    """What a capacity answer rests on."""
+
+    CONFIRMED = "confirmed"  # a separate, longer measurement at the rate passed too
+    PASSED = "passed, not confirmed"  # the rate's own windows passed; its confirmation was not (yet) measured
+    NONE = "none"  # nothing passed
 
 
 class Role(StrEnum):
@@ -150,10 +165,24 @@ class Conclusion:
     loadgen_limited_rps: float | None = None  # lowest rate above the capacity where the load generator was the limit
     not_monotone: tuple[tuple[Step, Step], ...] = ()  # (a pass, a fail at a lower rate)
     stalls: Stalls | None = None
+    best_pass: Step | None = None  # the highest unconfirmed pass above the capacity, below any failing rate
+    unsteady: tuple[tuple[Step, Step], ...] = ()  # (a rate's pass, its confirmation that then failed)
 
     @property
     def met(self) -> bool:
+        """A confirmed capacity (the tuner compares only those)."""
         return self.capacity is not None
+
+    @property
+    def kind(self) -> AnswerKind:
+        if self.capacity is not None:
+            return AnswerKind.CONFIRMED
+        return AnswerKind.PASSED if self.best_pass is not None else AnswerKind.NONE
+
+    @property
+    def answer(self) -> Step | None:
+        """The rate answered: the confirmed capacity, else the best unconfirmed pass (None: nothing passed)."""
+        return self.capacity or self.best_pass
 
     @property
     def capacity_rps(self) -> float | None:
@@ -166,17 +195,19 @@ class Conclusion:
                                                           or self.loadgen_limited_rps < self.lowest_failing_rps)
 
     def upper_rps(self) -> float | None:
-        """The lowest rate above the capacity that did not pass (failed, or stayed inconclusive)."""
-        above = [s.rate_rps for s in self.inconclusive]
+        """The lowest rate above the answer (the capacity, else the best unconfirmed pass) that did not pass
+        (failed, or stayed inconclusive)."""
+        floor = self.answer.rate_rps if self.answer else 0.0
+        above = [s.rate_rps for s in self.inconclusive if s.rate_rps > floor]
         if self.lowest_failing_rps is not None:
             above.append(self.lowest_failing_rps)
         return min(above, default=None)
 
     def uncertainty(self) -> str:
-        """`between 730 and 766 req/s` or `at least 730 req/s` and what bounds it."""
-        if self.capacity is None:
+        """`between 730 and 766 req/s` or `at least 730 req/s` and what bounds it (of the answered rate)."""
+        if self.answer is None:
             return ""
-        low = f"{self.capacity.rate_rps:g}"
+        low = f"{self.answer.rate_rps:g}"
         if self.at_least:
             return f"at least {low} req/s: the load generator was the limit at {self.loadgen_limited_rps:g} req/s"
         upper = self.upper_rps()
@@ -190,7 +221,7 @@ class Conclusion:
         """Why there is no capacity: stalls, or what was measured above, with N where inconclusive."""
         if self.stalls is not None:
             return f"unmet: {self.stalls.describe(self.p99_ms)}"
-        parts = []
+        parts = [describe_unsteady(pair) for pair in self.unsteady]
         if self.lowest_failing_rps is not None:
             parts.append(f"lowest failing rate {self.lowest_failing_rps:g} req/s")
         for step in self.inconclusive[:3]:
@@ -207,6 +238,21 @@ def _not_monotone(last: dict[tuple[float, bool], Step]) -> tuple[tuple[Step, Ste
     return tuple((p, f) for p in passes for f in fails if p.rate_rps > f.rate_rps)
 
 
+def _unsteady(last: dict[tuple[float, bool], Step]) -> tuple[tuple[Step, Step], ...]:
+    """Rates whose own windows passed and whose confirmation then failed, lowest first."""
+    pairs = [(s, last[(s.rate_rps, True)]) for s in last.values() if not s.confirming and s.verdict.passed
+             and (s.rate_rps, True) in last and last[(s.rate_rps, True)].verdict.decision == Decision.FAIL]
+    return tuple(sorted(pairs, key=lambda pair: pair[0].rate_rps))
+
+
+def _best_pass(last: dict[tuple[float, bool], Step], floor: float, failing: float | None) -> Step | None:
+    """The highest rate above `floor` whose own windows passed, below the lowest failing rate (a rate whose
+    confirmation failed is failing), and not itself a failed confirmation's rate."""
+    ceiling = failing if failing is not None else float("inf")
+    passes = [s for s in last.values() if not s.confirming and s.verdict.passed and floor < s.rate_rps < ceiling]
+    return max(passes, key=lambda s: s.rate_rps, default=None)
+
+
 def conclude(steps: Sequence[Step], p99_ms: float) -> Conclusion:
     """The capacity, its bounds, and what else the steps show (see the module docstring)."""
     last = final_verdicts(steps)
@@ -214,12 +260,20 @@ def conclude(steps: Sequence[Step], p99_ms: float) -> Conclusion:
     capacity = max(confirmed, key=lambda s: s.rate_rps, default=None)
     floor = capacity.rate_rps if capacity else 0.0
     above = [s for s in last.values() if s.rate_rps > floor]
-    failing = [s.rate_rps for s in above if s.verdict.decision == Decision.FAIL]
+    failing = min((s.rate_rps for s in above if s.verdict.decision == Decision.FAIL), default=None)
     inconclusive = tuple(sorted((s for s in above if s.verdict.decision == Decision.INCONCLUSIVE),
                                 key=lambda s: s.rate_rps))
     limited = [s.rate_rps for s in above if s.verdict.decision == Decision.LOADGEN]
-    return Conclusion(p99_ms, capacity, min(failing, default=None), inconclusive, min(limited, default=None),
-                      _not_monotone(last), stalls(steps, p99_ms))
+    return Conclusion(p99_ms, capacity, failing, inconclusive, min(limited, default=None),
+                      _not_monotone(last), stalls(steps, p99_ms), _best_pass(last, floor, failing), _unsteady(last))
+
+
+def describe_unsteady(pair: tuple[Step, Step]) -> str:
+    """`passed at 1295.5 req/s, then its confirmation failed (k=1,276 of 7,569): unsteady`."""
+    passed, failed = pair
+    e = failed.verdict.evidence
+    how = f"k={e.over:,} of {e.requests:,}" if e else failed.verdict.reason
+    return f"passed at {passed.rate_rps:g} req/s, then its confirmation failed ({how}): unsteady"
 
 
 def describe_pair(pair: tuple[Step, Step]) -> str:

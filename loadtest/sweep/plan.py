@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.load.inputs import InputError, InputOptions, effective_check, options_for, resolve_input_kind
+from loadtest.sweep.conclusion import DEFAULT_OBJECTIVES_MS
 from loadtest.vocab import Arrival, Check, InputKind, LoadMode, Protocol
 from serving.deploy.config import split_base_path
 from serving.deploy.process import cpu_list
@@ -62,6 +63,7 @@ class RunSettings:
     input_shapes: tuple[str, ...] = ()  # "NAME:DIMS" for inputs with -1 dims past the batch, e.g. "features:4,4"
     startup_timeout_s: float = 90.0  # Locust start-up before the cell's clock runs
     loadgen_cpus: str = ""  # pin the Locust processes to these cores (`taskset -c`, e.g. "1"); "" = not pinned
+    host_probe: bool = True  # a 1 ms sleep loop on the server's and the load generator's cores (`sweep.hiccups`)
 
 
 @dataclass(frozen=True)
@@ -112,12 +114,19 @@ class LaunchSettings:
 @dataclass(frozen=True)
 class CapacityObjectives:
     """`[capacity]`: the p99 objective of a capacity search per request batch size (`p99_ms_by_batch =
-    { 32 = 25.0 }`), over the command's `--p99-ms` for those batch sizes; the plan file says why."""
+    { 32 = 25.0 }`), over the command's `--p99-ms` for those batch sizes; the plan file says why. And the
+    p99 objectives every search's cells are also answered at (`objectives = [5, 10, 25, 50, 100]`; empty:
+    `loadtest.sweep.conclusion.DEFAULT_OBJECTIVES_MS`), under the command's `--objectives`."""
 
     p99_ms_by_batch: dict = field(default_factory=dict)  # request batch (a TOML key: text) -> p99 ms
+    objectives: tuple[float, ...] = ()  # p99 ms
 
     def p99_ms(self, batch_size: int, default: float) -> float:
         return float(self.p99_ms_by_batch.get(str(batch_size), default))
+
+    def objectives_ms(self) -> tuple[float, ...]:
+        """The objectives a search's cells are answered at, lowest first."""
+        return tuple(sorted({float(v) for v in self.objectives})) or DEFAULT_OBJECTIVES_MS
 
 
 @dataclass(frozen=True)
@@ -137,7 +146,7 @@ class Plan:
                     "server_names": self.server_names, "targets": tuple(map(target_dict, self.targets))}
         if self.configs:
             recorded.update(configs=[asdict(c) for c in self.configs], launch=asdict(self.launch))
-        if self.capacity.p99_ms_by_batch:
+        if self.capacity.p99_ms_by_batch or self.capacity.objectives:
             recorded.update(capacity=asdict(self.capacity))
         return recorded
 
@@ -326,6 +335,9 @@ def _validate_objectives(capacity: CapacityObjectives) -> None:
         if not str(batch).isdigit() or int(batch) < 1 or not isinstance(p99_ms, (int, float)) or p99_ms <= 0:
             raise PlanError(f"[capacity] p99_ms_by_batch: {batch} = {p99_ms!r}: expected a request batch size "
                             "= a positive p99 in ms")
+    if not isinstance(capacity.objectives, tuple) or any(
+            isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 for v in capacity.objectives):
+        raise PlanError(f"[capacity] objectives = {capacity.objectives!r}: expected a list of positive p99s in ms")
 
 
 def _validate_grid(grid: Grid) -> None:

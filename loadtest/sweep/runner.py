@@ -4,12 +4,13 @@ For each server, in order (started by the tool when the plan names configuration
 `loadtest.sweep.servers`, and stopped before the next): probe it (one real Predict), then for each
 cell scrape its Prometheus metrics, run Locust headless (`loadtest.sweep.locust_run`: warm-up, then
 the measured window, then drain) while sampling the server's CPU, memory and GPU
-(`loadtest.sweep.telemetry`), scrape again (where the server's time went: `loadtest.sweep.phases`; its
-device floor: `loadtest.sweep.floors`), probe again, and append the cell's record to
-`results/<UTC time>/results.jsonl` (plus `results.csv`, a console line, and Locust's log under
-`logs/`). A server that does not start, or stops answering, fails its cells with the reason, and its remaining cells
-are recorded as not run; Ctrl-C fails the running cell, keeps every earlier record, and ends the
-sweep.
+(`loadtest.sweep.telemetry`) and the host's stalls on the server's and the load generator's cores
+(`loadtest.sweep.hiccups`; `[run] host_probe = false` turns it off), scrape again (the server's own
+latency over the cell and where its time went: `loadtest.sweep.phases`; its device floor:
+`loadtest.sweep.floors`), probe again, and append the cell's record to `results/<UTC time>/results.jsonl`
+(plus `results.csv`, a console line, and Locust's log under `logs/`). A server that does not start, or
+stops answering, fails its cells with the reason, and its remaining cells are recorded as not run;
+Ctrl-C fails the running cell, keeps every earlier record, and ends the sweep.
 
 Not for: generating load itself (`loadtest.load.locustfile`), building a cell's record
 (`loadtest.sweep.cell_results`) or choosing servers (`loadtest.sweep.targets`).
@@ -28,10 +29,11 @@ from typing import TextIO
 
 from loadtest.confidence import DEFAULT_CONFIDENCE
 from loadtest.records import CellResult, append_csv, append_result
-from loadtest.sweep import phases, scrape, telemetry
+from loadtest.sweep import hiccups, phases, scrape, telemetry
 from loadtest.sweep import plan as plans
 from loadtest.sweep.cell_results import CellContext, collect_provenance, failed_result, load_spec, measured_result
 from loadtest.sweep.console import console_table, describe, progress_line
+from loadtest.sweep.device_sources import ServerSource
 from loadtest.sweep.floors import FloorSource
 from loadtest.sweep.locust_run import cell_deadline_s, locust_command, run_locust
 from loadtest.sweep.probe import Probe, Prober
@@ -41,8 +43,11 @@ from loadtest.sweep.targets import SweepError, server_label
 from loadtest.verdicts import evidence_record, verdict_of
 from loadtest.vocab import CellStatus
 from model_export.provenance import cpu_cores
-from serving.deploy.process import pinned_cores
+from serving.deploy.process import cpu_list, pinned_cores
 from serving.endpoint import ServedEndpoint
+
+PROBE_MARGIN_S = 10.0  # the host probe exits by itself this long after the cell's own deadline
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 
 
 class Interrupted(Exception):
@@ -95,12 +100,17 @@ class CellRunner:
         before = scrape.scrape(target.rest_url)
         try:
             with telemetry.sampling(target) as sampler:
-                resources = server_resources(target, sampler.server, os.cpu_count() or 1,
-                                             str(ctx.provenance.get("cpu_model", "")))
-                locust = run_locust(command, summary_path, self.run_dir / "logs" / f"cell-{index:03d}.log",
-                                    cell_deadline_s(run))
-                device = sampler.window(*telemetry.measured_window(locust.summary, summary_path, run.measure_s,
-                                                                   sampler.clock()))
+                cores, unprobed = probe_cores(run, target, sampler.server)
+                with hiccups.probing(cores, self.run_dir / "probes" / f"cell-{index:03d}",
+                                     cell_deadline_s(run) + PROBE_MARGIN_S) as probes:
+                    resources = server_resources(target, sampler.server, os.cpu_count() or 1,
+                                                 str(ctx.provenance.get("cpu_model", "")))
+                    locust = run_locust(command, summary_path, self.run_dir / "logs" / f"cell-{index:03d}.log",
+                                        cell_deadline_s(run))
+                    window = telemetry.measured_window(locust.summary, summary_path, run.measure_s, sampler.clock())
+                    host_probe = ({**probes.record(*window), **unprobed} if run.host_probe
+                                  else hiccups.off_record())
+                device = sampler.window(*window)
         except KeyboardInterrupt:
             self.record(failed_result(ctx, index, label, spec, "interrupted (Ctrl-C) during the cell"), total, search)
             raise Interrupted() from None
@@ -114,7 +124,9 @@ class CellRunner:
             result = measured_result(ctx, index, label, spec, locust.summary, scrape.cell_figures(before, after),
                                      failure, device, server_phases=phases.server_phases(before, after, target.kind),
                                      device_floor=self.floors.floor_for(target, after))
-        return self.record(replace(result, server_resources=resources), total, search), probe
+        result = replace(result, server_resources=resources, host_probe=host_probe,
+                         server_latency=phases.server_latency(before, after))
+        return self.record(result, total, search), probe
 
     def not_run(self, target: ServedEndpoint, cell: plans.Cell, run: plans.RunSettings, reason: str,
                 total: int, model_version: int | None = None, search: dict | None = None) -> CellResult:
@@ -203,6 +215,25 @@ def with_evidence(search: dict, result: CellResult) -> dict:
     verdict = verdict_of([result], float(search["p99_objective_ms"]),
                          float(search.get("confidence", DEFAULT_CONFIDENCE)))
     return {**search, "evidence": evidence_record(verdict)}
+
+
+def probe_cores(run: plans.RunSettings, target: ServedEndpoint,
+                server: ServerSource | None) -> tuple[dict[str, frozenset[int]], dict[str, dict]]:
+    """The cores each side's host probe is pinned to, and the sides it cannot probe with why: the server's
+    (its process's affinity; all of this host's cores for a container or a local address) and the load
+    generator's (`loadgen_cpus`, else all). None at all when `[run] host_probe = false`."""
+    if not run.host_probe:
+        return {}, {}
+    everywhere = frozenset(os.sched_getaffinity(0))
+    cores = {"loadgen": frozenset(cpu_list(run.loadgen_cpus)) if run.loadgen_cpus else everywhere}
+    unprobed = {}
+    if server is not None:
+        cores["server"] = server.cpu_set or everywhere
+    elif target.host in LOCAL_HOSTS:
+        cores["server"] = everywhere
+    else:
+        unprobed["server"] = {"note": f"the server at {target.host} is not on this host"}
+    return cores, unprobed
 
 
 def cell_estimate_s(run: plans.RunSettings) -> float:

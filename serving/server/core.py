@@ -3,7 +3,8 @@
 `ServingCore` checks the signature and inputs before TensorFlow sees anything, then runs the
 model on the calling thread, or hands the request to the batch scheduler of its model version.
 `ServerConfig` is everything one server process needs; `select_device` pins TensorFlow (or asks
-JAX, on the jax backend, without importing TensorFlow).
+JAX, on the jax backend; the null backend names the CPU and touches no runtime), importing TensorFlow
+only for the savedmodel backend: the device bundle's machines have none.
 
 Not for: protocol conversion (`serving.server.grpc_api`, `serving.server.rest`) or the process
 lifecycle (`serving.server.app`).
@@ -31,6 +32,7 @@ from serving.server.runtimes import Backend, Runtime, runtime_of
 from serving.server.validation import check_inputs, check_outputs
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+NULL_GPU_NAME = "no GPU used (null backend)"
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ def select_device(device: str, backend: str) -> str:
         from serving.server.jax_backend import device_name
 
         return device_name(device)
+    if backend == Backend.NULL:
+        return cpu_model_name() if device == Device.CPU else NULL_GPU_NAME
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")

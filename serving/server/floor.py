@@ -4,7 +4,10 @@ Measured once at start, after warm-up and before the server reports ready, by ca
 directly with zeros of the signature's inputs: the latency no request can beat and the images/s no
 server on this device can pass, whatever the serving path around it costs. Beside it, the round trip
 of a trivial computation to the device and back (`device_put` + add + fetch on JAX, `tf.constant` +
-`tf.add` + `.numpy()` on TensorFlow) bounds any single device call.
+`tf.add` + `.numpy()` on TensorFlow) bounds any single device call. Where that runtime's own dispatch
+is what costs (JAX on a GPU: ~0.6 ms per call where the GPU's own round trip is ~0.04 ms), the device's
+own round trip measured by another runtime (PyTorch's, probed by the device bundle before it starts a
+server, handed over in `DEVICE_ROUND_TRIP_ENV`) is kept beside it, so a report can tell the two apart.
 
 `measure_floor` is pure apart from the calls it times, so the load test can call it in-process too
 (for a TF Serving container's host). Not for: the per-request phases (`serving.server.phases`) or
@@ -13,9 +16,10 @@ exporting the figures (`serving.server.metrics`, `serving.server.grpc_api.server
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 
@@ -28,6 +32,8 @@ SOURCE_EMBEDDED = "embedded server at start, after warm-up"
 NO_BATCHING_SIZES = tuple(2 ** i for i in range(10))  # 1, 2, 4, ..., 512
 MAX_RUNS = 500  # per batch size: enough for a p99; the budget usually stops it first
 ROUND_TRIP_SHARE = 0.1  # of the budget, for the round trip
+DEVICE_ROUND_TRIP_ENV = "MNIST_BENCH_DEVICE_ROUND_TRIP_US"  # the device's own round trip, µs, measured elsewhere
+DEVICE_ROUND_TRIP_NOTE_ENV = "MNIST_BENCH_DEVICE_ROUND_TRIP_NOTE"  # what measured it
 
 
 @dataclass(frozen=True)
@@ -52,22 +58,38 @@ class DeviceFloor:
     round_trip_us: float | None
     round_trip_note: str
     budget_s: float
+    device_round_trip_us: float | None = None  # the device's own, by another runtime (None: not known)
+    device_round_trip_note: str = ""
 
     def as_dict(self) -> dict:
         """The JSON form served in server_info["device_floor"]."""
         return {"source": self.source, "device": self.device, "runtime": self.runtime,
                 "batches": [asdict(b) for b in self.batches], "round_trip_us": self.round_trip_us,
-                "round_trip_note": self.round_trip_note, "budget_s": self.budget_s}
+                "round_trip_note": self.round_trip_note, "budget_s": self.budget_s,
+                "device_round_trip_us": self.device_round_trip_us,
+                "device_round_trip_note": self.device_round_trip_note}
 
     @classmethod
     def from_dict(cls, data: dict) -> DeviceFloor:
         """Inverse of as_dict (numbers may arrive as floats, e.g. through a protobuf Struct)."""
         batches = tuple(BatchFloor(int(b["batch_size"]), float(b["latency_us"]), float(b["latency_p99_us"]),
                                    float(b["images_per_s"]), int(b["runs"])) for b in data["batches"])
-        trip = data.get("round_trip_us")
+        trip, own = data.get("round_trip_us"), data.get("device_round_trip_us")
         return cls(str(data["source"]), str(data["device"]), str(data["runtime"]), batches,
                    None if trip is None else float(trip), str(data.get("round_trip_note", "")),
-                   float(data["budget_s"]))
+                   float(data["budget_s"]), None if own is None else float(own),
+                   str(data.get("device_round_trip_note", "")))
+
+
+def device_round_trip_given(environ: Mapping[str, str] | None = None) -> tuple[float | None, str]:
+    """The device's own round trip (µs) and what measured it, as handed over in `DEVICE_ROUND_TRIP_ENV`;
+    (None, "") when not given or not a positive number."""
+    given: Mapping[str, str] = os.environ if environ is None else environ
+    try:
+        value = float(given.get(DEVICE_ROUND_TRIP_ENV, ""))
+    except ValueError:
+        return None, ""
+    return (value, given.get(DEVICE_ROUND_TRIP_NOTE_ENV, "")) if value > 0 else (None, "")
 
 
 def not_measured(reason: str, *, device: str, runtime: str, source: str = SOURCE_EMBEDDED) -> DeviceFloor:
@@ -139,7 +161,8 @@ def measure_floor(model: LoadedModel, signature: str, batch_sizes: Sequence[int]
         times = time_calls(partial(model.run, signature, zeros, outputs), left / (len(sizes) - i))
         batches.append(batch_floor(size, times))
     note = round_trip_note or ("measured" if round_trip is not None else "not measured")
-    return DeviceFloor(source, device, runtime, tuple(batches), trip_us, note, budget_s)
+    own_us, own_note = device_round_trip_given()
+    return DeviceFloor(source, device, runtime, tuple(batches), trip_us, note, budget_s, own_us, own_note)
 
 
 def round_trip_for(backend: str, device: str) -> tuple[Callable[[], None] | None, str]:
@@ -169,5 +192,6 @@ def round_trip_for(backend: str, device: str) -> tuple[Callable[[], None] | None
     return None, "not applicable: the null backend runs nothing on a device"
 
 
-__all__ = ["BatchFloor", "DeviceFloor", "MAX_RUNS", "NO_BATCHING_SIZES", "SOURCE_EMBEDDED", "batch_floor",
-           "floor_batch_sizes", "measure_floor", "not_measured", "round_trip_for", "time_calls", "zeros_for"]
+__all__ = ["BatchFloor", "DEVICE_ROUND_TRIP_ENV", "DEVICE_ROUND_TRIP_NOTE_ENV", "DeviceFloor", "MAX_RUNS",
+           "NO_BATCHING_SIZES", "SOURCE_EMBEDDED", "batch_floor", "device_round_trip_given", "floor_batch_sizes",
+           "measure_floor", "not_measured", "round_trip_for", "time_calls", "zeros_for"]

@@ -117,3 +117,30 @@ def test_each_validity_flag_names_its_reason():
 def test_the_dispatch_lag_read_has_at_least_five_sends_above_it(sends, percentile):
     """Two hiccups in a 100-send cell are its p99: the rule reads the p95 there, as late sends need 5."""
     assert stats.lag_percentile(sends) == (percentile, f"{percentile}_ms")
+
+
+def test_schedule_gap_compares_each_window_with_its_own_sends():
+    # The H100 run's gpu-gpu cell at 203.6 req/s, 0.5 s windows: the seeded schedule itself sent 95, 99, 65, 122,
+    # 94 requests (190, 198, 130, 244, 188 req/s) and the server completed exactly those: no gap at all.
+    sent = [190.0, 198.0, 130.0, 244.0, 188.0]
+    assert stats.max_consecutive_change(sent, 0.5, poisson=True) == pytest.approx(114 / 244)  # the old rule's 47%
+    assert stats.max_schedule_gap(sent, sent, 0.5) == 0.0
+    # 61 of 122 scheduled sends completed in window 3: 61 short > 3 * sqrt(122) = 33.1, 50% of the larger.
+    assert stats.max_schedule_gap([190.0, 198.0, 130.0, 122.0], sent[:4], 0.5) == pytest.approx(0.5)
+    # 110 of 122: 12 short < 33.1, counting noise.
+    assert stats.max_schedule_gap([190.0, 198.0, 130.0, 220.0], sent[:4], 0.5) == 0.0
+    # Ahead of the schedule (a backlog draining): 2,000 done against 1,500 sent in 1 s windows, 25%.
+    assert stats.max_schedule_gap([2000.0], [1500.0], 1.0) == pytest.approx(0.25)
+
+
+def test_unstable_reads_the_schedule_when_it_was_counted_else_the_old_rule():
+    seeded = [190.0, 198.0, 130.0, 244.0, 188.0]
+    common = dict(errors=0, requests=475, errors_by_code={}, late_sends=0, process_cpu_percents=[20.0],
+                  total_cpu_percent=20.0, cores=4, window_rps=seeded, window_s=0.5, poisson=True)
+    assert stats.validity_flags(**common, window_scheduled_rps=seeded) == []
+    old = stats.validity_flags(**common)  # an older record, or a closed loop: consecutive windows
+    assert [flag for flag, _ in old] == ["unstable"]
+    short = stats.validity_flags(**{**common, "window_rps": [190.0, 198.0, 130.0, 122.0, 188.0]},
+                                 window_scheduled_rps=seeded)
+    assert short == [("unstable", "a window's completions and the sends scheduled in it differed by 50% "
+                                  "(limit 10%, beyond counting noise)")]

@@ -67,13 +67,34 @@ def test_null_backend_far_below_its_floor_leads_with_the_serving_path():
     assert bound_lines(cells) == lines[:1]
 
 
-def test_a_serialised_delay_near_its_floor_leads_with_the_model_though_the_cpu_is_idle():
-    # A 10 ms delay, one request at a time: 100 images/s alone; 96 req/s confirmed (95.04 images/s); CPU 3% busy.
+def test_a_serialised_delay_near_its_floor_names_the_model_calls_not_the_idle_cpu():
+    # A 10 ms delay, one request at a time: 100 images/s alone; 96 req/s confirmed (95.04 images/s); CPU 3% busy:
+    # the model's calls bounded it, but the device was not busy, so it is not the device's bound.
     cells = capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=3.0)
     lines = headline_of(cells)
-    assert lines[0] == ("the model on the device bounded this answer: cpu-off served 95.0 images/s at capacity = 95% "
-                        "of cpu (Test CPU) alone (100.0 images/s at batch 1).")
-    assert not any("serving path" in line for line in lines)
+    assert lines[0] == ("the model's calls bounded this answer, not the cpu (Test CPU)'s compute (CPU 3% busy): "
+                        "cpu-off served 95.0 images/s at capacity = 95% of the model alone (100.0 images/s at "
+                        "batch 1).")
+    assert not any("serving path" in line or "on the device bounded" in line for line in lines)
+
+
+def test_a_busy_device_near_its_floor_bounded_the_answer():
+    cells = capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=85.0)
+    assert headline_of(cells)[0] == ("the model on the device bounded this answer: cpu-off served 95.0 images/s at "
+                                     "capacity = 95% of cpu (Test CPU) alone (100.0 images/s at batch 1).")
+
+
+def test_a_floor_within_twice_the_runtime_round_trip_names_the_runtime():
+    # The floor: 1,600 images/s at batch 1 = 625 µs a call; JAX's trivial round trip 620 µs (within 2×), PyTorch's
+    # 44 µs; 1,000 req/s confirmed (990 images/s = 62% of the floor), the GPU 4% busy.
+    jax_floor = {**floor((1, 1600.0)), "runtime": "jax", "round_trip_us": 620.0, "device_round_trip_us": 44.0}
+    cells = capacity(GPU, 1000.0, device_floor=jax_floor, gpu_utilization_percent=4.0)
+    assert headline_of(cells)[0] == ("the runtime (JAX, 0.62 ms per call) bounded this answer, not the gpu (Test "
+                                     "GPU) (GPU 4% busy, its own round trip 0.044 ms): 990.0 images/s served = 62% "
+                                     "of the floor, which timed the runtime's own round trip.")
+    slow_model = {**jax_floor, "round_trip_us": 300.0}  # 625 µs > 2 × 300 µs: the floor timed the model
+    busy = [replace(c, device_floor=slow_model, gpu_utilization_percent=80.0) for c in cells]
+    assert headline_of(busy)[0].startswith("the model on the device bounded this answer")
 
 
 def test_when_the_load_generator_was_the_limit_it_is_named_instead():
@@ -132,3 +153,24 @@ def test_records_from_before_phases_and_floors_read_with_empty_ones(tmp_path):
     path = tmp_path / "results.jsonl"
     append_result(path, replace(old[0], device_floor=floor((1, 100.0))))
     assert read_results(path)[0].device_floor == floor((1, 100.0))
+
+
+def test_the_second_h100_run_never_says_the_gpu_bounded_it(tmp_path):
+    """Verbatim records of the second H100 run. Its closed-loop gpu-off cell at batch 1 served 940.5 images/s,
+    82% of the floor at batch 1 (1,149.7 images/s, 870 µs a call), with the GPU 4% busy; the floor per call is
+    within 2× of JAX's own trivial round trip (679 µs). Cleared of its `unstable` flag (so that it is the peak
+    the bound line stands on), it must name JAX's dispatch, never the device."""
+    cells = read_results(FIXTURES / "h100-run-b" / "results.jsonl")
+    closed = next(c for c in cells if c.server.name == "gpu-off" and c.load.mode == "closed"
+                  and c.load.request_batch_size == 1)
+    assert closed.device_floor["round_trip_us"] == pytest.approx(678.9, abs=0.1)
+    cleared = [replace(c, valid=True, flags=[]) if c is closed else c for c in cells]
+    for c in cleared:
+        append_result(tmp_path / "results.jsonl", c)
+    md = report.run([tmp_path / "results.jsonl"])[1].read_text()
+    lead = md.splitlines()[2]
+    assert "on the device bounded" not in md
+    assert lead.startswith("**the runtime (JAX, 0.68 ms per call) bounded this answer, not the gpu (NVIDIA H100 80GB "
+                           "HBM3) (GPU 4% busy): 940.5 images/s served = 82% of the floor"), lead
+    verbatim = bound_lines(cells)
+    assert verbatim and not any("on the device bounded" in line for line in verbatim)

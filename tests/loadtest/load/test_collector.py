@@ -84,3 +84,28 @@ def test_dispatch_lag_of_scheduled_sends_only_failed_ones_included():
     lag = c.dispatch_lag()
     assert lag is not None and lag.max_ms == 3.0 and lag.p50_ms == 0.05
     assert collector().dispatch_lag() is None
+
+
+def test_per_window_sends_and_latency_by_intended_time_merge_across_processes():
+    # Process A: two scheduled sends in window 0 (2 ms and 4 ms), one failed scheduled send in window 1;
+    # process B: one scheduled send at 100.9 s that takes 300 ms, so it completes in window 1 but was sent in 0.
+    a, b = collector(), collector()
+    a.add(replace(record(100.1, 2000), scheduled=True))
+    a.add(replace(record(100.2, 4000), scheduled=True))
+    a.add(replace(record(101.5, 0, status="UNAVAILABLE"), scheduled=True))
+    b.add(replace(record(100.9, 300_000), scheduled=True))
+    merged = Aggregate()
+    merged.add_delta(a.take_delta())
+    merged.add_delta(b.take_delta())
+    assert merged.scheduled_counts == {"0": 3, "1": 1}  # by intended send time, failures included
+    assert merged.window_counts == {"0": 2, "1": 1}  # completions by completion time, OK only
+    assert stats.window_counts_to_rps(merged.scheduled_counts, 1.0, 2) == [3.0, 1.0]
+    # Window 0's OK sends: (2 + 4 + 300) / 3 ms; window 1 has no OK send.
+    assert stats.window_means_ms(merged.sent_latency_sum_us, merged.sent_ok_counts, 2) == [102.0, None]
+    assert a.scheduled_counts == {} and a.sent_latency_sum_us == {}  # taken: the delta emptied it
+
+
+def test_closed_loop_calls_schedule_nothing():
+    c = collector()
+    c.add(record(100.5, 1000))
+    assert c.scheduled_counts == {} and c.sent_ok_counts == {"0": 1}

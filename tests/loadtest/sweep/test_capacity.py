@@ -16,7 +16,7 @@ from loadtest import confidence as conf
 from loadtest.records import CellResult, ValidityFlag, read_results
 from loadtest.stats import encode, new_histogram
 from loadtest.sweep.capacity import CapacitySearch, Measured, Role, SearchSettings
-from loadtest.sweep.conclusion import Step, conclude
+from loadtest.sweep.conclusion import AnswerKind, Step, conclude, describe_unsteady
 from loadtest.verdicts import Decision, verdict_of
 from loadtest.vocab import Arrival, CellStatus, Flag, LoadMode
 from tests.support.paths import ANALYSIS_FIXTURES
@@ -199,7 +199,8 @@ def test_a_short_window_with_too_few_requests_is_extended_not_judged():
     assert server.windows[:2] == [2.0, 2.8]
     assert extension.result.requests == 280
     assert extension.verdict.passed and extension.verdict.evidence.requests == 480 >= 459
-    assert answer.steps[2].rate_rps == 200  # the bracket went on above the pooled pass
+    assert (answer.steps[2].rate_rps, answer.steps[2].role) == (100, Role.CONFIRM)  # the anchor, confirmed at once
+    assert answer.steps[3].rate_rps == 200  # the bracket went on above the pooled pass
     assert answer.met
 
 
@@ -316,7 +317,7 @@ def test_a_failed_confirmation_below_the_load_generators_limit_goes_on_below():
     server = Server(capacity=10_000, loadgen_limit_rps=600, fail_confirm_at=(600,))
     answer = search(server, start=400, precision=0.1).run()
     assert answer.met and 400 <= answer.capacity.rate_rps < 600
-    assert [rate for rate, role in server.offered if role == Role.CONFIRM][0] == 600
+    assert [rate for rate, role in server.offered if role == Role.CONFIRM][:2] == [400, 600]  # the anchor, then 600
     assert answer.lowest_failing_rps == 600 and not answer.conclusion.at_least
     assert answer.ended_because == "converged"
 
@@ -326,46 +327,123 @@ def test_a_failed_confirmation_lowers_the_answer():
     server = Server(capacity=730, fail_confirm_at=(first,))
     answer = search(server, start=100).run()
     assert answer.met and answer.capacity.rate_rps < first
-    assert [r for r, role in server.offered if role == Role.CONFIRM] == [first, answer.capacity.rate_rps]
+    # the anchor (100) is confirmed at once; then the highest pass, whose confirmation fails; then one below it
+    assert [r for r, role in server.offered if role == Role.CONFIRM] == [100, first, answer.capacity.rate_rps]
     assert answer.lowest_failing_rps == first  # its confirmation failed
     failed = next(s for s in answer.steps if s.confirming and s.rate_rps == first)
     assert failed.verdict.decision == Decision.FAIL
+    [(passed, confirmation)] = answer.conclusion.unsteady  # named: it passed, then did not hold
+    assert passed.rate_rps == first and confirmation is failed
+    assert answer.best_pass is None  # the unsteady rate is no "passed, not confirmed" answer
 
 
 # ---------------------------------------------------------------------------------------------- bounds
 
 
-def test_step_limit_keeps_the_last_step_for_a_confirmation():
+def test_step_limit_answers_the_confirmed_anchor_and_the_higher_pass_it_could_not_confirm():
     server = Server(capacity=730)
     answer = search(server, start=400, max_steps=4).run()
-    assert server.offered == [(400, Role.BRACKET), (800, Role.BRACKET), (600, Role.BISECT), (600, Role.CONFIRM)]
-    assert answer.met and answer.capacity.rate_rps == 600 and answer.lowest_failing_rps == 800
-    assert answer.ended_because.startswith("step limit (4 cells; the last one confirmed")
+    assert server.offered == [(400, Role.BRACKET), (400, Role.CONFIRM), (800, Role.BRACKET), (600, Role.BISECT)]
+    assert answer.met and answer.capacity.rate_rps == 400 and answer.lowest_failing_rps == 800
+    assert answer.kind == AnswerKind.CONFIRMED
+    assert answer.best_pass.rate_rps == 600 and answer.best_pass.role == Role.BISECT  # passed, not confirmed
+    assert answer.conclusion.uncertainty() == "between 400 and 800 req/s (800 failed)"  # the confirmed rate's
+    assert answer.ended_because == "step limit (4 cells)"
 
 
-def test_step_limit_leaves_an_inconclusive_rate_unextended_for_the_confirmation():
+def test_step_limit_leaves_an_inconclusive_rate_unextended():
     server = Server(capacity=730)
     answer = search(server, start=100, max_steps=4).run()
-    # 100 (extended to a pass), 200 inconclusive with no step to spare for its extension, confirm 100
-    assert server.offered == [(100, Role.BRACKET), (100, Role.EXTEND), (200, Role.BRACKET), (100, Role.CONFIRM)]
+    # 100 (extended to a pass) confirmed at once; 200 inconclusive with no step left for its extension
+    assert server.offered == [(100, Role.BRACKET), (100, Role.EXTEND), (100, Role.CONFIRM), (200, Role.BRACKET)]
     assert answer.met and answer.capacity.rate_rps == 100
     assert [s.rate_rps for s in answer.conclusion.inconclusive] == [200]
     assert answer.ended_because.startswith("step limit (4 cells")
 
 
-def test_step_limit_ends_the_search_without_an_unconfirmed_answer():
-    server = Server(capacity=730, fail_confirm_at=(600.0,))
-    answer = search(server, start=400, max_steps=4).run()
-    assert not answer.met and answer.ended_because == "step limit (4 cells)"
-    assert len(server.offered) == 4
+def test_an_unsteady_anchor_is_named_and_the_search_steps_down():
+    """800 req/s passes, then its confirmation fails: the search names it unsteady and goes on below it."""
+    server = Server(capacity=1000, fail_confirm_at=(800.0,))
+    answer = search(server, start=800, max_steps=4).run()
+    assert server.offered == [(800, Role.BRACKET), (800, Role.CONFIRM), (400, Role.BRACKET), (400, Role.CONFIRM)]
+    assert answer.met and answer.capacity.rate_rps == 400 and answer.lowest_failing_rps == 800
+    [(passed, failed)] = answer.conclusion.unsteady
+    assert (passed.rate_rps, failed.rate_rps, failed.confirming) == (800, 800, True)
+    assert describe_unsteady((passed, failed)) == ("passed at 800 req/s, then its confirmation failed "
+                                                   "(k=2,401 of 4,800): unsteady")  # 6 s at 800 req/s, half slow
+    assert answer.best_pass is None and answer.ended_because == "step limit (4 cells)"
 
 
-def test_time_limit_ends_the_search():
+def overhead_clock(server: Server, overhead_s: float):
+    """The simulated clock with each cell's overhead added to its window."""
+    return lambda: server.elapsed_s + overhead_s * len(server.offered)
+
+
+def timed_search(server: Server, max_s: float) -> CapacitySearch:
+    """2 s windows, 6 s confirmations and 1 s of overhead a cell, against `max_s`."""
+    settings = SearchSettings(p99_ms=OBJECTIVE_MS, start_rps=400, max_s=max_s, window_s=2.0, confirm_window_s=6.0,
+                              cell_overhead_s=1.0)
+    return CapacitySearch(settings, server.measure, clock=overhead_clock(server, 1.0))
+
+
+def test_a_time_limit_after_a_pass_answers_that_pass_as_not_confirmed():
+    """400 req/s passes in 3 s of 5; its confirmation (6 s + 1 s) cannot fit in the 2 s left: not started."""
     server = Server(capacity=730)
-    answer = search(server, start=400, max_s=5).run()  # 2 s a cell on the simulated clock
-    assert answer.ended_because == "time limit (5 s)"
-    assert server.offered == [(400, Role.BRACKET), (800, Role.BRACKET), (600, Role.BISECT)]  # at t=0, 2 and 4
-    assert len(answer.steps) == 3 and not answer.met
+    answer = timed_search(server, max_s=5).run()
+    assert server.offered == [(400, Role.BRACKET)]
+    assert not answer.met and answer.kind == AnswerKind.PASSED and answer.best_pass.rate_rps == 400
+    assert answer.ended_because == ("time limit (5 s): 400 req/s not started, its cell needs ~7.0 s and 2.0 s "
+                                    "were left")
+
+
+def test_a_time_limit_after_a_confirmed_anchor_answers_it_as_confirmed():
+    """3 s for 400 req/s, 7 s for its confirmation: 2 s of 12 left, too little for 800 req/s (3 s)."""
+    server = Server(capacity=730)
+    answer = timed_search(server, max_s=12).run()
+    assert server.offered == [(400, Role.BRACKET), (400, Role.CONFIRM)]
+    assert answer.met and answer.kind == AnswerKind.CONFIRMED and answer.capacity.rate_rps == 400
+    assert answer.best_pass is None
+    assert answer.ended_because == "time limit (12 s): 2.0 s left, too little for a higher rate"
+
+
+def test_a_confirmation_is_shortened_to_the_time_left_where_that_still_holds_a_verdict():
+    """After 400 (3 s) and its confirmation (7 s), 800 passes (3 s); 2.5 s are left of 15.5: a 6 s confirmation
+    would not fit, but 1 s (2.5 s less 1 s of overhead and 0.5 s of slack) at 800 req/s holds 800 requests, more
+    than the 631 wanted (1.1 x 459 / 800 s)."""
+    server = Server(capacity=1000)
+    answer = timed_search(server, max_s=15.5).run()
+    assert server.offered == [(400, Role.BRACKET), (400, Role.CONFIRM), (800, Role.BRACKET), (800, Role.CONFIRM)]
+    assert server.windows == [2.0, 6.0, 2.0, 1.0]
+    assert answer.met and answer.capacity.rate_rps == 800 and answer.capacity.verdict.evidence.requests == 800
+
+
+def test_a_rate_that_cannot_reach_a_verdict_in_the_time_left_is_not_started():
+    """With 2 s left, 100 req/s would need 4.6 s for the 459 requests a pass needs: it is not measured."""
+    server = Server(capacity=730)
+    settings = SearchSettings(p99_ms=OBJECTIVE_MS, start_rps=100, max_s=2.0)
+    answer = CapacitySearch(settings, server.measure, clock=server.clock).run()
+    assert server.offered == [] and answer.kind == AnswerKind.NONE
+    assert answer.ended_because == "time limit (2 s): 100 req/s not started, its cell needs ~4.6 s and 2.0 s were left"
+
+
+def test_an_interruption_mid_search_still_answers():
+    """Ctrl-C during the fifth cell: the answer stands on the four measured before it."""
+    server = Server(capacity=730)
+
+    def measure(rate, role, window_s):
+        if len(server.offered) == 4:
+            raise Interrupted()
+        return server.measure(rate, role, window_s)
+
+    settings = SearchSettings(p99_ms=OBJECTIVE_MS, start_rps=400)
+    answer = CapacitySearch(settings, measure, clock=server.clock, interrupts=(Interrupted,)).run()
+    assert answer.interrupted and answer.ended_because == "interrupted" and len(answer.steps) == 4
+    assert answer.met and answer.capacity.rate_rps == 400  # 400, its confirmation, 800 failing, 600 passing
+    assert answer.best_pass.rate_rps == 600 and answer.lowest_failing_rps == 800
+
+
+class Interrupted(Exception):
+    """Stands in for the runner's: raised by `measure` after recording its cell."""
 
 
 def test_a_server_that_dies_ends_the_search_keeping_what_was_measured():
@@ -373,8 +451,8 @@ def test_a_server_that_dies_ends_the_search_keeping_what_was_measured():
     answer = search(server, start=400).run()
     assert answer.ended_because == "the server stopped answering" and len(answer.steps) == 3
     assert [s.result for s in answer.steps] == server.cells
-    assert answer.steps[-1].rate_rps == 600 and answer.steps[-1].verdict.passed  # judged, though the last
-    assert not answer.met and answer.lowest_failing_rps == 800
+    assert answer.steps[-1].rate_rps == 800 and not answer.steps[-1].verdict.passed  # judged, though the last
+    assert answer.met and answer.capacity.rate_rps == 400 and answer.lowest_failing_rps == 800  # the anchor
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -415,3 +493,15 @@ def test_cells_at_one_rate_pool_their_requests():
     assert verdict_of([short], OBJECTIVE_MS).decision == Decision.INCONCLUSIVE
     pooled = verdict_of([short, short, short], OBJECTIVE_MS)
     assert pooled.passed and pooled.evidence.requests == 600
+
+
+def test_an_overloaded_cell_fails_whatever_its_latencies():
+    """Every request fast, but 300 req/s were scheduled in each window and 200 req/s completed: the server did
+    not keep up, so what it served is no rate it sustains."""
+    good = cell(300, 4.0, {FAST_US: 1200})
+    assert verdict_of([good], OBJECTIVE_MS).passed
+    behind = replace(good, window_scheduled_rps=[300.0] * 4, window_throughput_rps=[200.0] * 4)
+    verdict = verdict_of([behind], OBJECTIVE_MS)
+    assert verdict.decision == Decision.FAIL and verdict.reason.startswith("overloaded: ")
+    assert verdict.evidence.over == 0  # its latencies alone would have passed
+    assert verdict_of([good, behind], OBJECTIVE_MS).decision == Decision.FAIL  # pooled: still never a pass

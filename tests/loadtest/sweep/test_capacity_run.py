@@ -9,8 +9,9 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from loadtest.sweep import plan as plans
-from loadtest.sweep.capacity_search import CapacityRequest, CapacityRun
+from loadtest.sweep.capacity_search import CapacityRequest, CapacityRun, answer_line
 from loadtest.sweep.probe import Probe
+from loadtest.sweep.runner import Interrupted
 from tests.loadtest.sweep.test_capacity import FAST_US, cell
 
 
@@ -58,3 +59,25 @@ def test_without_a_free_core_the_answer_is_at_least(loadgen_cpus, server_cpus):
     assert all(processes == 1 for _, processes in cells.runs)
     assert answer.met and answer.conclusion.at_least and answer.capacity.rate_rps == 1500  # bisected toward 2000
     assert answer.ended_because == "the load generator was the limit at 2000 req/s"
+
+
+@dataclass
+class InterruptedCells(Cells):
+    """Ctrl-C during the cell after `cells` measured ones (the runner records it, then raises `Interrupted`)."""
+
+    cells: int = 3
+
+    def measure(self, prober, target, spec, run, total, version, search):
+        if len(self.runs) == self.cells:
+            raise Interrupted()
+        return super().measure(prober, target, spec, run, total, version, search)
+
+
+def test_an_interrupted_search_answers_from_the_cells_before_it():
+    cells = InterruptedCells(one_process_rps=10_000)
+    answer = capacity_run(cells, loadgen_cpus="1").run()  # 1000 req/s, its confirmation, 2000; then Ctrl-C
+    assert answer.interrupted and answer.ended_because == "interrupted" and len(answer.steps) == 3
+    assert answer.met and answer.capacity.rate_rps == 1000 and answer.best_pass.rate_rps == 2000
+    line = answer_line(answer)
+    assert line.startswith("capacity: 1000 req/s (") and ", confirmed: p99 <= " in line
+    assert "higher, passed, not confirmed: 2000 req/s" in line and "(3 cells, interrupted)" in line

@@ -67,8 +67,19 @@ def test_a_plan_sets_the_objective_of_a_request_batch_size(tmp_path):
     path.write_text("[capacity]\np99_ms_by_batch = { 32 = 50.0 }\n")
     plan = plans.load_plan(path, env={})
     assert plan.capacity.p99_ms(32, 10.0) == 50.0 and plan.capacity.p99_ms(1, 10.0) == 10.0  # else --p99-ms
-    assert plan.to_dict()["capacity"] == {"p99_ms_by_batch": {"32": 50.0}}
+    assert plan.to_dict()["capacity"] == {"p99_ms_by_batch": {"32": 50.0}, "objectives": ()}
     assert plans.load_plan(REPO / "loadtest" / "plans" / "demo.toml", env={}).capacity.p99_ms(32, 10.0) == 50.0
+
+
+def test_a_plan_sets_the_objectives_every_search_is_answered_at(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text("[capacity]\nobjectives = [50, 2.5, 10]\n")
+    plan = plans.load_plan(path, env={})
+    assert plan.capacity.objectives_ms() == (2.5, 10.0, 50.0)
+    assert plans.CapacityObjectives().objectives_ms() == (5.0, 10.0, 25.0, 50.0, 100.0)  # the default
+    path.write_text("[capacity]\nobjectives = [10, -5]\n")
+    with pytest.raises(plans.PlanError, match="objectives"):
+        plans.load_plan(path, env={})
 
 
 def test_a_model_base_path_ends_in_the_models_name_and_exists(tmp_path):

@@ -26,7 +26,8 @@ from serving.server.floor import (
 )
 from tests.support.metrics import metric_value, metrics_page
 
-SCHEMA_KEYS = {"source", "device", "runtime", "batches", "round_trip_us", "round_trip_note", "budget_s"}
+SCHEMA_KEYS = {"source", "device", "runtime", "batches", "round_trip_us", "round_trip_note", "budget_s",
+               "device_round_trip_us", "device_round_trip_note"}
 BATCH_KEYS = {"batch_size", "latency_us", "latency_p99_us", "images_per_s", "runs"}
 
 
@@ -116,3 +117,19 @@ def test_device_floor_s_0_measures_nothing_and_says_so(exported_model):
     assert floor["batches"] == [] and floor["round_trip_us"] is None and floor["budget_s"] == 0
     assert floor["round_trip_note"] == "not measured: --device_floor_s 0"
     assert f"{DEVICE_FLOOR_LATENCY}{{" not in page and f"\n{DEVICE_ROUND_TRIP} " not in page
+
+
+def test_the_device_round_trip_comes_from_the_bundle_environment():
+    from serving.server.floor import DEVICE_ROUND_TRIP_ENV, DEVICE_ROUND_TRIP_NOTE_ENV, device_round_trip_given
+
+    given = {DEVICE_ROUND_TRIP_ENV: "42.9", DEVICE_ROUND_TRIP_NOTE_ENV: "PyTorch 2.11: ones + 1"}
+    assert device_round_trip_given(given) == (42.9, "PyTorch 2.11: ones + 1")
+    assert device_round_trip_given({}) == (None, "")
+    assert device_round_trip_given({DEVICE_ROUND_TRIP_ENV: "n/a"}) == (None, "")
+    from loadtest.bundle import device_run
+
+    assert (device_run.DEVICE_ROUND_TRIP_ENV, device_run.DEVICE_ROUND_TRIP_NOTE_ENV) == (
+        DEVICE_ROUND_TRIP_ENV, DEVICE_ROUND_TRIP_NOTE_ENV)
+    assert device_run.round_trip_env({"median_us": 42.9, "torch": "2.11", "what": "ones + 1"}) == given | {
+        DEVICE_ROUND_TRIP_NOTE_ENV: "PyTorch 2.11: ones + 1"}
+    assert device_run.round_trip_env({"note": "no CUDA"}) == {}

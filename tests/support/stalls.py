@@ -1,0 +1,53 @@
+"""A planted host stall for tests: a SCHED_FIFO busy loop that takes one core from every other process.
+
+    with host_stall(core=0, stall_ms=20, every_s=0.5, max_s=10):
+        ...  # every 0.5 s, nothing else runs on core 0 for 20 ms
+
+The loop runs as root under `chrt -f 50 taskset -c CORE`, ends by itself after `max_s`, and is killed
+when the block ends; a machine that refuses real-time scheduling skips the test, saying why.
+
+Not for: a stall inside the server (the null backend's `--null_stall_ms`/`--null_stall_every_s`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+LOOP = """
+import time
+end = time.monotonic() + {max_s}
+while time.monotonic() < end:
+    start = time.perf_counter()
+    while time.perf_counter() - start < {stall_s}:
+        pass
+    time.sleep({every_s} - {stall_s})
+"""
+
+
+def refused_reason() -> str:
+    """Why this machine cannot plant a real-time stall ("" when it can)."""
+    try:
+        done = subprocess.run(["chrt", "-f", "50", "true"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"chrt cannot run: {exc}"
+    return "" if done.returncode == 0 else f"chrt -f 50 refused: {done.stderr.strip()}"
+
+
+@contextmanager
+def host_stall(core: int, stall_ms: float, every_s: float, max_s: float) -> Iterator[subprocess.Popen]:
+    """A busy loop holding `core` for `stall_ms` every `every_s` at SCHED_FIFO priority 50, for at most `max_s`."""
+    reason = refused_reason()
+    if reason:
+        pytest.skip(reason)
+    code = LOOP.format(max_s=max_s, stall_s=stall_ms / 1000.0, every_s=every_s)
+    proc = subprocess.Popen(["chrt", "-f", "50", "taskset", "-c", str(core), sys.executable, "-c", code])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
