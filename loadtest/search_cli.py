@@ -118,8 +118,11 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 def objective_lines(results: Sequence[CellResult], outcomes: Sequence[Any], objectives: tuple[float, ...]) -> str:
-    """Per search: its rate table, then one line per objective (`p99 <= 25 ms: 933 req/s (confirmed ...)`)."""
-    from loadtest.analysis.answers import objective_answers, rate_table
+    """Per search: its rate table, then one line per objective (`p99 <= 25 ms: 933 req/s (confirmed ...)`), and
+    for an objective without an answer whose slow requests kept it out of reach (the host, the server, or the
+    client and wire: `loadtest.analysis.noise_table`)."""
+    from loadtest.analysis.noise_table import search_noise_lines
+    from loadtest.analysis.objectives import objective_answers, rate_table
     from loadtest.tables import plain_table
 
     blocks = []
@@ -129,8 +132,9 @@ def objective_lines(results: Sequence[CellResult], outcomes: Sequence[Any], obje
         if not rows:
             continue
         title = f"search {outcome.search_id}: {outcome.server}, request batch {outcome.batch_size}"
-        lines = [a.line() for a in objective_answers(cells, {*objectives, outcome.p99_ms or objectives[0]})]
-        blocks.append("\n".join([title, plain_table(rate_view(rows), 10_000), *lines]))
+        answers = objective_answers(cells, {*objectives, outcome.p99_ms or objectives[0]})
+        noise = search_noise_lines(cells, [(a.p99_objective_ms, a.capacity_rps is not None) for a in answers])
+        blocks.append("\n".join([title, plain_table(rate_view(rows), 10_000), *(a.line() for a in answers), *noise]))
     return "\n\n".join(blocks)
 
 

@@ -59,11 +59,14 @@ def client_limited(cell: CellResult) -> bool:
     for lateness (late sends, dispatch lag) in a cell where no send waited for a busy server's free slot
     (where some did, the server fell behind and the lateness is its own: counted from the intended send)
     and the host's stalls on the load generator's cores do not explain it (`noise.host_explains_lateness`:
-    then the host was the limit, and the latencies, timed from the intended send, count as evidence)."""
+    then the host was the limit, and the latencies, timed from the intended send, count as evidence), nor
+    does an overloaded server (`loadtest.overload`: its completions fell short of the sends, or its latency
+    grew window to window, while the load generator's CPU was not saturated: the server fell behind)."""
     saturated = [f.reason for f in cell.flags if f.flag == Flag.SATURATED]
     if any("load generator" in reason and "used" in reason for reason in saturated):
         return True
-    return bool(saturated) and not cell.pool_full_waits and not noise.host_explains_lateness(cell)
+    return (bool(saturated) and not cell.pool_full_waits and not noise.host_explains_lateness(cell)
+            and overloaded_reason(cell) is None)
 
 
 def _flag_reason(cells: Sequence[CellResult], flag: Flag) -> str | None:

@@ -6,7 +6,7 @@ pass for their tail): the host probe's worst oversleeps on the server's and the 
 the lowest objective the host itself let these cells confirm (`loadtest.noise.lowest_confirmable_ms`),
 the three shares over the objective (client, server's own, host) and the attribution
 (`loadtest.noise.attribute`). Overloaded cells are left out: a queue that grows is the server's, and
-says nothing about noise.
+says nothing about noise; so are cells the load generator limited (its lateness is its own).
 
 Also the headline's sentence for a host that makes an objective unconfirmable by itself.
 
@@ -23,16 +23,19 @@ from loadtest.analysis.blocks import Table
 from loadtest.overload import overloaded_reason
 from loadtest.records import CellResult
 from loadtest.stats import decode
+from loadtest.verdicts import client_limited
 from loadtest.vocab import CellStatus, LoadMode
 
 ALLOWED_SHARE = 0.01  # a p99 allows 1% of requests over its objective
 
 
 def open_cells(results: Iterable[CellResult]) -> dict[tuple[Config, int], list[CellResult]]:
-    """Measured, not overloaded open-loop cells by configuration and request batch size."""
+    """Measured open-loop cells by configuration and request batch size, neither overloaded nor limited by the
+    load generator (its late sends' latencies, timed from the intended send, are its own)."""
     groups: dict[tuple[Config, int], list[CellResult]] = {}
     for c in results:
-        if c.load.mode == LoadMode.OPEN and c.status == CellStatus.OK and c.requests and overloaded_reason(c) is None:
+        if (c.load.mode == LoadMode.OPEN and c.status == CellStatus.OK and c.requests
+                and overloaded_reason(c) is None and not client_limited(c)):
             groups.setdefault((config_of(c), c.load.request_batch_size), []).append(c)
     return groups
 
@@ -103,3 +106,20 @@ def host_floor_lines(results: Sequence[CellResult], objectives: Sequence[float])
                      f" (request batch {batch}): the machine's own stalls{' on ' + where if where else ''} held a "
                      f"1 ms sleep loop past them more than 0.5% of the time, whatever the server does.")
     return tuple(dict.fromkeys(lines))
+
+
+def search_noise_lines(cells: Sequence[CellResult], answered: Sequence[tuple[float, bool]]) -> tuple[str, ...]:
+    """For one search's cells and its objectives as (objective ms, answered): where an objective got no
+    answer, whose slow requests kept it out of reach, and the lowest objective the host itself allows."""
+    measured = [c for group in open_cells(cells).values() for c in group]
+    floor = noise.lowest_confirmable_ms(measured)
+    lines = []
+    for objective, ok in answered:
+        slow = slow_cells(measured, objective)
+        if ok or not slow:
+            continue
+        who = noise.attribute(slow, objective)
+        out_of_reach = floor is not None and objective < floor
+        lines.append(f"p99 <= {objective:g} ms, why none: {who.describe()}"
+                     + (f"; objectives below {floor:g} ms cannot be confirmed on this host" if out_of_reach else ""))
+    return tuple(lines)

@@ -240,3 +240,59 @@ def offered_latency_figure(lines: Sequence[OfferedLine]) -> bytes | None:
                Line2D([], [], marker="x", color="grey", linestyle="", label="failed cell")]
     fig.legend(handles=handles, loc="upper center", ncol=3, fontsize=8, bbox_to_anchor=(0.5, 0.0))
     return png(fig)
+
+
+# ----------------------------------------------------------------------------- latency against throughput, per rate
+
+
+@dataclass(frozen=True)
+class RateCurve:
+    """One search's rates (`loadtest.analysis.objectives.RateRow`, every window at a rate pooled)."""
+
+    label: str
+    rows: tuple  # RateRow, lowest offered rate first
+    capacities: tuple[tuple[float, float], ...]  # (p99 objective ms, capacity req/s) where answered
+
+
+def _rate_curve(ax, curve: RateCurve, index: int) -> None:
+    kept = [r for r in curve.rows if r.p99_ms is not None]
+    steady = [(r.achieved_rps, r.p99_ms) for r in kept if not r.overloaded]
+    if steady:
+        ax.plot(*zip(*steady), color=colour(index), marker="o", markersize=5, label=curve.label)
+    queued = [(r.achieved_rps, r.p99_ms) for r in kept if r.overloaded]
+    if queued:
+        ax.plot(*zip(*queued), color=colour(index), marker="o", markersize=7, linestyle="", markerfacecolor="none")
+    p50 = [(r.achieved_rps, r.p50_ms) for r in kept if not r.overloaded and r.p50_ms is not None]
+    if p50:
+        ax.plot(*zip(*p50), color=colour(index), linestyle="--", alpha=0.6)
+
+
+def rate_latency_figure(panels: Sequence[tuple[int, Sequence[RateCurve], Sequence[float]]]) -> bytes | None:
+    """p99 (solid) and p50 (dashed) against achieved req/s, one line per configuration, one panel per request
+    batch, every objective answered dotted (Model Analyzer's throughput-against-latency chart, from the pooled
+    rates). None without rates."""
+    panels = [p for p in panels if any(c.rows for c in p[1])]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.8 * len(panels), 4.4), squeeze=False)
+    fig.subplots_adjust(wspace=0.3)
+    for ax, (batch, curves, objectives) in zip(axes[0], panels):
+        for i, curve in enumerate(curves):
+            _rate_curve(ax, curve, i)
+        for objective in objectives:
+            ax.axhline(objective, color="firebrick", linestyle=":", linewidth=1)
+            ax.annotate(f"{objective:g} ms", (1.0, objective), xycoords=("axes fraction", "data"), ha="right",
+                        va="bottom", fontsize=7, color="firebrick")
+        ax.set_title(f"request batch {batch}", fontsize=10)
+        ax.set_xlabel("achieved throughput (req/s, log)")
+        ax.set_ylabel("latency (ms, log)")
+        ax.grid(alpha=0.3, which="both")
+        _log_scale(ax, "x", [r.achieved_rps for c in curves for r in c.rows])
+        _log_scale(ax, "y", [r.p99_ms for c in curves for r in c.rows] + list(objectives))
+        ax.legend(loc="upper left", fontsize=8, framealpha=0.8)
+    handles = [Line2D([], [], color="grey", marker="o", label="p99 of every window at a rate"),
+               Line2D([], [], color="grey", linestyle="--", label="p50"),
+               Line2D([], [], marker="o", color="grey", markerfacecolor="none", linestyle="", label="overloaded rate"),
+               Line2D([], [], color="firebrick", linestyle=":", label="p99 objective")]
+    fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=8, bbox_to_anchor=(0.5, 0.0))
+    return png(fig)

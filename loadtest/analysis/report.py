@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import jinja2
 
-from loadtest.analysis import details, device_use, request_time, size, versions
+from loadtest.analysis import details, device_use, noise_table, request_time, size, versions
 from loadtest.analysis.answers import Answers, Config, answer, config_labels, config_of
 from loadtest.analysis.blocks import Figure, Table
 from loadtest.analysis.prices import DEFAULT_PRICES, load_prices
@@ -78,13 +78,35 @@ def offered_lines(results: Sequence[CellResult], answers: Answers, labels: dict[
     return lines
 
 
+def rate_panels(answers: Answers, labels: dict[Config, str]) -> list:
+    """Per request batch: one curve per search (its pooled rates) and the objectives answered."""
+    from loadtest.analysis.plots import RateCurve
+
+    panels = []
+    for batch in sorted({s.request_batch_size for s in answers.searches}):
+        here = [s for s in answers.searches if s.request_batch_size == batch and s.rates]
+        curves = [RateCurve(labels[s.config], s.rates, tuple((a.p99_objective_ms, a.capacity_rps) for a in s.objectives
+                                                             if a.capacity_rps is not None)) for s in here]
+        objectives = sorted({a.p99_objective_ms for s in here for a in s.objectives})
+        panels.append((batch, curves, objectives))
+    return panels
+
+
 def curves(results: Sequence[CellResult], answers: Answers, labels: dict[Config, str], series: list,
            series_names: list[str], p99_ms: float) -> list[Table | Figure]:
     from loadtest.analysis import plots  # matplotlib is slow to import; only the report needs it
 
     offered_png = plots.offered_latency_figure(offered_lines(results, answers, labels, p99_ms))
     batch_png = plots.batch_figure(series, series_names)
+    rates_png = plots.rate_latency_figure(rate_panels(answers, labels))
+    searched = [Figure("Latency against throughput, per configuration", "Each capacity search's rates, every window "
+                       "at a rate pooled: p99 (solid) and p50 (dashed) against the achieved req/s, one line per "
+                       "configuration, one panel per request batch; the dotted lines are the objectives its cells "
+                       "were answered at (the table \"Capacity at each p99 objective\" gives each capacity). Hollow: "
+                       "an overloaded rate (the server did not keep up: never a capacity or a peak).", rates_png)] \
+        if rates_png else []
     return [
+        *searched,
         Figure("Latency vs offered load", "p99 (solid) and p50 (dashed) against the offered rate of every open-loop "
                "cell (sweeps and searches), per configuration and request batch size; the dotted line is the p99 "
                "objective (searched, else the one the answer above uses), the dash-dot line the capacity a search "
@@ -114,6 +136,8 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
     if answers.searches:
         blocks.append(details.searches_table(answers.searches, labels))
     blocks.append(request_time.request_time_table(results, answers.searches, labels))
+    objectives = answers.objectives_ms() or (objective,)
+    blocks.append(noise_table.noise_table(results, labels, objectives))
     blocks += [details.configurations_table(results, labels), details.peak_table(series, names),
                device_use.device_use_table(results, labels),
                details.cpu_gpu_table(results, labels), details.cells_table(series, names, only_unusable=True)]

@@ -33,6 +33,8 @@ from loadtest.analysis.bound import bound_line
 from loadtest.analysis.device_use import busy_text
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.instances import Replica, replicas_by_config
+from loadtest.analysis.noise_table import host_floor_lines
+from loadtest.analysis.objective_table import objective_headline, objective_table
 from loadtest.analysis.prices import PriceBook
 from loadtest.analysis.sources import highest_passing
 from loadtest.records import CellResult
@@ -240,8 +242,11 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
     if pricing is not None and not pricing.replicas:
         pricing = replace(pricing, replicas=replicas_by_config(results))
     if devices:
-        return Summary(headline(devices, answers.ratios, labels, results),
-                       (device_table(devices, answers.ratios, labels, pricing),))
+        by_objective = objective_table(answers, labels)
+        lines = (*headline(devices, answers.ratios, labels, results), *objective_headline(answers),
+                 *host_floor_lines(results, answers.objectives_ms()))
+        return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing),
+                                                     *((by_objective,) if by_objective else ())))
     objective = p99_ms if p99_ms is not None else DEFAULT_P99_MS
     if answers.searches:
         searched = ", ".join(sorted({f"{s.p99_objective_ms:g} ms" for s in answers.searches}))

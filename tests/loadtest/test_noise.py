@@ -105,6 +105,24 @@ def test_attribution_names_the_server_when_its_own_tail_matches_and_the_host_is_
     assert "its own latency put 2.0% of requests over 10 ms against 3.0% at the client" in found.describe()
 
 
+# Behind a host's stall the server drains the queue it left (its own latency counts it): 4.5% over 10 ms.
+SERVER_DRAINING = {"buckets": [[10000.0, 955.0], [25000.0, 45.0], [None, 0.0]]}
+
+
+def test_a_host_that_alone_puts_more_than_a_p99_allows_over_the_objective_is_named():
+    # 2 stalls of 20.479 ms in 1 s: 2 x 10479 µs = 2.1% of the time over 10 ms, over the 1% a p99 allows, though
+    # under half the client's 6% (the queue behind each stall): no server could pass here
+    stalls = side([20479] * 2, samples=1000, duration_s=1.0)
+    quiet = side([], samples=1000, duration_s=1.0)
+    base = replace(cell(LABEL), histogram_us=client_histogram(60), server_latency=SERVER_DRAINING)
+    found = noise.attribute([probed(base, stalls, quiet)], 10.0)
+    assert found.source == NoiseSource.HOST and found.host_share == pytest.approx(0.020958)
+    assert found.server_share == pytest.approx(0.045) and found.client_share == pytest.approx(0.06)
+    # one stall of 18.431 ms: 0.84% over 10 ms, within what a p99 allows: the server's own 4.5% explains the 6%
+    once = side([18431], samples=1000, duration_s=1.0)
+    assert noise.attribute([probed(base, once, quiet)], 10.0).source == NoiseSource.SERVER
+
+
 def test_attribution_falls_to_client_and_wire_and_to_none():
     quiet = side([], samples=1000, duration_s=1.0)
     base = replace(cell(LABEL), histogram_us=client_histogram(30), server_latency=SERVER_FAST)
@@ -136,6 +154,18 @@ def test_lateness_the_host_explains_is_not_the_load_generators_limit():
     assert noise.host_explains_lateness(explained)
     assert not verdicts.client_limited(explained)
     assert verdicts.verdict_of([explained], 10.0).decision != verdicts.Decision.LOADGEN
+
+
+def test_lateness_in_a_cell_whose_server_fell_behind_is_the_servers():
+    """A server 17% short of the sends (p50 310 ms) with late sends and no busy load generator: overloaded, a
+    fail, not the load generator's limit; with a load generator at a full core it stays the generator's."""
+    behind = replace(late_cell(None), throughput_rps=round(470.2 * 0.83, 1))
+    assert not verdicts.client_limited(behind)
+    verdict = verdicts.verdict_of([behind], 10.0)
+    assert verdict.decision == verdicts.Decision.FAIL and verdict.reason.startswith("overloaded: ")
+    busy = replace(behind, flags=[*behind.flags, ValidityFlag(Flag.SATURATED, "a load generator process used 97% "
+                                                                             "of a core")])
+    assert verdicts.client_limited(busy)
 
 
 def test_lateness_stays_the_load_generators_without_a_probe_a_quiet_host_or_a_busy_generator():

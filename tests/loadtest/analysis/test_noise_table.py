@@ -6,6 +6,8 @@ from dataclasses import replace
 
 from loadtest.analysis.answers import config_labels, config_of
 from loadtest.analysis.noise_table import host_floor_lines, noise_table
+from loadtest.records import ValidityFlag
+from loadtest.vocab import Flag
 from tests.loadtest.analysis.handmade import cell, server
 from tests.loadtest.test_noise import client_histogram, probed, side
 
@@ -47,3 +49,11 @@ def test_cells_without_a_probe_say_so_and_overloaded_cells_are_left_out():
     assert rows["10"]["host over"] == "—" and rows["10"]["whose"] == "client and wire"
     overloaded = replace(plain, throughput_rps=50.0)  # half of what was sent: the server did not keep up
     assert rows_by_objective([overloaded], (10.0,)) == {}
+
+
+def test_cells_the_load_generator_limited_are_left_out():
+    plain = probed(cell(LABEL, rate=100.0), STALLED, QUIET, histogram_us=client_histogram(30))
+    limited = replace(plain, flags=[ValidityFlag(Flag.SATURATED, "a load generator process used 99% of a core")])
+    assert rows_by_objective([plain], (10.0,))["10"]["whose"] == "host"
+    assert rows_by_objective([limited], (10.0,)) == {}
+    assert host_floor_lines([limited], (10.0,)) == ()

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from loadtest.analysis import answers
-from loadtest.analysis.answers import objective_answers, rate_table
+from loadtest.analysis.objectives import objective_answers, rate_table
 from loadtest.sweep.conclusion import AnswerKind
 from tests.loadtest.analysis.handmade import server
 from tests.loadtest.sweep.test_capacity import cell
@@ -55,7 +55,8 @@ def test_one_search_answers_every_objective():
     assert found[25.0].lowest_failing_rps == 300 and found[25.0].not_monotone == ()
     assert found[10.0].line().startswith("p99 <= 10 ms: 100 req/s (confirmed: p99 <= ")
     assert found[10.0].line().endswith("N=4000, k=0; between 100 and 200 req/s)")
-    assert found[100.0].line().endswith("at least: no higher rate measured failing)")
+    assert found[100.0].line().endswith("at least: no higher rate measured failing; confirmed at 300 req/s)")
+    assert found[100.0].confirmed_rps == 300 and found[25.0].confirmed_rps == 100
 
 
 def test_a_pass_above_a_rate_that_failed_is_named():

@@ -51,7 +51,11 @@ def test_markdown_leads_with_the_headline_and_the_answer_table(searched):
     assert lines[4].startswith("**batching gain ×1.85, between ×1.79 and ×1.93 on gpu (NVIDIA H100 80GB HBM3)")
     assert lines[6] == ("**GPU/CPU ×9.26 at p99 ≤ 10 ms (request batch 1): gpu-gpu 6,250.0 req/s vs cpu-cpu "
                         "675.0 req/s.**")
-    assert lines[8].startswith("| device | device name | request batch | p99 objective ms | best configuration |")
+    # then the same searches' cells at the other objectives they were answered at (the default 5 ms too)
+    assert lines[8] == "**GPU/CPU at request batch 1 at the other objectives (highest pass): ×10.00 at 5 ms.**"
+    assert lines[10].startswith("**batching gain on gpu at request batch 1 at the other objectives (highest pass): ")
+    table = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    assert lines[table].startswith("| device | device name | request batch | p99 objective ms | best configuration |")
     rows = {(r[0], r[2]): r for r in md_answer_rows(md)}
     cpu = rows[("cpu", "1")]
     # "—": no device telemetry; 9.49: the confirmation's early-stopping estimate (its raw p99 is 9.60)

@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from loadtest.analysis.answers import objective_answers, search_answers
+from loadtest.analysis.answers import search_answers
+from loadtest.analysis.objectives import objective_answers
 from loadtest.records import read_results
 from loadtest.sweep.conclusion import AnswerKind
 from tests.support.cli import command
