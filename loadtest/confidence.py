@@ -156,3 +156,25 @@ def judge(histogram: HdrHistogram, objective_ms: float, confidence: float = DEFA
         outcome = Outcome.INCONCLUSIVE
     return Evidence(requests, over, objective_ms, confidence, estimate, outcome,
                     requests_to_pass(over, percentile, confidence))
+
+
+def needed_requests(requests: int, over: int, confidence: float) -> int | None:
+    """Requests in all that would likely settle an inconclusive rate were the share over the objective to
+    stay as seen: enough for a pass below 0.8% over, for a fail above 1.25%; None in between (a rate at
+    its knee: only the most requests allowed can settle it)."""
+    share = over / requests if requests else 0.0
+    allowed = 1 - PERCENTILE
+    if share < 0.8 * allowed:
+        total = requests_to_pass(over, confidence=confidence)
+        for _ in range(20):  # more requests bring more over the objective, at the share seen
+            more = requests_to_pass(max(over, math.ceil(share * total)), confidence=confidence)
+            if more <= total:
+                break
+            total = more
+        return total
+    if share > 1.25 * allowed:
+        total = max(requests, 1)
+        while not confidently_over(total, math.ceil(share * total), confidence=confidence):
+            total *= 2
+        return total
+    return None

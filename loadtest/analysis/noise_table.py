@@ -56,6 +56,24 @@ def oversleep_text(cells: Sequence[CellResult], side: str) -> str:
     return f"{p999:.1f} / {peak:.1f}"
 
 
+def stalls_per_s(cells: Sequence[CellResult], objective_ms: float) -> str:
+    """The host probe's oversleeps longer than the objective, per second, on its worse side over the cells."""
+    rates = []
+    for side in noise.SIDES:
+        recorded = [noise.probe_sides(c)[side] for c in cells if side in noise.probe_sides(c)]
+        seconds = sum(float(r.get("duration_s") or 0.0) for r in recorded)
+        if seconds > 0:
+            over = sum(_count_over(decode(r["histogram"]), objective_ms) for r in recorded)
+            rates.append(over / seconds)
+    return f"{max(rates):.2f}" if rates else "—"
+
+
+def _count_over(histogram, objective_ms: float) -> int:
+    limit_us = objective_ms * 1000.0
+    return sum(item.count_added_in_this_iter_step for item in histogram.get_recorded_iterator()
+               if item.value_iterated_to > limit_us)
+
+
 def _share(value: float | None) -> str:
     return "—" if value is None else f"{value:.2%}"
 
@@ -70,7 +88,7 @@ def noise_table(results: Sequence[CellResult], labels: dict[Config, str], object
             who = noise.attribute(slow, objective) if slow else None
             rows.append((labels.get(config, config.name), str(batch), f"{objective:g}", str(len(cells)),
                          str(len(slow)), oversleep_text(cells, "server"), oversleep_text(cells, "loadgen"),
-                         "—" if floor is None else f"{floor:g}",
+                         stalls_per_s(cells, objective), "—" if floor is None else f"{floor:g}",
                          _share(who.client_share) if who else "—", _share(who.server_share) if who else "—",
                          _share(who.host_share) if who else "—",
                          who.source.value if who else "no cell over the 1% a p99 allows"))
@@ -78,7 +96,8 @@ def noise_table(results: Sequence[CellResult], labels: dict[Config, str], object
                  "Per configuration, request batch and objective, over the open-loop cells (overloaded ones left "
                  "out) whose client saw more than 1% of requests over the objective. Host oversleep: a 1 ms sleep "
                  "loop run beside each cell on the server's and the load generator's cores (jHiccup's method; "
-                 "p99.9 / max over the cells, ms): a lower bound of the stalls the machine itself imposed. Host "
+                 "p99.9 / max over the cells, ms): a lower bound of the stalls the machine itself imposed; its "
+                 "stalls longer than the objective per second, on the worse side. Host "
                  "allows: the lowest p99 objective these cells could confirm were the server perfect (the host "
                  "alone held a request over it less than 0.5% of the time). Shares over the objective: of the "
                  "client's requests, of the server's own (its request-latency histogram), and of the time the host "
@@ -86,9 +105,17 @@ def noise_table(results: Sequence[CellResult], labels: dict[Config, str], object
                  "else the server when its own does, else the client and the wire (the load generator, the "
                  "network stack, the client's gRPC).",
                  ("configuration", "request batch", "objective ms", "cells", "cells over", "host oversleep, "
-                  "server's cores ms", "host oversleep, load generator's cores ms", "host allows p99 ≥ ms",
+                  "server's cores ms", "host oversleep, load generator's cores ms", "host stalls > objective per s",
+                  "host allows p99 ≥ ms",
                   "client over", "server over", "host over", "whose"),
                  tuple(rows))
+
+
+def host_floor_ms(results: Sequence[CellResult], device: str, batch: int) -> float | None:
+    """The lowest objective the host allowed the open-loop cells on `device` at request batch `batch`."""
+    cells = [c for (config, b), group in open_cells(results).items() if config.device == device and b == batch
+             for c in group]
+    return noise.lowest_confirmable_ms(cells)
 
 
 def host_floor_lines(results: Sequence[CellResult], objectives: Sequence[float]) -> tuple[str, ...]:

@@ -127,3 +127,26 @@ def objective_headline(answers: Answers) -> tuple[str, ...]:
                 lines.append(f"batching gain on {device} at request batch {batch} at the other objectives (highest "
                              f"pass): {text}.")
     return tuple(lines)
+
+
+def rates_table(answers: Answers, labels: Labels) -> Table | None:
+    """Every search's rates, every window at a rate pooled (perf_analyzer's one row per load level): what
+    each capacity at each objective was read from. None without searches."""
+    rows, marks = [], []
+    for s in answers.searches:
+        for r in s.rates:
+            rows.append((labels[s.config], str(s.request_batch_size), fmt(r.offered_rps), fmt(r.achieved_rps),
+                         fmt(r.achieved_ips), *(fmt(v, 2) for v in (r.p50_ms, r.p90_ms, r.p99_ms, r.p999_ms)),
+                         str(r.requests), str(r.windows),
+                         "overloaded" if r.overloaded else "load generator" if r.loadgen_limited else ""))
+            marks.append("invalid" if r.overloaded or r.loadgen_limited else "")
+    if not rows:
+        return None
+    return Table("Rates measured by each search",
+                 "Per configuration, request batch and offered rate, every window measured there pooled (first "
+                 "window, extensions, confirmation: their histograms merge exactly): achieved req/s and img/s, the "
+                 "latency percentiles of all their requests, N, and the windows. Limited by: overloaded (the server "
+                 "did not keep up: never a capacity) or the load generator (nothing said about the server).",
+                 ("configuration", "request batch", "offered req/s", "achieved req/s", "images/s", "p50 ms", "p90 ms",
+                  "p99 ms", "p99.9 ms", "N", "windows", "limited by"),
+                 tuple(rows), tuple(marks), in_summary=False)

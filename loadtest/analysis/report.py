@@ -36,6 +36,7 @@ import jinja2
 from loadtest.analysis import details, device_use, noise_table, request_time, size, versions
 from loadtest.analysis.answers import Answers, Config, answer, config_labels, config_of
 from loadtest.analysis.blocks import Figure, Table
+from loadtest.analysis.objective_table import rates_table
 from loadtest.analysis.prices import DEFAULT_PRICES, load_prices
 from loadtest.analysis.series import group_series, load_level, read_all, usable
 from loadtest.analysis.summary import DEFAULT_P99_MS, Pricing, Summary, summarise
@@ -135,6 +136,8 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
     blocks: list[Table | Figure] = [*curves(results, answers, labels, series, names, objective)]
     if answers.searches:
         blocks.append(details.searches_table(answers.searches, labels))
+        rates = rates_table(answers, labels)
+        blocks += [rates] if rates else []
     blocks.append(request_time.request_time_table(results, answers.searches, labels))
     objectives = answers.objectives_ms() or (objective,)
     blocks.append(noise_table.noise_table(results, labels, objectives))

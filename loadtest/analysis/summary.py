@@ -33,7 +33,7 @@ from loadtest.analysis.bound import bound_line
 from loadtest.analysis.device_use import busy_text
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.instances import Replica, replicas_by_config
-from loadtest.analysis.noise_table import host_floor_lines
+from loadtest.analysis.noise_table import host_floor_lines, host_floor_ms
 from loadtest.analysis.objective_table import objective_headline, objective_table
 from loadtest.analysis.prices import PriceBook
 from loadtest.analysis.sources import highest_passing
@@ -100,6 +100,11 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
             lines.append(f"capacity on {_device(d)} {where}: {labels[d.best.config]} {_rps(d.best)} "
                          f"({fmt(d.best.capacity_ips)} images/s; {d.best.uncertainty()}); no batching gain: "
                          f"{d.gain.reason}.")
+        elif (floor := host_floor_ms(results, d.device, batch)) is not None and floor > p99_ms:
+            lines.append(f"p99 ≤ {p99_ms:g} ms cannot be confirmed on this host for {_device(d)} (request batch "
+                         f"{batch}): the machine's own stalls put objectives below {floor:g} ms out of reach, "
+                         "whatever the server does (a 1 ms sleep loop beside it overslept past them more than 0.5% "
+                         "of the time).")
         else:
             why = "; ".join(dict.fromkeys(f"{labels[s.config]}: {s.reason}" for s in d.searches if s.reason))
             lines.append(f"no configuration on {_device(d)} met p99 ≤ {p99_ms:g} ms (request batch {batch})"

@@ -43,28 +43,18 @@ The answer is always a measured, passing rate, never an interpolated one, with i
 
 Not for: measuring a cell (`CapacitySearch` is given a `measure` function; the command line wires
 it to `loadtest.sweep.runner.CellRunner`), answering other objectives from the same cells
-(`loadtest.analysis.answers.objective_answers`) or sizing replicas (`loadtest.analysis.size`).
+(`loadtest.analysis.objectives.objective_answers`) or sizing replicas (`loadtest.analysis.size`).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loadtest import confidence as conf
 from loadtest.records import CellResult
-from loadtest.sweep.conclusion import (
-    AnswerKind,
-    Conclusion,
-    Role,
-    Step,
-    conclude,
-    final_verdicts,
-    stalls,
-    step_after,
-)
+from loadtest.sweep.conclusion import AnswerKind, Conclusion, Role, Step, conclude, final_verdicts, stalls, step_after
 from loadtest.verdicts import Decision, Verdict
 
 FIRST_WINDOW_MARGIN = 1.1  # a first window holds 10% more than the requests a pass needs at the offered rate
@@ -325,7 +315,7 @@ class CapacitySearch:
         rate = max(step.result.throughput_rps, step.rate_rps * 0.5)
         if room_s < 0.5:
             return None
-        wanted = needed_requests(evidence.requests, evidence.over, self.settings.confidence)
+        wanted = conf.needed_requests(evidence.requests, evidence.over, self.settings.confidence)
         if wanted is None:  # a share over the objective near 1%: only the most requests allowed can settle it
             window_s = room_s
         else:
@@ -396,28 +386,6 @@ class CapacitySearch:
         if needed_s > left_s:
             raise _Stop(f"time limit ({s.max_s:g} s): {rate:g} req/s not started, its cell needs ~{needed_s:.1f} s "
                         f"and {left_s:.1f} s were left")
-
-
-def needed_requests(requests: int, over: int, confidence: float) -> int | None:
-    """Requests in all that would likely settle an inconclusive rate were the share over the objective to
-    stay as seen: enough for a pass below 0.8% over, for a fail above 1.25%; None in between (a rate at
-    its knee: only the most requests allowed can settle it)."""
-    share = over / requests if requests else 0.0
-    allowed = 1 - conf.PERCENTILE
-    if share < 0.8 * allowed:
-        total = conf.requests_to_pass(over, confidence=confidence)
-        for _ in range(20):  # more requests bring more over the objective, at the share seen
-            more = conf.requests_to_pass(max(over, math.ceil(share * total)), confidence=confidence)
-            if more <= total:
-                break
-            total = more
-        return total
-    if share > 1.25 * allowed:
-        total = max(requests, 1)
-        while not conf.confidently_over(total, math.ceil(share * total), confidence=confidence):
-            total *= 2
-        return total
-    return None
 
 
 class _Stop(Exception):

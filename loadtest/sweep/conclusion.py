@@ -190,9 +190,12 @@ class Conclusion:
 
     @property
     def at_least(self) -> bool:
-        """The capacity is a lower bound: the load generator, not the server, stopped the search above it."""
-        return self.loadgen_limited_rps is not None and (self.lowest_failing_rps is None
-                                                          or self.loadgen_limited_rps < self.lowest_failing_rps)
+        """The capacity is a lower bound: the load generator, not the server, stopped the search above the
+        answered rate (a rate the load generator limited at or below the answer bounds nothing)."""
+        limited = self.loadgen_limited_rps
+        if limited is None or (self.answer is not None and limited <= self.answer.rate_rps):
+            return False
+        return self.lowest_failing_rps is None or limited < self.lowest_failing_rps
 
     def upper_rps(self) -> float | None:
         """The lowest rate above the answer (the capacity, else the best unconfirmed pass) that did not pass
@@ -247,9 +250,12 @@ def _unsteady(last: dict[tuple[float, bool], Step]) -> tuple[tuple[Step, Step], 
 
 def _best_pass(last: dict[tuple[float, bool], Step], floor: float, failing: float | None) -> Step | None:
     """The highest rate above `floor` whose own windows passed, below the lowest failing rate (a rate whose
-    confirmation failed is failing), and not itself a failed confirmation's rate."""
+    confirmation failed is failing), and whose confirmation, if one was measured, did not end without a pass
+    (inconclusive, or the load generator's limit: all its windows together no longer support the pass, and
+    the rate is listed as inconclusive instead)."""
     ceiling = failing if failing is not None else float("inf")
-    passes = [s for s in last.values() if not s.confirming and s.verdict.passed and floor < s.rate_rps < ceiling]
+    passes = [s for s in last.values() if not s.confirming and s.verdict.passed and floor < s.rate_rps < ceiling
+              and ((s.rate_rps, True) not in last or last[(s.rate_rps, True)].verdict.passed)]
     return max(passes, key=lambda s: s.rate_rps, default=None)
 
 

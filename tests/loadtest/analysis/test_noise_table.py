@@ -57,3 +57,17 @@ def test_cells_the_load_generator_limited_are_left_out():
     assert rows_by_objective([plain], (10.0,))["10"]["whose"] == "host"
     assert rows_by_objective([limited], (10.0,)) == {}
     assert host_floor_lines([limited], (10.0,)) == ()
+
+
+def test_the_headline_says_the_host_not_the_device_where_the_host_put_the_objective_out_of_reach():
+    """A search at 10 ms that found nothing, on a host whose stalls allow no objective below 18 ms: the headline
+    names the host, and the noise table counts its stalls over 10 ms (2 in 1 s)."""
+    from loadtest.analysis.summary import headline_of
+
+    tag = {"id": "s1", "role": "bracket", "p99_objective_ms": 10.0, "offered_rps": 100.0, "objectives": [10.0]}
+    slow = probed(cell(LABEL, rate=100.0, search=tag), STALLED, QUIET, histogram_us=client_histogram(30))
+    lines = headline_of([slow])
+    assert any(line.startswith("p99 ≤ 10 ms cannot be confirmed on this host for cpu (Test CPU) (request batch 1): "
+                               "the machine's own stalls put objectives below 18 ms out of reach") for line in lines)
+    assert not any(line.startswith("no configuration on cpu") for line in lines)
+    assert rows_by_objective([slow], (10.0,))["10"]["host stalls > objective per s"] == "2.00"

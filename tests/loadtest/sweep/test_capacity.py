@@ -505,3 +505,35 @@ def test_an_overloaded_cell_fails_whatever_its_latencies():
     assert verdict.decision == Decision.FAIL and verdict.reason.startswith("overloaded: ")
     assert verdict.evidence.over == 0  # its latencies alone would have passed
     assert verdict_of([good, behind], OBJECTIVE_MS).decision == Decision.FAIL  # pooled: still never a pass
+
+
+def test_a_pass_whose_confirmation_stayed_inconclusive_is_not_the_answer():
+    """400 req/s passed (N=800, k=0), its confirmation did not (N=605, k=5: a pass needs N >= 1,307, a fail more
+    over): all its windows no longer support the pass, so it is listed inconclusive; 200 req/s's pass answers."""
+    from loadtest.sweep.conclusion import step_after
+
+    steps: list[Step] = []
+    for rate, role, counts, confirming in ((400, Role.BRACKET, {FAST_US: 800}, False),
+                                           (400, Role.CONFIRM, {FAST_US: 600, SLOW_US: 5}, True),
+                                           (200, Role.BRACKET, {FAST_US: 500}, False)):
+        steps.append(step_after(steps, rate, role, cell(rate, 2.0, counts), confirming, OBJECTIVE_MS,
+                                conf.DEFAULT_CONFIDENCE))
+    assert [s.verdict.decision for s in steps] == [Decision.PASS, Decision.INCONCLUSIVE, Decision.PASS]
+    found = conclude(steps, OBJECTIVE_MS)
+    assert found.kind == AnswerKind.PASSED and found.best_pass.rate_rps == 200
+    assert [(s.rate_rps, s.confirming) for s in found.inconclusive] == [(400, True)]
+
+
+def test_a_load_generator_limit_below_the_answer_does_not_make_it_a_lower_bound():
+    """170 req/s was limited by the load generator, 340 passed (not confirmed) and 680 failed: between 340 and
+    680, not "at least 340: the load generator was the limit at 170"."""
+    from loadtest.sweep.conclusion import step_after
+
+    steps: list[Step] = []
+    for rate, counts, cpu in ((170, {FAST_US: 500}, 97.0), (340, {FAST_US: 700}, None),
+                              (680, {FAST_US: 900, SLOW_US: 100}, None)):
+        steps.append(step_after(steps, rate, Role.BRACKET, cell(rate, 2.0, counts, loadgen_cpu=cpu), False,
+                                OBJECTIVE_MS, conf.DEFAULT_CONFIDENCE))
+    found = conclude(steps, OBJECTIVE_MS)
+    assert found.best_pass.rate_rps == 340 and not found.at_least
+    assert found.uncertainty() == "between 340 and 680 req/s (680 failed)"
