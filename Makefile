@@ -191,7 +191,7 @@ demo: setup
 # build/device-bundle/ (<= 64 MiB): the project, the newest model (with model.keras), TF's protos,
 # the wheels the machine's image lacks (py-spy's too), and project/SOURCE.json (the commit and tree state
 # it was built from, which every result there names). There, in one call:
-#   python3 build/device-bundle/run.py --out DIR --budget-min 8   (<= 8 files in DIR, no folders)
+#   python3 build/device-bundle/run.py --out DIR   (one call of <= 10 minutes: every configuration answered; <= 8 files)
 device-bundle: setup
 	@ls $(MODELS)/mnist/*/model.keras >/dev/null 2>&1 || $(MAKE) --no-print-directory export
 	$(CLI) device-bundle --out build/device-bundle --models-dir $(MODELS)

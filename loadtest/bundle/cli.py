@@ -33,5 +33,5 @@ def device_bundle(out: Path, models_dir: Path, python_version: str, self_contain
                f"model version {manifest.model_version}, {len(manifest.wheels)} wheels, {manifest.protos} proto "
                f"modules; left out as the image has them: {', '.join(manifest.left_out_for_the_image) or 'none'})")
     click.echo(f"source: {manifest.source.get('commit', 'unknown')}{'-dirty' if manifest.source.get('dirty') else ''}")
-    click.echo(f"on the machine: python3 {out}/run.py --out OUT_DIR --budget-min 8  [--devices gpu,cpu "
-               f"--batches 1,8,32,128]")
+    click.echo(f"on the machine: python3 {out}/run.py --out OUT_DIR  [--budget-min 9 --devices gpu,cpu "
+               f"--batches 1,32 --target-rps N --prices FILE]")
