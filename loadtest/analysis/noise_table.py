@@ -26,8 +26,6 @@ from loadtest.stats import decode
 from loadtest.verdicts import client_limited
 from loadtest.vocab import CellStatus, LoadMode
 
-ALLOWED_SHARE = 0.01  # a p99 allows 1% of requests over its objective
-
 
 def open_cells(results: Iterable[CellResult]) -> dict[tuple[Config, int], list[CellResult]]:
     """Measured open-loop cells by configuration and request batch size, neither overloaded nor limited by the
@@ -42,7 +40,7 @@ def open_cells(results: Iterable[CellResult]) -> dict[tuple[Config, int], list[C
 
 def slow_cells(cells: Sequence[CellResult], objective_ms: float) -> list[CellResult]:
     """The cells whose client saw more requests over the objective than a p99 allows."""
-    return [c for c in cells if noise.client_share([c], objective_ms) > ALLOWED_SHARE]
+    return [c for c in cells if noise.client_share([c], objective_ms) > noise.ALLOWED_SHARE]
 
 
 def oversleep_text(cells: Sequence[CellResult], side: str) -> str:
