@@ -16,7 +16,7 @@ BATCHING ?= off
 PLAN ?= loadtest/plans/quick.toml
 EXPORT_ARGS ?=
 
-.PHONY: setup browser h2load lint test test-fast export bench-server bench-runtimes bench-loadgen serve serve-cpu serve-gpu stop \
+.PHONY: setup browser h2load lint test test-fast export bench-server bench-runtimes bench-loadgen bench-demo serve serve-cpu serve-gpu stop \
 	loadtest capacity tune locust-ui report size k8s demo device-bundle clean-venv
 
 setup: $(STAMP)
@@ -112,10 +112,13 @@ loadtest: setup
 # Capacity under a latency objective: the highest open-loop rate each server serves at p99 <= P99_MS
 # with BATCH images per request (BATCH="1 32": one search per size), e.g.
 #   make capacity P99_MS=10 SERVE="cpu/off cpu/cpu" BATCH="1 32"
+# Several servers are compared paired (all up, their cells interleaved, a reference cell for the drift);
+# REPEAT=N runs the whole comparison N times, and the report gives each repeat's ratio and their spread.
 BATCH ?= 1
+REPEAT ?= 1
 
 capacity: setup
-	$(CLI) capacity --p99-ms $(P99_MS) $(foreach b,$(BATCH),--batch $(b)) $(SERVERS) $(LOADTEST_ARGS)
+	$(CLI) capacity --p99-ms $(P99_MS) $(foreach b,$(BATCH),--batch $(b)) --repeat $(REPEAT) $(SERVERS) $(LOADTEST_ARGS)
 
 # Batching tuned by the tool: BatchingParameters with the highest capacity at p99 <= P99_MS on DEVICE,
 # from TF Serving's advice (the device's profile), within BUDGET_MIN minutes; TUNE_ARGS adds flags.
@@ -177,15 +180,24 @@ k8s: setup
 # at 99% confidence, then the report, which opens with what bounded the answer (the model or the serving
 # path) and the batching gain with its range. A search that
 # does not meet the objective is an answer too (--unmet-ok): the demo goes on to the report.
-DEMO_P99_MS ?= 10
+DEMO_P99_MS ?= 25
 DEMO_TARGET_RPS ?= 5000
 DEMO_SEARCH = --precision 0.1 --max-steps 18 --confirm-factor 2 --max-rate-s 12
 
 demo: setup
 	@if ! ls -d $(MODELS)/mnist/[0-9]* >/dev/null 2>&1; then $(MAKE) --no-print-directory export; fi
-	$(CLI) capacity --plan loadtest/plans/demo.toml --p99-ms $(DEMO_P99_MS) --batch 1 --batch 32 $(DEMO_SEARCH) --models-dir $(MODELS) --no-report --unmet-ok
+	$(CLI) capacity --plan loadtest/plans/demo.toml --p99-ms $(DEMO_P99_MS) --batch 1 --batch 32 --repeat $(REPEAT) $(DEMO_SEARCH) --models-dir $(MODELS) --no-report --unmet-ok
 	$(CLI) report $$(ls -1d results/*/results.jsonl | sort | tail -n 1) --target-rps $(DEMO_TARGET_RPS) --prices $(PRICES)
 	@awk 'NR > 2 && /^\|/ {exit} /^\*\*/ {print "demo: " $$0}' $$(ls -1t results/*/report*.md | head -n 1)
+
+# Does the demo's comparison reproduce? Its capacity run RUNS times in a row: each run's paired ratios with
+# their ranges and drift, whether every range overlaps every other, and the largest ÷ smallest (~4 min a run).
+RUNS ?= 5
+
+bench-demo: setup
+	@if ! ls -d $(MODELS)/mnist/[0-9]* >/dev/null 2>&1; then $(MAKE) --no-print-directory export; fi
+	$(CLI) bench reproduce --runs $(RUNS) -- --plan loadtest/plans/demo.toml --p99-ms $(DEMO_P99_MS) --batch 1 --batch 32 \
+		$(DEMO_SEARCH) --models-dir $(MODELS) --no-report --unmet-ok
 
 # --- a lent GPU machine: the offline bundle (docs/device-bundle.md) ---
 # build/device-bundle/ (<= 64 MiB): the project, the newest model (with model.keras), TF's protos,

@@ -155,13 +155,20 @@ def rate_view(rows: Sequence[Any]) -> Table:
 @click.option("--batch", "batch_sizes", type=click.IntRange(min=1), multiple=True, default=(1,), show_default=True,
               help="images per request (repeatable: one search per batch size)")
 @click.option("--unmet-ok", is_flag=True, help="exit 0 when every search ran, met or not (an unmet one is an answer)")
+@click.option("--repeat", "repeats", type=click.IntRange(min=1), default=1, show_default=True,
+              help="run the whole comparison this many times: the report gives each repeat's ratio and their spread")
+@click.option("--sequential", is_flag=True,
+              help="several servers: search them one after the other, each stopped before the next, instead of "
+              "paired (all up at once, their cells interleaved, a reference cell showing the machine's drift)")
 @search_options
 @click.pass_context
-def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok: bool, plan_path: Path,
-                     results_dir: Path, report: bool, **values: Any) -> None:
+def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok: bool, repeats: int, sequential: bool,
+                     plan_path: Path, results_dir: Path, report: bool, **values: Any) -> None:
     """The highest open-loop rate each server serves at p99 <= --p99-ms: bracket, bisect, confirm.
 
-    One search per server (running, or started in turn with --serve) and per --batch."""
+    One search per server (running, or started by the tool with --serve) and per --batch. Several servers are
+    compared paired: all up at once on the cores they are measured on, their cells alternating one server at a
+    time, so each ratio comes from the same minutes (--sequential: one after the other)."""
     from loadtest.sweep.capacity_search import Capacities
     from loadtest.sweep.servers import server_slots
 
@@ -171,7 +178,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
         plan = layered_plan(plan_path, choice, _run_flags(values))
         request = capacity_request(plan, values)
         run = Capacities(request, server_slots(plan, choice.state_file), batch_sizes, results_dir,
-                         plan_path=str(plan_path))
+                         plan_path=str(plan_path), repeats=repeats, interleaved=not sequential)
         with sigterm_as_interrupt():
             outcomes = run.run()
     except (Interrupted, KeyboardInterrupt):
@@ -190,15 +197,16 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
 
 def _capacity_end(results: Sequence[CellResult], outcomes: Sequence[Any], request: Any, bounds: bool) -> None:
     """Every search's rate table and objective lines, what bounded the answers, then each search's answer."""
+    from loadtest.analysis.paired import paired_lines
     from loadtest.analysis.summary import bound_lines, headline_of
-    from loadtest.sweep.capacity_search import outcome_line
+    from loadtest.sweep.capacity_output import outcome_line
 
     named = len(outcomes) > 1
     tables = objective_lines(results, outcomes, request.objectives)
     if tables:
         click.echo(tables)
     # What bounded each answer (the model on its device, or the serving path) comes before any capacity.
-    lines = (headline_of(results) if named else bound_lines(results)) if bounds else []
+    lines = (headline_of(results) if named else bound_lines(results)) if bounds else paired_lines(results)
     if lines:
         click.echo("\n".join(lines))
     click.echo("\n".join(outcome_line(o, request.p99_ms, named) for o in outcomes))

@@ -195,7 +195,7 @@ def search_answers(results: Sequence[CellResult]) -> list[SearchAnswer]:
     """Every search in the results, one answer each, by configuration, batch, objective, id."""
     groups: dict[str, list[CellResult]] = {}
     for cell in results:
-        if cell.search:
+        if cell.search and cell.search.get("role") != Role.REFERENCE:
             groups.setdefault(str(cell.search["id"]), []).append(cell)
     answers = [search_answer(cells) for cells in groups.values()]
     return sorted(answers, key=lambda a: (a.config, a.request_batch_size, a.p99_objective_ms, a.search_id))

@@ -43,8 +43,8 @@ def interrupted(cell: CellResult) -> bool:
 
 def rated(cells: Sequence[CellResult]) -> list[CellResult]:
     """A search's cells that measured an offered rate: not its probe, its start, or a cell it was interrupted in."""
-    return [c for c in cells if offered_rps(c) is not None and c.search.get("role") not in (Role.PROBE, Role.START)
-            and not interrupted(c)]
+    return [c for c in cells if offered_rps(c) is not None
+            and c.search.get("role") not in (Role.PROBE, Role.START, Role.REFERENCE) and not interrupted(c)]
 
 
 

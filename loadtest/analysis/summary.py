@@ -35,6 +35,7 @@ from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.instances import Replica, replicas_by_config
 from loadtest.analysis.noise_table import host_floor_lines, host_floor_ms
 from loadtest.analysis.objective_table import objective_headline, objective_table
+from loadtest.analysis.paired import GPU_CPU, PairedRatio, paired_ratios, paired_table
 from loadtest.analysis.prices import PriceBook
 from loadtest.analysis.sources import highest_passing
 from loadtest.records import CellResult
@@ -86,13 +87,16 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
     batch, p99_ms = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
     here = _here(devices)
     where = _where(batch, p99_ms)
+    paired = {(p.what, p.request_batch_size, p.p99_objective_ms): p for p in paired_ratios(results)}
     lines = []
     for d in here:
         bound = bound_line(d, results, labels)
         if bound:
             lines.append(bound)
         on, off = d.gain.batching, d.gain.off
-        if d.gain.ratio is not None and on and off:
+        if (compared := paired.get((f"batching gain on {d.device}", batch, p99_ms))) is not None:
+            lines.append(_paired_text(compared, host_floor_ms(results, d.device, batch)))
+        elif d.gain.ratio is not None and on and off:
             lines.append(f"batching gain {d.gain.describe()} on {_device(d)} {where}: {labels[on.config]} "
                          f"{_rps(on)} ({on.uncertainty()}) vs {labels[off.config]} {_rps(off)} "
                          f"({off.uncertainty()}).")
@@ -109,11 +113,24 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
             why = "; ".join(dict.fromkeys(f"{labels[s.config]}: {s.reason}" for s in d.searches if s.reason))
             lines.append(f"no configuration on {_device(d)} met p99 ≤ {p99_ms:g} ms (request batch {batch})"
                          + (f": {why}." if why else "."))
+    if (compared := paired.get((GPU_CPU, batch, p99_ms))) is not None:
+        return (*lines, _paired_text(compared))
     for r in ratios:
         if (r.request_batch_size, r.p99_objective_ms) == (batch, p99_ms) and r.ratio and r.gpu and r.cpu:
             lines.append(f"GPU/CPU ×{r.ratio:.2f} {where}: {labels[r.gpu.config]} {_rps(r.gpu)} vs "
                          f"{labels[r.cpu.config]} {_rps(r.cpu)}.")
     return tuple(lines)
+
+
+def _paired_text(compared: PairedRatio, host_floor: float | None = None) -> str:
+    """A comparison's ratio as the headline gives it, first letter up; where the host's own stalls reach its
+    objective, a warning that the ratio is as much the host's as the servers'."""
+    text = compared.describe()
+    if host_floor is not None and host_floor > compared.p99_objective_ms:
+        text = (text.removesuffix(".") + f"; but this host's own stalls put objectives below {host_floor:g} ms out of "
+                "reach, so at this objective the ratio is decided by the host as much as by the servers: compare at "
+                "a looser one.")
+    return text[0].upper() + text[1:]
 
 
 # ----------------------------------------------------------------------------- the answer table
@@ -250,7 +267,9 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
         by_objective = objective_table(answers, labels)
         lines = (*headline(devices, answers.ratios, labels, results), *objective_headline(answers),
                  *host_floor_lines(results, answers.objectives_ms()))
+        compared = paired_table(results)
         return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing),
+                                                     *((compared,) if compared else ()),
                                                      *((by_objective,) if by_objective else ())))
     objective = p99_ms if p99_ms is not None else DEFAULT_P99_MS
     if answers.searches:

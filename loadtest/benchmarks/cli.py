@@ -1,9 +1,10 @@
-"""`mnist-bench bench server|runtimes|loadgen|probe`: the benchmarks' command line.
+"""`mnist-bench bench server|runtimes|loadgen|probe|reproduce`: the benchmarks' command line.
 
     mnist-bench bench server --model-base-path models/mnist --samples models/mnist-samples.npz
     mnist-bench bench runtimes --model-base-path models/mnist --samples models/mnist-samples.npz
     mnist-bench bench loadgen --model-base-path models/mnist --samples models/mnist-samples.npz
     mnist-bench bench probe --model-base-path models/mnist
+    mnist-bench bench reproduce --runs 5 -- CAPACITY ARGS   (make bench-demo: the demo's comparison)
 
 The commands only parse options and print the outcome; `loadtest.benchmarks.server.run`,
 `loadtest.benchmarks.runtimes.run` and `loadtest.benchmarks.loadgen.run` do the work and raise, which
@@ -173,3 +174,24 @@ def probe(**options) -> None:
     except (ServerNotReady, OSError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(host_probe.format_summary(summary))
+
+
+@bench.command("reproduce", context_settings={"ignore_unknown_options": True})
+@click.option("--runs", type=click.IntRange(min=2), default=5, show_default=True,
+              help="`mnist-bench capacity` runs in a row, the same arguments each time")
+@click.option("--results-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="where each run's results go (default: results/reproduce-<UTC time>)")
+@click.argument("capacity_args", nargs=-1, type=click.UNPROCESSED, required=True)
+def reproduce(runs: int, results_dir: Path | None, capacity_args: tuple[str, ...]) -> None:
+    """Does a comparison reproduce? The same `capacity` run several times: each run's ratios with their ranges and
+    drift, then whether every range overlaps every other and the largest ÷ smallest ratio.
+
+    Give capacity's arguments after `--`, e.g. `-- --plan loadtest/plans/demo.toml --p99-ms 10 --batch 1`."""
+    from loadtest.benchmarks import reproduce as repeats
+    from loadtest.sweep.runner import utc_stamp
+
+    if "--results-dir" in capacity_args:
+        raise click.UsageError("give --results-dir before `--`: each run gets its own directory under it")
+    out = results_dir or Path("results") / f"reproduce-{utc_stamp()}"
+    click.echo(f"{runs} runs of `mnist-bench capacity {' '.join(capacity_args)}`; results under {out}")
+    click.echo(repeats.run(runs, out, capacity_args))

@@ -19,18 +19,20 @@ Not for: the search's decisions (`loadtest.sweep.capacity`) or a grid of cells (
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
-
-from rich.table import Table
+from typing import Any, TextIO
 
 from loadtest.confidence import DEFAULT_CONFIDENCE
-from loadtest.records import CellResult
 from loadtest.sweep import plan as plans
-from loadtest.sweep.capacity import AnswerKind, CapacityAnswer, CapacitySearch, Measured, Role, SearchSettings, Step
-from loadtest.sweep.conclusion import DEFAULT_OBJECTIVES_MS, describe_pair, describe_unsteady
+from loadtest.sweep.capacity import AnswerKind, CapacityAnswer, CapacitySearch, Measured, Role, SearchSettings
+from loadtest.sweep.capacity_output import outcome_line, trail_table
+from loadtest.sweep.comparison import Reference, comparison_tag
+from loadtest.sweep.conclusion import DEFAULT_OBJECTIVES_MS
+from loadtest.sweep.interleave import Turn, interleave
 from loadtest.sweep.probe import Prober
 from loadtest.sweep.runner import CellRunner, Interrupted, cell_estimate_s
 from loadtest.sweep.servers import Slot, StartFailed
@@ -95,6 +97,9 @@ class CapacityRun:
     search_id: str
     prober: Prober
     model_version: int | None = None
+    measure_cell: Callable[..., Any] | None = None  # CellRunner.measure, or a paired comparison's turn at it
+    clock: Callable[[], float] = time.monotonic  # the search's deadline runs on it
+    comparison: dict | None = None  # the paired comparison its cells belong to (`loadtest.sweep.comparison`)
     _confirming: bool = False  # the last measured rate was a confirmation: its extensions are too
     _processes: int = 0  # Locust processes now: the plan's, plus any added where its client was the limit
 
@@ -106,7 +111,8 @@ class CapacityRun:
                                   max_rate_s=r.max_rate_s, gate=r.gate, window_s=r.plan.run.measure_s,
                                   confirm_window_s=r.plan.run.measure_s * r.confirm_factor,
                                   cell_overhead_s=cell_estimate_s(r.plan.run) - r.plan.run.measure_s)
-        return CapacitySearch(settings, self._measure, interrupts=(Interrupted, KeyboardInterrupt)).run()
+        return CapacitySearch(settings, self._measure, clock=self.clock,
+                              interrupts=(Interrupted, KeyboardInterrupt)).run()
 
     def _start_from_probe(self) -> float:
         """Half the throughput a short closed loop gets (never below min_rps)."""
@@ -147,20 +153,23 @@ class CapacityRun:
 
     def _cell(self, cell: plans.Cell, run: plans.RunSettings, role: Role, rate_rps: float | None, confirming: bool):
         tag = search_tag(self.search_id, role, self.request.p99_ms, rate_rps, self.request.confidence, confirming,
-                         self.request.objectives)
-        result, probe = self.cells.measure(self.prober, self.target, cell, run, 0, self.model_version, search=tag)
+                         self.request.objectives, self.comparison)
+        measure = self.measure_cell or self.cells.measure
+        result, probe = measure(self.prober, self.target, cell, run, 0, self.model_version, search=tag)
         self.model_version = probe.model_version or self.model_version
         return result, probe
 
 
 def search_tag(search_id: str, role: Role, p99_ms: float, rate_rps: float | None,
                confidence: float = DEFAULT_CONFIDENCE, confirming: bool = False,
-               objectives: tuple[float, ...] = DEFAULT_OBJECTIVES_MS) -> dict:
+               objectives: tuple[float, ...] = DEFAULT_OBJECTIVES_MS, comparison: dict | None = None) -> dict:
     """What a search's cell records about the search (`CellResult.search`); the runner adds the cell's own
     evidence on the objective (`loadtest.verdicts.evidence_record`). `objectives`: the p99s the report
-    answers the search's cells at, besides its own (`loadtest.analysis.answers.objective_answers`)."""
-    return {"id": search_id, "role": role.value, "p99_objective_ms": p99_ms, "offered_rps": rate_rps,
-            "confidence": confidence, "confirming": confirming, "objectives": list(objectives)}
+    answers the search's cells at, besides its own (`loadtest.analysis.answers.objective_answers`); `comparison`:
+    the comparison it is part of (`loadtest.sweep.comparison.comparison_tag`), when it is."""
+    tag = {"id": search_id, "role": role.value, "p99_objective_ms": p99_ms, "offered_rps": rate_rps,
+           "confidence": confidence, "confirming": confirming, "objectives": list(objectives)}
+    return {**tag, "comparison": comparison} if comparison else tag
 
 
 class _NotMeasured(Exception):
@@ -169,7 +178,9 @@ class _NotMeasured(Exception):
 
 @dataclass
 class Capacities:
-    """One search per server and request batch size, in one results directory."""
+    """One search per server and request batch size (and repeat), in one results directory. Several servers
+    are compared paired (`interleaved`): all up at once, their searches' cells alternating, a reference cell
+    between slices (`loadtest.sweep.comparison`); else one after the other, each server stopped before the next."""
 
     request: CapacityRequest  # its batch_size is replaced by each of `batch_sizes`
     servers: Sequence[Slot]
@@ -178,28 +189,107 @@ class Capacities:
     out: TextIO = sys.stdout
     plan_path: str = ""
     outcomes: list[Outcome] = field(default_factory=list)
+    repeats: int = 1  # the whole comparison, this many times
+    interleaved: bool = True  # several servers: paired (False: searched one after the other)
 
     def __post_init__(self) -> None:
         self.cells = CellRunner.new_run(self.results_root, self.request.plan, self.plan_path, self.out)
         self.run_id, self.run_dir = self.cells.run_id, self.cells.run_dir
         self.prober = Prober(self.request.plan.run)
+        self._ids = 0
+
+    @property
+    def paired(self) -> bool:
+        return self.interleaved and len(self.servers) > 1
 
     def run(self) -> list[Outcome]:
-        """Every search in turn; Interrupted (Ctrl-C, SIGTERM) propagates after the running cell was recorded
-        and the running search answered from the cells before it (its outcome kept in `outcomes`)."""
+        """Every search; Interrupted (Ctrl-C, SIGTERM) propagates after the running cell was recorded and the
+        running searches answered from the cells before it (their outcomes kept in `outcomes`)."""
+        how = "paired: all up, their cells interleaved" if self.paired else "one after the other"
+        repeats = f" x {self.repeats} repeats" if self.repeats > 1 else ""
         self.cells.say(f"capacity run {self.run_id}: {self._objectives()}, "
-                       f"{len(self.servers)} server(s) x request batch {', '.join(map(str, self.batch_sizes))}; "
-                       f"results in {self.run_dir}")
+                       f"{len(self.servers)} server(s) x request batch {', '.join(map(str, self.batch_sizes))}"
+                       f"{repeats} ({how}); results in {self.run_dir}")
+        if self.paired:
+            self._run_paired()
+        else:
+            for repeat in range(1, self.repeats + 1):
+                self._run_sequential(repeat)
+        return self.outcomes
+
+    def _run_sequential(self, repeat: int) -> None:
+        names = [slot.name for slot in self.servers]
         for slot in self.servers:
             try:
                 with slot.serve(self.run_dir / "servers", self.cells.say) as target:
                     for batch in self.batch_sizes:
-                        self._search(target, batch)
+                        self._search(target, batch, comparison=self._comparison(batch, repeat, False, names))
             except StartFailed as failed:
                 self.cells.say(failed.reason)
                 for batch in self.batch_sizes:
                     self._not_searched(failed.planned, batch, failed.reason)
-        return self.outcomes
+
+    def _run_paired(self) -> None:
+        with ExitStack() as servers:
+            targets = []
+            for slot in self.servers:
+                try:
+                    targets.append(servers.enter_context(slot.serve(self.run_dir / "servers", self.cells.say)))
+                except StartFailed as failed:
+                    self.cells.say(failed.reason)
+                    for batch in self.batch_sizes:
+                        self._not_searched(failed.planned, batch, failed.reason)
+            versions = {t.name: self._answering(t) for t in targets}
+            answering = [t for t in targets if versions[t.name] is not None]
+            for batch in self.batch_sizes:
+                for repeat in range(1, self.repeats + 1):
+                    if answering:
+                        self._compare(answering, batch, repeat, versions)
+
+    def _answering(self, target: ServedEndpoint) -> int | None:
+        """The server's model version when it answers (0 where it does not say); None, recorded, when it does not."""
+        probe = self.prober.probe(target)
+        if probe.ok:
+            return probe.model_version or 0
+        for batch in self.batch_sizes:
+            self._not_searched(target, batch, f"server {target.name} at {target.grpc_target} is not answering "
+                                              f"({probe.error})")
+        return None
+
+    def _compare(self, targets: Sequence[ServedEndpoint], batch: int, repeat: int,
+                 versions: dict[str, int | None]) -> None:
+        """One paired comparison: every server's search at `batch`, interleaved, the reference cell around them."""
+        comparison = comparison_tag(f"{self.run_id}/b{batch}", repeat, True, [t.name for t in targets])
+        ids = [self._next_id() for _ in targets]
+        p99_ms = self.request.plan.capacity.p99_ms(batch, self.request.p99_ms)
+        reference = Reference(self.cells, self.prober, targets[0], self.request.plan.run,
+                              search_tag(f"{comparison['id']}/reference", Role.REFERENCE, p99_ms, None,
+                                         self.request.confidence, comparison=comparison))
+        self.cells.say(f"paired comparison {comparison['id']} (repeat {repeat}): "
+                       f"{' against '.join(t.name for t in targets)} at request batch {batch}, their cells "
+                       f"interleaved; reference cell: {targets[0].name}, one request at a time")
+        ended: dict[int, Outcome] = {}
+        bodies = [self._paired_body(t, batch, search_id, comparison, ended, i, versions[t.name])
+                  for i, (t, search_id) in enumerate(zip(targets, ids, strict=True))]
+        try:
+            reference.measure("start")
+            interleave(bodies, between=reference.between)
+            reference.measure("end")
+        finally:
+            for i in sorted(ended):
+                self._ended(ended[i])
+
+    def _paired_body(self, target: ServedEndpoint, batch: int, search_id: str, comparison: dict,
+                     ended: dict[int, Outcome], index: int, version: int | None) -> Callable[[Turn], Outcome]:
+        def body(turn: Turn) -> Outcome:
+            def measure_cell(*args: Any, **kwargs: Any) -> Any:
+                return turn.call(lambda: self.cells.measure(*args, **kwargs))
+
+            outcome = self._searched(target, batch, search_id, comparison, model_version=version or None,
+                                     measure_cell=measure_cell, clock=turn.clock)
+            ended[index] = outcome
+            return outcome
+        return body
 
     def search(self, slot: Slot, batch_size: int, beat_rps: float | None = None) -> Outcome:
         """One search on one server (started for it when it is a configuration); the tuner's unit. With
@@ -210,29 +300,47 @@ class Capacities:
         except StartFailed as failed:
             return self._not_searched(failed.planned, batch_size, failed.reason)
 
-    def _search(self, target: ServedEndpoint, batch_size: int, beat_rps: float | None = None) -> Outcome:
+    def _search(self, target: ServedEndpoint, batch_size: int, beat_rps: float | None = None,
+                comparison: dict | None = None) -> Outcome:
+        search_id = self._next_id()
+        probe = self.prober.probe(target)
+        if not probe.ok:
+            reason = f"server {target.name} at {target.grpc_target} is not answering ({probe.error})"
+            return self._not_searched(target, batch_size, reason, search_id)
+        outcome = self._ended(self._searched(target, batch_size, search_id, comparison, beat_rps,
+                                             model_version=probe.model_version))
+        if outcome.answer is not None and outcome.answer.interrupted:
+            raise Interrupted()
+        return outcome
+
+    def _searched(self, target: ServedEndpoint, batch_size: int, search_id: str, comparison: dict | None,
+                  beat_rps: float | None = None, model_version: int | None = None, **hooks: Any) -> Outcome:
+        """One search on an answering server, its trail and answer printed (not yet in `outcomes`)."""
         p99_ms = self.request.plan.capacity.p99_ms(batch_size, self.request.p99_ms)
         request = replace(self.request, batch_size=batch_size, p99_ms=p99_ms)
         if beat_rps is not None:
             request = replace(request, start_rps=beat_rps, gate=True)
-        search_id = f"{self.run_id}/{len(self.outcomes) + 1}"
-        probe = self.prober.probe(target)
-        if not probe.ok:
-            reason = f"server {target.name} at {target.grpc_target} is not answering ({probe.error})"
-            return self._not_searched(target, batch_size, reason)
         self.cells.say(f"capacity search {search_id}: p99 <= {request.p99_ms:g} ms, request batch {batch_size}, "
                        f"on {target.name} ({target.grpc_target})")
-        run = CapacityRun(request, self.cells, target, search_id, self.prober, probe.model_version)
+        run = CapacityRun(request, self.cells, target, search_id, self.prober, model_version,
+                          comparison=comparison, **hooks)
         try:
             answer = run.run()
         except _NotMeasured as exc:
-            return self._ended(Outcome(target.name, batch_size, None, str(exc), p99_ms, search_id))
+            return Outcome(target.name, batch_size, None, str(exc), p99_ms, search_id)
         outcome = Outcome(target.name, batch_size, answer, p99_ms=p99_ms, search_id=search_id)
         self.cells.say(plain_table(trail_table(answer), 10_000) + "\n" + outcome_line(outcome, request.p99_ms, True))
-        self._ended(outcome)
-        if answer.interrupted:
-            raise Interrupted()
         return outcome
+
+    def _comparison(self, batch: int, repeat: int, paired: bool, names: Sequence[str]) -> dict | None:
+        """The comparison tag of a run with several servers (None with one: nothing is compared)."""
+        if len(self.servers) < 2:
+            return None
+        return comparison_tag(f"{self.run_id}/b{batch}", repeat, paired, names)
+
+    def _next_id(self) -> str:
+        self._ids += 1
+        return f"{self.run_id}/{self._ids}"
 
     def _objectives(self) -> str:
         """`p99 <= 10 ms` and, where the plan sets another objective for a batch size, that one too."""
@@ -240,8 +348,8 @@ class Capacities:
         others = ", ".join(f"{p99:g} ms at request batch {b}" for b, p99 in own.items() if p99 != self.request.p99_ms)
         return f"p99 <= {self.request.p99_ms:g} ms" + (f" ({others}: the plan's [capacity])" if others else "")
 
-    def _not_searched(self, target: ServedEndpoint, batch_size: int, reason: str) -> Outcome:
-        search_id = f"{self.run_id}/{len(self.outcomes) + 1}"
+    def _not_searched(self, target: ServedEndpoint, batch_size: int, reason: str, search_id: str = "") -> Outcome:
+        search_id = search_id or self._next_id()
         cell = plans.Cell(LoadMode.OPEN, batch_size, None, None)
         p99_ms = self.request.plan.capacity.p99_ms(batch_size, self.request.p99_ms)
         self.cells.not_run(target, cell, self.request.plan.run, reason, 0,
@@ -252,65 +360,3 @@ class Capacities:
     def _ended(self, outcome: Outcome) -> Outcome:
         self.outcomes.append(outcome)
         return outcome
-
-
-def trail_table(answer: CapacityAnswer) -> Table:
-    """Every cell the search measured, in order: its own window, and its rate's verdict so far (pooled)."""
-    table = Table(box=None, pad_edge=False)
-    for name in ("#", "role", "offered req/s", "req/s", "img/s", "p50 ms", "p99 ms", "N", "k", "est. p99 ms",
-                 "verdict"):
-        table.add_column(name, justify="left" if name in ("role", "verdict") else "right")
-    for number, step in enumerate(answer.steps, 1):
-        r, e = step.result, step.verdict.evidence
-        role = f"{step.role.value}{' (confirm)' if step.role == Role.EXTEND and step.confirming else ''}"
-        table.add_row(str(number), role, f"{step.rate_rps:g}", f"{r.throughput_rps:.1f}", f"{r.throughput_ips:.1f}",
-                      _ms(r.latency_p50_ms), _ms(r.latency_p99_ms), str(e.requests) if e else "—",
-                      str(e.over) if e else "—", _ms(e.estimate_ms) if e else "—",
-                      step.verdict.decision.value if step.verdict.passed else step.verdict.describe())
-    return table
-
-
-def _ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
-
-
-def answer_line(answer: CapacityAnswer, what: str = "") -> str:
-    """`capacity: [what: ]...` with the answered rate, what it rests on (`confirmed`, or `passed, not confirmed`),
-    img/s, the estimate and the bounds; or `none`/`unmet` and why. An interrupted search says so."""
-    prefix = f"capacity: {what + ': ' if what else ''}"
-    c = answer.conclusion
-    cells = f"{len(answer.steps)} cells, {answer.ended_because}"
-    extra = "".join(f"; not monotone: {describe_pair(pair)}" for pair in c.not_monotone)
-    step = c.answer
-    if step is None:  # the reason names any unsteady rate
-        if c.stalls is not None:
-            return f"{prefix}unmet at p99 <= {answer.p99_ms:g} ms: {c.stalls.describe(answer.p99_ms)} ({cells}){extra}"
-        return f"{prefix}none at p99 <= {answer.p99_ms:g} ms: {c.unmet_reason()} ({cells}){extra}"
-    extra = "".join(f"; {describe_unsteady(pair)}" for pair in c.unsteady) + extra
-    if c.capacity is not None and c.best_pass is not None:
-        extra = f"; higher, passed, not confirmed: {_rests_on(c.best_pass)}" + extra
-    r: CellResult = step.result
-    bound = "at least " if c.at_least else ""
-    return (f"{prefix}{bound}{step.rate_rps:g} req/s ({r.throughput_ips:.1f} img/s), {c.kind.value}: "
-            f"{_evidence(step)} <= {answer.p99_ms:g} ms (p50 {r.latency_p50_ms} ms); {c.uncertainty()} "
-            f"({cells}){extra}")
-
-
-def _evidence(step: Step) -> str:
-    e = step.verdict.evidence
-    return f"p99 <= {e.estimate_ms:.3f} ms at {e.confidence:.0%} confidence (N={e.requests}, k={e.over})" if e \
-        else "passed"
-
-
-def _rests_on(step: Step) -> str:
-    return f"{step.rate_rps:g} req/s ({_evidence(step)})"
-
-
-def outcome_line(outcome: Outcome, p99_ms: float, named: bool) -> str:
-    """One search's last word; `named` prefixes the server and batch (several searches in one run)."""
-    what = f"{outcome.server}, request batch {outcome.batch_size}" if named else ""
-    if outcome.answer is not None:
-        return answer_line(outcome.answer, what)
-    objective = outcome.p99_ms if outcome.p99_ms is not None else p99_ms
-    return f"capacity: {what + ': ' if what else ''}none at p99 <= {objective:g} ms: {outcome.failure}"
-

@@ -62,6 +62,7 @@ class Role(StrEnum):
     EXTEND = "extend"  # the same rate measured longer: its verdict pools every window at that rate
     START = "start"  # the search's server did not start or answer: its one cell, recorded failed
     RETRY = "retry"  # older searches: a failing rate measured once more (pooled like an extension)
+    REFERENCE = "reference"  # a paired comparison's reference cell (`loadtest.sweep.comparison`): not a search's
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""A planted host stall for tests: a SCHED_FIFO busy loop that takes one core from every other process.
+"""A planted host stall or drift for tests: a SCHED_FIFO busy loop that takes one core (or a growing share of it)
+from every other process.
 
     with host_stall(core=0, stall_ms=20, every_s=0.5, max_s=10):
         ...  # every 0.5 s, nothing else runs on core 0 for 20 ms
@@ -45,6 +46,35 @@ def host_stall(core: int, stall_ms: float, every_s: float, max_s: float) -> Iter
     if reason:
         pytest.skip(reason)
     code = LOOP.format(max_s=max_s, stall_s=stall_ms / 1000.0, every_s=every_s)
+    proc = subprocess.Popen(["chrt", "-f", "50", "taskset", "-c", str(core), sys.executable, "-c", code])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+RAMP = """
+import time
+start = time.monotonic()
+while (now := time.monotonic()) < start + {max_s}:
+    share = min({max_share}, {max_share} * (now - start) / {ramp_s})
+    spin_until = time.perf_counter() + share * {period_s}
+    while time.perf_counter() < spin_until:
+        pass
+    time.sleep((1 - share) * {period_s})
+"""
+
+
+@contextmanager
+def host_drift(core: int, max_share: float, ramp_s: float, max_s: float,
+               period_ms: float = 10.0) -> Iterator[subprocess.Popen]:
+    """A SCHED_FIFO loop taking a share of `core` that grows from 0 to `max_share` over `ramp_s` (then stays),
+    in slices of `period_ms`: a machine whose speed drifts down while the block runs, for at most `max_s`."""
+    reason = refused_reason()
+    if reason:
+        pytest.skip(reason)
+    code = RAMP.format(max_s=max_s, max_share=max_share, ramp_s=ramp_s, period_s=period_ms / 1000.0)
     proc = subprocess.Popen(["chrt", "-f", "50", "taskset", "-c", str(core), sys.executable, "-c", code])
     try:
         yield proc

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from loadtest.sweep import plan as plans
-from loadtest.sweep.capacity_search import CapacityRequest, CapacityRun, answer_line
+from loadtest.sweep.capacity_output import answer_line
+from loadtest.sweep.capacity_search import CapacityRequest, CapacityRun
 from loadtest.sweep.probe import Probe
 from loadtest.sweep.runner import Interrupted
 from tests.loadtest.sweep.test_capacity import FAST_US, cell

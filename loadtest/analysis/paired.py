@@ -1,0 +1,266 @@
+"""Comparisons read back: each repeat's ratio from its own searches, the ratios' spread over the repeats, and
+how far the machine's speed moved while they were measured (the reference cells, `loadtest.sweep.comparison`).
+
+A paired comparison's searches ran at the same time, their cells interleaved, so the machine's drift lands on
+both sides of the ratio; one searched one after the other is shown too (`paired` False), without a drift. Per
+repeat, the batching gain (best batching-enabled ÷ batching-off capacity on a device) and the GPU/CPU ratio are
+`loadtest.analysis.answers`' own, with their range from the two searches' brackets. Over the repeats the ratio
+is their median and its range spans every repeat's range: the pairs' spread. A range that holds ×1.0 is "no
+measurable difference", never a gain.
+
+Not for: running a comparison (`loadtest.sweep.capacity_search`) or the report's layout.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from loadtest.analysis.answers import (
+    Gain,
+    SearchAnswer,
+    device_answers,
+    device_ratios,
+    lower_bound,
+    search_answers,
+)
+from loadtest.analysis.blocks import Table
+from loadtest.analysis.formatting import number as fmt
+from loadtest.records import CellResult
+from loadtest.sweep.conclusion import Role
+from loadtest.vocab import CellStatus
+
+GPU_CPU = "GPU/CPU"
+
+
+@dataclass(frozen=True)
+class Drift:
+    """The reference cell's throughput (req/s, one request at a time), in the order measured."""
+
+    server: str
+    speeds: tuple[float, ...]
+
+    @property
+    def moved(self) -> float | None:
+        """(fastest − slowest) ÷ slowest; None with fewer than two measurements."""
+        if len(self.speeds) < 2 or min(self.speeds) <= 0:
+            return None
+        return max(self.speeds) / min(self.speeds) - 1
+
+    def describe(self) -> str:
+        if self.moved is None:
+            return "the machine's drift was not measured (fewer than two reference cells)"
+        return (f"this machine's speed moved {self.moved:.0%} during the comparison (reference cell: {self.server}, "
+                f"one request at a time, {fmt(min(self.speeds), 0)}–{fmt(max(self.speeds), 0)} req/s over "
+                f"{len(self.speeds)} measurements)")
+
+
+@dataclass(frozen=True)
+class RepeatRatio:
+    """One repeat's ratio with its range from the two searches' brackets (an end None: not bounded there)."""
+
+    repeat: int
+    ratio: float | None
+    low: float | None
+    high: float | None
+    numerator: SearchAnswer | None
+    denominator: SearchAnswer | None
+    reason: str = ""  # why there is no ratio
+    drift: Drift | None = None  # the reference cells of this repeat
+
+    def describe(self) -> str:
+        if self.ratio is None:
+            return f"— {self.reason}"
+        return f"×{self.ratio:.2f} ({_range(self.low, self.high)})"
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """One comparison's ratio (a device's batching gain, or GPU/CPU) over its repeats."""
+
+    what: str  # "batching gain on cpu" or GPU_CPU
+    request_batch_size: int
+    p99_objective_ms: float
+    paired: bool  # interleaved (False: searched one after the other)
+    repeats: tuple[RepeatRatio, ...]
+    drift: Drift | None  # every reference cell of the comparison
+
+    @property
+    def ratios(self) -> list[float]:
+        return [r.ratio for r in self.repeats if r.ratio is not None]
+
+    @property
+    def ratio(self) -> float | None:
+        """The median of the repeats' ratios."""
+        return statistics.median(self.ratios) if self.ratios else None
+
+    @property
+    def low(self) -> float | None:
+        """The lowest end of any repeat's range (a repeat without a low end counts with its ratio)."""
+        ends = [r.low if r.low is not None else r.ratio for r in self.repeats if r.ratio is not None]
+        return min(ends) if ends else None
+
+    @property
+    def high(self) -> float | None:
+        ends = [r.high if r.high is not None else r.ratio for r in self.repeats if r.ratio is not None]
+        return max(ends) if ends else None
+
+    @property
+    def no_difference(self) -> bool:
+        """The range holds ×1.0: no measurable difference."""
+        return self.low is not None and self.high is not None and self.low <= 1.0 <= self.high
+
+    def describe(self) -> str:
+        """`batching gain on cpu at p99 ≤ 10 ms (request batch 1), paired over 5 repeats: ×1.62 (×1.55–×1.70;
+        each: ...); this machine's speed moved 18% ...`."""
+        how = "paired" if self.paired else "searched one after the other, not paired"
+        n = len(self.repeats)
+        head = (f"{self.what} at p99 ≤ {self.p99_objective_ms:g} ms (request batch {self.request_batch_size}), "
+                f"{how}{f' over {n} repeats' if n > 1 else ''}: ")
+        if self.ratio is None:
+            return head + "; ".join(dict.fromkeys(f"— {r.reason}" for r in self.repeats))
+        each = f"; each repeat: {', '.join(r.describe() for r in self.repeats)}" if n > 1 else ""
+        verdict = "no measurable difference, " if self.no_difference else ""
+        drift = self.drift.describe() if self.drift else "the machine's drift was not measured (no reference cell)"
+        return f"{head}{verdict}×{self.ratio:.2f} ({_range(self.low, self.high)}{each}); {drift}."
+
+
+def _range(low: float | None, high: float | None) -> str:
+    if low is not None and high is not None:
+        return f"×{low:.2f}–×{high:.2f}"
+    if low is not None:
+        return f"at least ×{low:.2f}"
+    if high is not None:
+        return f"at most ×{high:.2f}"
+    return "no range: neither bracket has an upper end"
+
+
+# ----------------------------------------------------------------------------- from the records
+
+
+def comparison_of(cell: CellResult) -> dict:
+    """The comparison a cell belongs to (`search["comparison"]`), {} for none."""
+    return cell.search.get("comparison") or {} if cell.search else {}
+
+
+def paired_ratios(results: Sequence[CellResult]) -> list[PairedRatio]:
+    """Every comparison's batching gains and GPU/CPU ratio over its repeats, by request batch size."""
+    groups: dict[str, list[CellResult]] = {}
+    for cell in results:
+        if (tag := comparison_of(cell)).get("id"):
+            groups.setdefault(str(tag["id"]), []).append(cell)
+    out = []
+    for cells in groups.values():
+        out += _comparison_ratios(cells)
+    return sorted(out, key=lambda p: (p.request_batch_size, p.p99_objective_ms, p.what))
+
+
+def _comparison_ratios(cells: Sequence[CellResult]) -> list[PairedRatio]:
+    searched = [c for c in cells if c.search.get("role") != Role.REFERENCE]
+    references = [c for c in cells if c.search.get("role") == Role.REFERENCE]
+    paired = bool(comparison_of(cells[0]).get("paired"))
+    by_repeat: dict[int, list[SearchAnswer]] = {}
+    repeat_of = {str(c.search["id"]): int(comparison_of(c).get("repeat", 1)) for c in searched}
+    for answer in search_answers(searched):
+        by_repeat.setdefault(repeat_of[answer.search_id], []).append(answer)
+    ratios: dict[tuple[str, int, float], list[RepeatRatio]] = {}
+    for repeat, answers in sorted(by_repeat.items()):
+        drift = drift_of([c for c in references if int(comparison_of(c).get("repeat", 1)) == repeat])
+        servers = comparison_of(cells[0]).get("servers") or []
+        for key, ratio in _repeat_ratios(repeat, answers, drift, servers):
+            ratios.setdefault(key, []).append(ratio)
+    whole = drift_of(references)
+    return [PairedRatio(what, batch, objective, paired, tuple(repeats), whole)
+            for (what, batch, objective), repeats in ratios.items()]
+
+
+def _repeat_ratios(repeat: int, answers: Sequence[SearchAnswer], drift: Drift | None, servers: Sequence[str]):
+    """(what, request batch, objective) and the repeat's ratio, for each batching gain and GPU/CPU ratio it has;
+    servers that are neither (the same device and batching): each one's capacity ÷ the first server's."""
+    devices = device_answers(answers)
+    found = False
+    for d in devices:
+        if any(s.config.batching_on for s in d.searches) and any(not s.config.batching_on for s in d.searches):
+            found = True
+            yield (f"batching gain on {d.device}", d.request_batch_size, d.p99_objective_ms), \
+                _from_gain(repeat, d.gain, drift)
+    for r in device_ratios(devices):
+        found = True
+        if r.ratio is None or r.gpu is None or r.cpu is None:
+            yield (GPU_CPU, r.request_batch_size, r.p99_objective_ms), \
+                RepeatRatio(repeat, None, None, None, r.gpu, r.cpu, r.reason, drift)
+        else:
+            yield (GPU_CPU, r.request_batch_size, r.p99_objective_ms), _ratio_of(repeat, r.gpu, r.cpu, drift)
+    if found:
+        return
+    order = {name: i for i, name in enumerate(servers)}
+    ranked = sorted(answers, key=lambda a: (order.get(a.config.name, len(order)), a.search_id))
+    for other in ranked[1:]:
+        base = ranked[0]
+        yield (f"{other.config.name} ÷ {base.config.name}", base.request_batch_size, base.p99_objective_ms), \
+            _ratio_of(repeat, other, base, drift)
+
+
+def _from_gain(repeat: int, gain: Gain, drift: Drift | None) -> RepeatRatio:
+    if gain.ratio is None or gain.batching is None or gain.off is None:
+        return RepeatRatio(repeat, None, None, None, gain.batching, gain.off, gain.reason, drift)
+    return _ratio_of(repeat, gain.batching, gain.off, drift)
+
+
+def _ratio_of(repeat: int, numerator: SearchAnswer, denominator: SearchAnswer, drift: Drift | None) -> RepeatRatio:
+    """numerator ÷ denominator capacity, its range from both brackets; an end left open where a capacity is a
+    lower bound (the load generator was the limit) or no rate above it failed."""
+    if not numerator.capacity_rps or not denominator.capacity_rps:
+        missing = " and ".join(s.config.name for s in (numerator, denominator) if not s.capacity_rps)
+        return RepeatRatio(repeat, None, None, None, numerator, denominator, f"{missing} met no objective here",
+                           drift)
+    low = numerator.capacity_rps / denominator.upper_rps if denominator.upper_rps else None
+    high = numerator.upper_rps / denominator.capacity_rps if numerator.upper_rps else None
+    return RepeatRatio(repeat, numerator.capacity_rps / denominator.capacity_rps,
+                       None if lower_bound(denominator) else low, None if lower_bound(numerator) else high,
+                       numerator, denominator, "", drift)
+
+
+def drift_of(references: Sequence[CellResult]) -> Drift | None:
+    """The reference cells' throughput in the order measured; None without any."""
+    ok = sorted((c for c in references if c.status == CellStatus.OK and c.throughput_rps > 0),
+                key=lambda c: c.cell_index)
+    if not ok:
+        return None
+    return Drift(ok[0].server.name, tuple(c.throughput_rps for c in ok))
+
+
+# ----------------------------------------------------------------------------- shown
+
+
+def paired_lines(results: Sequence[CellResult]) -> tuple[str, ...]:
+    """One sentence per comparison's ratio (the report's headline and `capacity`'s console end)."""
+    return tuple(p.describe() for p in paired_ratios(results))
+
+
+def paired_table(results: Sequence[CellResult]) -> Table | None:
+    """Every repeat of every comparison: its ratio, range, both capacities and the drift while it ran."""
+    rows = []
+    for p in paired_ratios(results):
+        for r in p.repeats:
+            moved = r.drift.moved if r.drift else None
+            rows.append((p.what, str(p.request_batch_size), f"{p.p99_objective_ms:g}", "yes" if p.paired else "no",
+                         str(r.repeat), r.describe(), _capacity(r.numerator), _capacity(r.denominator),
+                         "—" if moved is None else f"{moved:.0%}"))
+    if not rows:
+        return None
+    return Table("Comparisons: each repeat's ratio",
+                 "Paired: the servers compared were up at once and their cells alternated one server at a time (in "
+                 "ABBA order), so the machine's drift lands on both sides of each ratio. Range: from the two "
+                 "searches' brackets (the lowest and highest ratio their passing and failing rates allow). Drift: "
+                 "how far the reference cell's throughput (the first server, one request at a time) moved within "
+                 "the repeat, fastest ÷ slowest − 1. A range holding ×1.0 is no measurable difference.",
+                 ("ratio", "request batch", "p99 objective ms", "paired", "repeat", "ratio (range)",
+                  "numerator req/s", "denominator req/s", "drift"), tuple(rows))
+
+
+def _capacity(search: SearchAnswer | None) -> str:
+    if search is None or search.capacity_rps is None:
+        return "—"
+    return f"{search.config.name}: {fmt(search.capacity_rps)}"

@@ -1,0 +1,91 @@
+"""Does a comparison reproduce? `mnist-bench capacity` with the same arguments, several times in a row, each
+run's ratios read back (`loadtest.analysis.paired`), then per ratio: every run's value and range, whether every
+range overlaps every other, and the largest ÷ the smallest value.
+
+    mnist-bench bench reproduce --runs 5 -- --plan loadtest/plans/demo.toml --p99-ms 10 --batch 1 ...
+    make bench-demo RUNS=5       (the demo's own comparison)
+
+Each run writes its own `results/<UTC time>/` under `--results-dir`, kept, so nothing is measured twice to
+read it again. A run that fails is reported and the others still count.
+
+Not for: the comparison itself (`loadtest.sweep.capacity_search`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadtest.analysis.paired import PairedRatio, paired_ratios
+from loadtest.records import read_results
+
+Key = tuple[str, int, float]
+
+
+@dataclass(frozen=True)
+class Run:
+    number: int
+    seconds: float
+    ratios: tuple[PairedRatio, ...]
+    failure: str = ""
+
+
+def run_capacity(number: int, results_dir: Path, capacity_args: Sequence[str]) -> Run:
+    """One `mnist-bench capacity` run into its own directory; its ratios (none, with the reason, if it failed)."""
+    out = results_dir / f"run-{number}"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "loadtest", "capacity", *capacity_args, "--results-dir", str(out)],
+                          capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    found = sorted(out.glob("*/results.jsonl"))
+    if not found:
+        return Run(number, seconds, (), f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")
+    failure = "" if done.returncode == 0 else f"exit {done.returncode}"
+    return Run(number, seconds, tuple(paired_ratios(read_results(found[-1]))), failure)
+
+
+def key_of(ratio: PairedRatio) -> Key:
+    return ratio.what, ratio.request_batch_size, ratio.p99_objective_ms
+
+
+def overlap(ratios: Sequence[PairedRatio]) -> bool:
+    """Every range overlaps every other (an open end reaches as far as it may)."""
+    ranges = [(r.low if r.low is not None else 0.0, r.high if r.high is not None else float("inf"))
+              for r in ratios if r.ratio is not None]
+    return all(a_low <= b_high and b_low <= a_high for a_low, a_high in ranges for b_low, b_high in ranges)
+
+
+def spread(ratios: Sequence[PairedRatio]) -> float | None:
+    """The largest value ÷ the smallest; None with fewer than two."""
+    values = [r.ratio for r in ratios if r.ratio is not None]
+    return max(values) / min(values) if len(values) > 1 and min(values) > 0 else None
+
+
+def summary(runs: Sequence[Run]) -> str:
+    """Per run, each ratio with its range and drift; then per ratio, overlap and max ÷ min over the runs."""
+    lines = []
+    for run in runs:
+        lines.append(f"run {run.number} ({run.seconds / 60:.1f} min){f': {run.failure}' if run.failure else ''}")
+        lines += [f"  {r.describe()}" for r in run.ratios] or ["  no ratio"]
+    keys = list(dict.fromkeys(key_of(r) for run in runs for r in run.ratios))
+    lines.append("")
+    for key in keys:
+        here = [r for run in runs for r in run.ratios if key_of(r) == key]
+        values = ", ".join(f"×{r.ratio:.2f}" if r.ratio is not None else "—" for r in here)
+        ratio_spread = spread(here)
+        lines.append(f"{key[0]} at p99 ≤ {key[2]:g} ms (request batch {key[1]}) over {len(here)} runs: {values}; "
+                     f"every range overlaps every other: {'yes' if overlap(here) else 'no'}; largest ÷ smallest: "
+                     + ("—" if ratio_spread is None else f"{ratio_spread:.2f}"))
+    return "\n".join(lines)
+
+
+def run(runs: int, results_dir: Path, capacity_args: Sequence[str]) -> str:
+    done = []
+    for number in range(1, runs + 1):
+        done.append(run_capacity(number, results_dir, capacity_args))
+        print(f"run {number} of {runs}: {done[-1].seconds / 60:.1f} min", flush=True)
+    return summary(done)

@@ -1,0 +1,89 @@
+"""Comparisons read back (`loadtest.analysis.paired`) from hand-built searches whose answers are known: each
+repeat's batching gain with its range from the brackets, the median over repeats with the range spanning every
+repeat's, "no measurable difference" where the range holds ×1.0, and the drift from the reference cells."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from loadtest.analysis import paired
+from loadtest.analysis.summary import headline_of
+from loadtest.sweep.comparison import comparison_tag
+from loadtest.vocab import LoadMode
+from tests.loadtest.analysis.handmade import server
+from tests.loadtest.analysis.test_objectives import OFF, ON, search_cells
+
+# search_cells: capacity 100 x scale req/s confirmed at 10 ms, upper end 200 x scale (a failing bracket above it)
+
+
+def comparison(repeat: int, on_scale: float, paired_run: bool = True, off_scale: float = 1.0,
+               first_index: int = 0) -> list:
+    tag = comparison_tag("run/b1", repeat, paired_run, ["cpu-off", "cpu-cpu"])
+    cells = [*search_cells(OFF, f"off{repeat}", off_scale), *search_cells(ON, f"on{repeat}", on_scale)]
+    return [replace(c, cell_index=first_index + i, search={**c.search, "comparison": tag})
+            for i, c in enumerate(cells)]
+
+
+def reference(index: int, speed: float, repeat: int = 1) -> object:
+    cell = search_cells(OFF, "x")[0]
+    tag = {"id": "run/b1/reference", "role": "reference", "p99_objective_ms": 10.0, "offered_rps": None,
+           "comparison": comparison_tag("run/b1", repeat, True, ["cpu-off", "cpu-cpu"])}
+    return replace(cell, cell_index=index, search=tag, throughput_rps=speed,
+                   load=replace(cell.load, mode=LoadMode.CLOSED, concurrency=1, rate_rps=None))
+
+
+def test_one_paired_repeat_gives_the_gain_its_bracket_range_and_the_drift():
+    cells = [reference(100, 1000.0), *comparison(1, 2.0), reference(101, 1180.0), reference(102, 1100.0)]
+    (found,) = paired.paired_ratios(cells)
+    assert (found.what, found.request_batch_size, found.p99_objective_ms, found.paired) == \
+        ("batching gain on cpu", 1, 10.0, True)
+    # on 200 (upper 400) against off 100 (upper 200): ×2.00, from 200/200 = ×1.00 to 400/100 = ×4.00
+    assert found.ratio == pytest.approx(2.0)
+    assert (found.low, found.high) == (pytest.approx(1.0), pytest.approx(4.0))
+    assert found.no_difference  # the bracket's range reaches ×1.0
+    assert found.drift is not None and found.drift.moved == pytest.approx(0.18)
+    text = found.describe()
+    assert "paired: no measurable difference, ×2.00 (×1.00–×4.00)" in text
+    assert "this machine's speed moved 18% during the comparison (reference cell: cpu-off" in text
+    assert "1,000–1,180 req/s over 3 measurements" in text
+
+
+def test_repeats_give_the_median_and_a_range_spanning_every_repeat():
+    cells = [*comparison(1, 2.6, first_index=0), *comparison(2, 2.2, first_index=20),
+             *comparison(3, 2.4, first_index=40)]
+    (found,) = paired.paired_ratios(cells)
+    assert [r.ratio for r in found.repeats] == [pytest.approx(2.6), pytest.approx(2.2), pytest.approx(2.4)]
+    assert found.ratio == pytest.approx(2.4)
+    assert found.low == pytest.approx(1.1) and found.high == pytest.approx(5.2)  # 220/200 and 520/100
+    assert " over 3 repeats: " in found.describe()
+    assert "each repeat: ×2.60 (×1.30–×5.20), ×2.20 (×1.10–×4.40), ×2.40 (×1.20–×4.80)" in found.describe()
+    assert "drift was not measured" in found.describe()
+
+
+def test_a_range_clear_of_one_is_a_gain_and_one_searched_in_turn_says_it_was_not_paired():
+    cells = comparison(1, 2.5, paired_run=False)  # on 250..500 against off 100..200: ×1.25–×5.00
+    (found,) = paired.paired_ratios(cells)
+    assert not found.no_difference
+    assert "searched one after the other, not paired: ×2.50 (×1.25–×5.00)" in found.describe()
+
+
+def test_the_headline_gives_the_paired_gain_instead_of_the_best_of_each_side():
+    cells = [reference(100, 900.0), *comparison(1, 2.5, first_index=0), *comparison(2, 3.0, first_index=20),
+             reference(101, 1000.0)]
+    lines = headline_of(cells)
+    gain = next(line for line in lines if line.startswith("Batching gain"))
+    assert gain.startswith("Batching gain on cpu at p99 ≤ 10 ms (request batch 1), paired over 2 repeats: ×2.75")
+    assert "speed moved 11%" in gain
+
+
+def test_a_gpu_against_a_cpu_gives_the_gpu_cpu_ratio_per_repeat():
+    gpu = server("gpu-off", "off", device="gpu")
+    tag = comparison_tag("run/b1", 1, True, ["gpu-off", "cpu-off"])
+    cells = [replace(c, cell_index=i, search={**c.search, "comparison": tag})
+             for i, c in enumerate([*search_cells(gpu, "g", 3.0), *search_cells(OFF, "c", 1.0)])]
+    (found,) = paired.paired_ratios(cells)
+    assert found.what == paired.GPU_CPU and found.ratio == pytest.approx(3.0)
+    assert (found.low, found.high) == (pytest.approx(1.5), pytest.approx(6.0))
+    assert paired.paired_table(cells).rows[0][6] == "gpu-off: 300.0"
