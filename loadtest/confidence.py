@@ -32,6 +32,8 @@ from functools import lru_cache
 from hdrh.histogram import HdrHistogram
 from scipy.stats import binom
 
+from loadtest.stats import recorded_buckets
+
 DEFAULT_CONFIDENCE = 0.99  # MLPerf's
 PERCENTILE = 0.99  # the objective is on p99
 
@@ -121,11 +123,7 @@ class Evidence:
 def over_count(histogram: HdrHistogram, objective_ms: float) -> int:
     """Requests whose latency bucket reaches past the objective (a bucket straddling it counts as over)."""
     limit_us = objective_ms * 1000.0
-    over = 0
-    for item in histogram.get_recorded_iterator():
-        if histogram.get_highest_equivalent_value(item.value_iterated_to) > limit_us:
-            over += item.count_at_value_iterated_to
-    return over
+    return sum(count for value, count in recorded_buckets(histogram) if value > limit_us)
 
 
 def slowest(histogram: HdrHistogram, rank: int) -> float:
@@ -134,10 +132,10 @@ def slowest(histogram: HdrHistogram, rank: int) -> float:
         raise ValueError(f"rank {rank} outside a histogram of {histogram.get_total_count()} values")
     index = histogram.get_total_count() - rank  # 0-based from the fastest
     seen = 0
-    for item in histogram.get_recorded_iterator():
-        seen += item.count_at_value_iterated_to
+    for value, count in recorded_buckets(histogram):
+        seen += count
         if seen > index:
-            return histogram.get_highest_equivalent_value(item.value_iterated_to) / 1000.0
+            return value / 1000.0
     raise ValueError(f"rank {rank} outside a histogram of {histogram.get_total_count()} values")
 
 

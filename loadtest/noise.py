@@ -28,11 +28,10 @@ Pure functions over `CellResult`s (HdrHistogram arithmetic only). Not for: measu
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-
-from hdrh.histogram import HdrHistogram
+from functools import lru_cache
 
 from loadtest import stats
 from loadtest.records import CellResult
@@ -62,17 +61,23 @@ def probe_sides(cell: CellResult) -> dict[str, dict]:
             if isinstance(cell.host_probe.get(side), dict) and cell.host_probe[side].get("histogram")}
 
 
-def _recorded(histogram: HdrHistogram) -> Iterable[tuple[int, int]]:
-    """(value, count) of every recorded value; the value is its bucket's upper edge (0.1% high at most)."""
-    for item in histogram.get_recorded_iterator():
-        yield item.value_iterated_to, item.count_added_in_this_iter_step
+@lru_cache(maxsize=8192)
+def recorded(encoded: str) -> tuple[tuple[int, int], ...]:
+    """(value, count) of every value an encoded HdrHistogram recorded, the value its bucket's upper edge (0.1%
+    high at most); decoded and walked once per histogram (a report asks each one at many objectives)."""
+    return tuple(stats.recorded_buckets(stats.decode(encoded)))
+
+
+def count_over(encoded: str, limit_us: float) -> int:
+    """How many recorded values of an encoded HdrHistogram exceed `limit_us`."""
+    return sum(count for value, count in recorded(encoded) if value > limit_us)
 
 
 def host_time_over_us(probe_side: dict, objective_ms: float) -> float:
     """The µs of the side's measured time in which the host alone held a sleeper longer than the objective."""
     limit_us = objective_ms * 1000.0
-    histogram = stats.decode(probe_side.get("histogram", ""))
-    return sum(count * (value - limit_us) for value, count in _recorded(histogram) if value > limit_us)
+    return sum(count * (value - limit_us) for value, count in recorded(probe_side.get("histogram", ""))
+               if value > limit_us)
 
 
 def host_time_over_share(probe_side: dict, objective_ms: float) -> float:
@@ -96,7 +101,8 @@ def host_share(cells: Sequence[CellResult], objective_ms: float) -> tuple[float,
 
 def lowest_objective_ms(probe_side: dict, limit: float = HOST_SHARE_LIMIT) -> float:
     """The smallest objective (ms, to 0.1 ms above) at which the side's host share is at most `limit`."""
-    high = stats.decode(probe_side.get("histogram", "")).get_max_value() / 1000.0
+    values = recorded(probe_side.get("histogram", ""))
+    high = max((value for value, _ in values), default=0) / 1000.0
     if host_time_over_share(probe_side, 0.0) <= limit:
         return 0.0
     low = 0.0  # the share falls as the objective grows: bisect down to 0.01 ms
@@ -118,10 +124,9 @@ def lowest_confirmable_ms(cells: Sequence[CellResult]) -> float | None:
 
 def client_share(cells: Sequence[CellResult], objective_ms: float) -> float:
     """The share of the cells' requests (their merged client histogram) over the objective."""
-    histogram = stats.merge_encoded(c.histogram_us for c in cells)
-    total = histogram.get_total_count()
-    limit_us = objective_ms * 1000.0
-    return sum(count for value, count in _recorded(histogram) if value > limit_us) / total if total else 0.0
+    encoded = [c.histogram_us for c in cells if c.histogram_us]
+    total = sum(count for e in encoded for _, count in recorded(e))
+    return sum(count_over(e, objective_ms * 1000.0) for e in encoded) / total if total else 0.0
 
 
 def bucket_share_over(buckets: Sequence[Sequence], limit_us: float) -> tuple[float, float]:

@@ -245,16 +245,19 @@ def parse_ladders(items: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
               help="candidate values of one tuned field (repeatable; FIELD= leaves it untuned)")
 @click.option("--min-gain", type=click.FloatRange(0, 1, max_open=True), default=0.05, show_default=True,
               help="a change must raise capacity by more than this share to be kept (below is noise)")
+@click.option("--sequential", is_flag=True,
+              help="evaluate each configuration alone, in turn, instead of each challenger beside the incumbent "
+              "(paired: both up at once, their cells interleaved; about twice the searches, drift cancelled)")
 @search_options
 @click.pass_context
 def tune_command(ctx: click.Context, device: str, batch_size: int, budget_min: float, max_configs: int,
-                 start_profile: str | None, ladders: tuple[str, ...], min_gain: float, plan_path: Path,
-                 results_dir: Path, report: bool, **values: Any) -> None:
+                 start_profile: str | None, ladders: tuple[str, ...], min_gain: float, sequential: bool,
+                 plan_path: Path, results_dir: Path, report: bool, **values: Any) -> None:
     """The batching configuration with the highest capacity at p99 <= --p99-ms on one device.
 
     Starts from TF Serving's advice (the device's profile), measures batching off, then moves one
     BatchingParameters field at a time, keeping what raises capacity; each configuration is a
-    server the tool starts, searches and stops."""
+    server the tool starts, searches and stops, each challenger beside the incumbent (paired)."""
     from loadtest.sweep.tune_run import TuneRequest, TuneRun
     from loadtest.sweep.tuning import TuneSettings
     from loadtest.sweep.tuning_output import answer_text
@@ -269,7 +272,7 @@ def tune_command(ctx: click.Context, device: str, batch_size: int, budget_min: f
                                 ladders=parse_ladders(ladders), min_gain=min_gain, max_evaluations=max_configs,
                                 max_s=budget_min * 60)
         settings.check()
-        request = TuneRequest(capacity_request(plan, values), settings, start_profile or device)
+        request = TuneRequest(capacity_request(plan, values), settings, start_profile or device, not sequential)
         tune = TuneRun(request, results_dir, plan_path=str(plan_path))
         answer, files = tune.run()
     except Interrupted:

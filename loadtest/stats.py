@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from loadtest.vocab import Flag
@@ -54,6 +55,16 @@ def decode(encoded: str) -> HdrHistogram:
     if encoded:
         histogram.decode_and_add(encoded.encode("ascii"))
     return histogram
+
+
+def recorded_buckets(histogram: HdrHistogram) -> list[tuple[int, int]]:
+    """(value, count) of every non-empty bucket in order, the value its bucket's highest equivalent value: what
+    `get_recorded_iterator()` yields (`value_iterated_to`, `count_at_value_iterated_to`), without stepping
+    through every empty bucket in Python (a report judges hundreds of histograms at several objectives)."""
+    length = min(histogram.counts_len, histogram.encoder.payload.counts_len)
+    counts = np.ctypeslib.as_array(histogram.counts)[:length]
+    return [(histogram.get_highest_equivalent_value(histogram.get_value_from_index(int(i))), int(counts[i]))
+            for i in np.flatnonzero(counts)]
 
 
 def merge_encoded(encoded_histograms) -> HdrHistogram:

@@ -61,15 +61,9 @@ def stalls_per_s(cells: Sequence[CellResult], objective_ms: float) -> str:
         recorded = [noise.probe_sides(c)[side] for c in cells if side in noise.probe_sides(c)]
         seconds = sum(float(r.get("duration_s") or 0.0) for r in recorded)
         if seconds > 0:
-            over = sum(_count_over(decode(r["histogram"]), objective_ms) for r in recorded)
+            over = sum(noise.count_over(r["histogram"], objective_ms * 1000.0) for r in recorded)
             rates.append(over / seconds)
     return f"{max(rates):.2f}" if rates else "—"
-
-
-def _count_over(histogram, objective_ms: float) -> int:
-    limit_us = objective_ms * 1000.0
-    return sum(item.count_added_in_this_iter_step for item in histogram.get_recorded_iterator()
-               if item.value_iterated_to > limit_us)
 
 
 def _share(value: float | None) -> str:

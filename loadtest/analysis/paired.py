@@ -68,6 +68,7 @@ class RepeatRatio:
     denominator: SearchAnswer | None
     reason: str = ""  # why there is no ratio
     drift: Drift | None = None  # the reference cells of this repeat
+    residual: float = 0.0  # the speed change between the two answers' cells the range allows for (0.07: 7%)
 
     def describe(self) -> str:
         if self.ratio is None:
@@ -97,19 +98,26 @@ class PairedRatio:
 
     @property
     def low(self) -> float | None:
-        """The lowest end of any repeat's range (a repeat without a low end counts with its ratio)."""
-        ends = [r.low if r.low is not None else r.ratio for r in self.repeats if r.ratio is not None]
-        return min(ends) if ends else None
+        """The lowest end of the repeats' ranges; None (open) where a repeat's range has no low end."""
+        ends = [r.low for r in self.repeats if r.ratio is not None]
+        return None if not ends or None in ends else min(e for e in ends if e is not None)
 
     @property
     def high(self) -> float | None:
-        ends = [r.high if r.high is not None else r.ratio for r in self.repeats if r.ratio is not None]
-        return max(ends) if ends else None
+        """The highest end of the repeats' ranges; None (open) where a repeat's has no high end."""
+        ends = [r.high for r in self.repeats if r.ratio is not None]
+        return None if not ends or None in ends else max(e for e in ends if e is not None)
+
+    @property
+    def residual(self) -> float:
+        return max((r.residual for r in self.repeats), default=0.0)
 
     @property
     def no_difference(self) -> bool:
-        """The range holds ×1.0: no measurable difference."""
-        return self.low is not None and self.high is not None and self.low <= 1.0 <= self.high
+        """The range holds ×1.0: no measurable difference (an open end that could reach past ×1.0 counts)."""
+        if self.ratio is None or (self.low is None and self.high is None):
+            return False
+        return (self.low is None or self.low <= 1.0) and (self.high is None or self.high >= 1.0)
 
     def describe(self) -> str:
         """`batching gain on cpu at p99 ≤ 10 ms (request batch 1), paired over 5 repeats: ×1.62 (×1.55–×1.70;
@@ -121,6 +129,8 @@ class PairedRatio:
         if self.ratio is None:
             return head + "; ".join(dict.fromkeys(f"— {r.reason}" for r in self.repeats))
         each = f"; each repeat: {', '.join(r.describe() for r in self.repeats)}" if n > 1 else ""
+        if self.residual >= 0.005:
+            each = f", allowing for the speed moving {self.residual:.0%} between the answers' cells" + each
         verdict = "no measurable difference, " if self.no_difference else ""
         drift = self.drift.describe() if self.drift else "the machine's drift was not measured (no reference cell)"
         return f"{head}{verdict}×{self.ratio:.2f} ({_range(self.low, self.high)}{each}); {drift}."
@@ -166,16 +176,16 @@ def _comparison_ratios(cells: Sequence[CellResult]) -> list[PairedRatio]:
         by_repeat.setdefault(repeat_of[answer.search_id], []).append(answer)
     ratios: dict[tuple[str, int, float], list[RepeatRatio]] = {}
     for repeat, answers in sorted(by_repeat.items()):
-        drift = drift_of([c for c in references if int(comparison_of(c).get("repeat", 1)) == repeat])
+        own = [c for c in references if int(comparison_of(c).get("repeat", 1)) == repeat]
         servers = comparison_of(cells[0]).get("servers") or []
-        for key, ratio in _repeat_ratios(repeat, answers, drift, servers):
+        for key, ratio in _repeat_ratios(repeat, answers, Speeds(own), servers):
             ratios.setdefault(key, []).append(ratio)
     whole = drift_of(references)
     return [PairedRatio(what, batch, objective, paired, tuple(repeats), whole)
             for (what, batch, objective), repeats in ratios.items()]
 
 
-def _repeat_ratios(repeat: int, answers: Sequence[SearchAnswer], drift: Drift | None, servers: Sequence[str]):
+def _repeat_ratios(repeat: int, answers: Sequence[SearchAnswer], speeds: Speeds, servers: Sequence[str]):
     """(what, request batch, objective) and the repeat's ratio, for each batching gain and GPU/CPU ratio it has;
     servers that are neither (the same device and batching): each one's capacity ÷ the first server's."""
     devices = device_answers(answers)
@@ -184,14 +194,14 @@ def _repeat_ratios(repeat: int, answers: Sequence[SearchAnswer], drift: Drift | 
         if any(s.config.batching_on for s in d.searches) and any(not s.config.batching_on for s in d.searches):
             found = True
             yield (f"batching gain on {d.device}", d.request_batch_size, d.p99_objective_ms), \
-                _from_gain(repeat, d.gain, drift)
+                _from_gain(repeat, d.gain, speeds)
     for r in device_ratios(devices):
         found = True
         if r.ratio is None or r.gpu is None or r.cpu is None:
             yield (GPU_CPU, r.request_batch_size, r.p99_objective_ms), \
-                RepeatRatio(repeat, None, None, None, r.gpu, r.cpu, r.reason, drift)
+                RepeatRatio(repeat, None, None, None, r.gpu, r.cpu, r.reason, speeds.drift)
         else:
-            yield (GPU_CPU, r.request_batch_size, r.p99_objective_ms), _ratio_of(repeat, r.gpu, r.cpu, drift)
+            yield (GPU_CPU, r.request_batch_size, r.p99_objective_ms), _ratio_of(repeat, r.gpu, r.cpu, speeds)
     if found:
         return
     order = {name: i for i, name in enumerate(servers)}
@@ -199,27 +209,65 @@ def _repeat_ratios(repeat: int, answers: Sequence[SearchAnswer], drift: Drift | 
     for other in ranked[1:]:
         base = ranked[0]
         yield (f"{other.config.name} ÷ {base.config.name}", base.request_batch_size, base.p99_objective_ms), \
-            _ratio_of(repeat, other, base, drift)
+            _ratio_of(repeat, other, base, speeds)
 
 
-def _from_gain(repeat: int, gain: Gain, drift: Drift | None) -> RepeatRatio:
+def _from_gain(repeat: int, gain: Gain, speeds: Speeds) -> RepeatRatio:
     if gain.ratio is None or gain.batching is None or gain.off is None:
-        return RepeatRatio(repeat, None, None, None, gain.batching, gain.off, gain.reason, drift)
-    return _ratio_of(repeat, gain.batching, gain.off, drift)
+        return RepeatRatio(repeat, None, None, None, gain.batching, gain.off, gain.reason, speeds.drift)
+    return _ratio_of(repeat, gain.batching, gain.off, speeds)
 
 
-def _ratio_of(repeat: int, numerator: SearchAnswer, denominator: SearchAnswer, drift: Drift | None) -> RepeatRatio:
-    """numerator ÷ denominator capacity, its range from both brackets; an end left open where a capacity is a
-    lower bound (the load generator was the limit) or no rate above it failed."""
+def _ratio_of(repeat: int, numerator: SearchAnswer, denominator: SearchAnswer, speeds: Speeds) -> RepeatRatio:
+    """numerator ÷ denominator capacity, its range from both brackets, widened by the machine's speed change
+    between the two answers' cells (the reference cells around each); an end left open where a capacity is a
+    lower bound (the load generator was the limit)."""
     if not numerator.capacity_rps or not denominator.capacity_rps:
         missing = " and ".join(s.config.name for s in (numerator, denominator) if not s.capacity_rps)
         return RepeatRatio(repeat, None, None, None, numerator, denominator, f"{missing} met no objective here",
-                           drift)
-    low = numerator.capacity_rps / denominator.upper_rps if denominator.upper_rps else None
-    high = numerator.upper_rps / denominator.capacity_rps if numerator.upper_rps else None
+                           speeds.drift)
+    residual = speeds.between(_answer_index(numerator), _answer_index(denominator))
+    low = numerator.capacity_rps / denominator.upper_rps / (1 + residual) if denominator.upper_rps else None
+    high = numerator.upper_rps / denominator.capacity_rps * (1 + residual) if numerator.upper_rps else None
     return RepeatRatio(repeat, numerator.capacity_rps / denominator.capacity_rps,
                        None if lower_bound(denominator) else low, None if lower_bound(numerator) else high,
-                       numerator, denominator, "", drift)
+                       numerator, denominator, "", speeds.drift, residual)
+
+
+def _answer_index(search: SearchAnswer) -> int | None:
+    """The cell index of the cell that answered the search's capacity (its confirmation)."""
+    step = search.conclusion.capacity if search.conclusion else None
+    return step.result.cell_index if step is not None else None
+
+
+@dataclass(frozen=True)
+class Speeds:
+    """A comparison's reference cells: the machine's speed at any cell, interpolated between the two around it."""
+
+    references: Sequence[CellResult]
+
+    @property
+    def drift(self) -> Drift | None:
+        return drift_of(self.references)
+
+    def at(self, index: int) -> float | None:
+        points = sorted((c.cell_index, c.throughput_rps) for c in self.references
+                        if c.status == CellStatus.OK and c.throughput_rps > 0)
+        if not points:
+            return None
+        before = [p for p in points if p[0] <= index]
+        after = [p for p in points if p[0] >= index]
+        if not before or not after:
+            return (before or after)[-1 if before else 0][1]
+        (i0, s0), (i1, s1) = before[-1], after[0]
+        return s0 if i1 == i0 else s0 + (s1 - s0) * (index - i0) / (i1 - i0)
+
+    def between(self, a: int | None, b: int | None) -> float:
+        """How far the speed moved between cells `a` and `b` (0 where either is unknown)."""
+        if a is None or b is None:
+            return 0.0
+        sa, sb = self.at(a), self.at(b)
+        return abs(sa - sb) / min(sa, sb) if sa and sb else 0.0
 
 
 def drift_of(references: Sequence[CellResult]) -> Drift | None:
@@ -253,7 +301,8 @@ def paired_table(results: Sequence[CellResult]) -> Table | None:
     return Table("Comparisons: each repeat's ratio",
                  "Paired: the servers compared were up at once and their cells alternated one server at a time (in "
                  "ABBA order), so the machine's drift lands on both sides of each ratio. Range: from the two "
-                 "searches' brackets (the lowest and highest ratio their passing and failing rates allow). Drift: "
+                 "searches' brackets (the lowest and highest ratio their passing and failing rates allow), widened "
+                 "by the speed change between the two answers' cells (the drift the pairing left in). Drift: "
                  "how far the reference cell's throughput (the first server, one request at a time) moved within "
                  "the repeat, fastest ÷ slowest − 1. A range holding ×1.0 is no measurable difference.",
                  ("ratio", "request batch", "p99 objective ms", "paired", "repeat", "ratio (range)",

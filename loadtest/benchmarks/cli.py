@@ -181,8 +181,10 @@ def probe(**options) -> None:
               help="`mnist-bench capacity` runs in a row, the same arguments each time")
 @click.option("--results-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="where each run's results go (default: results/reproduce-<UTC time>)")
-@click.argument("capacity_args", nargs=-1, type=click.UNPROCESSED, required=True)
-def reproduce(runs: int, results_dir: Path | None, capacity_args: tuple[str, ...]) -> None:
+@click.option("--read", "read_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
+              help="measure nothing: the summary of the runs already under this directory")
+@click.argument("capacity_args", nargs=-1, type=click.UNPROCESSED)
+def reproduce(runs: int, results_dir: Path | None, read_dir: Path | None, capacity_args: tuple[str, ...]) -> None:
     """Does a comparison reproduce? The same `capacity` run several times: each run's ratios with their ranges and
     drift, then whether every range overlaps every other and the largest ÷ smallest ratio.
 
@@ -190,6 +192,14 @@ def reproduce(runs: int, results_dir: Path | None, capacity_args: tuple[str, ...
     from loadtest.benchmarks import reproduce as repeats
     from loadtest.sweep.runner import utc_stamp
 
+    if read_dir is not None:
+        try:
+            click.echo(repeats.read(read_dir))
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        return
+    if not capacity_args:
+        raise click.UsageError("give capacity's arguments after `--` (or --read DIR)")
     if "--results-dir" in capacity_args:
         raise click.UsageError("give --results-dir before `--`: each run gets its own directory under it")
     out = results_dir or Path("results") / f"reproduce-{utc_stamp()}"

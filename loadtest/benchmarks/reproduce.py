@@ -6,7 +6,8 @@ range overlaps every other, and the largest ÷ the smallest value.
     make bench-demo RUNS=5       (the demo's own comparison)
 
 Each run writes its own `results/<UTC time>/` under `--results-dir`, kept, so nothing is measured twice to
-read it again. A run that fails is reported and the others still count.
+read it again (`--read DIR` prints the summary of runs made before). A run that fails is reported and the
+others still count.
 
 Not for: the comparison itself (`loadtest.sweep.capacity_search`).
 """
@@ -81,6 +82,27 @@ def summary(runs: Sequence[Run]) -> str:
                      f"every range overlaps every other: {'yes' if overlap(here) else 'no'}; largest ÷ smallest: "
                      + ("—" if ratio_spread is None else f"{ratio_spread:.2f}"))
     return "\n".join(lines)
+
+
+def read(results_dir: Path) -> str:
+    """The summary of runs already made (`run-N/` under `results_dir`), read again without measuring."""
+    runs = []
+    for number, out in sorted((int(p.name.removeprefix("run-")), p) for p in results_dir.glob("run-*")):
+        found = sorted(out.glob("*/results.jsonl"))
+        ratios = tuple(paired_ratios(read_results(found[-1]))) if found else ()
+        runs.append(Run(number, _span_s(found[-1]) if found else 0.0, ratios, "" if found else "no results"))
+    if not runs:
+        raise ValueError(f"no run-N/ directories under {results_dir}")
+    return summary(runs)
+
+
+def _span_s(jsonl: Path) -> float:
+    """Seconds from the run's first cell to its last (the time its cells took; start-up and reading excluded)."""
+    from datetime import datetime
+
+    cells = read_results(jsonl)
+    times = [datetime.fromisoformat(c.utc_time) for c in cells]
+    return (max(times) - min(times)).total_seconds() if times else 0.0
 
 
 def run(runs: int, results_dir: Path, capacity_args: Sequence[str]) -> str:

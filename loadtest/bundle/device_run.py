@@ -49,12 +49,11 @@ if (PROJECT / "loadtest" / "bundle").is_dir():  # as the bundle's run.py: its he
 
 from loadtest.bundle import budget, outputs, profiling  # noqa: E402
 from loadtest.bundle.processes import Echoed, stop  # noqa: E402
+from loadtest.bundle.run_args import EXAMPLE_PRICES, parse  # noqa: E402
 
-DEVICES = ("gpu", "cpu")
 # serving.server.floor's names (not imported: run.py starts before the bundle's numpy is installed).
 DEVICE_ROUND_TRIP_ENV = "MNIST_BENCH_DEVICE_ROUND_TRIP_US"
 DEVICE_ROUND_TRIP_NOTE_ENV = "MNIST_BENCH_DEVICE_ROUND_TRIP_NOTE"
-EXAMPLE_PRICES = "loadtest/prices.example.toml"  # in the bundle's project/
 MODEST_RPS = 20.0  # the profile's load when no capacity was found
 REPORT_S, PROBES_S, INSTALL_S = 30.0, 40.0, 20.0  # estimates of the steps the plan reserves time for
 VERSIONS = ("jax", "jaxlib", "keras", "torch", "numpy", "grpcio", "protobuf", "locust", "py-spy")
@@ -63,40 +62,6 @@ ANSWER = re.compile(r"^capacity: (?P<server>\S+), request batch (?P<batch>\d+): 
 
 class Stopped(Exception):
     """The run was sent SIGTERM (or SIGINT): stop the step under way, keep what was written."""
-
-
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="CPU vs GPU capacity from the device bundle, offline, in a budget")
-    parser.add_argument("--out", type=Path, required=True, help="at most 8 files, written as the run goes")
-    parser.add_argument("--work", type=Path, default=None, help="the subprocesses' files (default: work/<time>/)")
-    parser.add_argument("--budget-min", type=float, default=9.0, help="the whole run, planned before it starts")
-    parser.add_argument("--devices", default="gpu,cpu", help="comma-separated: gpu, cpu (in priority order)")
-    parser.add_argument("--batches", default="1,32", help="request batch sizes, in priority order")
-    parser.add_argument("--p99-ms", type=float, default=10.0)
-    parser.add_argument("--measure-s", type=float, default=2.0)
-    parser.add_argument("--max-steps", type=int, default=8, help="cells per search at most")
-    parser.add_argument("--max-minutes", type=float, default=0.35,
-                        help="per search (the search answers its best pass when stopped by time)")
-    parser.add_argument("--max-rate-s", type=float, default=10.0, help="measured seconds at one rate at most")
-    parser.add_argument("--confidence", type=float, default=0.99, help="every verdict's (capacity --confidence)")
-    parser.add_argument("--start-s", type=float, default=25.0, help="estimate: one server's start and stop")
-    parser.add_argument("--profile-s", type=float, default=0.0, help="py-spy's sampling (0: no profile)")
-    parser.add_argument("--target-rps", type=float, default=None,
-                        help="target load (req/s): the report adds replicas and cost per million inferences")
-    parser.add_argument("--prices", type=Path, default=None,
-                        help=f"price file for --target-rps (default: the shipped {EXAMPLE_PRICES})")
-    parser.add_argument("--loadgen-cores", type=int, default=0, help="cores for Locust (default: a quarter, ≥ 1)")
-    parser.add_argument("--tune-minutes", type=float, default=0.0,
-                        help="also tune the batching on each device for this long, at the first batch (0: no tuning)")
-    args = parser.parse_args(argv)
-    unknown = set(args.devices.split(",")) - set(DEVICES)
-    if unknown:
-        parser.error(f"--devices: unknown {sorted(unknown)}; choose from {', '.join(DEVICES)}")
-    if args.prices is not None and not args.prices.is_file():
-        parser.error(f"--prices {args.prices}: no such file")
-    if (args.out / "device-run.json").exists():
-        parser.error(f"--out {args.out} already holds a run (device-run.json): nothing overwrites one")
-    return args
 
 
 def install() -> bool:

@@ -197,6 +197,7 @@ class Capacities:
         self.run_id, self.run_dir = self.cells.run_id, self.cells.run_dir
         self.prober = Prober(self.request.plan.run)
         self._ids = 0
+        self._comparisons = 0
 
     @property
     def paired(self) -> bool:
@@ -246,6 +247,26 @@ class Capacities:
                     if answering:
                         self._compare(answering, batch, repeat, versions)
 
+    def compare(self, slots: Sequence[Slot], batch_size: int) -> list[Outcome]:
+        """One paired comparison of `slots` at `batch_size` (the tuner's unit: its incumbent and a challenger): all
+        started, searched interleaved, stopped; their outcomes in the slots' order."""
+        first = len(self.outcomes)
+        self._comparisons += 1
+        with ExitStack() as servers:
+            targets = []
+            for slot in slots:
+                try:
+                    targets.append(servers.enter_context(slot.serve(self.run_dir / "servers", self.cells.say)))
+                except StartFailed as failed:
+                    self.cells.say(failed.reason)
+                    self._not_searched(failed.planned, batch_size, failed.reason)
+            versions = {t.name: self._answering(t) for t in targets}
+            answering = [t for t in targets if versions[t.name] is not None]
+            if answering:
+                self._compare(answering, batch_size, 1, versions, f"{self.run_id}/c{self._comparisons}")
+        ended = {o.server: o for o in self.outcomes[first:]}
+        return [ended[slot.name] for slot in slots]
+
     def _answering(self, target: ServedEndpoint) -> int | None:
         """The server's model version when it answers (0 where it does not say); None, recorded, when it does not."""
         probe = self.prober.probe(target)
@@ -257,9 +278,10 @@ class Capacities:
         return None
 
     def _compare(self, targets: Sequence[ServedEndpoint], batch: int, repeat: int,
-                 versions: dict[str, int | None]) -> None:
+                 versions: dict[str, int | None], comparison_id: str = "") -> None:
         """One paired comparison: every server's search at `batch`, interleaved, the reference cell around them."""
-        comparison = comparison_tag(f"{self.run_id}/b{batch}", repeat, True, [t.name for t in targets])
+        comparison = comparison_tag(comparison_id or f"{self.run_id}/b{batch}", repeat, True,
+                                    [t.name for t in targets])
         ids = [self._next_id() for _ in targets]
         p99_ms = self.request.plan.capacity.p99_ms(batch, self.request.p99_ms)
         reference = Reference(self.cells, self.prober, targets[0], self.request.plan.run,

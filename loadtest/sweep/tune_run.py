@@ -3,8 +3,9 @@
 Each configuration the tuner asks about is started by the tool (`loadtest.sweep.servers.ToStart`:
 the device, the profile, the plan's `[servers.launch]`), searched for its capacity at the request
 batch size (`loadtest.sweep.capacity_search`: every cell recorded in the run's `results.jsonl`,
-tagged with its search), and stopped before the next. The winner's batching parameters file and
-the trail (`tune.json`) are written into the same results directory.
+tagged with its search), and stopped before the next. Paired (the default), each challenger is started beside
+the incumbent and both are searched interleaved, so the bar it must clear was measured in the same
+minutes. The winner's batching parameters file and the trail (`tune.json`) are written into the same results directory.
 
 Not for: the tuner's decisions or its output format (`loadtest.sweep.tuning`, `tuning_output`).
 """
@@ -28,6 +29,7 @@ class TuneRequest:
     capacity: CapacityRequest  # the plan (its [run] and [servers.launch]), the objective, each search's bounds
     settings: TuneSettings  # device, request batch size, ladders, budget
     start_profile: str  # the serving config's profile holding TF Serving's advice for the device
+    paired: bool = True  # each challenger searched beside the incumbent (False: each configuration alone, in turn)
 
 
 @dataclass
@@ -49,13 +51,21 @@ class TuneRun:
         s = self.request.settings
         self.searches.cells.say(f"tune {self.searches.run_id}: {s.device}, p99 <= {s.p99_ms:g} ms, request batch "
                                 f"{s.batch_size}, from profile {self.start.name}; results in {self.run_dir}")
-        answer = Tuner(s, self.start, self.evaluate).run()
+        answer = Tuner(s, self.start, self.evaluate,
+                       evaluate_pair=self.evaluate_pair if self.request.paired else None).run()
         return answer, write_winner(self.run_dir, answer)
 
     def evaluate(self, profile: BatchingProfile, beat_rps: float | None = None) -> Evaluated:
         """Start a server with `profile`, search its capacity (first at `beat_rps`, when given), stop it."""
         slot = ToStart(str(self.request.settings.device), profile, self.config, self.request.capacity.plan.launch)
         return evaluated(self.searches.search(slot, self.request.settings.batch_size, beat_rps))
+
+    def evaluate_pair(self, incumbent: BatchingProfile, challenger: BatchingProfile) -> tuple[Evaluated, Evaluated]:
+        """Both servers up at once, their searches interleaved (`Capacities.compare`), both stopped after."""
+        device, launch = str(self.request.settings.device), self.request.capacity.plan.launch
+        slots = [ToStart(device, profile, self.config, launch) for profile in (incumbent, challenger)]
+        now, challenged = self.searches.compare(slots, self.request.settings.batch_size)
+        return evaluated(now), evaluated(challenged)
 
 
 def evaluated(outcome: Outcome) -> Evaluated:

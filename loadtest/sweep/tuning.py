@@ -16,7 +16,11 @@ A challenger is first measured at the incumbent's capacity C with the same confi
 rate, not a search from scratch): one that does not pass there loses at once; one that does is
 searched upward from C. It replaces the incumbent only when its confirmed capacity is above the
 incumbent's upper end (the lowest rate the incumbent did not pass), i.e. beats it by more than
-their uncertainty; where the incumbent has no upper end, by more than `min_gain`. An unmet
+their uncertainty; where the incumbent has no upper end, by more than `min_gain`. Paired (`evaluate_pair`,
+what `mnist-bench tune` does): each challenger is searched beside the incumbent, both servers up at once and
+their cells interleaved (`loadtest.sweep.capacity_search.Capacities.compare`), and the bar is the incumbent's
+capacity and upper end measured in those same minutes, so the machine's drift between evaluations cannot
+make a challenger win or lose. An unmet
 objective or a failed evaluation counts as capacity 0. No parameters are evaluated twice. The search is bounded by a
 number of evaluations and a deadline, both checked before each evaluation (the deadline with room
 for one more evaluation of average length), and a search cut short answers with its best so far.
@@ -28,23 +32,28 @@ with the profile, runs a capacity search and stops it) or printing and writing t
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
+from loadtest.sweep.ladders import (
+    OFF,
+    TUNED_FIELDS,
+    Ladders,
+    check_start,
+    default_ladders,
+    grid_size,
+    labelled,
+    neighbour,
+    parameters_key,
+    with_field,
+)
 from model_export.provenance import cpu_cores
-from serving.deploy.config import BatchingProfile, effective_profile_name, validate_profile
+from serving.deploy.config import BatchingProfile
 from serving.endpoint import Device
 
-# The fields the ascent moves, in the order it moves them.
-TUNED_FIELDS = ("batch_timeout_micros", "max_batch_size", "num_batch_threads", "max_enqueued_batches")
-TIMEOUT_LADDER_MICROS = (0, 500, 1000, 2000, 5000, 10000)  # the advice: 0, then try 1-10 ms
-OFF = BatchingProfile(name="off")
-
-Ladders = Mapping[str, tuple[int, ...]]
+__all__ = ["OFF", "TUNED_FIELDS", "Evaluated", "Stage", "TuneAnswer", "TuneSettings", "Tuner", "Visit"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,8 @@ class Evaluated:
 
 # evaluate(profile, beat_rps): beat_rps None is a full search; else the rate to beat, tried first.
 Evaluate = Callable[[BatchingProfile, "float | None"], Evaluated]
+# evaluate_pair(incumbent, challenger): both searched paired; (the incumbent's result now, the challenger's).
+EvaluatePair = Callable[[BatchingProfile, BatchingProfile], "tuple[Evaluated, Evaluated]"]
 
 
 class Stage(StrEnum):
@@ -91,6 +102,7 @@ class Visit:
     decision: str  # "baseline", "start", "kept: +12%", "within the uncertainty: +3%", "worse: -20%", "unmet: ..."
     moved_field: str | None = None  # the field the ascent moved; None for off and the advice
     duration_s: float = 0.0
+    against: Evaluated | None = None  # paired: the incumbent measured beside it, the bar it was judged by
 
 
 @dataclass(frozen=True)
@@ -177,29 +189,7 @@ def gain(winner: Visit | None, baseline: Visit | None, label: str) -> Gain:
     return Gain(winner.result.capacity_rps / baseline.result.capacity_rps, at_least=winner.result.at_least)
 
 
-# ---------------------------------------------------------------- ladders and profiles
-
-def default_ladders(device: Device, cores: int, batch_size: int = 1) -> dict[str, tuple[int, ...]]:
-    """Candidate values per field, around TF Serving's advice for the device.
-
-    Threads: up to the cores (the CPU advice; more threads only oversubscribe the model's own
-    thread pool), and 2 x cores on a GPU, where batch threads also overlap CPU work with kernels.
-    max_batch_size never goes below the request batch size, which a smaller one would reject.
-    """
-    threads = {*_powers_of_two(1, cores), cores}
-    if device == Device.GPU:
-        threads.add(2 * cores)
-    return {
-        "batch_timeout_micros": TIMEOUT_LADDER_MICROS,
-        "max_batch_size": tuple(size for size in _powers_of_two(8, 1024) if size >= batch_size) or (batch_size,),
-        "num_batch_threads": tuple(sorted(threads)),
-        "max_enqueued_batches": tuple(sorted({*_powers_of_two(1, max(16, 4 * cores)), cores})),
-    }
-
-
-def _powers_of_two(low: int, high: int) -> tuple[int, ...]:
-    return tuple(2 ** n for n in range(math.ceil(math.log2(low)), math.floor(math.log2(high)) + 1))
-
+# ---------------------------------------------------------------- ladders
 
 def ladders_for(settings: TuneSettings) -> dict[str, tuple[int, ...]]:
     """The defaults for the device and cores, with the settings' ladders in their place (sorted, unique)."""
@@ -208,71 +198,6 @@ def ladders_for(settings: TuneSettings) -> dict[str, tuple[int, ...]]:
     return ladders
 
 
-def grid_size(start: BatchingProfile, ladders: Ladders) -> int:
-    """Configurations in the full grid: every ladder value (and the start's) of every field."""
-    return math.prod(len({*ladders[name], getattr(start, name)}) if ladders[name] else 1 for name in TUNED_FIELDS)
-
-
-def neighbour(ladder: tuple[int, ...], value: int, upward: bool) -> int | None:
-    """The next ladder value above (or below) `value`, which need not be on the ladder itself."""
-    if upward:
-        return min((v for v in ladder if v > value), default=None)
-    return max((v for v in ladder if v < value), default=None)
-
-
-def with_field(profile: BatchingProfile, name: str, value: int) -> BatchingProfile:
-    """`profile` with one field changed, kept consistent: the sizes follow a new max_batch_size.
-
-    allowed_batch_sizes keeps its entries below the new maximum and ends with it; a
-    max_execution_batch_size that matched the old maximum follows it, and never exceeds the new one.
-    """
-    change: dict[str, Any] = {name: value}
-    changed = replace(profile, **change)
-    if name == "max_batch_size":
-        changed = replace(changed, allowed_batch_sizes=_sizes_up_to(profile.allowed_batch_sizes, value),
-                          max_execution_batch_size=_execution_size(profile, value))
-    validate_profile(changed)
-    return changed
-
-
-def _sizes_up_to(sizes: tuple[int, ...], maximum: int) -> tuple[int, ...]:
-    return (*(size for size in sizes if size < maximum), maximum) if sizes else ()
-
-
-def _execution_size(profile: BatchingProfile, maximum: int) -> int | None:
-    execution = profile.max_execution_batch_size
-    if execution is None:
-        return None
-    return maximum if execution == profile.max_batch_size else min(execution, maximum)
-
-
-def tuned_fields(start: BatchingProfile, profile: BatchingProfile) -> dict[str, Any]:
-    """The tuned fields whose values differ from the start's."""
-    return {name: getattr(profile, name) for name in TUNED_FIELDS if getattr(profile, name) != getattr(start, name)}
-
-
-def labelled(start: BatchingProfile, profile: BatchingProfile) -> BatchingProfile:
-    """`profile` named after the start plus every tuned field that differs: `cpu+max_batch_size=512`."""
-    return replace(profile, name=effective_profile_name(start.name, tuned_fields(start, profile)))
-
-
-def check_start(start: BatchingProfile, ladders: Ladders) -> None:
-    """The start must batch, be valid, and set every field the ascent moves."""
-    if not start.enable_batching:
-        raise ValueError(f"the start profile {start.name!r} turns batching off; start from the cpu or gpu profile")
-    validate_profile(start)
-    unset = [name for name in TUNED_FIELDS if ladders[name] and getattr(start, name) is None]
-    if unset:
-        raise ValueError(f"the start profile {start.name!r} leaves {', '.join(unset)} unset; "
-                         "set it in serving.toml or give it an empty ladder")
-
-
-def _parameters_key(profile: BatchingProfile) -> tuple:
-    return tuple(sorted((name, tuple(value) if isinstance(value, list) else value)
-                        for name, value in profile.parameters().items()))
-
-
-# ---------------------------------------------------------------- the search
 
 @dataclass
 class Tuner:
@@ -283,6 +208,7 @@ class Tuner:
     evaluate: Evaluate
     clock: Callable[[], float] = time.monotonic
     trail: list[Visit] = field(default_factory=list)
+    evaluate_pair: EvaluatePair | None = None  # set: every challenger is searched beside the incumbent
 
     def run(self) -> TuneAnswer:
         self.settings.check()
@@ -319,15 +245,19 @@ class Tuner:
             if value is None:
                 return moved
             candidate = labelled(self.start, with_field(self.incumbent.profile, name, value))
+            # Paired, a configuration seen before was beaten by the incumbent (or by one the incumbent beat), and
+            # its old measurement was never beside the incumbent: it is not measured again, nor kept.
+            revisit = self.evaluate_pair is not None and parameters_key(candidate) in self.seen
             visit = self._visit(candidate, Stage.ASCENT, name)
-            if not self._improves(visit.result):
+            if revisit or not self._improves(visit.result, visit.against):
                 return moved
             self.incumbent, moved = visit, True
 
-    def _improves(self, result: Evaluated) -> bool:
-        """Above the incumbent's upper end (beyond both uncertainties), else above min_gain where it has none."""
+    def _improves(self, result: Evaluated, against: Evaluated | None = None) -> bool:
+        """Above the incumbent's upper end (beyond both uncertainties), else above min_gain where it has none;
+        `against`: the incumbent as measured beside the challenger (paired), else its own evaluation."""
         assert self.incumbent is not None
-        best, score = self.incumbent.result, result.score
+        best, score = against or self.incumbent.result, result.score
         if best.score <= 0:
             return score > 0
         if best.upper_rps is not None:
@@ -341,14 +271,18 @@ class Tuner:
 
     def _visit(self, profile: BatchingProfile, stage: Stage, moved_field: str | None = None) -> Visit:
         """The configuration's visit: an earlier one with the same parameters, or a new evaluation."""
-        key = _parameters_key(profile)
+        key = parameters_key(profile)
         if key in self.seen:
             return self.seen[key]
         self._check_budget()
         began = self.clock()
-        result = self._evaluate(profile, self._rate_to_beat(stage))
-        visit = Visit(len(self.trail) + 1, stage, profile, result, self._decision(stage, result), moved_field,
-                      self.clock() - began)
+        against = None
+        if self.evaluate_pair is not None and stage == Stage.ASCENT and self.incumbent is not None:
+            against, result = self._evaluate_pair(self.incumbent.profile, profile)
+        else:
+            result = self._evaluate(profile, self._rate_to_beat(stage))
+        visit = Visit(len(self.trail) + 1, stage, profile, result, self._decision(stage, result, against),
+                      moved_field, self.clock() - began, against)
         self.trail.append(visit)
         self.seen[key] = visit
         return visit
@@ -361,19 +295,30 @@ class Tuner:
         except (ValueError, OSError, RuntimeError) as exc:  # one bad configuration must not lose the whole search
             return Evaluated(None, note=f"failed: {type(exc).__name__}: {exc}")
 
-    def _decision(self, stage: Stage, result: Evaluated) -> str:
+    def _evaluate_pair(self, incumbent: BatchingProfile, challenger: BatchingProfile) -> tuple[Evaluated, Evaluated]:
+        """Both searched paired; a failed comparison is a result, as a failed evaluation is."""
+        assert self.evaluate_pair is not None
+        try:
+            return self.evaluate_pair(incumbent, challenger)
+        except (ValueError, OSError, RuntimeError) as exc:
+            failed = Evaluated(None, note=f"failed: {type(exc).__name__}: {exc}")
+            return failed, failed
+
+    def _decision(self, stage: Stage, result: Evaluated, against: Evaluated | None = None) -> str:
         if not result.met:
             return f"unmet: {result.note}" if result.note else "unmet"
         if stage == Stage.OFF:
             return "baseline"
         if stage == Stage.ADVICE or self.incumbent is None:
             return "start"
-        best = self.incumbent.result.score
+        bar = against or self.incumbent.result
+        best = bar.score
         if best <= 0:
-            return "kept: the incumbent was unmet"
-        change = f"{result.score / best - 1:+.0%}"
-        upper = self.incumbent.result.upper_rps
-        if self._improves(result):
+            return "kept: the incumbent was unmet" + (" beside it" if against else "")
+        beside = f" against the incumbent's {best:g} req/s measured beside it" if against else ""
+        change = f"{result.score / best - 1:+.0%}{beside}"
+        upper = bar.upper_rps
+        if self._improves(result, against):
             return f"kept: {change}" + (f", above the incumbent's upper end {upper:g} req/s" if upper else "")
         if result.score >= best * (1 - self.settings.min_gain):
             return f"within the uncertainty: {change}" + (f" (not above {upper:g} req/s)" if upper else "")

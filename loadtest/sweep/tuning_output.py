@@ -116,7 +116,8 @@ def _visit_record(visit: Visit) -> dict[str, Any]:
     return {"number": visit.number, "stage": visit.stage.value, "profile": visit.profile.name,
             "parameters": visit.profile.parameters(), "moved_field": visit.moved_field,
             "capacity_rps": r.capacity_rps, "capacity_ips": r.capacity_ips, "p99_ms": r.p99_ms, "note": r.note,
-            "decision": visit.decision, "duration_s": round(visit.duration_s, 3)}
+            "decision": visit.decision, "duration_s": round(visit.duration_s, 3),
+            "incumbent_beside_rps": visit.against.capacity_rps if visit.against else None}
 
 
 # ---------------------------------------------------------------- console

@@ -75,8 +75,11 @@ def prepare_process(backend: str) -> None:
     """Ready this process for `backend`, before anything imports TensorFlow or Keras.
 
     For `jax`: TensorFlow's protos without its runtime, Keras on JAX, and no GPU memory preallocation
-    (XLA_PYTHON_CLIENT_PREALLOCATE=false unless set). RuntimeError when Keras was
-    already imported with another backend (it cannot be switched afterwards)."""
+    (XLA_PYTHON_CLIENT_PREALLOCATE=false unless set). For `savedmodel`: TensorFlow's GPU memory grown as
+    needed (TF_FORCE_GPU_ALLOW_GROWTH=true unless set), so servers compared paired share one GPU. RuntimeError
+    when Keras was already imported with another backend (it cannot be switched afterwards)."""
+    if Backend(backend) == Backend.SAVEDMODEL:
+        os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")  # TF takes nearly all a GPU's memory otherwise
     if Backend(backend) != Backend.JAX:
         return
     in_use = keras_backend_in_use()

@@ -87,3 +87,22 @@ def test_a_gpu_against_a_cpu_gives_the_gpu_cpu_ratio_per_repeat():
     assert found.what == paired.GPU_CPU and found.ratio == pytest.approx(3.0)
     assert (found.low, found.high) == (pytest.approx(1.5), pytest.approx(6.0))
     assert paired.paired_table(cells).rows[0][6] == "gpu-off: 300.0"
+
+
+def test_the_range_allows_for_the_speed_moving_between_the_two_answers():
+    # off answers at cell 1, on at cell 7; the reference reads 1,000 req/s at cell 0 and 1,240 at cell 12:
+    # 1,020 at cell 1 and 1,140 at cell 7, an 11.8% change between the two answers the pairing left in
+    cells = [*comparison(1, 2.5), reference(0, 1000.0), reference(12, 1240.0)]
+    (found,) = paired.paired_ratios(cells)
+    (repeat,) = found.repeats
+    assert repeat.residual == pytest.approx(120 / 1020)
+    assert found.low == pytest.approx(1.25 / (1 + 120 / 1020)) and found.high == pytest.approx(5.0 * (1 + 120 / 1020))
+    assert "allowing for the speed moving 12% between the answers' cells" in found.describe()
+
+
+def test_a_repeat_whose_numerator_is_a_lower_bound_leaves_the_high_end_open():
+    # batching's capacity "at least" (the load generator was the limit): no high end, so ×1.0 is not ruled out
+    found = paired.PairedRatio("batching gain on cpu", 1, 10.0, True,
+                               (paired.RepeatRatio(1, 1.2, 0.9, None, None, None),), None)
+    assert found.high is None and found.low == pytest.approx(0.9)
+    assert found.no_difference and "no measurable difference, ×1.20 (at least ×0.90)" in found.describe()

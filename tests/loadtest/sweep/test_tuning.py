@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
+from loadtest.sweep.ladders import check_start, default_ladders, neighbour, with_field
 from loadtest.sweep.tuning import (
     OFF,
     TUNED_FIELDS,
@@ -21,11 +22,7 @@ from loadtest.sweep.tuning import (
     Tuner,
     TuneSettings,
     Visit,
-    check_start,
-    default_ladders,
     ladders_for,
-    neighbour,
-    with_field,
 )
 from loadtest.sweep.tuning_output import (
     PARAMETERS_FILE,
@@ -146,6 +143,43 @@ def test_the_tuner_finds_the_known_best_configuration_in_a_small_part_of_the_gri
     assert fake.asked[:2] == [OFF, start]
     assert len(fake.asked) == len(answer.trail) == answer.configurations_visited + 1
     assert answer.configurations_visited * 10 < answer.grid_size
+
+
+class Drifting:
+    """A machine that slows by `factor` at every evaluation: alone (`single`), a configuration measured later reads
+    lower; paired (`pair`), the incumbent and the challenger are measured in the same minutes, at the same speed."""
+
+    def __init__(self, capacity: Callable, factor: float, upper: float = 1.05):
+        self.capacity, self.factor, self.upper, self.speed = capacity, factor, upper, 1.0
+        self.pairs: list[tuple[BatchingProfile, BatchingProfile]] = []
+
+    def _now(self, profile: BatchingProfile) -> Evaluated:
+        rps = self.capacity(profile) * self.speed
+        return Evaluated(rps, rps, 8.0, upper_rps=rps * self.upper)
+
+    def single(self, profile: BatchingProfile, beat_rps: float | None) -> Evaluated:
+        measured = self._now(profile)
+        self.speed *= self.factor
+        return measured
+
+    def pair(self, incumbent: BatchingProfile, challenger: BatchingProfile) -> tuple[Evaluated, Evaluated]:
+        self.pairs.append((incumbent, challenger))
+        measured = self._now(incumbent), self._now(challenger)
+        self.speed *= self.factor
+        return measured
+
+
+def test_paired_evaluations_find_the_best_on_a_drifting_machine_where_evaluations_in_turn_do_not():
+    settings = TuneSettings(p99_ms=10, cores=2, device=Device.CPU)
+    in_turn = Drifting(surface(), factor=0.75)
+    alone = Tuner(settings, CPU, in_turn.single).run()
+    assert alone.winner is not None and tuned(alone.winner.profile) != BEST  # each step up read 25% slower
+    paired = Drifting(surface(), factor=0.75)
+    answer = Tuner(settings, CPU, paired.single, evaluate_pair=paired.pair).run()
+    assert answer.winner is not None and tuned(answer.winner.profile) == BEST
+    assert all(incumbent != challenger for incumbent, challenger in paired.pairs)
+    kept = [v for v in answer.trail if v.decision.startswith("kept")]
+    assert kept and all(v.against is not None and "measured beside it" in v.decision for v in kept)
 
 
 def test_the_full_grid_is_the_product_of_the_ladders():

@@ -1,0 +1,47 @@
+"""The bundle's `run.py` command line: what one call on the lent GPU machine measures, in what budget, and
+where it writes (at most 8 files under `--out`, never over an earlier run's).
+
+Not for: running it (`loadtest.bundle.device_run`) or planning the budget (`loadtest.bundle.budget`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DEVICES = ("gpu", "cpu")
+EXAMPLE_PRICES = "loadtest/prices.example.toml"  # in the bundle's project/
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="CPU vs GPU capacity from the device bundle, offline, in a budget")
+    parser.add_argument("--out", type=Path, required=True, help="at most 8 files, written as the run goes")
+    parser.add_argument("--work", type=Path, default=None, help="the subprocesses' files (default: work/<time>/)")
+    parser.add_argument("--budget-min", type=float, default=9.0, help="the whole run, planned before it starts")
+    parser.add_argument("--devices", default="gpu,cpu", help="comma-separated: gpu, cpu (in priority order)")
+    parser.add_argument("--batches", default="1,32", help="request batch sizes, in priority order")
+    parser.add_argument("--p99-ms", type=float, default=10.0)
+    parser.add_argument("--measure-s", type=float, default=2.0)
+    parser.add_argument("--max-steps", type=int, default=8, help="cells per search at most")
+    parser.add_argument("--max-minutes", type=float, default=0.35,
+                        help="per search (the search answers its best pass when stopped by time)")
+    parser.add_argument("--max-rate-s", type=float, default=10.0, help="measured seconds at one rate at most")
+    parser.add_argument("--confidence", type=float, default=0.99, help="every verdict's (capacity --confidence)")
+    parser.add_argument("--start-s", type=float, default=25.0, help="estimate: one server's start and stop")
+    parser.add_argument("--profile-s", type=float, default=0.0, help="py-spy's sampling (0: no profile)")
+    parser.add_argument("--target-rps", type=float, default=None,
+                        help="target load (req/s): the report adds replicas and cost per million inferences")
+    parser.add_argument("--prices", type=Path, default=None,
+                        help=f"price file for --target-rps (default: the shipped {EXAMPLE_PRICES})")
+    parser.add_argument("--loadgen-cores", type=int, default=0, help="cores for Locust (default: a quarter, ≥ 1)")
+    parser.add_argument("--tune-minutes", type=float, default=0.0,
+                        help="also tune the batching on each device for this long, at the first batch (0: no tuning)")
+    args = parser.parse_args(argv)
+    unknown = set(args.devices.split(",")) - set(DEVICES)
+    if unknown:
+        parser.error(f"--devices: unknown {sorted(unknown)}; choose from {', '.join(DEVICES)}")
+    if args.prices is not None and not args.prices.is_file():
+        parser.error(f"--prices {args.prices}: no such file")
+    if (args.out / "device-run.json").exists():
+        parser.error(f"--out {args.out} already holds a run (device-run.json): nothing overwrites one")
+    return args
