@@ -119,6 +119,14 @@ class PairedRatio:
             return False
         return (self.low is None or self.low <= 1.0) and (self.high is None or self.high >= 1.0)
 
+    def short(self) -> str:
+        """`×1.62 (×1.55–×1.70), paired, median of 3 repeats`: the ratio as a table cell gives it."""
+        n = len(self.repeats)
+        how = "paired" if self.paired else "not paired"
+        verdict = "no measurable difference: " if self.no_difference else ""
+        return (f"{verdict}×{self.ratio:.2f} ({_range(self.low, self.high)}), {how}"
+                + (f", median of {n} repeats" if n > 1 else ""))
+
     def describe(self) -> str:
         """`batching gain on cpu at p99 ≤ 10 ms (request batch 1), paired over 5 repeats: ×1.62 (×1.55–×1.70;
         each: ...); this machine's speed moved 18% ...`."""

@@ -136,8 +136,12 @@ def _paired_text(compared: PairedRatio, host_floor: float | None = None) -> str:
 # ----------------------------------------------------------------------------- the answer table
 
 
-def _gain_text(d: DeviceAnswer, labels: Labels) -> str:
+def _gain_text(d: DeviceAnswer, labels: Labels, paired: Mapping[tuple, PairedRatio] | None = None) -> str:
+    """The gain as the headline gives it: a paired comparison's ratio and range where there is one."""
     g = d.gain
+    compared = (paired or {}).get((f"batching gain on {d.device}", d.request_batch_size, d.p99_objective_ms))
+    if compared is not None and compared.ratio is not None:
+        return compared.short()
     if g.ratio is None or g.batching is None or g.off is None:
         return f"— {g.reason}"
     return f"{g.describe()} ({labels[g.batching.config]} vs {labels[g.off.config]} {_rps(g.off)})"
@@ -178,7 +182,7 @@ def _pricing_caption(pricing: Pricing | None) -> str:
 
 
 def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels,
-                 pricing: Pricing | None) -> Table:
+                 pricing: Pricing | None, paired: Mapping[tuple, PairedRatio] | None = None) -> Table:
     """One row per device, request batch size and objective searched."""
     rows = []
     for d in devices:
@@ -187,7 +191,7 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
                  busy_text(b.server_cpu_percent, b.gpu_utilization_percent), fmt(b.p50_ms, 2), fmt(b.estimate_ms, 2),
                  fmt(b.upper_rps)) if b else ("none met the objective", *["—"] * 6)
         rows.append((d.device, device_name(d.device_name), str(d.request_batch_size), f"{d.p99_objective_ms:g}",
-                     *found, _gain_text(d, labels), _ratio_text(d, ratios),
+                     *found, _gain_text(d, labels, paired), _ratio_text(d, ratios),
                      *(_cost_cells(d, pricing) if pricing else ())))
     costs = ((f"replicas for {pricing.target_rps:g} req/s", f"{pricing.prices.currency}/h",
               f"{pricing.prices.currency}/M inferences") if pricing else ())
@@ -268,7 +272,8 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
         lines = (*headline(devices, answers.ratios, labels, results), *objective_headline(answers),
                  *host_floor_lines(results, answers.objectives_ms()))
         compared = paired_table(results)
-        return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing),
+        by_key = {(p.what, p.request_batch_size, p.p99_objective_ms): p for p in paired_ratios(results)}
+        return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing, by_key),
                                                      *((compared,) if compared else ()),
                                                      *((by_objective,) if by_objective else ())))
     objective = p99_ms if p99_ms is not None else DEFAULT_P99_MS

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from loadtest.analysis import paired
-from loadtest.analysis.summary import headline_of
+from loadtest.analysis import answers, paired
+from loadtest.analysis.summary import headline_of, summarise
 from loadtest.sweep.comparison import comparison_tag
 from loadtest.vocab import LoadMode
 from tests.loadtest.analysis.handmade import server
@@ -76,6 +76,12 @@ def test_the_headline_gives_the_paired_gain_instead_of_the_best_of_each_side():
     gain = next(line for line in lines if line.startswith("Batching gain"))
     assert gain.startswith("Batching gain on cpu at p99 ≤ 10 ms (request batch 1), paired over 2 repeats: ×2.75")
     assert "speed moved 11%" in gain
+    # the answer table gives the same ratio and range: one number for one quantity
+    summary = summarise(cells, answers.answer(cells), answers.config_labels(answers.config_of(c) for c in cells))
+    table = summary.tables[0]
+    cell = table.rows[0][table.header.index("batching gain over off")]
+    assert cell.startswith("×2.75 (") and cell.endswith("), paired, median of 2 repeats")
+    assert cell.removesuffix(", paired, median of 2 repeats").removeprefix("×2.75 (").removesuffix(")") in gain
 
 
 def test_a_gpu_against_a_cpu_gives_the_gpu_cpu_ratio_per_repeat():
