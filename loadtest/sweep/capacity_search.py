@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -231,17 +231,7 @@ class Capacities:
                     self._not_searched(failed.planned, batch, failed.reason)
 
     def _run_paired(self) -> None:
-        with ExitStack() as servers:
-            targets = []
-            for slot in self.servers:
-                try:
-                    targets.append(servers.enter_context(slot.serve(self.run_dir / "servers", self.cells.say)))
-                except StartFailed as failed:
-                    self.cells.say(failed.reason)
-                    for batch in self.batch_sizes:
-                        self._not_searched(failed.planned, batch, failed.reason)
-            versions = {t.name: self._answering(t) for t in targets}
-            answering = [t for t in targets if versions[t.name] is not None]
+        with self._all_up(self.servers) as (answering, versions):
             for batch in self.batch_sizes:
                 for repeat in range(1, self.repeats + 1):
                     if answering:
@@ -252,6 +242,16 @@ class Capacities:
         started, searched interleaved, stopped; their outcomes in the slots' order."""
         first = len(self.outcomes)
         self._comparisons += 1
+        with self._all_up(slots) as (answering, versions):
+            if answering:
+                self._compare(answering, batch_size, 1, versions, f"{self.run_id}/c{self._comparisons}")
+        ended = {o.server: o for o in self.outcomes[first:]}
+        return [ended[slot.name] for slot in slots]
+
+    @contextmanager
+    def _all_up(self, slots: Sequence[Slot]) -> Iterator[tuple[list[ServedEndpoint], dict[str, int | None]]]:
+        """Every slot's server up for the block (stopped after it), and those that answer with their model
+        versions; one that does not start or answer gets its failed cells, recorded."""
         with ExitStack() as servers:
             targets = []
             for slot in slots:
@@ -259,13 +259,10 @@ class Capacities:
                     targets.append(servers.enter_context(slot.serve(self.run_dir / "servers", self.cells.say)))
                 except StartFailed as failed:
                     self.cells.say(failed.reason)
-                    self._not_searched(failed.planned, batch_size, failed.reason)
+                    for batch in self.batch_sizes:
+                        self._not_searched(failed.planned, batch, failed.reason)
             versions = {t.name: self._answering(t) for t in targets}
-            answering = [t for t in targets if versions[t.name] is not None]
-            if answering:
-                self._compare(answering, batch_size, 1, versions, f"{self.run_id}/c{self._comparisons}")
-        ended = {o.server: o for o in self.outcomes[first:]}
-        return [ended[slot.name] for slot in slots]
+            yield [t for t in targets if versions[t.name] is not None], versions
 
     def _answering(self, target: ServedEndpoint) -> int | None:
         """The server's model version when it answers (0 where it does not say); None, recorded, when it does not."""

@@ -25,10 +25,14 @@ pytestmark = pytest.mark.integration
 
 NULL_SERVER = "--backend null --null_delay_ms 10"
 QUICK = ("--check", "shape", "--warmup-s", "0.5", "--measure-s", "1.5")
+# Locust shares this machine's two cores with the servers: its sends ran 2 ms late for 1.1-1.7% of requests at
+# 24-48 req/s on 2026-11-25, which a 2 ms threshold calls the load generator's limit. Latencies are timed from the
+# intended send whatever the threshold; 5 ms keeps that noise, not this test's subject, from ending a search.
+LOADGEN_LATENESS = {"LOADTEST_LATE_THRESHOLD_MS": "5", "LOADTEST_DISPATCH_LAG_LIMIT_MS": "5"}
 
 
 def run_cli(tmp_path, exported_model, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SERVING_STATE_FILE": str(tmp_path / "state" / "servers.json")}
+    env = {**os.environ, "SERVING_STATE_FILE": str(tmp_path / "state" / "servers.json"), **LOADGEN_LATENESS}
     return subprocess.run([*command(*args), "--models-dir", str(exported_model.output_dir), "--server-flags",
                            NULL_SERVER, "--samples", str(exported_model.samples_path), "--results-dir",
                            str(tmp_path / "results"), *QUICK], cwd=REPO, env=env, capture_output=True, text=True,
