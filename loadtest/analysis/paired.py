@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from loadtest.analysis.answers import (
     Gain,
@@ -86,6 +87,11 @@ class PairedRatio:
     paired: bool  # interleaved (False: searched one after the other)
     repeats: tuple[RepeatRatio, ...]
     drift: Drift | None  # every reference cell of the comparison
+
+    @property
+    def key(self) -> tuple[str, int, float]:
+        """What is compared, at which request batch and objective: one ratio per key in a run."""
+        return self.what, self.request_batch_size, self.p99_objective_ms
 
     @property
     def ratios(self) -> list[float]:
@@ -183,9 +189,9 @@ def _comparison_ratios(cells: Sequence[CellResult]) -> list[PairedRatio]:
     for answer in search_answers(searched):
         by_repeat.setdefault(repeat_of[answer.search_id], []).append(answer)
     ratios: dict[tuple[str, int, float], list[RepeatRatio]] = {}
+    servers = comparison_of(cells[0]).get("servers") or []
     for repeat, answers in sorted(by_repeat.items()):
         own = [c for c in references if int(comparison_of(c).get("repeat", 1)) == repeat]
-        servers = comparison_of(cells[0]).get("servers") or []
         for key, ratio in _repeat_ratios(repeat, answers, Speeds(own), servers):
             ratios.setdefault(key, []).append(ratio)
     whole = drift_of(references)
@@ -258,9 +264,14 @@ class Speeds:
     def drift(self) -> Drift | None:
         return drift_of(self.references)
 
+    @cached_property
+    def points(self) -> list[tuple[int, float]]:
+        """(cell index, throughput) of every reference cell that measured, in order."""
+        return sorted((c.cell_index, c.throughput_rps) for c in self.references
+                      if c.status == CellStatus.OK and c.throughput_rps > 0)
+
     def at(self, index: int) -> float | None:
-        points = sorted((c.cell_index, c.throughput_rps) for c in self.references
-                        if c.status == CellStatus.OK and c.throughput_rps > 0)
+        points = self.points
         if not points:
             return None
         before = [p for p in points if p[0] <= index]
@@ -295,10 +306,15 @@ def paired_lines(results: Sequence[CellResult]) -> tuple[str, ...]:
     return tuple(p.describe() for p in paired_ratios(results))
 
 
-def paired_table(results: Sequence[CellResult]) -> Table | None:
-    """Every repeat of every comparison: its ratio, range, both capacities and the drift while it ran."""
+def by_key(ratios: Sequence[PairedRatio]) -> dict[tuple[str, int, float], PairedRatio]:
+    return {p.key: p for p in ratios}
+
+
+def paired_table(ratios: Sequence[PairedRatio]) -> Table | None:
+    """Every repeat of every comparison (`paired_ratios`): its ratio, range, both capacities and the drift while
+    it ran."""
     rows = []
-    for p in paired_ratios(results):
+    for p in ratios:
         for r in p.repeats:
             moved = r.drift.moved if r.drift else None
             rows.append((p.what, str(p.request_batch_size), f"{p.p99_objective_ms:g}", "yes" if p.paired else "no",

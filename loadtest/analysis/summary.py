@@ -35,7 +35,7 @@ from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.instances import Replica, replicas_by_config
 from loadtest.analysis.noise_table import host_floor_lines, host_floor_ms
 from loadtest.analysis.objective_table import objective_headline, objective_table
-from loadtest.analysis.paired import GPU_CPU, PairedRatio, paired_ratios, paired_table
+from loadtest.analysis.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
 from loadtest.analysis.prices import PriceBook
 from loadtest.analysis.sources import highest_passing
 from loadtest.records import CellResult
@@ -81,13 +81,13 @@ def _here(devices: Sequence[DeviceAnswer]) -> list[DeviceAnswer]:
 
 
 def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels,
-             results: Sequence[CellResult] = ()) -> tuple[str, ...]:
+             results: Sequence[CellResult] = (), paired: Mapping[tuple, PairedRatio] | None = None) -> tuple[str, ...]:
     """Per device at the smallest request batch and objective searched: what bounded its answer (from
     `results`), then its batching gain; then GPU/CPU."""
     batch, p99_ms = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
     here = _here(devices)
     where = _where(batch, p99_ms)
-    paired = {(p.what, p.request_batch_size, p.p99_objective_ms): p for p in paired_ratios(results)}
+    paired = by_key(paired_ratios(results)) if paired is None else paired
     lines = []
     for d in here:
         bound = bound_line(d, results, labels)
@@ -269,12 +269,13 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
         pricing = replace(pricing, replicas=replicas_by_config(results))
     if devices:
         by_objective = objective_table(answers, labels)
-        lines = (*headline(devices, answers.ratios, labels, results), *objective_headline(answers),
+        compared = paired_ratios(results)
+        keyed = by_key(compared)
+        lines = (*headline(devices, answers.ratios, labels, results, keyed), *objective_headline(answers),
                  *host_floor_lines(results, answers.objectives_ms()))
-        compared = paired_table(results)
-        by_key = {(p.what, p.request_batch_size, p.p99_objective_ms): p for p in paired_ratios(results)}
-        return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing, by_key),
-                                                     *((compared,) if compared else ()),
+        table = paired_table(compared)
+        return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing, keyed),
+                                                     *((table,) if table else ()),
                                                      *((by_objective,) if by_objective else ())))
     objective = p99_ms if p99_ms is not None else DEFAULT_P99_MS
     if answers.searches:

@@ -24,8 +24,6 @@ from pathlib import Path
 from loadtest.analysis.paired import PairedRatio, paired_ratios
 from loadtest.records import read_results
 
-Key = tuple[str, int, float]
-
 
 @dataclass(frozen=True)
 class Run:
@@ -49,10 +47,6 @@ def run_capacity(number: int, results_dir: Path, capacity_args: Sequence[str]) -
     return Run(number, seconds, tuple(paired_ratios(read_results(found[-1]))), failure)
 
 
-def key_of(ratio: PairedRatio) -> Key:
-    return ratio.what, ratio.request_batch_size, ratio.p99_objective_ms
-
-
 def overlap(ratios: Sequence[PairedRatio]) -> bool:
     """Every range overlaps every other (an open end reaches as far as it may)."""
     ranges = [(r.low if r.low is not None else 0.0, r.high if r.high is not None else float("inf"))
@@ -72,10 +66,10 @@ def summary(runs: Sequence[Run]) -> str:
     for run in runs:
         lines.append(f"run {run.number} ({run.seconds / 60:.1f} min){f': {run.failure}' if run.failure else ''}")
         lines += [f"  {r.describe()}" for r in run.ratios] or ["  no ratio"]
-    keys = list(dict.fromkeys(key_of(r) for run in runs for r in run.ratios))
+    keys = list(dict.fromkeys(r.key for run in runs for r in run.ratios))
     lines.append("")
     for key in keys:
-        here = [r for run in runs for r in run.ratios if key_of(r) == key]
+        here = [r for run in runs for r in run.ratios if r.key == key]
         values = ", ".join(f"×{r.ratio:.2f}" if r.ratio is not None else "—" for r in here)
         ratio_spread = spread(here)
         lines.append(f"{key[0]} at p99 ≤ {key[2]:g} ms (request batch {key[1]}) over {len(here)} runs: {values}; "

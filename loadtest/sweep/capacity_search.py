@@ -33,7 +33,7 @@ from loadtest.sweep.capacity_output import outcome_line, trail_table
 from loadtest.sweep.comparison import Reference, comparison_tag
 from loadtest.sweep.conclusion import DEFAULT_OBJECTIVES_MS
 from loadtest.sweep.interleave import Turn, interleave
-from loadtest.sweep.probe import Prober
+from loadtest.sweep.probe import Probe, Prober
 from loadtest.sweep.runner import CellRunner, Interrupted, cell_estimate_s
 from loadtest.sweep.servers import Slot, StartFailed
 from loadtest.tables import plain_table
@@ -172,6 +172,10 @@ def search_tag(search_id: str, role: Role, p99_ms: float, rate_rps: float | None
     return {**tag, "comparison": comparison} if comparison else tag
 
 
+def not_answering(target: ServedEndpoint, probe: Probe) -> str:
+    return f"server {target.name} at {target.grpc_target} is not answering ({probe.error})"
+
+
 class _NotMeasured(Exception):
     """A search that could not begin (its probe measured nothing)."""
 
@@ -231,52 +235,49 @@ class Capacities:
                     self._not_searched(failed.planned, batch, failed.reason)
 
     def _run_paired(self) -> None:
-        with self._all_up(self.servers) as (answering, versions):
+        with self._all_up(self.servers) as answering:
             for batch in self.batch_sizes:
                 for repeat in range(1, self.repeats + 1):
                     if answering:
-                        self._compare(answering, batch, repeat, versions)
+                        self._compare(answering, batch, repeat)
 
     def compare(self, slots: Sequence[Slot], batch_size: int) -> list[Outcome]:
         """One paired comparison of `slots` at `batch_size` (the tuner's unit: its incumbent and a challenger): all
         started, searched interleaved, stopped; their outcomes in the slots' order."""
         first = len(self.outcomes)
         self._comparisons += 1
-        with self._all_up(slots) as (answering, versions):
+        with self._all_up(slots) as answering:
             if answering:
-                self._compare(answering, batch_size, 1, versions, f"{self.run_id}/c{self._comparisons}")
+                self._compare(answering, batch_size, 1, f"{self.run_id}/c{self._comparisons}")
         ended = {o.server: o for o in self.outcomes[first:]}
         return [ended[slot.name] for slot in slots]
 
     @contextmanager
-    def _all_up(self, slots: Sequence[Slot]) -> Iterator[tuple[list[ServedEndpoint], dict[str, int | None]]]:
-        """Every slot's server up for the block (stopped after it), and those that answer with their model
-        versions; one that does not start or answer gets its failed cells, recorded."""
+    def _all_up(self, slots: Sequence[Slot]) -> Iterator[list[tuple[ServedEndpoint, int | None]]]:
+        """Every slot's server up for the block (stopped after it): those that answer, each with the model version
+        it reported; one that does not start or answer gets its failed cells, recorded."""
         with ExitStack() as servers:
-            targets = []
+            answering = []
             for slot in slots:
                 try:
-                    targets.append(servers.enter_context(slot.serve(self.run_dir / "servers", self.cells.say)))
+                    target = servers.enter_context(slot.serve(self.run_dir / "servers", self.cells.say))
                 except StartFailed as failed:
                     self.cells.say(failed.reason)
                     for batch in self.batch_sizes:
                         self._not_searched(failed.planned, batch, failed.reason)
-            versions = {t.name: self._answering(t) for t in targets}
-            yield [t for t in targets if versions[t.name] is not None], versions
+                    continue
+                probe = self.prober.probe(target)
+                if probe.ok:
+                    answering.append((target, probe.model_version))
+                else:
+                    for batch in self.batch_sizes:
+                        self._not_searched(target, batch, not_answering(target, probe))
+            yield answering
 
-    def _answering(self, target: ServedEndpoint) -> int | None:
-        """The server's model version when it answers (0 where it does not say); None, recorded, when it does not."""
-        probe = self.prober.probe(target)
-        if probe.ok:
-            return probe.model_version or 0
-        for batch in self.batch_sizes:
-            self._not_searched(target, batch, f"server {target.name} at {target.grpc_target} is not answering "
-                                              f"({probe.error})")
-        return None
-
-    def _compare(self, targets: Sequence[ServedEndpoint], batch: int, repeat: int,
-                 versions: dict[str, int | None], comparison_id: str = "") -> None:
+    def _compare(self, answering: Sequence[tuple[ServedEndpoint, int | None]], batch: int, repeat: int,
+                 comparison_id: str = "") -> None:
         """One paired comparison: every server's search at `batch`, interleaved, the reference cell around them."""
+        targets = [target for target, _ in answering]
         comparison = comparison_tag(comparison_id or f"{self.run_id}/b{batch}", repeat, True,
                                     [t.name for t in targets])
         ids = [self._next_id() for _ in targets]
@@ -288,8 +289,8 @@ class Capacities:
                        f"{' against '.join(t.name for t in targets)} at request batch {batch}, their cells "
                        f"interleaved; reference cell: {targets[0].name}, one request at a time")
         ended: dict[int, Outcome] = {}
-        bodies = [self._paired_body(t, batch, search_id, comparison, ended, i, versions[t.name])
-                  for i, (t, search_id) in enumerate(zip(targets, ids, strict=True))]
+        bodies = [self._paired_body(t, batch, search_id, comparison, ended, i, version)
+                  for i, ((t, version), search_id) in enumerate(zip(answering, ids, strict=True))]
         try:
             reference.measure("start")
             interleave(bodies, between=reference.between)
@@ -304,7 +305,7 @@ class Capacities:
             def measure_cell(*args: Any, **kwargs: Any) -> Any:
                 return turn.call(lambda: self.cells.measure(*args, **kwargs))
 
-            outcome = self._searched(target, batch, search_id, comparison, model_version=version or None,
+            outcome = self._searched(target, batch, search_id, comparison, model_version=version,
                                      measure_cell=measure_cell, clock=turn.clock)
             ended[index] = outcome
             return outcome
@@ -324,8 +325,7 @@ class Capacities:
         search_id = self._next_id()
         probe = self.prober.probe(target)
         if not probe.ok:
-            reason = f"server {target.name} at {target.grpc_target} is not answering ({probe.error})"
-            return self._not_searched(target, batch_size, reason, search_id)
+            return self._not_searched(target, batch_size, not_answering(target, probe), search_id)
         outcome = self._ended(self._searched(target, batch_size, search_id, comparison, beat_rps,
                                              model_version=probe.model_version))
         if outcome.answer is not None and outcome.answer.interrupted:

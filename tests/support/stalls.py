@@ -42,16 +42,8 @@ def refused_reason() -> str:
 @contextmanager
 def host_stall(core: int, stall_ms: float, every_s: float, max_s: float) -> Iterator[subprocess.Popen]:
     """A busy loop holding `core` for `stall_ms` every `every_s` at SCHED_FIFO priority 50, for at most `max_s`."""
-    reason = refused_reason()
-    if reason:
-        pytest.skip(reason)
-    code = LOOP.format(max_s=max_s, stall_s=stall_ms / 1000.0, every_s=every_s)
-    proc = subprocess.Popen(["chrt", "-f", "50", "taskset", "-c", str(core), sys.executable, "-c", code])
-    try:
+    with _realtime(core, LOOP.format(max_s=max_s, stall_s=stall_ms / 1000.0, every_s=every_s)) as proc:
         yield proc
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 RAMP = """
@@ -71,10 +63,18 @@ def host_drift(core: int, max_share: float, ramp_s: float, max_s: float,
                period_ms: float = 10.0) -> Iterator[subprocess.Popen]:
     """A SCHED_FIFO loop taking a share of `core` that grows from 0 to `max_share` over `ramp_s` (then stays),
     in slices of `period_ms`: a machine whose speed drifts down while the block runs, for at most `max_s`."""
+    with _realtime(core, RAMP.format(max_s=max_s, max_share=max_share, ramp_s=ramp_s,
+                                     period_s=period_ms / 1000.0)) as proc:
+        yield proc
+
+
+@contextmanager
+def _realtime(core: int, code: str) -> Iterator[subprocess.Popen]:
+    """`code` run by Python under `chrt -f 50 taskset -c CORE`, killed when the block ends; skips the test where
+    this machine refuses real-time scheduling."""
     reason = refused_reason()
     if reason:
         pytest.skip(reason)
-    code = RAMP.format(max_s=max_s, max_share=max_share, ramp_s=ramp_s, period_s=period_ms / 1000.0)
     proc = subprocess.Popen(["chrt", "-f", "50", "taskset", "-c", str(core), sys.executable, "-c", code])
     try:
         yield proc
