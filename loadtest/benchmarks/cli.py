@@ -188,7 +188,7 @@ def reproduce(runs: int, results_dir: Path | None, read_dir: Path | None, capaci
     """Does a comparison reproduce? The same `capacity` run several times: each run's ratios with their ranges and
     drift, then whether every range overlaps every other and the largest ÷ smallest ratio.
 
-    Give capacity's arguments after `--`, e.g. `-- --plan loadtest/plans/demo.toml --p99-ms 10 --batch 1`."""
+    Give capacity's arguments after `--`, e.g. `-- --plan loadtest/plans/demo.toml --p99-ms 50 --batch 16`."""
     from loadtest.benchmarks import reproduce as repeats
     from loadtest.sweep.runner import utc_stamp
 

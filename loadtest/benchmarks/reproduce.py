@@ -2,7 +2,7 @@
 run's ratios read back (`loadtest.analysis.paired`), then per ratio: every run's value and range, whether every
 range overlaps every other, and the largest ÷ the smallest value.
 
-    mnist-bench bench reproduce --runs 5 -- --plan loadtest/plans/demo.toml --p99-ms 10 --batch 1 ...
+    mnist-bench bench reproduce --runs 5 -- --plan loadtest/plans/demo.toml --p99-ms 50 --batch 16 ...
     make bench-demo RUNS=5       (the demo's own comparison)
 
 Each run writes its own `results/<UTC time>/` under `--results-dir`, kept, so nothing is measured twice to
