@@ -198,15 +198,16 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
 def _capacity_end(results: Sequence[CellResult], outcomes: Sequence[Any], request: Any, bounds: bool) -> None:
     """Every search's rate table and objective lines, what bounded the answers, then each search's answer."""
     from loadtest.analysis.paired import paired_lines
-    from loadtest.analysis.summary import bound_lines, headline_of
+    from loadtest.analysis.summary import bound_lines, decisions_of, headline_of
     from loadtest.sweep.capacity_output import outcome_line
 
     named = len(outcomes) > 1
     tables = objective_lines(results, outcomes, request.objectives)
     if tables:
         click.echo(tables)
-    # What bounded each answer (the model on its device, or the serving path) comes before any capacity.
-    lines = (headline_of(results) if named else bound_lines(results)) if bounds else paired_lines(results)
+    # The decision, then what bounded each answer (the model on its device, or the serving path), before any capacity.
+    lines = ((headline_of(results) if named else (*decisions_of(results), *bound_lines(results))) if bounds
+             else paired_lines(results))
     if lines:
         click.echo("\n".join(lines))
     click.echo("\n".join(outcome_line(o, request.p99_ms, named) for o in outcomes))

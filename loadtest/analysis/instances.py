@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from loadtest.analysis.answers import Config, config_of
-from loadtest.analysis.prices import Instance
+from loadtest.analysis.prices import Instance, PriceBook
 from loadtest.records import CellResult
 from serving.deploy.process import pinned_cores
 
@@ -165,3 +165,13 @@ def linear_note(replica: Replica, placed: Placement) -> str:
     return (f"{placed.per_instance} replicas per {placed.instance.name} ({placed.instance.describe()}) assumes "
             f"throughput scales linearly across its {across} from a {unit} measurement; no server of that size "
             "was measured")
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """A target load and prices: the answer then says how many replicas, on which instances, at what cost."""
+
+    target_rps: float
+    headroom: float
+    prices: PriceBook
+    replicas: Mapping[Config, Replica] = field(default_factory=dict)  # what one replica is (`summarise` fills it)

@@ -36,6 +36,7 @@ import jinja2
 from loadtest.analysis import details, device_use, noise_table, request_time, size, versions
 from loadtest.analysis.answers import Answers, Config, answer, config_labels, config_of
 from loadtest.analysis.blocks import Figure, Table
+from loadtest.analysis.glossary import glossary_table
 from loadtest.analysis.objective_table import rates_table
 from loadtest.analysis.prices import DEFAULT_PRICES, load_prices
 from loadtest.analysis.series import group_series, load_level, read_all, usable
@@ -146,7 +147,7 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
                details.cpu_gpu_table(results, labels), details.cells_table(series, names, only_unusable=True)]
     if compare:
         blocks.append(details.compare_table(results, compare))
-    blocks.append(details.cells_table(series, names, only_unusable=False))
+    blocks += [details.cells_table(series, names, only_unusable=False), glossary_table(labels)]
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     intro = (f"Generated {now} from {', '.join(str(p) for p in sources) or 'results'}"
              f" ({len(results)} cells in {len(series)} series, {len(labels)} configuration(s), "

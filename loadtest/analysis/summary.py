@@ -15,9 +15,8 @@ Not for: deriving the answers (`loadtest.analysis.answers`, `loadtest.analysis.s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from loadtest.analysis import size
 from loadtest.analysis.answers import (
     Answers,
     Config,
@@ -30,13 +29,13 @@ from loadtest.analysis.answers import (
 )
 from loadtest.analysis.blocks import Table, device_name
 from loadtest.analysis.bound import bound_line
+from loadtest.analysis.decision import decision_lines, priced_answer
 from loadtest.analysis.device_use import busy_text
 from loadtest.analysis.formatting import number as fmt
-from loadtest.analysis.instances import Replica, replicas_by_config
+from loadtest.analysis.instances import Pricing, Replica, replicas_by_config
 from loadtest.analysis.noise_table import host_floor_lines, host_floor_ms
 from loadtest.analysis.objective_table import objective_headline, objective_table
 from loadtest.analysis.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
-from loadtest.analysis.prices import PriceBook
 from loadtest.analysis.sources import highest_passing
 from loadtest.records import CellResult
 from loadtest.vocab import LoadMode
@@ -44,16 +43,6 @@ from loadtest.vocab import LoadMode
 DEFAULT_P99_MS = 50.0  # the objective without a capacity search or a p99 asked for (`make size`'s default)
 NO_SEARCH = "no capacity search in these results: run make capacity or make tune"
 Labels = Mapping[Config, str]
-
-
-@dataclass(frozen=True)
-class Pricing:
-    """A target load and prices: the answer then says how many replicas, on which instances, at what cost."""
-
-    target_rps: float
-    headroom: float
-    prices: PriceBook
-    replicas: Mapping[Config, Replica] = field(default_factory=dict)  # what one replica is (`summarise` fills it)
 
 
 @dataclass(frozen=True)
@@ -156,14 +145,13 @@ def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio]) -> str:
 
 
 def _cost_cells(d: DeviceAnswer, pricing: Pricing) -> tuple[str, ...]:
-    if d.best is None or not d.best.capacity_rps:
+    p = priced_answer(d.best, d.request_batch_size, pricing) if d.best else None
+    if p is None:
         return ("—", "—", "—")
-    replica = pricing.replicas.get(d.best.config, Replica(None, "", 0, "", "unknown"))
-    p = size.priced(pricing.target_rps, d.best.capacity_rps, pricing.headroom,
-                    pricing.target_rps * d.request_batch_size, pricing.prices, d.best.config, replica)
     c, placed = p.costs, p.placement
     if p.refused:
-        return (str(c.replicas), "— not priced", f"— {replica.describe()}: {p.refused}")
+        replica = pricing.replicas.get(d.best.config, Replica(None, "", 0, "", "unknown")) if d.best else None
+        return (str(c.replicas), "— not priced", f"— {replica.describe() if replica else ''}: {p.refused}")
     on = f" on {placed.instances} × {placed.instance.name}" if placed else ""
     return (f"{c.replicas}{on}", fmt(c.per_hour, 2), fmt(c.per_million, 4))
 
@@ -271,7 +259,8 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
         by_objective = objective_table(answers, labels)
         compared = paired_ratios(results)
         keyed = by_key(compared)
-        lines = (*headline(devices, answers.ratios, labels, results, keyed), *objective_headline(answers),
+        lines = (*decision_lines(answers, results, labels, pricing, p99_ms),
+                 *headline(devices, answers.ratios, labels, results, keyed), *objective_headline(answers),
                  *host_floor_lines(results, answers.objectives_ms()))
         table = paired_table(compared)
         return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing, keyed),
@@ -292,6 +281,12 @@ def headline_of(results: Sequence[CellResult]) -> tuple[str, ...]:
     """The report's first sentences for these records alone (what `capacity` prints before its answers)."""
     labels = config_labels(config_of(cell) for cell in results)
     return summarise(results, answer(results), labels).headline
+
+
+def decisions_of(results: Sequence[CellResult]) -> tuple[str, ...]:
+    """The decision lines alone for these records (what `capacity` with one server prints first)."""
+    labels = config_labels(config_of(cell) for cell in results)
+    return decision_lines(answer(results), results, labels, None)
 
 
 def bound_lines(results: Sequence[CellResult]) -> tuple[str, ...]:

@@ -21,6 +21,16 @@ from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 NULL = replace(server("cpu-off", "off"), versions={"runtime": "none (null backend)"})
 GPU = server("gpu-off", "off", device="gpu")
 
+def findings(cells) -> tuple[str, ...]:
+    """The headline after its decision lines: what bounded the answer comes first there."""
+    return tuple(line for line in headline_of(cells) if not line.startswith("Decision at"))
+
+
+def lead_finding(md: str) -> str:
+    """The report's first bold line after its decision lines."""
+    return next(line for line in md.splitlines() if line.startswith("**") and not line.startswith("**Decision at"))
+
+
 
 def floor(*entries: tuple[int, float]) -> dict:
     return {"source": "embedded server at start, after warm-up", "device": "Test CPU", "runtime": "none",
@@ -60,7 +70,7 @@ def test_a_device_is_idle_only_when_every_cell_left_it_far_from_busy():
 def test_null_backend_far_below_its_floor_leads_with_the_serving_path():
     # The null backend without delay: 25,000 images/s alone; the search confirmed 400 req/s (396 images/s).
     cells = capacity(NULL, 400.0, device_floor=floor((1, 25000.0)), server_cpu_percent=95.0)
-    lines = headline_of(cells)
+    lines = findings(cells)
     assert lines[0] == ("the serving path bounded this answer, not the device: cpu (Test CPU) alone runs the model "
                         "at 25,000.0 images/s at batch 1, ×63 what cpu-off served (396.0 images/s at capacity).")
     assert lines[1].startswith("capacity on cpu (Test CPU)")
@@ -71,7 +81,7 @@ def test_a_serialised_delay_near_its_floor_names_the_model_calls_not_the_idle_cp
     # A 10 ms delay, one request at a time: 100 images/s alone; 96 req/s confirmed (95.04 images/s); CPU 3% busy:
     # the model's calls bounded it, but the device was not busy, so it is not the device's bound.
     cells = capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=3.0)
-    lines = headline_of(cells)
+    lines = findings(cells)
     assert lines[0] == ("the model's calls bounded this answer, not the cpu (Test CPU)'s compute (CPU 3% busy): "
                         "cpu-off served 95.0 images/s at capacity = 95% of the model alone (100.0 images/s at "
                         "batch 1).")
@@ -80,7 +90,7 @@ def test_a_serialised_delay_near_its_floor_names_the_model_calls_not_the_idle_cp
 
 def test_a_busy_device_near_its_floor_bounded_the_answer():
     cells = capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=85.0)
-    assert headline_of(cells)[0] == ("the model on the device bounded this answer: cpu-off served 95.0 images/s at "
+    assert findings(cells)[0] == ("the model on the device bounded this answer: cpu-off served 95.0 images/s at "
                                      "capacity = 95% of cpu (Test CPU) alone (100.0 images/s at batch 1).")
 
 
@@ -89,32 +99,32 @@ def test_a_floor_within_twice_the_runtime_round_trip_names_the_runtime():
     # 44 µs; 1,000 req/s confirmed (990 images/s = 62% of the floor), the GPU 4% busy.
     jax_floor = {**floor((1, 1600.0)), "runtime": "jax", "round_trip_us": 620.0, "device_round_trip_us": 44.0}
     cells = capacity(GPU, 1000.0, device_floor=jax_floor, gpu_utilization_percent=4.0)
-    assert headline_of(cells)[0] == ("the runtime (JAX, 0.62 ms per call) bounded this answer, not the gpu (Test "
+    assert findings(cells)[0] == ("the runtime (JAX, 0.62 ms per call) bounded this answer, not the gpu (Test "
                                      "GPU) (GPU 4% busy, its own round trip 0.044 ms): 990.0 images/s served = 62% "
                                      "of the floor, which timed the runtime's own round trip.")
     slow_model = {**jax_floor, "round_trip_us": 300.0}  # 625 µs > 2 × 300 µs: the floor timed the model
     busy = [replace(c, device_floor=slow_model, gpu_utilization_percent=80.0) for c in cells]
-    assert headline_of(busy)[0].startswith("the model on the device bounded this answer")
+    assert findings(busy)[0].startswith("the model on the device bounded this answer")
 
 
 def test_when_the_load_generator_was_the_limit_it_is_named_instead():
     steps = [("bracket", 400, 8.0), ("bracket", 440, 8.0, "saturated", "2% of sends left late"),
              ("confirm", 400, 9.0)]
     cells = [replace(c, device_floor=floor((1, 25000.0))) for c in search(NULL, "s", steps)]
-    assert headline_of(cells)[0] == ("the load generator bounded this answer, not the device: cpu-off served at "
+    assert findings(cells)[0] == ("the load generator bounded this answer, not the device: cpu-off served at "
                                      "least 396.0 images/s, 2% of cpu (Test CPU) alone (25,000.0 images/s at batch 1).")
 
 
 def test_without_a_floor_a_busy_device_gets_no_bound_sentence():
     cells = capacity(NULL, 400.0, server_cpu_percent=90.0)
-    assert headline_of(cells)[0].startswith("capacity on cpu (Test CPU)")
+    assert findings(cells)[0].startswith("capacity on cpu (Test CPU)")
     assert bound_lines(cells) == ()
 
 
 def test_the_h100_run_opens_by_saying_the_gpu_did_not_bound_it(tmp_path):
     shutil.copytree(FIXTURES / "h100-run", tmp_path / "h100-run")
     md = report.run([tmp_path / "h100-run" / "results.jsonl"])[1].read_text()
-    assert md.splitlines()[2] == ("**the gpu (NVIDIA H100 80GB HBM3) did not bound this run (it was ≤ 4% busy), so "
+    assert lead_finding(md) == ("**the gpu (NVIDIA H100 80GB HBM3) did not bound this run (it was ≤ 4% busy), so "
                                   "what it measured is the serving path on that machine.**")
     rows = {(r[0], r[1]): r for r in table(md, "Where each request's time went, and the device alone")}
     assert rows[("gpu-off", "1")][2:6] == ["peak 367.5 req/s", "5.868", "3.144", "2.724"]
@@ -168,7 +178,7 @@ def test_the_second_h100_run_never_says_the_gpu_bounded_it(tmp_path):
     for c in cleared:
         append_result(tmp_path / "results.jsonl", c)
     md = report.run([tmp_path / "results.jsonl"])[1].read_text()
-    lead = md.splitlines()[2]
+    lead = lead_finding(md)
     assert "on the device bounded" not in md
     assert lead.startswith("**the runtime (JAX, 0.68 ms per call) bounded this answer, not the gpu (NVIDIA H100 80GB "
                            "HBM3) (GPU 4% busy): 940.5 images/s served = 82% of the floor"), lead

@@ -1,0 +1,60 @@
+"""The report's glossary: every configuration name spelled out, and every term its tables use, in one place.
+
+The terms are this tool's: what a search's roles do, what N, k and the estimate are, the device's floor,
+"client + wire", stalls, the host's floor, paired comparisons. A reader of any table finds each one
+here without another page (docs/methodology.md says how each is measured).
+
+Not for: the tables that use them (`loadtest.analysis.summary`, `loadtest.analysis.details`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from loadtest.analysis.answers import Config
+from loadtest.analysis.blocks import Table
+from loadtest.analysis.decision import spelled
+
+TERMS: tuple[tuple[str, str], ...] = (
+    ("capacity", "the highest offered rate (requests/s, open loop: sends on a schedule, latency timed from the "
+                 "intended send) whose p99 met the objective at the stated confidence"),
+    ("confirmed", "a separate, longer measurement at that rate passed too; the answer rests on it"),
+    ("passed, not confirmed", "the rate's own windows passed, but no confirmation was measured (a search cut short)"),
+    ("at least, ≥", "a lower bound: no higher rate failed, or the load generator could not send faster"),
+    ("upper end", "the lowest rate above the capacity that did not pass: the capacity lies between the two"),
+    ("unmet: stalls", "requests paused for about the same time at every load tried: a pause, not a lack of "
+                      "capacity; the noise table says whose (the host's, the server's, the client's)"),
+    ("inconclusive", "too few requests at that rate to say pass or fail at the stated confidence"),
+    ("N, k", "N: requests judged at a rate; k: how many of them were over the objective"),
+    ("est. p99", "the upper confidence bound on the true p99 from N and k (MLPerf's early-stopping rule): a "
+                 "pass needs it within the objective"),
+    ("probe, bracket, bisect, extend, confirm", "a search's steps: a closed-loop probe sets the start rate; "
+     "bracket doubles the rate until one fails; bisect halves the gap; extend measures a rate longer when it "
+     "was inconclusive; confirm measures the answer again, longer"),
+    ("reference", "in a paired comparison, one server at one request at a time, measured between rounds: how "
+                  "far the machine's own speed moved (the drift); never an answer"),
+    ("paired", "the servers compared were up at once and measured in alternating turns, so the machine's drift "
+               "lands on both sides of the ratio"),
+    ("batching gain", "best batching-enabled capacity ÷ batching-off capacity, same device, request batch and "
+                      "objective"),
+    ("GPU/CPU", "best GPU capacity ÷ best CPU capacity, same request batch and objective"),
+    ("request batch", "images in one request the client sends; the server may merge requests into larger batches"),
+    ("device floor", "the model alone on the device (no gRPC, no queue) at a batch size: the most the device could "
+                     "give; a server far below it is bounded by its serving path"),
+    ("client + wire", "a request's time the server did not see: the load generator, gRPC on both sides and the "
+                      "network stack"),
+    ("host floor", "the lowest objective this machine lets any server confirm: a sleeping probe beside the server "
+                   "was held past lower ones more than 0.5% of the time"),
+    ("peak", "the highest throughput any valid cell of a configuration and request batch measured, open or "
+             "closed loop, with no latency objective (cells whose server fell behind are never a peak)"),
+    ("replicas, cost", "replicas = ceil(target ÷ (capacity × (1 − headroom))); cost per million inferences from "
+                       "the instances' hourly prices at the target load"),
+)
+
+
+def glossary_table(labels: Mapping[Config, str]) -> Table:
+    """The configurations of these results, spelled out, then the terms."""
+    configs = tuple((label, spelled(config, labels).removeprefix(f"{label} (").removesuffix(")"))
+                    for config, label in sorted(labels.items(), key=lambda kv: kv[1]))
+    return Table("Terms", "What each configuration name and each term in this report means (docs/methodology.md: "
+                 "how each is measured).", ("term", "meaning"), (*configs, *TERMS))
