@@ -114,11 +114,13 @@ loadtest: setup
 #   make capacity P99_MS=10 SERVE="cpu/off cpu/cpu" BATCH="1 32"
 # Several servers are compared paired (all up, their cells interleaved, a reference cell for the drift);
 # REPEAT=N runs the whole comparison N times, and the report gives each repeat's ratio and their spread.
+# The decision it opens with sizes for TARGET_RPS at PRICES (below: the example prices, marked as such).
 BATCH ?= 1
 REPEAT ?= 1
 
 capacity: setup
-	$(CLI) capacity --p99-ms $(P99_MS) $(foreach b,$(BATCH),--batch $(b)) --repeat $(REPEAT) $(SERVERS) $(LOADTEST_ARGS)
+	$(CLI) capacity --p99-ms $(P99_MS) $(foreach b,$(BATCH),--batch $(b)) --repeat $(REPEAT) $(SERVERS) \
+		--target-rps $(TARGET_RPS) --prices $(PRICES) --headroom $(HEADROOM) $(LOADTEST_ARGS)
 
 # Batching tuned by the tool: BatchingParameters with the highest capacity at p99 <= P99_MS on DEVICE,
 # from TF Serving's advice (the device's profile), within BUDGET_MIN minutes; TUNE_ARGS adds flags.
@@ -177,8 +179,9 @@ k8s: setup
 # The one-command demo: batching off against TF Serving's CPU advice (loadtest/plans/demo.toml: the
 # tool starts each server itself, pinned to core 0, Locust on core 1), both searched interleaved for their
 # capacity at p99 <= DEMO_P99_MS with requests of DEMO_BATCH images, every verdict at 99% confidence, then
-# the report, which opens with what bounded the answer (the model or the serving path) and the paired
-# batching gain with its range and the machine's drift. Request batch 16 at 50 ms: both servers stay within
+# the report, whose console lines open with the decision (what to buy for DEMO_TARGET_RPS, at the example
+# prices), then what bounded the answer (the model or the serving path), the paired batching gain with its
+# range and the machine's drift, and each configuration's figures. Request batch 16 at 50 ms: both servers stay within
 # what one Locust core drives here, and the objective above this host's own stalls (the plan says why;
 # docs/performance.md#comparisons-that-reproduce). A search that does not meet the objective is an answer
 # too (--unmet-ok): the demo goes on to the report.
@@ -191,7 +194,6 @@ demo: setup
 	@if ! ls -d $(MODELS)/mnist/[0-9]* >/dev/null 2>&1; then $(MAKE) --no-print-directory export; fi
 	$(CLI) capacity --plan loadtest/plans/demo.toml --p99-ms $(DEMO_P99_MS) --batch $(DEMO_BATCH) --repeat $(REPEAT) $(DEMO_SEARCH) --models-dir $(MODELS) --no-report --unmet-ok
 	$(CLI) report $$(ls -1d results/*/results.jsonl | sort | tail -n 1) --target-rps $(DEMO_TARGET_RPS) --prices $(PRICES)
-	@awk 'NR > 2 && /^\|/ {exit} /^\*\*/ {print "demo: " $$0}' $$(ls -1t results/*/report*.md | head -n 1)
 
 # Does the demo's comparison reproduce? Its capacity run RUNS times in a row: each run's paired ratios with
 # their ranges and drift, whether every range overlaps every other, and the largest ÷ smallest (~2 min a run).

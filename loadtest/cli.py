@@ -207,19 +207,36 @@ def build_report_for(sweep: Sweep) -> None:
         build_report(sweep.jsonl_path, "loadtest")
 
 
-def build_report(jsonl_path: Path, command: str) -> None:
-    """The report of a results file just written; a failure to build it is said, not raised."""
+def sizing_options(function: Any) -> Any:
+    """--target-rps, --prices, --headroom: the decision then says how many replicas, on which instances, at what
+    cost (the report, `capacity` and the device bundle take the same three)."""
+    options = [
+        click.option("--target-rps", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="target load in requests/s: the decision adds replicas and cost per million inferences"),
+        click.option("--prices", type=click.Path(path_type=Path), default=DEFAULT_PRICES, show_default=True,
+                     help="price file (TOML) for --target-rps"),
+        click.option("--headroom", type=click.FloatRange(0, 1, max_open=True), default=0.2, show_default=True,
+                     help="share of each replica's capacity kept free"),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def build_report(jsonl_path: Path, command: str, **sizing: Any) -> None:
+    """The report of a results file just written (`sizing`: `report.run`'s target_rps, prices, headroom); a
+    failure to build it is said, not raised."""
     from loadtest.analysis import report  # matplotlib is only needed once there is something to plot
 
     try:
-        echo_report_paths(*report.run([jsonl_path]))
+        echo_report_paths(*report.run([jsonl_path], **sizing))
     except Exception as exc:  # the results are on disk whatever the report does; keep the command's exit status
         click.echo(f"{command}: report not built ({type(exc).__name__}: {exc}); "
                    f"run `make report RESULTS={jsonl_path}`", err=True)
 
 
-def echo_report_paths(html_path: Path, md_path: Path) -> None:
-    click.echo(f"report: {html_path}\nsummary: {md_path}")
+def echo_report_paths(html_path: Path, md_path: Path, csv_path: Path, json_path: Path) -> None:
+    click.echo(f"report: {html_path}\nsummary: {md_path}\nfigures: {csv_path}, {json_path}")
 
 
 # ----------------------------------------------------------------------------- report
@@ -233,21 +250,20 @@ def echo_report_paths(html_path: Path, md_path: Path) -> None:
               help="output folder (default: beside the first results)")
 @click.option("--p99-ms", type=float, default=None,
               help="the objective the answer is given at (default: every objective searched)")
-@click.option("--target-rps", type=float, default=None,
-              help="target load in requests/s: the answer adds replicas and cost per million inferences")
-@click.option("--prices", type=click.Path(path_type=Path), default=DEFAULT_PRICES, help="price file (TOML)")
-@click.option("--headroom", type=float, default=0.2, show_default=True,
-              help="share of each replica's capacity kept free")
+@sizing_options
 def report_command(results: tuple[Path, ...], compare: tuple[Path, ...], out: Path | None, p99_ms: float | None,
                    target_rps: float | None, prices: Path, headroom: float) -> None:
-    """Write report.html (the answer, plots, every cell) and report.md (the answer, summary) from results."""
+    """Write report.html (the decision, plots, every cell), report.md (the decision, summary) and figures.csv/.json
+    (each configuration's figures) from results; print the decision and the figures."""
     from loadtest.analysis import report  # matplotlib is slow to import: only when a report is asked for
 
     try:
-        paths = report.run(results, compare, out, p99_ms=p99_ms, target_rps=target_rps, prices=prices,
-                           headroom=headroom)
+        built = report.read_report(results, compare, p99_ms=p99_ms, target_rps=target_rps, prices=prices,
+                                   headroom=headroom)
+        paths = report.write_report(built, Path(out) if out else Path(results[0]).parent)
     except (AnalysisError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
+    click.echo(report.console_text(built))
     echo_report_paths(*paths)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from loadtest.analysis.series import AnalysisError
 from loadtest.cli import (
     CHOICE_OPTIONS,
     DEFAULT_PLAN,
@@ -34,6 +35,7 @@ from loadtest.cli import (
     run_overrides,
     server_choice,
     server_choices,
+    sizing_options,
 )
 from loadtest.confidence import DEFAULT_CONFIDENCE
 from loadtest.records import CellResult
@@ -161,19 +163,26 @@ def rate_view(rows: Sequence[Any]) -> Table:
               help="several servers: search them one after the other, each stopped before the next, instead of "
               "paired (all up at once, their cells interleaved, a reference cell showing the machine's drift)")
 @search_options
+@sizing_options
 @click.pass_context
 def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok: bool, repeats: int, sequential: bool,
-                     plan_path: Path, results_dir: Path, report: bool, **values: Any) -> None:
+                     plan_path: Path, results_dir: Path, report: bool, target_rps: float | None, prices: Path,
+                     headroom: float, **values: Any) -> None:
     """The highest open-loop rate each server serves at p99 <= --p99-ms: bracket, bisect, confirm.
 
     One search per server (running, or started by the tool with --serve) and per --batch. Several servers are
     compared paired: all up at once on the cores they are measured on, their cells alternating one server at a
     time, so each ratio comes from the same minutes (--sequential: one after the other)."""
+    from loadtest.analysis.report import pricing_from
     from loadtest.sweep.capacity_search import Capacities
     from loadtest.sweep.servers import server_slots
 
     choice = server_choice(values)
     run = None
+    try:  # a bad target or price file is said before anything is measured
+        pricing = pricing_from(values["p99_ms"], target_rps, prices, headroom)
+    except (AnalysisError, OSError) as exc:
+        raise click.UsageError(str(exc)) from None
     try:
         plan = layered_plan(plan_path, choice, _run_flags(values))
         request = capacity_request(plan, values)
@@ -183,22 +192,23 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
             outcomes = run.run()
     except (Interrupted, KeyboardInterrupt):
         if run is not None:  # what the searches answered before the interruption
-            _capacity_end(run.cells.results, run.outcomes, request, False)
+            _capacity_end(run.cells.results, run.outcomes, request, False, pricing)
         interrupted(ctx, "capacity")
     except (plans.PlanError, SweepError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"results: {run.cells.jsonl_path}")
     if report and run.cells.results:
-        build_report(run.cells.jsonl_path, "capacity")
-    _capacity_end(run.cells.results, outcomes, request, True)
+        build_report(run.cells.jsonl_path, "capacity", target_rps=target_rps, prices=prices, headroom=headroom)
+    _capacity_end(run.cells.results, outcomes, request, True, pricing)
     if not outcomes or not (unmet_ok or all(o.passed for o in outcomes)):
         ctx.exit(1)
 
 
-def _capacity_end(results: Sequence[CellResult], outcomes: Sequence[Any], request: Any, bounds: bool) -> None:
+def _capacity_end(results: Sequence[CellResult], outcomes: Sequence[Any], request: Any, bounds: bool,
+                  pricing: Any = None) -> None:
     """Every search's rate table and objective lines, what bounded the answers, then each search's answer."""
     from loadtest.analysis.paired import paired_lines
-    from loadtest.analysis.summary import bound_lines, decisions_of, headline_of
+    from loadtest.analysis.summary import bound_lines, decisions_of, figure_lines, headline_of
     from loadtest.sweep.capacity_output import outcome_line
 
     named = len(outcomes) > 1
@@ -206,10 +216,13 @@ def _capacity_end(results: Sequence[CellResult], outcomes: Sequence[Any], reques
     if tables:
         click.echo(tables)
     # The decision, then what bounded each answer (the model on its device, or the serving path), before any capacity.
-    lines = ((headline_of(results) if named else (*decisions_of(results), *bound_lines(results))) if bounds
+    lines = ((headline_of(results, pricing) if named else (*decisions_of(results, pricing), *bound_lines(results)))
+             if bounds
              else paired_lines(results))
     if lines:
         click.echo("\n".join(lines))
+    if bounds:  # each configuration's figures, the same values the report, figures.csv and figures.json carry
+        click.echo("\n".join(figure_lines(results)))
     click.echo("\n".join(outcome_line(o, request.p99_ms, named) for o in outcomes))
 
 

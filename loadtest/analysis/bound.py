@@ -29,7 +29,6 @@ from loadtest.analysis.answers import Config, DeviceAnswer, config_of
 from loadtest.analysis.blocks import device_name
 from loadtest.analysis.device_use import device_busy
 from loadtest.analysis.formatting import number as fmt
-from loadtest.analysis.series import sustained
 from loadtest.records import CellResult
 from loadtest.vocab import CellStatus
 
@@ -189,24 +188,15 @@ def device_text(device: str, name: str) -> str:
     return f"{device} ({device_name(name)})"
 
 
-def answer_cell(d: DeviceAnswer, results: Sequence[CellResult]) -> tuple[CellResult | None, str]:
-    """The cell a device's answer stands on: its capacity's, else the device's peak valid cell at that
-    request batch (overloaded cells skipped: never a peak); with "at capacity" / "at its peak"."""
-    capacity = d.best.conclusion.capacity if d.best and d.best.conclusion else None
-    if capacity is not None:
-        return capacity.result, "at capacity"
-    here = [c for c in device_cells(d, results) if sustained(c) and c.load.request_batch_size == d.request_batch_size]
-    return (max(here, key=lambda c: c.throughput_ips), "at its peak") if here else (None, "")
-
-
 def device_cells(d: DeviceAnswer, results: Sequence[CellResult]) -> list[CellResult]:
     return [c for c in results if (c.server.device, c.server.device_name) == (d.device, d.device_name)]
 
 
-def bound_line(d: DeviceAnswer, results: Sequence[CellResult], labels: Mapping[Config, str]) -> str:
-    """The sentence that says what bounded this device's answer; "" when it cannot be said."""
+def bound_line(d: DeviceAnswer, cell: CellResult | None, at: str, results: Sequence[CellResult],
+               labels: Mapping[Config, str]) -> str:
+    """The sentence that says what bounded this device's answer, from the `cell` it stands on (`at`: "at its
+    capacity 656.6 req/s", "at its peak"; `loadtest.analysis.figures.device_figures`); "" when it cannot be said."""
     device = device_text(d.device, d.device_name)
-    cell, at = answer_cell(d, results)
     served = served_share(cell) if cell is not None else None
     if cell is not None and served is not None:
         label = labels.get(config_of(cell), cell.server.name)

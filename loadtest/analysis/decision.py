@@ -27,6 +27,7 @@ from dataclasses import replace
 from loadtest.analysis import size
 from loadtest.analysis.answers import Answers, Config, DeviceAnswer, SearchAnswer, lower_bound
 from loadtest.analysis.blocks import device_name
+from loadtest.analysis.formatting import money
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.instances import Pricing, Replica, replicas_by_config
 from loadtest.analysis.noise_table import host_floor_ms
@@ -106,7 +107,7 @@ def _choice(here: Sequence[DeviceAnswer], batch: int, labels: Labels, pricing: P
             cost = costs.get(other.search_id)
             text += (f"; {DEVICE_WORDS.get(other.config.device, other.config.device)}'s best: {labels[other.config]}, "
                      f"{_capacity(other)} per server ({_gpu_cpu(chosen, other)}"
-                     + (f", {fmt(cost.costs.per_million, 4)} {pricing.prices.currency} per million inferences"
+                     + (f", {money(cost.costs.per_million)} {pricing.prices.currency} per million inferences"
                         if pricing and cost and cost.costs.per_million else "") + ")")
     if pricing is not None:
         text += f"; {_cost(costs.get(chosen.search_id), pricing)}"
@@ -146,7 +147,7 @@ def _cost(p: size.Priced | None, pricing: Pricing) -> str:
     on = f" on {placed.instances} × {placed.instance.name}" if placed else ""
     example = " (EXAMPLE prices, not quotes)" if pricing.prices.example else ""
     return (f"{c.replicas} replicas{on} {target}: {fmt(c.per_hour, 2)} {currency}/h, "
-            f"{fmt(c.per_million, 4)} {currency} per million inferences{example}")
+            f"{money(c.per_million)} {currency} per million inferences{example}")
 
 
 def _why_none(d: DeviceAnswer, results: Sequence[CellResult], labels: Labels) -> str:
@@ -169,8 +170,11 @@ def _why_none(d: DeviceAnswer, results: Sequence[CellResult], labels: Labels) ->
     if limited and len(limited) == len(d.searches):
         return f"{where}, the load generator could not send fast enough to find the limit: give it more cores"
     failing = [s.lowest_failing_rps for s in d.searches if s.lowest_failing_rps]
-    lowest = f" (the lowest failing: {fmt(min(failing))} req/s)" if failing else ""
-    return f"{where}, every rate tried missed it{lowest}: this device cannot meet it at this request batch"
+    if not failing:
+        return (f"{where}, no rate was decided within the time the search had (too few requests at each rate for "
+                "a verdict at the stated confidence): give it more time (--max-minutes, --max-rate-s)")
+    return (f"{where}, every rate tried missed it (the lowest failing: {fmt(min(failing))} req/s): this device "
+            "cannot meet it at this request batch")
 
 
 def _cap(text: str) -> str:

@@ -1,6 +1,6 @@
 """The report's detail tables, after the answer and the curves: every search, every configuration
-(stated once: server kind, device, versions, batching parameters, provenance), peaks, CPU against
-GPU, invalid cells, a comparison with another run, and every cell.
+(stated once: server kind, device, versions, batching parameters, provenance), each series' highest
+throughput, CPU against GPU peaks, invalid cells, a comparison with another run, and every cell.
 
 Not for: the answer the report leads with (`loadtest.analysis.summary`) or layout (`loadtest.analysis.report`).
 """
@@ -11,7 +11,15 @@ from collections.abc import Mapping, Sequence
 
 from loadtest.analysis.answers import Config, SearchAnswer, config_of
 from loadtest.analysis.blocks import Table, cell_mark, device_name
-from loadtest.analysis.device_use import busy_text
+from loadtest.analysis.device_use import (
+    CPU_BUSY_PERCENT,
+    GPU_BUSY_PERCENT,
+    busy_text,
+    device_busy,
+    idle_note,
+    unmeasured_reason,
+)
+from loadtest.analysis.figures import MS_DIGITS, Figures, load_words, server_mean_us
 from loadtest.analysis.formatting import change as pct
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.formatting import params
@@ -87,68 +95,95 @@ def searches_table(searches: Sequence[SearchAnswer], labels: Labels) -> Table:
                  tuple("" if s.met else "invalid" for s in searches))
 
 
-# ----------------------------------------------------------------------------- peaks
+# ----------------------------------------------------------------------------- per series, and peaks
 
 
-def peak_cell(s: Series) -> CellResult | None:
-    """The series' valid cell with the highest throughput, overloaded cells skipped (never a peak)."""
+def top_cell(s: Series) -> CellResult | None:
+    """The series' valid cell with the highest throughput, overloaded cells skipped."""
     valid = [c for c in s.cells if sustained(c)]
     return max(valid, key=lambda c: c.throughput_ips) if valid else None
 
 
-def peak_table(series: Sequence[Series], labels: Sequence[str]) -> Table:
+def series_table(series: Sequence[Series], labels: Sequence[str]) -> Table:
     rows, marks = [], []
     for label, s in zip(labels, series):
-        c = peak_cell(s)
+        c = top_cell(s)
         note = overloaded_note(s.cells)
         if c is None:
             rows.append((label, "no valid cell", *["—"] * 8, note))
             marks.append("invalid")
             continue
         rows.append((label, fmt(c.throughput_ips), fmt(c.throughput_rps), fmt(c.server_cpu_percent, 0),
-                     fmt(c.gpu_utilization_percent, 0), f"{level_name(s.key.mode)} {load_level(c):g}",
+                     fmt(c.gpu_utilization_percent, 0), load_words(c),
                      fmt(c.latency_p50_ms, 2), fmt(c.latency_p99_ms, 2), fmt(c.latency_p999_ms, 2),
                      fmt(None if c.accuracy is None else c.accuracy * 100, 2), note))
         marks.append("")
-    return Table("Peak valid throughput per series", "The highest valid throughput each series measured, "
-                 "whatever its latency, and how busy the server's CPU (% of its cores) and GPU were there. "
-                 "Overloaded cells (the server fell behind its schedule, or its queue grew) are never a peak: "
-                 "the note names them.",
+    return Table("Highest valid throughput per series", "The highest valid throughput each series (one load mode of "
+                 "one configuration and request batch) measured, whatever its latency, and how busy the server's "
+                 "CPU (% of its cores) and GPU were there; a configuration's peak is the highest of its series. "
+                 "Overloaded cells (the server fell behind its schedule, or its queue grew) never count: the note "
+                 "names them.",
                  ("series", "images/s", "requests/s", "server CPU %", "GPU util %", "at", "p50 ms", "p99 ms",
                   "p99.9 ms", "accuracy %", "note"),
                  tuple(rows), tuple(marks))
 
 
-def best_by_kind(results: Sequence[CellResult], device: str, batching_on: bool, batch: int, mode: str):
-    """The highest valid throughput cell of any `device` configuration with batching on/off, at this batch
-    (overloaded cells skipped)."""
-    cells = [c for c in results if sustained(c) and c.server.device == device and c.load.request_batch_size == batch
-             and c.load.mode == mode and config_of(c).batching_on == batching_on]
-    return max(cells, key=lambda c: c.throughput_ips) if cells else None
+def _best_peak(figures: Sequence[Figures], device: str, batching_on: bool, batch: int) -> Figures | None:
+    here = [f for f in figures if f.peak is not None and f.config.device == device and f.request_batch == batch
+            and f.config.batching_on == batching_on]
+    return max(here, key=lambda f: f.peak.images_per_s if f.peak else 0.0, default=None)
 
 
-def cpu_gpu_table(results: Sequence[CellResult], labels: Labels) -> Table:
-    """CPU against GPU at equal request batch size, batching on or off, and load mode."""
-    keys = sorted({(c.load.request_batch_size, config_of(c).batching_on, c.load.mode) for c in results})
+def cpu_gpu_table(figures: Mapping[tuple[Config, int], Figures]) -> Table:
+    """CPU against GPU peaks at equal request batch size, batching on or off."""
+    kept = list(figures.values())
+    keys = sorted({(f.request_batch, f.config.batching_on) for f in kept})
     rows = []
-    for batch, on, mode in keys:
-        cpu, gpu = (best_by_kind(results, d, on, batch, mode) for d in ("cpu", "gpu"))
-        ratio = (f"{gpu.throughput_ips / cpu.throughput_ips:.2f}x"
-                 if cpu is not None and gpu is not None and cpu.throughput_ips else "—")
-        rows.append((str(batch), "on" if on else "off", mode,
-                     fmt(cpu and cpu.throughput_ips), fmt(cpu and cpu.latency_p99_ms, 2),
-                     labels[config_of(cpu)] if cpu else "not measured",
-                     fmt(gpu and gpu.throughput_ips), fmt(gpu and gpu.latency_p99_ms, 2),
-                     labels[config_of(gpu)] if gpu else "not measured", ratio))
-    missing = [d.upper() for d in ("cpu", "gpu") if d not in {c.server.device for c in results}]
+    for batch, on in keys:
+        cpu, gpu = (_best_peak(kept, d, on, batch) for d in ("cpu", "gpu"))
+        cpu_ips = cpu.peak.images_per_s if cpu and cpu.peak else None
+        gpu_ips = gpu.peak.images_per_s if gpu and gpu.peak else None
+        ratio = f"×{gpu_ips / cpu_ips:.2f}" if cpu_ips and gpu_ips else "—"
+        rows.append((str(batch), "on" if on else "off",
+                     fmt(cpu_ips), cpu.peak.load if cpu and cpu.peak else "—", cpu.label if cpu else "not measured",
+                     fmt(gpu_ips), gpu.peak.load if gpu and gpu.peak else "—", gpu.label if gpu else "not measured",
+                     ratio))
+    missing = [d.upper() for d in ("cpu", "gpu") if d not in {f.config.device for f in kept}]
     note = (f" No {' or '.join(missing)} measurements in these results, so that side is empty."
             if missing else "")
-    return Table("CPU vs GPU at equal request batch size",
-                 "Peak valid throughput (images/s) and the p99 of that cell, for each request batch size, "
-                 "batching on or off, and load mode, whatever the latency (the answer above compares "
-                 "capacities under the objective)." + note,
-                 ("request batch", "batching", "load", "CPU images/s", "CPU p99 ms", "CPU configuration",
-                  "GPU images/s", "GPU p99 ms", "GPU configuration", "GPU/CPU"), tuple(rows))
+    return Table("CPU vs GPU peaks at equal request batch size",
+                 "Each side's peak (its configurations' highest valid throughput, any load mode, whatever the "
+                 "latency; the load it was measured at beside it), per request batch size and batching on or off. "
+                 "Peaks are not capacities: the decision above compares capacities under the objective." + note,
+                 ("request batch", "batching", "CPU peak images/s", "CPU peak load", "CPU configuration",
+                  "GPU peak images/s", "GPU peak load", "GPU configuration", "GPU/CPU peaks"), tuple(rows))
+
+
+def device_use_table(figures: Mapping[tuple[Config, int], Figures]) -> Table:
+    """One row per configuration and request batch at its peak (`loadtest.analysis.figures`): how busy its CPU
+    and GPU were."""
+    rows, marks = [], []
+    for f in figures.values():
+        if f.peak is None:
+            continue
+        c = f.peak.cell
+        note = idle_note(c) or ("" if device_busy(c) else unmeasured_reason(c))
+        rows.append((f.label, str(f.request_batch), f.config.device, fmt(f.peak.images_per_s),
+                     fmt(f.peak.requests_per_s), f.peak.load,
+                     fmt(c.server_cpu_percent, 0), fmt(c.server_cpu_percent_max, 0), fmt(c.server_cpu_cores, 1),
+                     fmt(c.server_rss_mib, 0), fmt(c.gpu_utilization_percent, 0),
+                     fmt(c.gpu_utilization_percent_max, 0), fmt(c.gpu_memory_mib, 0), fmt(c.gpu_power_w, 0), note))
+        marks.append(cell_mark(c))
+    return Table("Device use at peak throughput",
+                 "Each configuration's peak at each request batch (its valid cell with the highest throughput, any "
+                 "load mode, never an overloaded one), and how busy its device was over "
+                 "the measured window: the server's CPU as a share of the cores it may use (mean, and its busiest "
+                 "~150 ms), its highest resident memory, and the GPU's utilisation, memory and power (NVML). "
+                 f"A CPU server below {CPU_BUSY_PERCENT:.0f}% or a GPU below {GPU_BUSY_PERCENT:.0f}% at its peak "
+                 "is far from busy: more load would not come from a faster device.",
+                 ("configuration", "request batch", "device", "peak images/s", "peak req/s", "peak load",
+                  "server CPU %", "server CPU max %", "server cores", "server RSS MiB", "GPU util %", "GPU util max %",
+                  "GPU memory MiB", "GPU power W", "note"), tuple(rows), tuple(marks))
 
 
 # ----------------------------------------------------------------------------- cells
@@ -189,10 +224,11 @@ def cells_table(series: Sequence[Series], labels: Sequence[str], only_unusable: 
 
 def latency_split(cell: CellResult) -> tuple[str, str]:
     """The server's own mean latency over the cell and what the client saw beyond it ("—" when not exposed)."""
-    server_us = cell.server_metrics.get("request_latency_mean_us")
+    server_us = server_mean_us(cell)
     if server_us is None or cell.latency_mean_ms is None:
         return "—", "—"
-    return fmt(server_us / 1000, 3), fmt(cell.latency_mean_ms - server_us / 1000, 3)
+    server_ms, client_ms = round(server_us / 1000, MS_DIGITS), round(cell.latency_mean_ms, MS_DIGITS)
+    return fmt(server_ms, MS_DIGITS), fmt(client_ms - server_ms, MS_DIGITS)
 
 
 # ----------------------------------------------------------------------------- comparison

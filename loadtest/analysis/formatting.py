@@ -13,6 +13,13 @@ def number(value: float | None, digits: int = 1) -> str:
     return MISSING if value is None else f"{value:,.{digits}f}"
 
 
+def money(value: float | None) -> str:
+    """A price: cents from 1 up (23.89), four significant digits below (0.3993, 0.002268); "—" when unpriced."""
+    if value is None:
+        return MISSING
+    return f"{value:,.2f}" if abs(value) >= 1 else f"{value:.4g}"
+
+
 def change(new: float | None, old: float | None) -> str:
     """Relative change from `old` to `new`, signed percent; "—" when either is missing or old is 0."""
     if new is None or old is None or old == 0:

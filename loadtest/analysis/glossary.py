@@ -47,6 +47,13 @@ TERMS: tuple[tuple[str, str], ...] = (
                    "was held past lower ones more than 0.5% of the time"),
     ("peak", "the highest throughput any valid cell of a configuration and request batch measured, open or "
              "closed loop, with no latency objective (cells whose server fell behind are never a peak)"),
+    ("at (the answer's cell)", "where a configuration's figures were measured: the cell of its highest confirmed "
+                               "capacity, else its peak; its server mean, client + wire and device floor are "
+                               "printed once, from that cell (also in figures.csv and figures.json)"),
+    ("server ran batch", "the batch the server actually ran (its processed batch mean, rounded up): with "
+                         "server-side batching it merges requests, so it can exceed the request batch"),
+    ("served ÷ device alone", "what the server delivered against the device floor at the batch it ran; below 50% "
+                              "the serving path, not the device, bounded the answer"),
     ("replicas, cost", "replicas = ceil(target ÷ (capacity × (1 − headroom))); cost per million inferences from "
                        "the instances' hourly prices at the target load"),
 )
@@ -58,3 +65,12 @@ def glossary_table(labels: Mapping[Config, str]) -> Table:
                     for config, label in sorted(labels.items(), key=lambda kv: kv[1]))
     return Table("Terms", "What each configuration name and each term in this report means (docs/methodology.md: "
                  "how each is measured).", ("term", "meaning"), (*configs, *TERMS))
+
+
+def glossary_markdown() -> str:
+    """docs/glossary.md: the terms as every report's Terms table gives them (a test keeps the two the same)."""
+    rows = "\n".join(f"| {term} | {meaning} |" for term, meaning in TERMS)
+    return ("# Terms used in the report\n\nEvery report ends with this table, with its own configurations spelled "
+            "out first (`cpu-off`: the CPU, batching off; `gpu-gpu`: the GPU, batching profile `gpu`; a name is the "
+            "device, then the batching profile). How each is measured: [methodology](methodology.md).\n\n"
+            f"| term | meaning |\n|---|---|\n{rows}\n")

@@ -2,8 +2,9 @@
 
 Reads one or more `results.jsonl` files (optionally a second set to compare against) and writes
 `report.html` (plots embedded as base64 PNG, inline CSS, no script, no external URL: it opens
-offline) and `report.md` beside the first results file, under new names (`report-2.html`, ...)
-when earlier reports exist: nothing is overwritten.
+offline), `report.md`, and the figures of every configuration (`figures.csv`, `figures.json`:
+`loadtest.analysis.figures`, the same values the tables print) beside the first results file, under
+new names (`report-2.html`, `figures-2.csv`, ...) when earlier reports exist: nothing is overwritten.
 
 Order: first the answer (`loadtest.analysis.summary`: the batching gain and capacity under the
 objective per device, or plainly that no capacity search was run), then the curves (latency vs
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,9 +35,10 @@ from typing import TYPE_CHECKING
 
 import jinja2
 
-from loadtest.analysis import details, device_use, noise_table, request_time, size, versions
+from loadtest.analysis import details, noise_table, request_time, size, versions
 from loadtest.analysis.answers import Answers, Config, answer, config_labels, config_of
 from loadtest.analysis.blocks import Figure, Table
+from loadtest.analysis.figures import Figures, console_lines, csv_text, figures_of
 from loadtest.analysis.glossary import glossary_table
 from loadtest.analysis.objective_table import rates_table
 from loadtest.analysis.prices import DEFAULT_PRICES, load_prices
@@ -54,6 +57,7 @@ class Report:
     summary: Summary  # the answer: first screen of the page, first lines of the summary
     intro: tuple[str, ...]
     blocks: tuple[Table | Figure, ...] = field(default_factory=tuple)
+    figures: tuple[Figures, ...] = ()  # per configuration and request batch: what figures.csv and .json carry
 
 
 # ----------------------------------------------------------------------------- assembly
@@ -139,12 +143,13 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
         blocks.append(details.searches_table(answers.searches, labels))
         rates = rates_table(answers, labels)
         blocks += [rates] if rates else []
-    blocks.append(request_time.request_time_table(results, answers.searches, labels))
+    figures = figures_of(results, answers, labels)
+    blocks.append(request_time.request_time_table(figures))
     objectives = answers.objectives_ms() or (objective,)
     blocks.append(noise_table.noise_table(results, labels, objectives))
-    blocks += [details.configurations_table(results, labels), details.peak_table(series, names),
-               device_use.device_use_table(results, labels),
-               details.cpu_gpu_table(results, labels), details.cells_table(series, names, only_unusable=True)]
+    blocks += [details.configurations_table(results, labels), details.device_use_table(figures),
+               details.series_table(series, names), details.cpu_gpu_table(figures),
+               details.cells_table(series, names, only_unusable=True)]
     if compare:
         blocks.append(details.compare_table(results, compare))
     blocks += [details.cells_table(series, names, only_unusable=False), glossary_table(labels)]
@@ -157,8 +162,8 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
              f"{sum(c.status == CellStatus.OK and not usable(c) for c in results)} invalid, "
              f"{sum(c.status != CellStatus.OK for c in results)} failed cells.",
              *versions.notes(results))  # a model written by a newer TensorFlow than its server, or unknown
-    return Report("Inference load test report", summarise(results, answers, labels, p99_ms, pricing), intro,
-                  tuple(blocks))
+    return Report("Inference load test report", summarise(results, answers, labels, p99_ms, pricing, figures), intro,
+                  tuple(blocks), tuple(figures.values()))
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -209,24 +214,32 @@ def render_markdown(report: Report, html_name: str) -> str:
 # ----------------------------------------------------------------------------- files & CLI
 
 
-def output_paths(out_dir: Path) -> tuple[Path, Path]:
-    """report.html/report.md, or the first report-N pair where neither file exists yet."""
+def output_paths(out_dir: Path) -> tuple[Path, Path, Path, Path]:
+    """report.html/report.md/figures.csv/figures.json, or the first report-N/figures-N set where none exists yet."""
     for n in itertools.count(1):
-        stem = "report" if n == 1 else f"report-{n}"
-        html_path, md_path = out_dir / f"{stem}.html", out_dir / f"{stem}.md"
-        if not html_path.exists() and not md_path.exists():
-            return html_path, md_path
+        suffix = "" if n == 1 else f"-{n}"
+        paths = (out_dir / f"report{suffix}.html", out_dir / f"report{suffix}.md", out_dir / f"figures{suffix}.csv",
+                 out_dir / f"figures{suffix}.json")
+        if not any(p.exists() for p in paths):
+            return paths
     raise AssertionError("unreachable")
 
 
-def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
+def figures_json(report: Report) -> str:
+    """`figures.json`: the decision and the report's first sentences, then every configuration's figures."""
+    return json.dumps({"headline": list(report.summary.headline),
+                       "figures": [f.as_dict() for f in report.figures]}, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_report(report: Report, out_dir: Path) -> tuple[Path, Path, Path, Path]:
+    """The report's four files under new names; returns their paths (HTML, Markdown, CSV, JSON)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    html_path, md_path = output_paths(out_dir)
-    with html_path.open("x") as out:  # "x": never overwrite, even if a file appeared meanwhile
-        out.write(render_html(report))
-    with md_path.open("x") as out:
-        out.write(render_markdown(report, html_path.name))
-    return html_path, md_path
+    html_path, md_path, csv_path, json_path = output_paths(out_dir)
+    for path, text in ((html_path, render_html(report)), (md_path, render_markdown(report, html_path.name)),
+                       (csv_path, csv_text(report.figures)), (json_path, figures_json(report))):
+        with path.open("x") as out:  # "x": never overwrite, even if a file appeared meanwhile
+            out.write(text)
+    return html_path, md_path, csv_path, json_path
 
 
 def pricing_from(p99_ms: float | None, target_rps: float | None, prices: Path, headroom: float) -> Pricing | None:
@@ -241,14 +254,24 @@ def pricing_from(p99_ms: float | None, target_rps: float | None, prices: Path, h
 
 def run(results: Sequence[Path], compare: Sequence[Path] = (), out: Path | None = None, *,
         p99_ms: float | None = None, target_rps: float | None = None, prices: Path = DEFAULT_PRICES,
-        headroom: float = 0.2) -> tuple[Path, Path]:
-    """Read, build, write; returns the HTML and Markdown paths. Raises AnalysisError, OSError.
+        headroom: float = 0.2) -> tuple[Path, Path, Path, Path]:
+    """Read, build, write; returns the paths of the HTML, Markdown, CSV and JSON files. Raises AnalysisError, OSError.
 
     `p99_ms`: the objective the answer is given at (None: every objective searched; without a search,
     50 ms). `target_rps`, `prices`, `headroom`: with a target, the answer adds replicas and cost.
     """
-    pricing = pricing_from(p99_ms, target_rps, prices, headroom)
-    cells = read_all(results)
-    others = read_all(compare) if compare else []
-    report = build_report(cells, others, [*results, *compare], p99_ms=p99_ms, pricing=pricing)
+    report = read_report(results, compare, p99_ms=p99_ms, target_rps=target_rps, prices=prices, headroom=headroom)
     return write_report(report, Path(out) if out else Path(results[0]).parent)
+
+
+def read_report(results: Sequence[Path], compare: Sequence[Path] = (), *, p99_ms: float | None = None,
+                target_rps: float | None = None, prices: Path = DEFAULT_PRICES, headroom: float = 0.2) -> Report:
+    """The report of these results files, built, not written. Raises AnalysisError, OSError."""
+    pricing = pricing_from(p99_ms, target_rps, prices, headroom)
+    others = read_all(compare) if compare else []
+    return build_report(read_all(results), others, [*results, *compare], p99_ms=p99_ms, pricing=pricing)
+
+
+def console_text(report: Report) -> str:
+    """What the `report` command prints: the report's first sentences (the decision first), then the figures."""
+    return "\n".join([*report.summary.headline, "", *console_lines(report.figures)])

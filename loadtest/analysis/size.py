@@ -32,7 +32,7 @@ from pathlib import Path
 from rich.table import Table
 
 from loadtest.analysis.answers import Config, config_labels, config_of
-from loadtest.analysis.formatting import number
+from loadtest.analysis.formatting import money, number
 from loadtest.analysis.instances import Placement, Replica, linear_note, place, replicas_by_config
 from loadtest.analysis.prices import DEFAULT_PRICES, PriceBook, load_prices
 from loadtest.analysis.series import AnalysisError, read_all
@@ -242,7 +242,7 @@ def answer_table(answers: Sequence[SizingAnswer], unit: str, prices: PriceBook) 
         if a.meets:
             table.add_row(str(a.rank), a.label, a.server(), a.replica, f"{a.capacity:,.1f}", a.how, str(a.replicas),
                           *((instances_text(a),) if on_instances else ()), number(a.cost_per_hour, 2),
-                          number(a.cost_per_million, 4))
+                          money(a.cost_per_million))
     return plain_table(table, 10_000) if table.row_count else ""
 
 
@@ -298,7 +298,7 @@ def _verdict(answers: Sequence[SizingAnswer], currency: str, unit: str, any_meet
         return (f"Cheapest meeting the objective{only_bounds}: {best.label} ({best.server()}) on "
                 f"{best.config.device_name}, request batch {best.request_batch_size}: {best.replicas} replica(s)"
                 f"{_on_instances(best)}, "
-                f"{number(best.cost_per_hour, 2)} {currency}/h, {number(best.cost_per_million, 4)} {currency} per "
+                f"{number(best.cost_per_hour, 2)} {currency}/h, {money(best.cost_per_million)} {currency} per "
                 f"million inferences; capacity {best.capacity:,.1f} {unit} from {best.how}.{bounds}{assumed}")
     if any(a.refused for a in answers):
         return "Options meet the objective but none maps onto an instance in the price file: see Not priced below."

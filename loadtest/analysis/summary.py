@@ -31,6 +31,8 @@ from loadtest.analysis.blocks import Table, device_name
 from loadtest.analysis.bound import bound_line
 from loadtest.analysis.decision import decision_lines, priced_answer
 from loadtest.analysis.device_use import busy_text
+from loadtest.analysis.figures import Figures, console_lines, device_figures, figures_of
+from loadtest.analysis.formatting import money
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.instances import Pricing, Replica, replicas_by_config
 from loadtest.analysis.noise_table import host_floor_lines, host_floor_ms
@@ -70,16 +72,17 @@ def _here(devices: Sequence[DeviceAnswer]) -> list[DeviceAnswer]:
 
 
 def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels,
-             results: Sequence[CellResult] = (), paired: Mapping[tuple, PairedRatio] | None = None) -> tuple[str, ...]:
-    """Per device at the smallest request batch and objective searched: what bounded its answer (from
-    `results`), then its batching gain; then GPU/CPU."""
+             results: Sequence[CellResult], figures: Mapping[tuple[Config, int], Figures],
+             paired: Mapping[tuple, PairedRatio] | None = None) -> tuple[str, ...]:
+    """Per device at the smallest request batch and objective searched: what bounded its answer (from its
+    `figures`), then its batching gain; then GPU/CPU."""
     batch, p99_ms = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
     here = _here(devices)
     where = _where(batch, p99_ms)
     paired = by_key(paired_ratios(results)) if paired is None else paired
     lines = []
     for d in here:
-        bound = bound_line(d, results, labels)
+        bound = _bound(d, figures, results, labels)
         if bound:
             lines.append(bound)
         on, off = d.gain.batching, d.gain.off
@@ -109,6 +112,13 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
             lines.append(f"GPU/CPU ×{r.ratio:.2f} {where}: {labels[r.gpu.config]} {_rps(r.gpu)} vs "
                          f"{labels[r.cpu.config]} {_rps(r.cpu)}.")
     return tuple(lines)
+
+
+def _bound(d: DeviceAnswer, figures: Mapping[tuple[Config, int], Figures], results: Sequence[CellResult],
+           labels: Labels) -> str:
+    """What bounded a device's answer, from the figures its answer stands on."""
+    f = device_figures(figures, d.device, d.device_name, d.request_batch_size, d.best.config if d.best else None)
+    return bound_line(d, f.cell if f else None, f.at_words if f else "", results, labels)
 
 
 def _paired_text(compared: PairedRatio, host_floor: float | None = None) -> str:
@@ -153,7 +163,7 @@ def _cost_cells(d: DeviceAnswer, pricing: Pricing) -> tuple[str, ...]:
         replica = pricing.replicas.get(d.best.config, Replica(None, "", 0, "", "unknown")) if d.best else None
         return (str(c.replicas), "— not priced", f"— {replica.describe() if replica else ''}: {p.refused}")
     on = f" on {placed.instances} × {placed.instance.name}" if placed else ""
-    return (f"{c.replicas}{on}", fmt(c.per_hour, 2), fmt(c.per_million, 4))
+    return (f"{c.replicas}{on}", fmt(c.per_hour, 2), money(c.per_million))
 
 
 def _pricing_caption(pricing: Pricing | None) -> str:
@@ -241,9 +251,11 @@ def models_named(results: Sequence[CellResult]) -> str:
 
 
 def summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None = None,
-              pricing: Pricing | None = None) -> Summary:
-    """The answer at `p99_ms` (None: every objective searched), naming the model unless it is the demo's."""
-    summary = _summarise(results, answers, labels, p99_ms, pricing)
+              pricing: Pricing | None = None, figures: Mapping[tuple[Config, int], Figures] | None = None) -> Summary:
+    """The answer at `p99_ms` (None: every objective searched), naming the model unless it is the demo's.
+    `figures`: `figures_of` these results, when the caller has them already."""
+    figures = figures_of(results, answers, labels) if figures is None else figures
+    summary = _summarise(results, answers, labels, p99_ms, pricing, figures)
     models = models_named(results)
     tables = tuple(replace(t, title=f"{t.title} (model {models})") for t in summary.tables) if models else \
         summary.tables
@@ -251,7 +263,7 @@ def summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p
 
 
 def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None,
-               pricing: Pricing | None) -> Summary:
+               pricing: Pricing | None, figures: Mapping[tuple[Config, int], Figures]) -> Summary:
     devices = [d for d in answers.devices if p99_ms is None or d.p99_objective_ms == p99_ms]
     if pricing is not None and not pricing.replicas:
         pricing = replace(pricing, replicas=replicas_by_config(results))
@@ -260,7 +272,7 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
         compared = paired_ratios(results)
         keyed = by_key(compared)
         lines = (*decision_lines(answers, results, labels, pricing, p99_ms),
-                 *headline(devices, answers.ratios, labels, results, keyed), *objective_headline(answers),
+                 *headline(devices, answers.ratios, labels, results, figures, keyed), *objective_headline(answers),
                  *host_floor_lines(results, answers.objectives_ms()))
         table = paired_table(compared)
         return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing, keyed),
@@ -277,22 +289,30 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
                    (lower_bound_table(results, labels, objective),))
 
 
-def headline_of(results: Sequence[CellResult]) -> tuple[str, ...]:
+def headline_of(results: Sequence[CellResult], pricing: Pricing | None = None) -> tuple[str, ...]:
     """The report's first sentences for these records alone (what `capacity` prints before its answers)."""
     labels = config_labels(config_of(cell) for cell in results)
-    return summarise(results, answer(results), labels).headline
+    return summarise(results, answer(results), labels, pricing=pricing).headline
 
 
-def decisions_of(results: Sequence[CellResult]) -> tuple[str, ...]:
+def decisions_of(results: Sequence[CellResult], pricing: Pricing | None = None) -> tuple[str, ...]:
     """The decision lines alone for these records (what `capacity` with one server prints first)."""
     labels = config_labels(config_of(cell) for cell in results)
-    return decision_lines(answer(results), results, labels, None)
+    return decision_lines(answer(results), results, labels, pricing)
 
 
 def bound_lines(results: Sequence[CellResult]) -> tuple[str, ...]:
     """Only what bounded each device's answer (what `capacity` prints before a single answer)."""
-    devices = answer(results).devices
-    if not devices:
+    answers = answer(results)
+    if not answers.devices:
         return ()
     labels = config_labels(config_of(cell) for cell in results)
-    return model_named(results, tuple(line for d in _here(devices) if (line := bound_line(d, results, labels))))
+    figures = figures_of(results, answers, labels)
+    return model_named(results, tuple(line for d in _here(answers.devices)
+                                      if (line := _bound(d, figures, results, labels))))
+
+
+def figure_lines(results: Sequence[CellResult]) -> list[str]:
+    """The figures of every configuration and request batch as a console table (`loadtest.analysis.figures`)."""
+    labels = config_labels(config_of(cell) for cell in results)
+    return console_lines(list(figures_of(results, answer(results), labels).values()))

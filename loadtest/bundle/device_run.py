@@ -19,7 +19,8 @@ standard library only, are the project's `loadtest.bundle` modules):
 4. per configuration kept, one `mnist-bench capacity` run (the embedded server on the jax backend on
    the first three quarters of the cores, Locust on the rest), killed at its planned time if it
    overruns; every result line is copied into `--out/results.jsonl` as it appears;
-5. writes the report, then profiles the best configuration found with py-spy (`--profile-s`) under
+5. writes the report (its figures, the same values, go into `device-run.json`; the decision it opens
+   with is said on the console), then profiles the best configuration found with py-spy (`--profile-s`) under
    load at ~90% of its capacity (`loadtest.bundle.profiling`).
 
 `--out` gets at most 8 files and no folder (`loadtest.bundle.outputs.OUT_FILES`); `device-run.json`
@@ -344,7 +345,9 @@ class DeviceRun:
             self.copier.stop()
         self.record["results_lines"] = self.copier.lines
         self.report()
-        self.record["by_configuration"] = outputs.summarise(outputs.read_lines(self.args.out / "results.jsonl"))
+        self.record.update(outputs.figures_record(self.work / "report" / "figures.json"))
+        for line in self.record.get("decision", ()):  # the decision first, as the report opens with it
+            self.say(f"run.py: {line}")
         self.profile(plan_file)
         codes = self.record["exit_codes"]
         return 0 if codes and any(k not in ("report",) for k in codes) and all(c == 0 for c in codes.values()) else 1

@@ -9,9 +9,9 @@ module keeps `--out` current from it:
   keeps every cell measured until then;
 - `Console`: the run's console, echoed to `--out/run.log`;
 - `RunRecord`: `--out/device-run.json`, rewritten (atomically) after every step;
-- `summarise`: per configuration and request batch, from the results' JSON lines read as plain dicts
-  (older records lack the fields): the device floor at the request's batch and the mean time of each
-  server phase.
+- `figures_record`: the report's `figures.json` (the decision, and per configuration and request batch
+  the server's mean latency, the device floor at the batch the server ran, the peak, ...) as
+  `device-run.json` keeps it: read, never recomputed, so the record and the report print one number.
 
 Standard library only (it runs before the bundle's wheels are installed). Not for: deciding what runs
 (`loadtest.bundle.budget`) or running it (`loadtest.bundle.device_run`).
@@ -23,7 +23,6 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -123,74 +122,17 @@ class RunRecord(dict):
         self.write()
 
 
-def read_lines(path: Path) -> list[dict]:
-    """Every JSON line of a results file as a plain dict (lines that do not parse are skipped)."""
+def figures_record(path: Path) -> dict:
+    """What `device-run.json` keeps of the report's `figures.json` (`loadtest.analysis.figures`): the decision
+    and the report's first sentences, and per configuration and request batch the figures the report prints
+    (the same values, not recomputed here); {} when the report wrote none."""
     if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue
-    return records
-
-
-def summarise(records: Iterable[dict]) -> dict[str, dict[str, dict]]:
-    """Per configuration (server name) and request batch: cells, the device floor at that batch, and the
-    mean of the server's request latency and of each of its phases, over the cells that recorded them."""
-    grouped: dict[str, dict[str, list[dict]]] = {}
-    for record in records:
-        server = (record.get("server") or {}).get("name", "?")
-        batch = str((record.get("load") or {}).get("request_batch_size", "?"))
-        grouped.setdefault(server, {}).setdefault(batch, []).append(record)
-    return {server: {batch: _summary(cells, batch) for batch, cells in batches.items()}
-            for server, batches in grouped.items()}
-
-
-def _summary(cells: list[dict], batch: str) -> dict:
-    phases = [c.get("server_phases") or {} for c in cells]
-    return {"cells": len(cells),
-            "device_floor": device_floor_at([c.get("device_floor") or {} for c in cells], batch),
-            "request_latency_mean_us": weighted_mean([p.get("request_latency") for p in phases]),
-            "phases_mean_us": {name: weighted_mean([(p.get("phases") or {}).get(name) for p in phases])
-                               for name in dict.fromkeys(n for p in phases for n in (p.get("phases") or {}))},
-            "gc_pauses": gc_pauses([p.get("gc_pauses") for p in phases])}
-
-
-def gc_pauses(windows: list[Any]) -> dict | None:
-    """The server's garbage collections over the cells: how many, their mean and the slowest bucket (µs)."""
-    found = [w for w in windows if isinstance(w, dict) and w.get("count") is not None]
-    if not found:
-        return None
-    slowest = [w["max_us"] for w in found if isinstance(w.get("max_us"), (int, float))]
-    return {"count": sum(w["count"] for w in found), "mean_us": weighted_mean(found),
-            "max_us": max(slowest) if slowest else None}
-
-
-def weighted_mean(windows: list[Any]) -> float | None:
-    """The mean over several `{"mean_us", "count"}` windows, weighted by their counts; None without any."""
-    pairs = [(w["mean_us"], w.get("count") or 0) for w in windows
-             if isinstance(w, dict) and isinstance(w.get("mean_us"), (int, float))]
-    total = sum(count for _, count in pairs)
-    if not pairs:
-        return None
-    if total <= 0:
-        return round(sum(mean for mean, _ in pairs) / len(pairs), 1)
-    return round(sum(mean * count for mean, count in pairs) / total, 1)
-
-
-def device_floor_at(floors: list[dict], batch: str) -> dict | None:
-    """The first measured floor of the cells (else the first `unknown` one, with its note) at the padded
-    batch the request runs as (the smallest floor batch ≥ the request's); None when none was recorded."""
-    measured = [f for f in floors if f and f.get("source") != "unknown"]
-    if not measured:
-        unknown = [f for f in floors if f]
-        return {"source": "unknown", "note": unknown[0].get("note", "")} if unknown else None
-    floor = measured[0]
-    entries = sorted((e for e in floor.get("batches") or () if isinstance(e, dict) and e.get("batch_size")),
-                     key=lambda e: e["batch_size"])
-    size = int(batch) if batch.isdigit() else 0
-    at = next((e for e in entries if e["batch_size"] >= size), entries[-1] if entries else None)
-    return {**{k: floor.get(k) for k in ("source", "device", "runtime", "round_trip_us", "round_trip_note")},
-            "at_batch": at}
+        return {}
+    try:
+        written = json.loads(path.read_text())
+    except ValueError:
+        return {}
+    by_configuration: dict[str, dict[str, dict]] = {}
+    for figures in written.get("figures") or ():
+        by_configuration.setdefault(figures["configuration"], {})[str(figures["request_batch"])] = figures
+    return {"decision": written.get("headline") or [], "by_configuration": by_configuration}

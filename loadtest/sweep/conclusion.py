@@ -109,23 +109,12 @@ class Stalls:
     stall_ms: float  # about how long: the median of those cells' slowest requests
     per_s: float | None  # about how often: the over-objective share / (stall - objective)
     over_shares: tuple[tuple[float, float], ...]  # (rate, share over the objective), highest rate first
-    server_mean_ms: float | None = None  # the server's own mean latency at those cells, where it reported it
-    client_mean_ms: float | None = None
 
     def describe(self, p99_ms: float) -> str:
         shares = ", ".join(f"{share:.1%} at {rate:g} req/s" for rate, share in self.over_shares)
         pace = f", about {self.per_s:.1f} per second" if self.per_s else ""
-        where = ""
-        if self.server_mean_ms is not None and self.client_mean_ms is not None:
-            where = (f"; the server's own mean latency was {self.server_mean_ms:.2f} ms against the client's "
-                     f"{self.client_mean_ms:.2f} ms")
         return (f"stalls of about {self.stall_ms:.0f} ms{pace}, independent of the load: the share of requests over "
-                f"{p99_ms:g} ms did not fall as the rate fell ({shares}){where}")
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.fmean(known) if known else None
+                f"{p99_ms:g} ms did not fall as the rate fell ({shares})")
 
 
 def stalls(steps: Sequence[Step], p99_ms: float) -> Stalls | None:
@@ -149,10 +138,8 @@ def stalls(steps: Sequence[Step], p99_ms: float) -> Stalls | None:
     stall_ms = statistics.median(slowest)
     share = statistics.fmean(s.verdict.evidence.over_share for s in quiet if s.verdict.evidence)
     per_s = share / ((stall_ms - p99_ms) / 1000.0) if stall_ms > p99_ms else None
-    server = _mean([c.server_metrics.get("request_latency_mean_us") for c in cells])
     return Stalls(stall_ms, per_s, tuple((s.rate_rps, s.verdict.evidence.over_share) for s in quiet
-                                         if s.verdict.evidence),
-                  server / 1000.0 if server is not None else None, _mean([c.latency_mean_ms for c in cells]))
+                                         if s.verdict.evidence))
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from loadtest.analysis.details import peak_table
-from loadtest.analysis.device_use import peak_by_config
+from loadtest.analysis.answers import answer, config_labels, config_of
+from loadtest.analysis.details import series_table
+from loadtest.analysis.figures import figures_of
 from loadtest.analysis.series import group_series, sustained
 from loadtest.overload import overloaded_reason
 from tests.loadtest.analysis.handmade import cell, server
@@ -54,10 +55,11 @@ def test_an_overloaded_cell_is_never_a_peak_and_the_table_says_so():
     overloaded = replace(cell(CPU, rate=1802.0, rps=1290.0, index=1), latency_p50_ms=297.0)
     results = [ok, overloaded]
     assert not sustained(overloaded) and sustained(ok)
-    assert [c.cell_index for c in peak_by_config(results).values()] == [0]
+    labels = config_labels(config_of(c) for c in results)
+    assert [f.peak.cell.cell_index for f in figures_of(results, answer(results), labels).values() if f.peak] == [0]
     series = group_series(results)
-    table = peak_table(series, ["S1"])
+    table = series_table(series, ["S1"])
     row = table.rows[0]
-    assert row[2] == "396.0" and row[5] == "offered rate (req/s) 400"
+    assert row[2] == "396.0" and row[5] == "open loop, 400 req/s offered"
     assert row[-1] == ("overloaded, not a peak: offered rate 1,802 req/s, p50 297 ms: served 1,290.0 req/s of the "
                        "1,802.0 req/s offered (28% short): the server did not keep up")

@@ -10,6 +10,7 @@ import pytest
 
 from loadtest.analysis import bound, report
 from loadtest.analysis.answers import answer, config_labels, config_of
+from loadtest.analysis.figures import figures_of
 from loadtest.analysis.request_time import request_time_table
 from loadtest.analysis.summary import bound_lines, headline_of
 from loadtest.records import append_result, read_results
@@ -147,7 +148,7 @@ def test_where_the_time_went_at_the_capacity():
                    server_phases=phases_record({"queue": 400.0}, 2000.0,
                                                [p for p in REQUEST_PHASES if p != "queue"]))
     cells = embedded + tfs
-    t = request_time_table(cells, answer(cells).searches, config_labels(config_of(c) for c in cells))
+    t = request_time_table(figures_of(cells, answer(cells), config_labels(config_of(c) for c in cells)))
     rows = {r[0]: r for r in t.rows}
     assert rows["cpu-off"][2:6] == ("capacity 400.0 req/s", "2.500", "0.700", "1.800")
     assert rows["cpu-off"][6:16] == ("0.100", "0.020", "0.300", "0.030", "0.050", "1.000", "0.050", "0.150",

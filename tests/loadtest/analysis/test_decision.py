@@ -76,3 +76,12 @@ def test_the_glossary_spells_out_every_configuration_and_the_terms_the_tables_us
     for term in ("| N, k |", "| est. p99 |", "| probe, bracket, bisect, extend, confirm |", "| device floor |",
                  "| client + wire |", "| unmet: stalls |", "| inconclusive |", "| peak |"):
         assert term in terms
+
+
+def test_the_glossary_page_the_readme_links_is_the_reports_terms_table():
+    from loadtest.analysis.glossary import glossary_markdown
+    from tests.support.paths import REPO
+
+    assert (REPO / "docs" / "glossary.md").read_text() == glossary_markdown(), \
+        "docs/glossary.md is stale: write glossary_markdown() to it"
+    assert "(docs/glossary.md)" in (REPO / "README.md").read_text()

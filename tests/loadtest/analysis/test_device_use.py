@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from loadtest.analysis import device_use, report
+from loadtest.analysis.answers import answer, config_labels, config_of
+from loadtest.analysis.figures import figures_of
 from loadtest.records import append_result, read_results
 from tests.loadtest.analysis import handmade
 from tests.loadtest.analysis.test_report import md_answer_rows, table
@@ -38,8 +40,8 @@ def test_the_note_only_where_the_device_was_far_from_busy():
 def test_the_peak_is_each_configurations_highest_valid_throughput():
     cells = [measured(CPU, 100.0, 30.0), measured(CPU, 400.0, 90.0),
              replace(measured(CPU, 800.0, 99.0), valid=False), measured(GPU, 300.0, 10.0, 45.0)]
-    peaks = device_use.peak_by_config(cells)
-    assert sorted(c.throughput_rps for c in peaks.values()) == [297.0, 396.0]
+    figures = figures_of(cells, answer(cells), config_labels(config_of(c) for c in cells))
+    assert sorted(f.peak.requests_per_s for f in figures.values() if f.peak) == [297.0, 396.0]
 
 
 def test_report_shows_device_use_beside_throughput(tmp_path):
@@ -54,13 +56,13 @@ def test_report_shows_device_use_beside_throughput(tmp_path):
         append_result(path, cell)
     md = report.run([path])[1].read_text()
     use = {r[0]: r for r in table(md, "Device use at peak throughput")}
-    assert use["cpu-off"][1:4] == ["cpu", "396.0", "396.0"]
-    assert use["cpu-off"][5:14] == ["42", "70", "1.0", "812", "—", "—", "—", "—",
+    assert use["cpu-off"][1:5] == ["1", "cpu", "396.0", "396.0"]
+    assert use["cpu-off"][6:15] == ["42", "70", "1.0", "812", "—", "—", "—", "—",
                                     "the device was 42% busy at peak: the bottleneck is elsewhere (client, network, "
                                     "or the server's request path)"]
-    assert use["gpu-off"][5:14] == ["12", "—", "—", "—", "85", "97", "1,536", "180", ""]  # 85% busy: no note
-    assert use["old"][5] == "—" and use["old"][13] == "not measured: no device telemetry in this record"
-    peaks = table(md, "Peak valid throughput per series")
+    assert use["gpu-off"][6:15] == ["12", "—", "—", "—", "85", "97", "1,536", "180", ""]  # 85% busy: no note
+    assert use["old"][6] == "—" and use["old"][14] == "not measured: no device telemetry in this record"
+    peaks = table(md, "Highest valid throughput per series")
     assert {(r[1], r[3], r[4]) for r in peaks} >= {("396.0", "42", "—"), ("297.0", "12", "85")}
     html = report.run([path])[0].read_text()
     every_html = html.split("<h2>Every cell</h2>", 1)[1]

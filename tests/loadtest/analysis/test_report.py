@@ -24,11 +24,12 @@ def table(md: str, title: str) -> list[list[str]]:
 
 
 def test_report_written_beside_first_results_and_never_overwritten(runs):
+    here = runs["cpu-run"].parent
     first = report.run([runs["cpu-run"]])
-    assert first == (runs["cpu-run"].parent / "report.html", runs["cpu-run"].parent / "report.md")
+    assert first == (here / "report.html", here / "report.md", here / "figures.csv", here / "figures.json")
     before = first[0].read_bytes()
     second = report.run([runs["cpu-run"]])
-    assert second == (runs["cpu-run"].parent / "report-2.html", runs["cpu-run"].parent / "report-2.md")
+    assert second == (here / "report-2.html", here / "report-2.md", here / "figures-2.csv", here / "figures-2.json")
     assert first[0].read_bytes() == before
     elsewhere = report.run([runs["cpu-run"]], out=runs["cpu-run"].parent / "out")
     assert elsewhere[0] == runs["cpu-run"].parent / "out" / "report.html" and elsewhere[1].is_file()
@@ -124,15 +125,16 @@ def test_searches_table(searched):
 
 def test_cpu_vs_gpu_table_at_equal_request_batch_size(built):
     md = built[1].read_text()
-    rows = {(r[0], r[1], r[2]): r for r in table(md, "CPU vs GPU at equal request batch size")}
-    # Peak VALID throughput: CPU off/1 peaks at c=16 (1350; c=32 is invalid), GPU at c=16 (4600).
-    assert rows[("1", "off", "closed")][3] == "1,350.0" and rows[("1", "off", "closed")][6] == "4,600.0"
-    assert rows[("1", "off", "closed")][5] == "cpu-off" and rows[("1", "off", "closed")][8] == "gpu-off"
-    assert rows[("1", "off", "closed")][9] == "3.41x"  # 4600 / 1350
-    assert rows[("32", "off", "closed")][9] == "15.56x"  # 2800*32 / (180*32)
-    assert rows[("32", "on", "closed")][3] == "4,160.0"  # c=8: 130*32; c=16/32 invalid
-    assert rows[("32", "on", "closed")][9] == "22.31x"  # 2900*32 / 4160
-    assert rows[("1", "off", "open")][8] == "not measured" and rows[("1", "off", "open")][9] == "—"
+    rows = {(r[0], r[1]): r for r in table(md, "CPU vs GPU peaks at equal request batch size")}
+    # Peaks: the highest VALID throughput of any load mode. CPU off/1 peaks at c=16 (1350; c=32 is invalid),
+    # GPU at c=16 (4600).
+    assert rows[("1", "off")][2:4] == ["1,350.0", "closed loop, 16 users"] and rows[("1", "off")][5] == "4,600.0"
+    assert rows[("1", "off")][4] == "cpu-off" and rows[("1", "off")][7] == "gpu-off"
+    assert rows[("1", "off")][8] == "×3.41"  # 4600 / 1350
+    assert rows[("32", "off")][8] == "×15.56"  # 2800*32 / (180*32)
+    assert rows[("32", "on")][2] == "4,160.0"  # c=8: 130*32; c=16/32 invalid
+    assert rows[("32", "on")][8] == "×22.31"  # 2900*32 / 4160
+    assert len(rows) == 4
 
 
 def test_invalid_and_failed_cells_listed_with_reasons(built):
@@ -155,7 +157,7 @@ def test_what_was_measured_is_stated_once_per_configuration(searched, built):
                         "batch_timeout_micros=500, max_batch_size=128, max_enqueued_batches=100, num_batch_threads=4"]
     assert gpu[6] == "image=tensorflow/serving:2.19.0-gpu, tensorflow=2.19.0"
     assert gpu[10].startswith("bench-01 @ 3f2c1e0; ")
-    for path in (*searched, *built):  # two batching-enabled and two GPU configurations in each
+    for path in (*searched[:2], *built[:2]):  # two batching-enabled and two GPU configurations in each page
         page = path.read_text()
         assert "Measured:" not in page
         assert page.count("batch_timeout_micros=") == 2 and page.count("image=tensorflow/serving:2.19.0-gpu") == 2
@@ -199,11 +201,11 @@ def test_report_without_valid_cells_or_batch_metrics(tmp_path):
     for cell in read_results(FIXTURES / "cpu-run" / "results.jsonl")[:3]:
         append_result(path, replace(cell, valid=False, server_batch_sizes={}, server_batch_size_mean=None,
                                     flags=[ValidityFlag("unstable", "windows differ by 18%")]))
-    html_path, md_path = report.run([path])
+    html_path, md_path, *_ = report.run([path])
     page = html_path.read_text()
     assert page.count('src="data:image/png;base64,') == 2
     assert "No server-side batch sizes were recorded" in page
-    rows = table(md_path.read_text(), "Peak valid throughput per series")
+    rows = table(md_path.read_text(), "Highest valid throughput per series")
     assert rows[0][1] == "no valid cell"
     assert len(table(md_path.read_text(), "Invalid and failed cells")) == 3
 
@@ -219,7 +221,7 @@ def test_report_of_a_run_whose_every_cell_failed(tmp_path):
     append_result(path, replace(cell, status="failed", failure_reason="interrupted (Ctrl-C)", valid=False,
                                 throughput_rps=0.0, throughput_ips=0.0, latency_p50_ms=None,
                                 latency_p99_ms=None, flags=[ValidityFlag("failed", "interrupted (Ctrl-C)")]))
-    html_path, md_path = report.run([path])
+    html_path, md_path, *_ = report.run([path])
     assert html_path.read_text().count('src="data:image/png;base64,') >= 2
     rows = table(md_path.read_text(), "Invalid and failed cells")
     assert len(rows) == 1 and "interrupted (Ctrl-C)" in " ".join(rows[0])
@@ -233,7 +235,7 @@ def test_a_search_whose_server_never_started_is_reported_not_plotted(runs):
     start = cell(server("cpu-late", "cpu"), rate=None, p99=None, failed="server cpu-late is not answering",
                  search={"id": "never", "role": "start", "p99_objective_ms": 10.0, "offered_rps": None})
     append_result(runs["capacity-run"], start)
-    html_path, md_path = report.run([runs["capacity-run"]])
+    html_path, md_path, *_ = report.run([runs["capacity-run"]])
     rows = {r[12]: r for r in table(md_path.read_text(), "Capacity searches")}
     assert rows["never"][3] == "NO" and rows["never"][13] == "no rate measured: server cpu-late is not answering"
     cells = read_results(runs["capacity-run"])

@@ -164,6 +164,13 @@ def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cp
     assert all(c.server.versions.get("runtime") == "jax" and "tensorflow" not in c.server.versions for c in cells)
     assert summary["results_lines"] == len(cells) and set(summary["by_configuration"]) <= {"cpu-off", "cpu-cpu"}
     report = (out / "report.md").read_text()
+    # the decision opens the report, the record and the console's end; the record's figures are the report's
+    assert summary["decision"][0].startswith("Decision at p99 ≤ ") and f"**{summary['decision'][0]}**" in report
+    assert f"run.py: {summary['decision'][0]}" in (out / "run.log").read_text()
+    for label, batches in summary["by_configuration"].items():
+        for batch, figures in batches.items():
+            mean = "—" if figures["server_mean_ms"] is None else f"{figures['server_mean_ms']:,.3f}"
+            assert f"| {label} | {batch} | {figures['at']} | " in report and f" | {mean} | " in report
     assert "embedded server (JAX, the same weights (.keras))" in report
     assert not [line for line in report.splitlines() if "cpu-off" in line and "TF Serving" in line]
     profile = summary["profile"]

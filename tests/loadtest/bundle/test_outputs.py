@@ -34,44 +34,22 @@ def test_the_run_record_is_rewritten_whole(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["device-run.json"]
 
 
-def cell(server: str, batch: int, phases: dict | None = None, floor: dict | None = None) -> dict:
-    record = {"server": {"name": server}, "load": {"request_batch_size": batch}}
-    if phases is not None:
-        record["server_phases"] = phases
-    if floor is not None:
-        record["device_floor"] = floor
-    return record
+def test_the_record_keeps_the_reports_figures_by_configuration_and_batch(tmp_path):
+    written = {"headline": ["Decision at p99 ≤ 10 ms, request batch 1: cpu-off ..."],
+               "figures": [{"configuration": "gpu-off", "request_batch": 1, "server_mean_ms": 1.743},
+                           {"configuration": "gpu-off", "request_batch": 32, "server_mean_ms": 2.657},
+                           {"configuration": "cpu-off", "request_batch": 1, "server_mean_ms": None}]}
+    (tmp_path / "figures.json").write_text(json.dumps(written))
+    record = outputs.figures_record(tmp_path / "figures.json")
+    assert record["decision"] == written["headline"]
+    assert record["by_configuration"]["gpu-off"]["32"] == written["figures"][1]
+    assert sorted(record["by_configuration"]) == ["cpu-off", "gpu-off"]
 
 
-def test_summary_per_configuration_and_batch_weights_phase_means_by_count():
-    floor = {"source": "server", "device": "gpu", "runtime": "jax", "round_trip_us": 40.0,
-             "batches": [{"batch_size": 1, "latency_us": 90.0}, {"batch_size": 32, "latency_us": 120.0}]}
-    first = {"request_latency": {"mean_us": 1000.0, "count": 100},
-             "phases": {"decode": {"mean_us": 10.0, "count": 100}, "compute_infer": {"mean_us": 500.0, "count": 100}}}
-    second = {"request_latency": {"mean_us": 2000.0, "count": 300},
-              "phases": {"decode": {"mean_us": 30.0, "count": 300}}}
-    summary = outputs.summarise([cell("gpu-off", 1, first, floor), cell("gpu-off", 1, second, floor),
-                                 cell("gpu-off", 8, None, floor), cell("cpu-off", 1)])
-    one = summary["gpu-off"]["1"]
-    assert one["cells"] == 2 and one["request_latency_mean_us"] == 1750.0  # (1000*100 + 2000*300) / 400
-    assert one["phases_mean_us"] == {"decode": 25.0, "compute_infer": 500.0}
-    assert one["device_floor"]["at_batch"] == {"batch_size": 1, "latency_us": 90.0}
-    assert summary["gpu-off"]["8"]["device_floor"]["at_batch"]["batch_size"] == 32  # padded up
-    assert summary["gpu-off"]["8"]["request_latency_mean_us"] is None
-    assert summary["cpu-off"]["1"]["device_floor"] is None  # records from before the floor
-    assert one["gc_pauses"] is None  # no collections recorded
-
-
-def test_garbage_collections_over_the_cells():
-    young = {"server_phases": {"gc_pauses": {"mean_us": 100.0, "count": 3.0, "max_us": 150.0}}}
-    full = {"server_phases": {"gc_pauses": {"mean_us": 900.0, "count": 1.0, "max_us": 1200.0}}}
-    cells = [{**cell("gpu-off", 1), **young}, {**cell("gpu-off", 1), **full}]
-    assert outputs.summarise(cells)["gpu-off"]["1"]["gc_pauses"] == {"count": 4.0, "mean_us": 300.0, "max_us": 1200.0}
-
-
-def test_an_unknown_floor_keeps_its_note():
-    summary = outputs.summarise([cell("cpu-off", 1, floor={"source": "unknown", "note": "no floor exported"})])
-    assert summary["cpu-off"]["1"]["device_floor"] == {"source": "unknown", "note": "no floor exported"}
+def test_without_a_report_the_record_has_no_figures(tmp_path):
+    assert outputs.figures_record(tmp_path / "figures.json") == {}
+    (tmp_path / "figures.json").write_text('{"headline": [')  # a report killed while writing
+    assert outputs.figures_record(tmp_path / "figures.json") == {}
 
 
 def test_the_bundles_source_record_names_this_checkout():

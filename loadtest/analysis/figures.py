@@ -1,0 +1,224 @@
+"""The figures of each configuration at each request batch, computed once: every place that prints one (the
+report's tables and sentences, the console, `figures.csv`, `figures.json` and so the device bundle's
+`device-run.json`) prints these values, rounded here, so one quantity reads as one number everywhere.
+
+Per configuration and request batch:
+
+- **the answer's cell**: the cell its highest confirmed capacity stands on (any objective searched),
+  else its peak; `at` says which ("capacity 656.6 req/s", "peak 367.5 req/s");
+- **the peak**: its valid cell with the highest images/s, whatever the load mode and the latency; an
+  overloaded cell (the server fell behind) is never a peak. Named with its load mode and level;
+- at the answer's cell: the client's mean latency, the server's own mean request latency, their
+  difference (client + wire), the served images/s, the batch the server ran (its processed batch mean,
+  rounded up; `loadtest.analysis.bound.padded_batch`) and the device alone at that batch (the floor).
+
+Pure functions over `CellResult`s and `Answers`. Not for: the tables that print them
+(`loadtest.analysis.request_time`, `loadtest.analysis.details`) or what bounded an answer
+(`loadtest.analysis.bound`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from loadtest.analysis.answers import Answers, Config, config_of
+from loadtest.analysis.bound import ServedShare, padded_batch, served_share
+from loadtest.analysis.formatting import number as fmt
+from loadtest.analysis.series import load_level, sustained, usable
+from loadtest.records import CellResult
+from loadtest.vocab import LoadMode
+
+MS_DIGITS, IPS_DIGITS = 3, 1  # every latency in ms and every rate is printed at these
+
+
+def _ms(us: float | None) -> float | None:
+    return None if us is None else round(us / 1000, MS_DIGITS)
+
+
+def server_mean_us(cell: CellResult) -> float | None:
+    """The server's mean request latency over the cell: from its phases record, else the older field."""
+    request = cell.server_phases.get("request_latency") or {}
+    if request.get("mean_us") is not None:
+        return float(request["mean_us"])
+    return cell.server_metrics.get("request_latency_mean_us")
+
+
+def load_words(cell: CellResult) -> str:
+    """`open loop, 400 req/s offered` or `closed loop, 4 users`: how a cell was loaded."""
+    if cell.load.mode == LoadMode.CLOSED:
+        users = load_level(cell)
+        return f"closed loop, {users:g} user{'' if users == 1 else 's'}"
+    return f"open loop, {load_level(cell):,g} req/s offered"
+
+
+@dataclass(frozen=True)
+class Peak:
+    """A configuration's highest valid throughput at one request batch, whatever the latency."""
+
+    images_per_s: float
+    requests_per_s: float
+    load: str  # `load_words` of its cell
+    p99_ms: float | None
+    cell: CellResult = field(compare=False, repr=False)
+
+    def describe(self) -> str:
+        return f"{fmt(self.images_per_s)} images/s ({fmt(self.requests_per_s)} req/s; {self.load})"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One configuration at one request batch: its answer's cell and what was measured there, and its peak."""
+
+    config: Config
+    label: str
+    request_batch: int
+    at: str  # "capacity 656.6 req/s" (the highest a search confirmed) or "peak 367.5 req/s"
+    cell: CellResult = field(compare=False, repr=False)
+    client_mean_ms: float | None
+    server_mean_ms: float | None
+    served_ips: float
+    ran_batch: int  # the batch the server ran at the answer's cell
+    served: ServedShare | None  # served against the device alone at `ran_batch`; None without a floor
+    peak: Peak | None
+
+    @property
+    def client_wire_ms(self) -> float | None:
+        """The client's mean minus the server's: the load generator, both gRPC stacks and the network."""
+        if self.client_mean_ms is None or self.server_mean_ms is None:
+            return None
+        return round(self.client_mean_ms - self.server_mean_ms, MS_DIGITS)
+
+    @property
+    def at_words(self) -> str:
+        """`at capacity` or `at its peak`: where the answer's figures were measured (the tables give the rate)."""
+        return "at its peak" if self.at.startswith("peak") else "at capacity"
+
+    def floor_text(self) -> str:
+        """`12,271.8 images/s (batch 8)`: the device alone at the batch the server ran; "—" when not measured."""
+        if self.served is None:
+            return fmt(None)
+        return f"{fmt(self.served.floor.images_per_s)} images/s (batch {self.served.floor.batch_size})"
+
+    def as_dict(self) -> dict:
+        """The figures as `figures.json` and `device-run.json` carry them (the values the report prints)."""
+        floor = self.served.floor if self.served else None
+        return {"configuration": self.label, "request_batch": self.request_batch, "at": self.at,
+                "client_mean_ms": self.client_mean_ms, "server_mean_ms": self.server_mean_ms,
+                "client_wire_ms": self.client_wire_ms, "served_images_per_s": self.served_ips,
+                "server_ran_batch": self.ran_batch,
+                "device_floor": None if floor is None else {
+                    "batch": floor.batch_size, "images_per_s": round(floor.images_per_s, IPS_DIGITS),
+                    "source": self.cell.device_floor.get("source"), "runtime": self.cell.device_floor.get("runtime")},
+                "served_share_of_floor": None if self.served is None else round(self.served.share, 3),
+                "phases_mean_ms": {name: _ms(phase.get("mean_us"))
+                                   for name, phase in (self.cell.server_phases.get("phases") or {}).items()},
+                "peak": None if self.peak is None else {
+                    "images_per_s": self.peak.images_per_s, "requests_per_s": self.peak.requests_per_s,
+                    "load": self.peak.load, "p99_ms": self.peak.p99_ms}}
+
+
+def peak_of(cells: Sequence[CellResult]) -> Peak | None:
+    """The valid, sustained cell with the highest images/s among `cells`; None when there is none."""
+    kept = [c for c in cells if sustained(c)]
+    if not kept:
+        return None
+    top = max(kept, key=lambda c: c.throughput_ips)
+    return Peak(round(top.throughput_ips, IPS_DIGITS), round(top.throughput_rps, IPS_DIGITS), load_words(top),
+                None if top.latency_p99_ms is None else round(top.latency_p99_ms, MS_DIGITS), top)
+
+
+def _capacity_cells(answers: Answers) -> dict[tuple[Config, int], tuple[CellResult, str]]:
+    """Per configuration and request batch: the cell of its highest confirmed capacity, any objective."""
+    out: dict[tuple[Config, int], tuple[CellResult, str]] = {}
+    for s in sorted((s for s in answers.searches if s.met), key=lambda s: s.capacity_rps or 0.0):
+        capacity = s.conclusion.capacity if s.conclusion else None
+        if capacity is not None:
+            out[(s.config, s.request_batch_size)] = (capacity.result, f"capacity {fmt(s.capacity_rps)} req/s")
+    return out
+
+
+def _figures(config: Config, label: str, batch: int, cell: CellResult, at: str, peak: Peak | None) -> Figures:
+    client = None if cell.latency_mean_ms is None else round(cell.latency_mean_ms, MS_DIGITS)
+    return Figures(config, label, batch, at, cell, client, _ms(server_mean_us(cell)),
+                   round(cell.throughput_ips, IPS_DIGITS), padded_batch(cell), served_share(cell), peak)
+
+
+def figures_of(results: Sequence[CellResult], answers: Answers, labels: Mapping[Config, str]
+               ) -> dict[tuple[Config, int], Figures]:
+    """Every configuration and request batch with a valid cell, in configuration and batch order."""
+    groups: dict[tuple[Config, int], list[CellResult]] = {}
+    for c in results:
+        if usable(c):
+            groups.setdefault((config_of(c), c.load.request_batch_size), []).append(c)
+    answered = _capacity_cells(answers)
+    out = {}
+    for key in sorted(groups):
+        peak = peak_of(groups[key])
+        top = peak.cell if peak else max(groups[key], key=_ips)  # no sustained cell: the highest valid one
+        cell, at = answered.get(key) or (top, f"peak {fmt(top.throughput_rps)} req/s")
+        out[key] = _figures(key[0], labels[key[0]], key[1], cell, at, peak)
+    return out
+
+
+def _ips(cell: CellResult) -> float:
+    return cell.throughput_ips
+
+
+def device_figures(figures: Mapping[tuple[Config, int], Figures], device: str, device_name: str, batch: int,
+                   best: Config | None) -> Figures | None:
+    """The figures a device's answer stands on at `batch`: its best configuration's, else the configuration
+    with the highest peak on that device; None when nothing valid was measured there."""
+    if best is not None and (best, batch) in figures:
+        return figures[(best, batch)]
+    here = [f for (c, b), f in figures.items() if b == batch and (c.device, c.device_name) == (device, device_name)]
+    return max(here, key=lambda f: f.peak.images_per_s if f.peak else 0.0, default=None)
+
+
+# ----------------------------------------------------------------------------- printed as text, CSV and JSON
+
+HEADER = ("configuration", "request batch", "at", "client mean ms", "server mean ms", "client + wire ms",
+          "served images/s", "server ran batch", "device alone images/s", "device alone at batch",
+          "served ÷ device alone", "peak images/s", "peak req/s", "peak load")
+
+
+Number = Callable[[float | None, int], str]
+
+
+def plain(value: float | None, digits: int) -> str:
+    """A number as a spreadsheet reads it (no thousands separator); empty when not measured."""
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def row(f: Figures, number: Number = fmt) -> tuple[str, ...]:
+    """The figures as one row of text: the console's table and the report print these cells, `figures.csv` the
+    same values with `plain` numbers (and the served share as a fraction, as figures.json has it)."""
+    floor = f.served.floor if f.served else None
+    share = f.served.share if f.served else None
+    return (f.label, str(f.request_batch), f.at, number(f.client_mean_ms, MS_DIGITS),
+            number(f.server_mean_ms, MS_DIGITS), number(f.client_wire_ms, MS_DIGITS), number(f.served_ips, IPS_DIGITS),
+            str(f.ran_batch), number(floor.images_per_s if floor else None, IPS_DIGITS),
+            str(floor.batch_size) if floor else number(None, 0),
+            (f"{share:.1%}" if share is not None else fmt(None)) if number is fmt else plain(share, 3),
+            number(f.peak.images_per_s if f.peak else None, IPS_DIGITS),
+            number(f.peak.requests_per_s if f.peak else None, IPS_DIGITS),
+            f.peak.load if f.peak else "no sustained valid cell")
+
+
+def csv_text(figures: Sequence[Figures]) -> str:
+    """`figures.csv`: one row per configuration and request batch (as perf_analyzer's CSV has one per load),
+    its numbers plain."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(HEADER)
+    writer.writerows(row(f, plain) for f in figures)
+    return out.getvalue()
+
+
+def console_lines(figures: Sequence[Figures]) -> list[str]:
+    """The figures as an aligned text table for a terminal."""
+    rows = [HEADER, *(row(f) for f in figures)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
