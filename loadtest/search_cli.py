@@ -208,21 +208,18 @@ def _capacity_end(results: Sequence[CellResult], outcomes: Sequence[Any], reques
                   pricing: Any = None) -> None:
     """Every search's rate table and objective lines, what bounded the answers, then each search's answer."""
     from loadtest.analysis.paired import paired_lines
-    from loadtest.analysis.summary import bound_lines, decisions_of, figure_lines, headline_of
+    from loadtest.analysis.summary import console_end
     from loadtest.sweep.capacity_output import outcome_line
 
     named = len(outcomes) > 1
     tables = objective_lines(results, outcomes, request.objectives)
     if tables:
         click.echo(tables)
-    # The decision, then what bounded each answer (the model on its device, or the serving path), before any capacity.
-    lines = ((headline_of(results, pricing) if named else (*decisions_of(results, pricing), *bound_lines(results)))
-             if bounds
-             else paired_lines(results))
+    # The decision, then what bounded each answer (the model on its device, or the serving path), then each
+    # configuration's figures (the values the report, figures.csv and figures.json carry), before any capacity.
+    lines = console_end(results, pricing, named) if bounds else paired_lines(results)
     if lines:
         click.echo("\n".join(lines))
-    if bounds:  # each configuration's figures, the same values the report, figures.csv and figures.json carry
-        click.echo("\n".join(figure_lines(results)))
     click.echo("\n".join(outcome_line(o, request.p99_ms, named) for o in outcomes))
 
 

@@ -19,11 +19,11 @@ from loadtest.analysis.device_use import (
     idle_note,
     unmeasured_reason,
 )
-from loadtest.analysis.figures import MS_DIGITS, Figures, load_words, server_mean_us
+from loadtest.analysis.figures import MS_DIGITS, Figures, highest_sustained, load_words, mean_ms, peak_images, wire_ms
 from loadtest.analysis.formatting import change as pct
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.formatting import params
-from loadtest.analysis.series import Series, level_name, load_level, overloaded_note, sustained, unusable_reason, usable
+from loadtest.analysis.series import Series, level_name, load_level, overloaded_note, unusable_reason, usable
 from loadtest.overload import overloaded_reason
 from loadtest.records import CellResult
 from loadtest.sweep.conclusion import describe_pair
@@ -98,16 +98,10 @@ def searches_table(searches: Sequence[SearchAnswer], labels: Labels) -> Table:
 # ----------------------------------------------------------------------------- per series, and peaks
 
 
-def top_cell(s: Series) -> CellResult | None:
-    """The series' valid cell with the highest throughput, overloaded cells skipped."""
-    valid = [c for c in s.cells if sustained(c)]
-    return max(valid, key=lambda c: c.throughput_ips) if valid else None
-
-
 def series_table(series: Sequence[Series], labels: Sequence[str]) -> Table:
     rows, marks = [], []
     for label, s in zip(labels, series):
-        c = top_cell(s)
+        c = highest_sustained(s.cells)
         note = overloaded_note(s.cells)
         if c is None:
             rows.append((label, "no valid cell", *["—"] * 8, note))
@@ -131,7 +125,7 @@ def series_table(series: Sequence[Series], labels: Sequence[str]) -> Table:
 def _best_peak(figures: Sequence[Figures], device: str, batching_on: bool, batch: int) -> Figures | None:
     here = [f for f in figures if f.peak is not None and f.config.device == device and f.request_batch == batch
             and f.config.batching_on == batching_on]
-    return max(here, key=lambda f: f.peak.images_per_s if f.peak else 0.0, default=None)
+    return max(here, key=peak_images, default=None)
 
 
 def cpu_gpu_table(figures: Mapping[tuple[Config, int], Figures]) -> Table:
@@ -224,11 +218,10 @@ def cells_table(series: Sequence[Series], labels: Sequence[str], only_unusable: 
 
 def latency_split(cell: CellResult) -> tuple[str, str]:
     """The server's own mean latency over the cell and what the client saw beyond it ("—" when not exposed)."""
-    server_us = server_mean_us(cell)
-    if server_us is None or cell.latency_mean_ms is None:
+    client_ms, server_ms = mean_ms(cell)
+    if client_ms is None or server_ms is None:
         return "—", "—"
-    server_ms, client_ms = round(server_us / 1000, MS_DIGITS), round(cell.latency_mean_ms, MS_DIGITS)
-    return fmt(server_ms, MS_DIGITS), fmt(client_ms - server_ms, MS_DIGITS)
+    return fmt(server_ms, MS_DIGITS), fmt(wire_ms(client_ms, server_ms), MS_DIGITS)
 
 
 # ----------------------------------------------------------------------------- comparison

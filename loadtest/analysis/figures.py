@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from loadtest.analysis.answers import Answers, Config, config_of
@@ -30,8 +30,18 @@ from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.series import load_level, sustained, usable
 from loadtest.records import CellResult
 from loadtest.vocab import LoadMode
+from serving.endpoint import server_with_runtime
 
 MS_DIGITS, IPS_DIGITS = 3, 1  # every latency in ms and every rate is printed at these
+
+
+def _ips(cell: CellResult) -> float:
+    return cell.throughput_ips
+
+
+def peak_images(f: Figures) -> float:
+    """A configuration's peak images/s, 0 without a peak: the key its device's best is chosen by."""
+    return f.peak.images_per_s if f.peak else 0.0
 
 
 def _ms(us: float | None) -> float | None:
@@ -44,6 +54,22 @@ def server_mean_us(cell: CellResult) -> float | None:
     if request.get("mean_us") is not None:
         return float(request["mean_us"])
     return cell.server_metrics.get("request_latency_mean_us")
+
+
+def mean_ms(cell: CellResult) -> tuple[float | None, float | None]:
+    """The client's and the server's mean latency over the cell in ms, rounded as every figure is."""
+    client = None if cell.latency_mean_ms is None else round(cell.latency_mean_ms, MS_DIGITS)
+    return client, _ms(server_mean_us(cell))
+
+
+def wire_ms(client_ms: float | None, server_ms: float | None) -> float | None:
+    """Client + wire: the client's mean minus the server's (the load generator, both gRPC stacks, the network)."""
+    return None if client_ms is None or server_ms is None else round(client_ms - server_ms, MS_DIGITS)
+
+
+def highest_sustained(cells: Sequence[CellResult]) -> CellResult | None:
+    """The valid cell with the highest images/s, overloaded cells skipped (never a peak); None when none is."""
+    return max((c for c in cells if sustained(c)), key=_ips, default=None)
 
 
 def load_words(cell: CellResult) -> str:
@@ -63,9 +89,6 @@ class Peak:
     load: str  # `load_words` of its cell
     p99_ms: float | None
     cell: CellResult = field(compare=False, repr=False)
-
-    def describe(self) -> str:
-        return f"{fmt(self.images_per_s)} images/s ({fmt(self.requests_per_s)} req/s; {self.load})"
 
 
 @dataclass(frozen=True)
@@ -87,9 +110,7 @@ class Figures:
     @property
     def client_wire_ms(self) -> float | None:
         """The client's mean minus the server's: the load generator, both gRPC stacks and the network."""
-        if self.client_mean_ms is None or self.server_mean_ms is None:
-            return None
-        return round(self.client_mean_ms - self.server_mean_ms, MS_DIGITS)
+        return wire_ms(self.client_mean_ms, self.server_mean_ms)
 
     @property
     def at_words(self) -> str:
@@ -102,10 +123,18 @@ class Figures:
             return fmt(None)
         return f"{fmt(self.served.floor.images_per_s)} images/s (batch {self.served.floor.batch_size})"
 
+    @property
+    def server(self) -> str:
+        """What served: "embedded server (TensorFlow 2.21.0, ...)" or "TF Serving container"."""
+        return server_with_runtime(self.config.kind, self.config.runtime)
+
     def as_dict(self) -> dict:
-        """The figures as `figures.json` and `device-run.json` carry them (the values the report prints)."""
+        """The figures as `figures.json` and `device-run.json` carry them (the values the report prints), with
+        what was measured: the server and its runtime, the device, the batching profile."""
         floor = self.served.floor if self.served else None
-        return {"configuration": self.label, "request_batch": self.request_batch, "at": self.at,
+        return {"configuration": self.label, "server": self.server, "device": self.config.device,
+                "device_name": self.config.device_name, "batching_profile": self.config.batching_profile,
+                "request_batch": self.request_batch, "at": self.at,
                 "client_mean_ms": self.client_mean_ms, "server_mean_ms": self.server_mean_ms,
                 "client_wire_ms": self.client_wire_ms, "served_images_per_s": self.served_ips,
                 "server_ran_batch": self.ran_batch,
@@ -121,11 +150,10 @@ class Figures:
 
 
 def peak_of(cells: Sequence[CellResult]) -> Peak | None:
-    """The valid, sustained cell with the highest images/s among `cells`; None when there is none."""
-    kept = [c for c in cells if sustained(c)]
-    if not kept:
+    """The peak of `cells`: their `highest_sustained`, rounded and named; None when there is none."""
+    top = highest_sustained(cells)
+    if top is None:
         return None
-    top = max(kept, key=lambda c: c.throughput_ips)
     return Peak(round(top.throughput_ips, IPS_DIGITS), round(top.throughput_rps, IPS_DIGITS), load_words(top),
                 None if top.latency_p99_ms is None else round(top.latency_p99_ms, MS_DIGITS), top)
 
@@ -141,8 +169,7 @@ def _capacity_cells(answers: Answers) -> dict[tuple[Config, int], tuple[CellResu
 
 
 def _figures(config: Config, label: str, batch: int, cell: CellResult, at: str, peak: Peak | None) -> Figures:
-    client = None if cell.latency_mean_ms is None else round(cell.latency_mean_ms, MS_DIGITS)
-    return Figures(config, label, batch, at, cell, client, _ms(server_mean_us(cell)),
+    return Figures(config, label, batch, at, cell, *mean_ms(cell),
                    round(cell.throughput_ips, IPS_DIGITS), padded_batch(cell), served_share(cell), peak)
 
 
@@ -163,10 +190,6 @@ def figures_of(results: Sequence[CellResult], answers: Answers, labels: Mapping[
     return out
 
 
-def _ips(cell: CellResult) -> float:
-    return cell.throughput_ips
-
-
 def device_figures(figures: Mapping[tuple[Config, int], Figures], device: str, device_name: str, batch: int,
                    best: Config | None) -> Figures | None:
     """The figures a device's answer stands on at `batch`: its best configuration's, else the configuration
@@ -174,7 +197,7 @@ def device_figures(figures: Mapping[tuple[Config, int], Figures], device: str, d
     if best is not None and (best, batch) in figures:
         return figures[(best, batch)]
     here = [f for (c, b), f in figures.items() if b == batch and (c.device, c.device_name) == (device, device_name)]
-    return max(here, key=lambda f: f.peak.images_per_s if f.peak else 0.0, default=None)
+    return max(here, key=peak_images, default=None)
 
 
 # ----------------------------------------------------------------------------- printed as text, CSV and JSON
@@ -184,36 +207,38 @@ HEADER = ("configuration", "request batch", "at", "client mean ms", "server mean
           "served ÷ device alone", "peak images/s", "peak req/s", "peak load")
 
 
-Number = Callable[[float | None, int], str]
-
-
 def plain(value: float | None, digits: int) -> str:
     """A number as a spreadsheet reads it (no thousands separator); empty when not measured."""
     return "" if value is None else f"{value:.{digits}f}"
 
 
-def row(f: Figures, number: Number = fmt) -> tuple[str, ...]:
-    """The figures as one row of text: the console's table and the report print these cells, `figures.csv` the
-    same values with `plain` numbers (and the served share as a fraction, as figures.json has it)."""
+def row(f: Figures, for_csv: bool = False) -> tuple[str, ...]:
+    """The figures as one row of text: the console's table prints these cells, `figures.csv` (`for_csv`) the
+    same values with `plain` numbers and the served share as a fraction, as figures.json has it."""
+    number = plain if for_csv else fmt
     floor = f.served.floor if f.served else None
     share = f.served.share if f.served else None
+    share_text = plain(share, 3) if for_csv else (fmt(None) if share is None else f"{share:.1%}")
     return (f.label, str(f.request_batch), f.at, number(f.client_mean_ms, MS_DIGITS),
             number(f.server_mean_ms, MS_DIGITS), number(f.client_wire_ms, MS_DIGITS), number(f.served_ips, IPS_DIGITS),
             str(f.ran_batch), number(floor.images_per_s if floor else None, IPS_DIGITS),
             str(floor.batch_size) if floor else number(None, 0),
-            (f"{share:.1%}" if share is not None else fmt(None)) if number is fmt else plain(share, 3),
+            share_text,
             number(f.peak.images_per_s if f.peak else None, IPS_DIGITS),
             number(f.peak.requests_per_s if f.peak else None, IPS_DIGITS),
             f.peak.load if f.peak else "no sustained valid cell")
 
 
+CSV_HEADER = (*HEADER, "server", "device", "device name")  # a CSV stands alone: it says what was measured
+
+
 def csv_text(figures: Sequence[Figures]) -> str:
     """`figures.csv`: one row per configuration and request batch (as perf_analyzer's CSV has one per load),
-    its numbers plain."""
+    its numbers plain, then the server, device and device name it measured."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(HEADER)
-    writer.writerows(row(f, plain) for f in figures)
+    writer.writerow(CSV_HEADER)
+    writer.writerows((*row(f, for_csv=True), f.server, f.config.device, f.config.device_name) for f in figures)
     return out.getvalue()
 
 

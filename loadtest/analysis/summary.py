@@ -295,24 +295,29 @@ def headline_of(results: Sequence[CellResult], pricing: Pricing | None = None) -
     return summarise(results, answer(results), labels, pricing=pricing).headline
 
 
-def decisions_of(results: Sequence[CellResult], pricing: Pricing | None = None) -> tuple[str, ...]:
-    """The decision lines alone for these records (what `capacity` with one server prints first)."""
-    labels = config_labels(config_of(cell) for cell in results)
-    return decision_lines(answer(results), results, labels, pricing)
-
-
 def bound_lines(results: Sequence[CellResult]) -> tuple[str, ...]:
     """Only what bounded each device's answer (what `capacity` prints before a single answer)."""
     answers = answer(results)
-    if not answers.devices:
-        return ()
     labels = config_labels(config_of(cell) for cell in results)
-    figures = figures_of(results, answers, labels)
+    return _bound_lines(results, answers, labels, figures_of(results, answers, labels))
+
+
+def _bound_lines(results: Sequence[CellResult], answers: Answers, labels: Labels,
+                 figures: Mapping[tuple[Config, int], Figures]) -> tuple[str, ...]:
+    if not answers.devices:  # no capacity search: nothing was answered, so nothing bounded an answer
+        return ()
     return model_named(results, tuple(line for d in _here(answers.devices)
                                       if (line := _bound(d, figures, results, labels))))
 
 
-def figure_lines(results: Sequence[CellResult]) -> list[str]:
-    """The figures of every configuration and request batch as a console table (`loadtest.analysis.figures`)."""
+def console_end(results: Sequence[CellResult], pricing: Pricing | None, several: bool) -> tuple[str, ...]:
+    """What `capacity` prints after its rate tables: with `several` servers the report's first sentences, else
+    the decision and what bounded each answer; then the figures table. The answers and figures are computed once."""
+    answers = answer(results)
     labels = config_labels(config_of(cell) for cell in results)
-    return console_lines(list(figures_of(results, answer(results), labels).values()))
+    figures = figures_of(results, answers, labels)
+    if several:
+        lines = summarise(results, answers, labels, pricing=pricing, figures=figures).headline
+    else:
+        lines = (*decision_lines(answers, results, labels, pricing), *_bound_lines(results, answers, labels, figures))
+    return (*lines, *console_lines(list(figures.values())))

@@ -88,6 +88,12 @@ def test_the_server_mean_the_floor_and_the_peak_are_one_number_everywhere(tmp_pa
         assert console[(label, batch)]["peak images/s"] == use[(label, batch)]["peak images/s"] == peak
         assert float(table[(label, batch)]["peak images/s"]) == f["peak"]["images_per_s"]
         assert use[(label, batch)]["peak load"] == f["peak"]["load"] == console[(label, batch)]["peak load"]
+    for row in table.values():  # the CSV, read alone, says what was measured
+        assert row["server"].startswith("embedded server (") and row["device"] in ("cpu", "gpu")
+        assert row["device name"] in ("NVIDIA H100 80GB HBM3", "Intel(R) Xeon(R) Processor")
+    for label, batch, f in figures:  # figures.json (so device-run.json) says the same
+        written = table[(label, batch)]
+        assert (f["server"], f["device_name"]) == (written["server"], written["device name"])
     # the H100 findings the issue named: gpu-gpu's server mean at request batch 1, its floor at the batch it ran
     gpu = record["by_configuration"]["gpu-gpu"]
     assert gpu["1"]["server_mean_ms"] == 3.352 and gpu["32"]["device_floor"]["batch"] == 128
