@@ -52,6 +52,7 @@ class LoadSpec:
     late_threshold_ms: float = 0.0  # open loop: a send leaving later than this after its intended time is late
     dispatch_lag_limit_ms: float | None = None  # open loop: a p99 dispatch lag above this flags the cell
     window_s: float = 1.0  # throughput windows for the stability check
+    arrival_seed: int | None = None  # open loop: the seed of its Poisson schedule (None: older records, seed 1)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,12 @@ of its requests together.
   cores near full, or late sends and dispatch lag in a cell where no send waited for a busy
   server's free slot) says nothing about the server: neither a pass nor a fail;
 - `overloaded`: an open-loop cell whose server did not keep up with the rate offered
-  (`loadtest.overload`) fails, whatever its latencies: what it served is no rate it sustains;
+  (`loadtest.overload`) fails, whatever its latencies: what it served is no rate it sustains. Completions
+  short of the sends fail at once. Mean latency that grew between a cell's halves fails when the rate's
+  newest cell and an earlier one both show it; seen only in the newest, it is measured again
+  (inconclusive, `Verdict.again_s`: a burst of arrivals or a moment of the host's can double a short
+  cell's latency at a busy rate, a queue building shows again); seen only before, the newest cell
+  answered it and the requests of every cell are judged together;
 - `unstable`: a cell whose throughput moved between windows beyond counting noise fails (an open
   loop's server that cannot keep its rate falls behind);
 - otherwise the p99 evidence decides at the stated confidence (`loadtest.confidence.judge`).
@@ -25,7 +30,7 @@ from enum import StrEnum
 
 from loadtest import confidence as conf
 from loadtest import noise
-from loadtest.overload import overloaded_reason
+from loadtest.overload import overloaded_reason, queue_growth_reason, shortfall_reason
 from loadtest.records import CellResult
 from loadtest.stats import merge_encoded
 from loadtest.vocab import CellStatus, Flag
@@ -43,6 +48,7 @@ class Verdict:
     decision: Decision
     reason: str  # why it did not pass; "" when it did
     evidence: conf.Evidence | None = None  # None where the cells never got that far (failed, errors)
+    again_s: float = 0.0  # inconclusive because the latency grew: measure again, at least this many seconds
 
     @property
     def passed(self) -> bool:
@@ -89,9 +95,9 @@ def verdict_of(cells: Sequence[CellResult], p99_ms: float, confidence: float = c
         return Verdict(Decision.LOADGEN, "the load generator was the limit: "
                        + (_flag_reason([limited], Flag.SATURATED) or "its CPU or dispatch lag"))
     evidence = conf.judge(merge_encoded(c.histogram_us for c in cells), p99_ms, confidence)
-    overloaded = next((reason for reason in map(overloaded_reason, cells) if reason is not None), None)
+    overloaded = _overloaded(cells, evidence)
     if overloaded is not None:
-        return Verdict(Decision.FAIL, f"overloaded: {overloaded}", evidence)
+        return overloaded
     unstable = _flag_reason(cells, Flag.UNSTABLE)
     if unstable is not None and evidence.outcome != conf.Outcome.FAIL:
         return Verdict(Decision.FAIL, f"unstable: {unstable}", evidence)
@@ -100,6 +106,25 @@ def verdict_of(cells: Sequence[CellResult], p99_ms: float, confidence: float = c
     if evidence.outcome == conf.Outcome.FAIL:
         return Verdict(Decision.FAIL, evidence.describe(), evidence)
     return Verdict(Decision.INCONCLUSIVE, evidence.describe(), evidence)
+
+
+def _overloaded(cells: Sequence[CellResult], evidence: conf.Evidence) -> Verdict | None:
+    """The rate's verdict where its server did not keep up, or is to be measured again to tell (see the module);
+    None where neither holds."""
+    short = next((reason for reason in map(shortfall_reason, cells) if reason is not None), None)
+    if short is not None:
+        return Verdict(Decision.FAIL, f"overloaded: {short}", evidence)
+    grew = queue_growth_reason(cells[-1])
+    if grew is None:
+        return None
+    seen = sum(queue_growth_reason(c) is not None for c in cells)
+    if seen > 1:
+        return Verdict(Decision.FAIL, f"overloaded: {grew} (seen in {seen} of {len(cells)} measurements at this rate)",
+                       evidence)
+    if evidence.outcome == conf.Outcome.FAIL:
+        return Verdict(Decision.FAIL, evidence.describe(), evidence)
+    return Verdict(Decision.INCONCLUSIVE, f"{grew.removesuffix(': a queue building')}: measured again to tell a "
+                   "queue building from a burst", evidence, again_s=cells[-1].load.duration_s)
 
 
 def evidence_record(verdict: Verdict) -> dict:

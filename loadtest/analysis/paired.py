@@ -6,7 +6,9 @@ both sides of the ratio; one searched one after the other is shown too (`paired`
 repeat, the batching gain (best batching-enabled ÷ batching-off capacity on a device) and the GPU/CPU ratio are
 `loadtest.analysis.answers`' own, with their range from the two searches' brackets. Over the repeats the ratio
 is their median and its range spans every repeat's range: the pairs' spread. A range that holds ×1.0 is "no
-measurable difference", never a gain.
+measurable difference", never a gain. Pairing cancels a drift that slows both servers alike; where the repeats'
+ratios follow their reference speed (|r| >= 0.8 over four or more: `SpeedLink`), the ratio itself moves with the
+machine's speed, and the description says so.
 
 Not for: running a comparison (`loadtest.sweep.capacity_search`) or the report's layout.
 """
@@ -33,6 +35,8 @@ from loadtest.sweep.conclusion import Role
 from loadtest.vocab import CellStatus
 
 GPU_CPU = "GPU/CPU"
+SPEED_LINK = 0.8  # |r| between ratios and their reference speeds from which the ratio is said to move with it
+SPEED_MEASUREMENTS = 4  # ratios needed before saying so
 
 
 @dataclass(frozen=True)
@@ -49,12 +53,49 @@ class Drift:
             return None
         return max(self.speeds) / min(self.speeds) - 1
 
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.speeds) if self.speeds else None
+
     def describe(self) -> str:
         if self.moved is None:
             return "the machine's drift was not measured (fewer than two reference cells)"
         return (f"this machine's speed moved {self.moved:.0%} during the comparison (reference cell: {self.server}, "
                 f"one request at a time, {fmt(min(self.speeds), 0)}–{fmt(max(self.speeds), 0)} req/s over "
                 f"{len(self.speeds)} measurements)")
+
+
+@dataclass(frozen=True)
+class SpeedLink:
+    """How ratios went with the reference speed they were measured at: Pearson's r, and the ratio at the slowest
+    and at the fastest (reference req/s, ratio)."""
+
+    r: float
+    slow: tuple[float, float]
+    fast: tuple[float, float]
+    over: str = "runs"  # what the ratios are: "runs" or "repeats"
+
+    @property
+    def moves(self) -> bool:
+        return abs(self.r) >= SPEED_LINK
+
+    def describe(self) -> str:
+        (slow, at_slow), (fast, at_fast) = self.slow, self.fast
+        text = (f"against each {self.over.removesuffix('s')}'s reference speed: r = {self.r:+.2f} (×{at_slow:.2f} at "
+                f"{slow:,.0f} req/s, ×{at_fast:.2f} at {fast:,.0f} req/s)")
+        if self.moves:
+            text += ("; the ratio moves with the machine's speed: its servers answer a slower machine differently, "
+                     "which pairing does not cancel")
+        return text
+
+
+def speed_link(pairs: Sequence[tuple[float, float]], over: str = "runs") -> SpeedLink | None:
+    """`pairs` of (reference req/s, ratio); None with fewer than `SPEED_MEASUREMENTS` or nothing that varies."""
+    pairs = sorted(pairs)
+    if len(pairs) < SPEED_MEASUREMENTS or len({s for s, _ in pairs}) < 2 or len({v for _, v in pairs}) < 2:
+        return None
+    r = statistics.correlation([s for s, _ in pairs], [v for _, v in pairs])
+    return SpeedLink(r, pairs[0], pairs[-1], over)
 
 
 @dataclass(frozen=True)
@@ -119,6 +160,12 @@ class PairedRatio:
         return max((r.residual for r in self.repeats), default=0.0)
 
     @property
+    def speed_link(self) -> SpeedLink | None:
+        """How the repeats' ratios went with their own reference cells' speed (None: too few to say)."""
+        return speed_link([(speed, r.ratio) for r in self.repeats if r.ratio is not None and r.drift is not None
+                           and (speed := r.drift.median) is not None], "repeats")
+
+    @property
     def no_difference(self) -> bool:
         """The range holds ×1.0: no measurable difference (an open end that could reach past ×1.0 counts)."""
         if self.ratio is None or (self.low is None and self.high is None):
@@ -147,7 +194,9 @@ class PairedRatio:
             each = f", allowing for the speed moving {self.residual:.0%} between the answers' cells" + each
         verdict = "no measurable difference, " if self.no_difference else ""
         drift = self.drift.describe() if self.drift else "the machine's drift was not measured (no reference cell)"
-        return f"{head}{verdict}×{self.ratio:.2f} ({_range(self.low, self.high)}{each}); {drift}."
+        link = self.speed_link
+        moved = f"; {link.describe()}" if link is not None and link.moves else ""
+        return f"{head}{verdict}×{self.ratio:.2f} ({_range(self.low, self.high)}{each}); {drift}{moved}."
 
 
 def _range(low: float | None, high: float | None) -> str:

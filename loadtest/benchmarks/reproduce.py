@@ -1,6 +1,8 @@
 """Does a comparison reproduce? `mnist-bench capacity` with the same arguments, several times in a row, each
 run's ratios read back (`loadtest.analysis.paired`), then per ratio: every run's value and range, whether every
-range overlaps every other, and the largest ÷ the smallest value.
+range overlaps every other, the largest ÷ the smallest value, and how the ratio went with the machine's speed
+(each run's median reference cell): pairing cancels a drift that slows both servers alike, not one that changes
+their ratio (a server at a knee loses more to a slower machine than one that batches): `paired.speed_link`.
 
     mnist-bench bench reproduce --runs 5 -- --plan loadtest/plans/demo.toml --p99-ms 50 --batch 16 ...
     make bench-demo RUNS=5       (the demo's own comparison)
@@ -21,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.analysis.paired import PairedRatio, paired_ratios
+from loadtest.analysis.paired import PairedRatio, paired_ratios, speed_link
 from loadtest.records import read_results
 
 
@@ -60,6 +62,13 @@ def spread(ratios: Sequence[PairedRatio]) -> float | None:
     return max(values) / min(values) if len(values) > 1 and min(values) > 0 else None
 
 
+def speed_line(ratios: Sequence[PairedRatio]) -> str | None:
+    """How the runs' ratios went with each run's median reference speed; None with too few runs to say."""
+    link = speed_link([(speed, r.ratio) for r in ratios if r.ratio is not None and r.drift is not None
+                       and (speed := r.drift.median) is not None])
+    return None if link is None else f"  {link.describe()}"
+
+
 def summary(runs: Sequence[Run]) -> str:
     """Per run, each ratio with its range and drift; then per ratio, overlap and max ÷ min over the runs."""
     lines = []
@@ -75,6 +84,8 @@ def summary(runs: Sequence[Run]) -> str:
         lines.append(f"{key[0]} at p99 ≤ {key[2]:g} ms (request batch {key[1]}) over {len(here)} runs: {values}; "
                      f"every range overlaps every other: {'yes' if overlap(here) else 'no'}; largest ÷ smallest: "
                      + ("—" if ratio_spread is None else f"{ratio_spread:.2f}"))
+        if (line := speed_line(here)) is not None:
+            lines.append(line)
     return "\n".join(lines)
 
 

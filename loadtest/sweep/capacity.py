@@ -26,7 +26,8 @@ Each rate is judged by `loadtest.verdicts` at the stated confidence (MLPerf's ea
 `loadtest.confidence`): pass, fail, inconclusive, or the load generator's limit. A rate's first
 window is long enough to hold the requests a pass needs (a window is sized in requests, not
 seconds; at high rates the usual window already holds them). An inconclusive rate is measured
-longer (role `extend`): the window grows to the requests a verdict would likely need, up to
+longer (role `extend`): the window grows to the requests a verdict would likely need (a rate whose
+latency grew within its one cell, to that cell's length at least: `loadtest.verdicts`), up to
 `max_rate_s` seconds at that rate in all (a rate that only steers the bisection is extended once; a
 confirmation, which is the answer, until it is settled or the cap is reached), and every window at
 the rate is pooled. A rate still inconclusive is never taken as a pass or a fail: above a pass it
@@ -319,7 +320,7 @@ class CapacitySearch:
         if wanted is None:  # a share over the objective near 1%: only the most requests allowed can settle it
             window_s = room_s
         else:
-            window_s = min(room_s, max(1.0, 1.1 * (wanted - evidence.requests) / rate))
+            window_s = min(room_s, max(1.0, 1.1 * (wanted - evidence.requests) / rate, step.verdict.again_s))
         if self.settings.cell_overhead_s + window_s > self._time_left():
             return None  # a window the time left cannot hold: not started
         return round(window_s, 1)

@@ -5,7 +5,9 @@ per server and request batch size, all into one results directory (`results/<UTC
 sweep's): the servers are the running ones, or configurations it starts one at a time
 (`loadtest.sweep.servers`), each stopped before the next. A search measures one open-loop cell per
 rate it asks for (the confirmation `confirm_factor` times longer), each appended to `results.jsonl`
-tagged with the search's id, its role and the objective. A cell whose load generator was the limit
+tagged with the search's id, its role and the objective. Each cell at a rate the search measured before
+(an extension, a confirmation) takes the next arrival seed: its requests are new samples of the schedule,
+not the same bursts again. A cell whose load generator was the limit
 is measured again with one more Locust process while the load generator's cores allow (its pinned
 cores, or those beside a pinned server); otherwise the search answers "at least". Without a start
 rate, a short closed-loop probe cell (concurrency 4) measures what the server takes, and the search
@@ -102,6 +104,7 @@ class CapacityRun:
     comparison: dict | None = None  # the paired comparison its cells belong to (`loadtest.sweep.comparison`)
     _confirming: bool = False  # the last measured rate was a confirmation: its extensions are too
     _processes: int = 0  # Locust processes now: the plan's, plus any added where its client was the limit
+    _measured_at: dict[float, int] = field(default_factory=dict)  # cells measured so far at each rate
 
     def run(self) -> CapacityAnswer:
         r = self.request
@@ -124,7 +127,9 @@ class CapacityRun:
 
     def _measure(self, rate_rps: float, role: Role, window_s: float | None) -> Measured:
         self._processes = max(self._processes, self.request.plan.run.processes)
-        run = replace(self.request.plan.run, processes=self._processes)
+        run = replace(self.request.plan.run, processes=self._processes,
+                      arrival_seed=self.request.plan.run.arrival_seed + self._measured_at.get(rate_rps, 0))
+        self._measured_at[rate_rps] = self._measured_at.get(rate_rps, 0) + 1
         if window_s is not None:
             run = replace(run, measure_s=window_s)
         elif role == Role.CONFIRM:

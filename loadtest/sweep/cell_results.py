@@ -45,7 +45,8 @@ def load_spec(run: plans.RunSettings, cell: plans.Cell) -> LoadSpec:
                     rate_rps=cell.rate_rps, arrival=run.arrival if cell.mode == LoadMode.OPEN else None,
                     warmup_s=run.warmup_s, duration_s=run.measure_s, processes=load_processes(run, cell),
                     check=plans.run_check(run), late_threshold_ms=run.late_threshold_ms, window_s=run.window_s,
-                    dispatch_lag_limit_ms=run.dispatch_lag_limit_ms if cell.mode == LoadMode.OPEN else None)
+                    dispatch_lag_limit_ms=run.dispatch_lag_limit_ms if cell.mode == LoadMode.OPEN else None,
+                    arrival_seed=run.arrival_seed if cell.mode == LoadMode.OPEN else None)
 
 
 def cell_flags(ctx: CellContext, spec: LoadSpec, summary: LoadSummary, failure: str) -> list[ValidityFlag]:

@@ -216,8 +216,7 @@ class Conclusion:
         if self.lowest_failing_rps is not None:
             parts.append(f"lowest failing rate {self.lowest_failing_rps:g} req/s")
         for step in self.inconclusive[:3]:
-            e = step.verdict.evidence
-            parts.append(f"inconclusive at {step.rate_rps:g} req/s ({e.describe() if e else step.verdict.reason})")
+            parts.append(f"inconclusive at {step.rate_rps:g} req/s ({step.verdict.reason})")
         if self.loadgen_limited_rps is not None:
             parts.append(f"the load generator was the limit at {self.loadgen_limited_rps:g} req/s")
         return "; ".join(parts) or "no rate passed"

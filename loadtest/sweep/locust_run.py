@@ -63,7 +63,7 @@ def locust_command(run: plans.RunSettings, cell: plans.Cell, target: ServedEndpo
                "--dispatch-spin-share", str(run.dispatch_spin_share),
                "--arrival", run.arrival, "--summary-out", str(summary_path)]
     if cell.mode == LoadMode.OPEN and cell.rate_rps is not None:
-        command += ["--rate-per-user", str(cell.rate_rps / users)]
+        command += ["--rate-per-user", str(cell.rate_rps / users), "--seed", str(run.arrival_seed)]
     if processes > 1:
         command += ["--processes", str(processes)]
     return pinned(command + [USER_CLASSES[(run.protocol, cell.mode)]], run.loadgen_cpus)

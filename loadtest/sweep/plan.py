@@ -47,6 +47,7 @@ class RunSettings:
     processes: int = 1  # Locust worker processes (1 = a single local process)
     protocol: Protocol = Protocol.GRPC
     arrival: Arrival = Arrival.POISSON  # open-loop cells
+    arrival_seed: int = 1  # their schedule's seed: a capacity search measuring a rate again takes the next ones
     check: Check = Check.CLASSES  # "shape" for a null-backend server, whose zeros are not answers
     request_timeout_s: float = 10.0
     late_threshold_ms: float = 2.0

@@ -112,3 +112,22 @@ def test_a_repeat_whose_numerator_is_a_lower_bound_leaves_the_high_end_open():
                                (paired.RepeatRatio(1, 1.2, 0.9, None, None, None),), None)
     assert found.high is None and found.low == pytest.approx(0.9)
     assert found.no_difference and "no measurable difference, ×1.20 (at least ×0.90)" in found.describe()
+
+
+def test_repeats_whose_gain_follows_the_machines_speed_say_so():
+    """Four repeats, each with its own reference cells: the slower the machine, the larger the gain (r = -1), so
+    the description says the ratio moves with the machine's speed; the same gains at one speed say nothing."""
+    cells = []
+    for repeat, (scale, speed) in enumerate(((2.6, 900.0), (2.2, 1000.0), (2.4, 950.0), (2.0, 1050.0)), start=1):
+        cells += [reference(200 + 2 * repeat, speed, repeat), *comparison(repeat, scale, first_index=20 * repeat),
+                  reference(201 + 2 * repeat, speed, repeat)]
+    (found,) = paired.paired_ratios(cells)
+    link = found.speed_link
+    assert link is not None and link.r == pytest.approx(-1.0) and link.moves
+    assert link.slow == (900.0, pytest.approx(2.6)) and link.fast == (1050.0, pytest.approx(2.0))
+    assert found.describe().endswith("against each repeat's reference speed: r = -1.00 (×2.60 at 900 req/s, ×2.00 "
+                                     "at 1,050 req/s); the ratio moves with the machine's speed: its servers answer "
+                                     "a slower machine differently, which pairing does not cancel.")
+    steady = [replace(c, throughput_rps=1000.0) if c.search.get("role") == "reference" else c for c in cells]
+    (found,) = paired.paired_ratios(steady)
+    assert found.speed_link is None and "moves with the machine's speed" not in found.describe()

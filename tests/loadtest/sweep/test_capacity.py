@@ -537,3 +537,65 @@ def test_a_load_generator_limit_below_the_answer_does_not_make_it_a_lower_bound(
     found = conclude(steps, OBJECTIVE_MS)
     assert found.best_pass.rate_rps == 340 and not found.at_least
     assert found.uncertainty() == "between 340 and 680 req/s (680 failed)"
+
+
+# ------------------------------------------------------------------------- latency growing within one cell
+
+GROWING_MS = [6.0, 9.5, 11.5, 20.0]  # halves 7.75 -> 15.75 ms: doubled and +8 ms, all well under the objective
+STEADY_MS = [6.0, 6.5, 6.2, 6.4]
+
+
+class BurstServer(Server):
+    """Fast at every rate up to `capacity`; the first cell at each rate in `bursts` shows its latency doubling
+    between halves (a burst of arrivals, or the host's moment), the next ones at that rate do not; at every rate
+    in `queues` each cell shows it (a queue building)."""
+
+    def __init__(self, capacity: float, bursts: tuple[float, ...] = (), queues: tuple[float, ...] = ()):
+        super().__init__(capacity)
+        self.bursts, self.queues = bursts, queues
+
+    def measure(self, rate: float, role: Role, window_s: float | None) -> Measured:
+        measured = super().measure(rate, role, window_s)
+        first_here = [r for r, _ in self.offered].count(rate) == 1
+        grows = rate in self.queues or (rate in self.bursts and first_here)
+        windows = max(4, round(measured.result.load.duration_s / 0.5))
+        latency = (GROWING_MS if grows else STEADY_MS) * (windows // 4)
+        result = replace(measured.result, load=replace(measured.result.load, window_s=0.5),
+                         window_latency_ms=latency, window_scheduled_rps=[], window_throughput_rps=[rate] * windows)
+        self.cells[-1] = result
+        return Measured(result, measured.server_alive)
+
+
+def test_latency_growing_in_one_cell_is_measured_again_before_it_is_called_a_queue():
+    """One cell whose mean latency doubled (p99 far under the objective) is not yet a fail: inconclusive, measured
+    again at least as long; growth seen again is a queue (overloaded), a steady second cell answers the rate on
+    every request of both."""
+    burst = cell(400, 2.0, {FAST_US: 800})
+    grew = replace(burst, load=replace(burst.load, window_s=0.5), window_latency_ms=GROWING_MS,
+                   window_scheduled_rps=[], window_throughput_rps=[400.0] * 4)
+    steady = replace(grew, window_latency_ms=STEADY_MS)
+    first = verdict_of([grew], OBJECTIVE_MS)
+    assert first.decision == Decision.INCONCLUSIVE and first.again_s == 2.0
+    assert first.reason == ("mean latency grew from 7.75 ms to 15.75 ms between the cell's halves: measured again "
+                            "to tell a queue building from a burst")
+    assert verdict_of([grew, steady], OBJECTIVE_MS).passed
+    again = verdict_of([grew, grew], OBJECTIVE_MS)
+    assert again.decision == Decision.FAIL and again.reason.endswith("(seen in 2 of 2 measurements at this rate)")
+    assert verdict_of([steady, grew], OBJECTIVE_MS).decision == Decision.INCONCLUSIVE  # the newest grew: again
+    slow = replace(grew, histogram_us=encoded(((FAST_US, 700), (SLOW_US, 100))))
+    assert verdict_of([slow], OBJECTIVE_MS).decision == Decision.FAIL  # its p99 fails anyway: no second look
+
+
+def test_a_burst_does_not_cap_the_search_and_a_queue_still_does():
+    """A burst at 600 req/s (true capacity 730): measured again (role extend, a 2 s window at least), it passes,
+    and the search answers above it. A queue building at 600: seen twice, it fails and bounds the answer."""
+    bursty = BurstServer(capacity=730, bursts=(600.0,))
+    answer = search(bursty, start=300, precision=0.1).run()
+    at_600 = rates_measured(answer, 600)
+    assert [s.role for s in at_600][:2] == [Role.BRACKET, Role.EXTEND] and at_600[1].result.load.duration_s >= 2.0
+    assert at_600[1].verdict.passed
+    assert answer.capacity.rate_rps > 600
+    queueing = BurstServer(capacity=730, queues=(600.0,))
+    answer = search(queueing, start=300, precision=0.1).run()
+    assert rates_measured(answer, 600)[-1].verdict.reason.startswith("overloaded: mean latency grew")
+    assert answer.capacity.rate_rps < 600

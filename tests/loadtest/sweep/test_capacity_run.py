@@ -22,11 +22,13 @@ class Cells:
 
     one_process_rps: float
     runs: list[tuple[float, int]] = field(default_factory=list)  # (rate, processes) of every cell asked for
+    seeds: list[tuple[float, int]] = field(default_factory=list)  # (rate, arrival seed) of every cell asked for
     said: list[str] = field(default_factory=list)
 
     def measure(self, prober, target, spec: plans.Cell, run: plans.RunSettings, total, version, search):
         rate = spec.rate_rps or 0.0
         self.runs.append((rate, run.processes))
+        self.seeds.append((rate, run.arrival_seed))
         limited = run.processes == 1 and rate > self.one_process_rps
         measured = cell(rate, run.measure_s, {FAST_US: max(1, round(rate * run.measure_s))},
                         loadgen_cpu=99.0 if limited else None)
@@ -82,3 +84,12 @@ def test_an_interrupted_search_answers_from_the_cells_before_it():
     line = answer_line(answer)
     assert line.startswith("capacity: 1000 req/s (") and ", confirmed: p99 <= " in line
     assert "higher, passed, not confirmed: 2000 req/s" in line and "(3 cells, interrupted)" in line
+
+
+def test_a_rate_measured_again_gets_the_next_arrival_seed():
+    """The anchor (1000 req/s) and its confirmation: two cells at one rate, two schedules (seeds 1 and 2), so
+    that the confirmation's requests are new samples, not the same bursts again; a new rate starts at seed 1."""
+    cells = Cells(one_process_rps=10_000)
+    capacity_run(cells, loadgen_cpus="1").run()
+    assert cells.seeds[:3] == [(1000.0, 1), (1000.0, 2), (2000.0, 1)]
+    assert len(set(cells.seeds)) == len(cells.seeds)

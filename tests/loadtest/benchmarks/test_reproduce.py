@@ -1,0 +1,42 @@
+"""The reproduce benchmark's summary: overlap, largest ÷ smallest, and how the runs' ratios went with the machine's
+speed (their reference cells). Hand-made ratios; their figures are those of paired demo runs at p99 <= 100 ms on an
+AMD EPYC build machine (2026-11-25)."""
+
+from __future__ import annotations
+
+from loadtest.analysis.paired import Drift, PairedRatio, RepeatRatio
+from loadtest.benchmarks.reproduce import Run, speed_line, summary
+
+GAIN = "batching gain on cpu"
+
+
+def ratio(value: float, low: float, high: float, speeds: tuple[float, ...]) -> PairedRatio:
+    repeat = RepeatRatio(1, value, low, high, None, None)
+    return PairedRatio(GAIN, 16, 100.0, True, (repeat,), Drift("cpu-off", speeds))
+
+
+# (gain, its range, the reference cells' req/s): the slower the machine, the larger the gain
+MOVING = [ratio(1.53, 1.37, 1.69, (930.0, 940.0, 950.0)), ratio(1.37, 1.25, 1.47, (970.0, 976.0, 990.0)),
+          ratio(1.14, 1.06, 1.22, (985.0, 990.0, 1000.0)), ratio(1.10, 1.02, 1.18, (990.0, 1012.0, 1020.0)),
+          ratio(1.03, 0.96, 1.11, (1010.0, 1018.0, 1030.0))]
+
+
+def test_a_ratio_that_moves_with_the_machines_speed_is_named():
+    line = speed_line(MOVING)
+    assert line is not None and line.startswith("  against each run's reference speed: r = -0.9")
+    assert "(×1.53 at 940 req/s, ×1.03 at 1,018 req/s)" in line
+    assert line.endswith("the ratio moves with the machine's speed: its servers answer a slower machine "
+                         "differently, which pairing does not cancel")
+    text = summary([Run(i + 1, 100.0, (r,)) for i, r in enumerate(MOVING)])
+    assert "over 5 runs: ×1.53, ×1.37, ×1.14, ×1.10, ×1.03; every range overlaps every other: no; " \
+           "largest ÷ smallest: 1.49" in text
+    assert line in text.splitlines()
+
+
+def test_a_ratio_that_holds_whatever_the_speed_is_not_said_to_move():
+    steady = [ratio(value, value - 0.1, value + 0.1, (speed,)) for value, speed in
+              ((1.30, 940.0), (1.27, 1018.0), (1.31, 976.0), (1.28, 990.0), (1.29, 1012.0))]
+    line = speed_line(steady)
+    assert line is not None and "moves with the machine's speed" not in line
+    assert speed_line(steady[:3]) is None  # too few runs to say
+    assert speed_line([ratio(1.2, 1.1, 1.3, ())] * 5) is None  # no reference cells: nothing to say
