@@ -24,7 +24,8 @@ TERMS: tuple[tuple[str, str], ...] = (
     ("upper end", "the lowest rate above the capacity that did not pass: the capacity lies between the two"),
     ("unmet: stalls", "requests paused for about the same time at every load tried: a pause, not a lack of "
                       "capacity; the noise table says whose (the host's, the server's, the client's)"),
-    ("inconclusive", "too few requests at that rate to say pass or fail at the stated confidence"),
+    ("inconclusive", "too few requests at that rate to say pass or fail at the stated confidence, or latency that "
+                     "grew within one cell: measured again, a queue building shows again, a burst does not"),
     ("N, k", "N: requests judged at a rate; k: how many of them were over the objective"),
     ("est. p99", "the upper confidence bound on the true p99 from N and k (MLPerf's early-stopping rule): a "
                  "pass needs it within the objective"),
@@ -35,6 +36,9 @@ TERMS: tuple[tuple[str, str], ...] = (
                   "far the machine's own speed moved (the drift); never an answer"),
     ("paired", "the servers compared were up at once and measured in alternating turns, so the machine's drift "
                "lands on both sides of the ratio"),
+    ("moves with the machine's speed", "over four or more repeats or runs, the ratio followed the reference "
+                                       "cell's speed (|r| >= 0.8): its servers answer a slower machine "
+                                       "differently, so the ratio is not one number on this machine"),
     ("batching gain", "best batching-enabled capacity ÷ batching-off capacity, same device, request batch and "
                       "objective"),
     ("GPU/CPU", "best GPU capacity ÷ best CPU capacity, same request batch and objective"),
