@@ -89,9 +89,11 @@ class SpeedLink:
         return text
 
 
-def speed_link(pairs: Sequence[tuple[float, float]], over: str = "runs") -> SpeedLink | None:
-    """`pairs` of (reference req/s, ratio); None with fewer than `SPEED_MEASUREMENTS` or nothing that varies."""
-    pairs = sorted(pairs)
+def speed_link(measured: Sequence[RepeatRatio | PairedRatio], over: str = "runs") -> SpeedLink | None:
+    """How the ratios of `measured` (repeats, or one comparison's ratio per run) went with the median speed of each
+    one's reference cells; None with fewer than `SPEED_MEASUREMENTS` of both or nothing that varies."""
+    pairs = sorted((speed, m.ratio) for m in measured if m.ratio is not None and m.drift is not None
+                   and (speed := m.drift.median) is not None)
     if len(pairs) < SPEED_MEASUREMENTS or len({s for s, _ in pairs}) < 2 or len({v for _, v in pairs}) < 2:
         return None
     r = statistics.correlation([s for s, _ in pairs], [v for _, v in pairs])
@@ -162,8 +164,7 @@ class PairedRatio:
     @property
     def speed_link(self) -> SpeedLink | None:
         """How the repeats' ratios went with their own reference cells' speed (None: too few to say)."""
-        return speed_link([(speed, r.ratio) for r in self.repeats if r.ratio is not None and r.drift is not None
-                           and (speed := r.drift.median) is not None], "repeats")
+        return speed_link(self.repeats, "repeats")
 
     @property
     def no_difference(self) -> bool:

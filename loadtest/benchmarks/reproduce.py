@@ -64,8 +64,7 @@ def spread(ratios: Sequence[PairedRatio]) -> float | None:
 
 def speed_line(ratios: Sequence[PairedRatio]) -> str | None:
     """How the runs' ratios went with each run's median reference speed; None with too few runs to say."""
-    link = speed_link([(speed, r.ratio) for r in ratios if r.ratio is not None and r.drift is not None
-                       and (speed := r.drift.median) is not None])
+    link = speed_link(ratios)
     return None if link is None else f"  {link.describe()}"
 
 

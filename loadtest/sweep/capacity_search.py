@@ -127,9 +127,10 @@ class CapacityRun:
 
     def _measure(self, rate_rps: float, role: Role, window_s: float | None) -> Measured:
         self._processes = max(self._processes, self.request.plan.run.processes)
+        before = self._measured_at.get(rate_rps, 0)
+        self._measured_at[rate_rps] = before + 1
         run = replace(self.request.plan.run, processes=self._processes,
-                      arrival_seed=self.request.plan.run.arrival_seed + self._measured_at.get(rate_rps, 0))
-        self._measured_at[rate_rps] = self._measured_at.get(rate_rps, 0) + 1
+                      arrival_seed=self.request.plan.run.arrival_seed + before)
         if window_s is not None:
             run = replace(run, measure_s=window_s)
         elif role == Role.CONFIRM:
