@@ -12,11 +12,20 @@ CPU). So `run.py` plans before it starts, from an explicit estimate of each part
 - a reserve for what runs after the searches whatever they are (report, profile, tuning), and a
   margin; `run.py` plans once it has installed and probed, with the time then left.
 
-Searches are taken in priority order (`candidates`): per device, GPU first; per request batch, in the
-order asked; per configuration, batching `off` then the device's profile, so that a short budget
-still compares the two configurations at the first batch rather than searching one at every batch.
-Each is kept while it fits what is left; one that does not is left out with the reason, and the next
-are still tried (a search on a configuration already started costs no start).
+Paired (`plan_paired`, the run's default): every configuration kept is up at once and searched at every
+request batch kept, their cells interleaved, with the comparison's reference cells around them
+(`reference_bound_s`), so that the GPU/CPU ratio and each batching gain come from the same minutes. At
+the first batch the configurations are kept in the order asked (GPU first; batching `off`, then the
+device's profile) while each, with its server start, fits; each later batch is kept when all of them
+fit there again, else left out whole (a comparison with a configuration missing at one batch would not
+be the same comparison).
+
+One after the other (`plan_to_budget`, `--sequential`): searches are taken in priority order
+(`candidates`): per device, GPU first; per request batch, in the order asked; per configuration,
+batching `off` then the device's profile, so that a short budget still compares the two
+configurations at the first batch rather than searching one at every batch. Each is kept while it
+fits what is left; one that does not is left out with the reason, and the next are still tried (a
+search on a configuration already started costs no start).
 
 Pure functions and frozen records, standard library only: `run.py` imports this module before it has
 installed anything. Not for: running the searches (`loadtest.bundle.device_run`).
@@ -24,9 +33,14 @@ installed anything. Not for: running the searches (`loadtest.bundle.device_run`)
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 CELL_OVERHEAD_S = 6.0  # Locust's start, drain and the metrics scrapes around one cell (H100 run: ~5.5 s)
+# A paired comparison's reference cell, as `loadtest.sweep.comparison` measures it (not imported: this module is
+# standard library only; a test checks they agree): its warm-up and measured seconds, and every how many rounds.
+REFERENCE_CELL_S = 0.3 + 1.0
+REFERENCE_EVERY = 3
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,12 @@ class Plan:
     left_out: tuple[LeftOut, ...] = ()
     planned_s: float = 0.0  # searches and starts kept, reserve and margin excluded
 
+    paired: bool = False  # every configuration kept up at once, searched at every batch kept (`plan_paired`)
+
+    def batches(self) -> list[int]:
+        """The request batches kept, in the order asked."""
+        return list(dict.fromkeys(s.batch for s in self.kept))
+
     def configurations(self) -> list[tuple[str, str, list[int]]]:
         """(device, profile, batches) to run, in the order asked: one server start each."""
         grouped: dict[tuple[str, str], list[int]] = {}
@@ -83,7 +103,8 @@ class Plan:
         c = self.costs
         lines = [f"budget {self.budget_s:.0f} s: reserve {c.reserve_s:.0f} s (report, profile, tuning), "
                  f"margin {c.margin:.0%}; a search at most {c.search_s:.0f} s, a server start {c.start_s:.0f} s; "
-                 f"{len(self.kept)} search(es) kept, {self.planned_s:.0f} s planned"]
+                 f"{len(self.kept)} search(es) kept, {self.planned_s:.0f} s planned"
+                 f"{', paired (all up at once, their cells interleaved)' if self.paired else ''}"]
         lines += [f"  {device}-{profile}: request batch {', '.join(map(str, batches))}"
                   for device, profile, batches in self.configurations()]
         lines += [f"  left out: {o.search.server} batch {o.search.batch}: {o.reason}" for o in self.left_out]
@@ -91,6 +112,7 @@ class Plan:
 
     def to_dict(self) -> dict:
         return {"budget_s": self.budget_s, "costs": asdict(self.costs), "planned_s": round(self.planned_s, 1),
+                "paired": self.paired,
                 "kept": [asdict(s) for s in self.kept],
                 "left_out": [{**asdict(o.search), "reason": o.reason} for o in self.left_out]}
 
@@ -100,6 +122,15 @@ def search_bound_s(max_minutes: float, max_steps: int, warmup_s: float, max_rate
     """The longest one capacity search can take: its deadline plus one cell, or its probe and steps."""
     cell_s = cell_overhead_s + warmup_s + max_rate_s
     return min(max_minutes * 60 + cell_s, (max_steps + 1) * cell_s)
+
+
+def reference_bound_s(search_s: float, shortest_cell_s: float, max_steps: int,
+                      cell_overhead_s: float = CELL_OVERHEAD_S) -> float:
+    """The most one paired comparison's reference cells take: one at its start and end, and one every
+    `REFERENCE_EVERY` rounds, a round being one cell of each search; a search has at most its probe and
+    `max_steps` cells, and no more than its time bound holds of its shortest cells."""
+    rounds = min(max_steps + 1, math.ceil(search_s / shortest_cell_s))
+    return (2 + rounds // REFERENCE_EVERY) * (cell_overhead_s + REFERENCE_CELL_S)
 
 
 def candidates(devices: list[str], profiles: dict[str, list[str]], batches: list[int]) -> list[Search]:
@@ -125,6 +156,36 @@ def plan_to_budget(wanted: list[Search], costs: Costs, budget_s: float) -> Plan:
             left_out.append(LeftOut(search, f"needs {cost:.0f} s{'' if started else ' with its server start'}, "
                                             f"{left:.0f} s of the budget left"))
     return Plan(budget_s, costs, tuple(kept), tuple(left_out), spent)
+
+
+def plan_paired(configurations: list[tuple[str, str]], batches: list[int], costs: Costs, budget_s: float,
+                reference_s: float) -> Plan:
+    """Configurations (device, profile) kept at the first batch while each, with its start, fits (a second one
+    adds the comparison's reference cells, `reference_s`); each later batch kept when all of them fit again."""
+    available = budget_s * (1 - costs.margin) - costs.reserve_s
+    kept: list[tuple[str, str]] = []
+    left_out: list[LeftOut] = []
+    spent = 0.0
+    for device, profile in configurations:
+        cost = costs.start_s + costs.search_s + (reference_s if len(kept) == 1 else 0.0)
+        if spent + cost <= available:
+            kept.append((device, profile))
+            spent += cost
+        else:
+            reason = f"needs {cost:.0f} s with its server start, {max(available - spent, 0.0):.0f} s of the budget left"
+            left_out += [LeftOut(Search(device, profile, b), reason) for b in batches]
+    kept_batches = batches[:1] if kept else []
+    for batch in batches[1:]:
+        cost = len(kept) * costs.search_s + (reference_s if len(kept) > 1 else 0.0)
+        if kept and spent + cost <= available:
+            kept_batches.append(batch)
+            spent += cost
+        else:
+            reason = (f"all {len(kept)} configurations at this batch need {cost:.0f} s, "
+                      f"{max(available - spent, 0.0):.0f} s of the budget left")
+            left_out += [LeftOut(Search(d, p, batch), reason) for d, p in kept]
+    searches = tuple(Search(d, p, b) for b in kept_batches for d, p in kept)
+    return Plan(budget_s, costs, searches, tuple(left_out), spent, paired=len(kept) > 1)
 
 
 def batches_that_fit(count: int, costs: Costs, left_s: float) -> int:

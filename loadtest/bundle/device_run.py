@@ -13,12 +13,15 @@ standard library only, are the project's `loadtest.bundle` modules):
 1. installs `wheels/` into `site/` with no index (`pip install --no-index --no-deps --target`);
 2. finds which of the asked devices can serve (`gpu` only where JAX sees one, else it says why),
    records versions, the bundle's source (`project/SOURCE.json`) and PyTorch's own GPU round trip;
-3. plans the capacity searches to what is left of `--budget-min` (`loadtest.bundle.budget`): per
-   device, GPU first; per request batch; configuration `off`, then the device's profile; each search
-   bounded by `--max-minutes`, `--max-steps`, `--max-rate-s`; it says what it left out and why;
-4. per configuration kept, one `mnist-bench capacity` run (the embedded server on the jax backend on
-   the first three quarters of the cores, Locust on the rest), killed at its planned time if it
-   overruns; every result line is copied into `--out/results.jsonl` as it appears;
+3. plans the capacity searches to what is left of `--budget-min` (`loadtest.bundle.budget`): GPU first,
+   configuration `off`, then the device's profile; each search bounded by `--max-minutes`,
+   `--max-steps`, `--max-rate-s`; it says what it left out and why;
+4. one paired `mnist-bench capacity` run: every configuration kept up at once (the embedded server on
+   the jax backend on the first three quarters of the cores, Locust on the rest), their cells
+   interleaved at each request batch kept with a reference cell showing the machine's drift, so that
+   the GPU/CPU ratio and the batching gains come from the same minutes (`--sequential`: one run per
+   configuration, one after the other); killed at its planned time if it overruns; every result line
+   is copied into `--out/results.jsonl` as it appears;
 5. writes the report (its figures, the same values, go into `device-run.json`; the decision it opens
    with is said on the console), then profiles the best configuration found with py-spy (`--profile-s`) under
    load at ~90% of its capacity (`loadtest.bundle.profiling`).
@@ -170,6 +173,12 @@ def costs(args: argparse.Namespace, devices: int) -> budget.Costs:
     return budget.Costs(search_s, args.start_s, reserve_s=after_searches_s(args, devices))
 
 
+def reference_s(args: argparse.Namespace) -> float:
+    """A paired comparison's reference cells at most, per request batch (`budget.reference_bound_s`)."""
+    search_s = budget.search_bound_s(args.max_minutes, args.max_steps, 0.5, args.max_rate_s)
+    return budget.reference_bound_s(search_s, budget.CELL_OVERHEAD_S + 0.5 + args.measure_s, args.max_steps)
+
+
 def after_searches_s(args: argparse.Namespace, devices: int) -> float:
     """The report, the profile (a start, its sampling, the load's start and drain) and any tuning."""
     profile_s = args.start_s + args.profile_s + 20.0 if args.profile_s > 0 else 0.0
@@ -245,8 +254,14 @@ class DeviceRun:
 
     def plan(self, devices: list[str]) -> budget.Plan:
         batches = [int(b) for b in self.args.batches.split(",") if b]
-        wanted = budget.candidates(devices, {d: ["off", d] for d in devices}, batches)
-        plan = budget.plan_to_budget(wanted, costs(self.args, len(devices)), self.left_s())
+        profiles = {d: ["off", d] for d in devices}
+        if self.args.sequential:
+            wanted = budget.candidates(devices, profiles, batches)
+            plan = budget.plan_to_budget(wanted, costs(self.args, len(devices)), self.left_s())
+        else:
+            configurations = [(d, p) for d in devices for p in profiles[d]]
+            plan = budget.plan_paired(configurations, batches, costs(self.args, len(devices)), self.left_s(),
+                                      reference_s(self.args))
         for line in plan.describe():
             self.say(f"run.py: plan: {line}")
         self.record["plan"] = plan.to_dict()
@@ -255,7 +270,9 @@ class DeviceRun:
         return plan
 
     def searches(self, plan: budget.Plan, plan_file: Path) -> None:
-        a = self.args
+        if plan.paired:
+            self.paired_searches(plan, plan_file)
+            return
         for device, profile, batches in plan.configurations():
             reserve = plan.costs.reserve_s + plan.costs.margin * self.left_s()
             fit = budget.batches_that_fit(len(batches), plan.costs, self.left_s() - reserve)
@@ -264,16 +281,32 @@ class DeviceRun:
                                                 "reason": "no time left at run time"})
             if not fit:
                 continue
-            command = [sys.executable, "-m", "loadtest", "capacity", "--plan", str(plan_file), "--p99-ms",
-                       str(a.p99_ms), "--serve", f"{device}/{profile}", "--server-flags=--backend jax",
-                       "--models-dir", str(PROJECT / "models"), "--results-dir",
-                       str(self.work / "results" / f"{device}-{profile}"), "--max-steps", str(a.max_steps),
-                       "--max-minutes", str(a.max_minutes), "--max-rate-s", str(a.max_rate_s), "--confidence",
-                       str(a.confidence), "--unmet-ok", "--no-report", *(f"--batch={b}" for b in batches[:fit])]
+            command = self.capacity_command(plan_file, f"{device}-{profile}", [f"{device}/{profile}"], batches[:fit])
             self.command(f"{device}-{profile}", command,
                          min(plan.costs.start_s + fit * plan.costs.search_s, self.left_s() - reserve))
-            if a.tune_minutes > 0 and profile != "off":
+            if self.args.tune_minutes > 0 and profile != "off":
                 self.tune(device, plan_file, batches[0])
+
+    def paired_searches(self, plan: budget.Plan, plan_file: Path) -> None:
+        """Every configuration kept up at once, one capacity run over all of them and every batch kept: their
+        cells interleaved, the reference cell around them (`mnist-bench capacity`, paired), stopped at its
+        planned time; then the tuning, per device."""
+        serves = [f"{device}/{profile}" for device, profile, _ in plan.configurations()]
+        reserve = plan.costs.reserve_s + plan.costs.margin * self.left_s()
+        command = self.capacity_command(plan_file, "paired", serves, plan.batches())
+        self.command("paired", command, min(plan.planned_s, self.left_s() - reserve))
+        tuned = dict.fromkeys(d for d, profile, _ in plan.configurations() if profile != "off")
+        for device in tuned if self.args.tune_minutes > 0 else ():
+            self.tune(device, plan_file, plan.batches()[0])
+
+    def capacity_command(self, plan_file: Path, name: str, serves: list[str], batches: list[int]) -> list[str]:
+        """`mnist-bench capacity` on the jax backend for `serves` (device/profile) at `batches`."""
+        a = self.args
+        return [sys.executable, "-m", "loadtest", "capacity", "--plan", str(plan_file), "--p99-ms", str(a.p99_ms),
+                *(f"--serve={s}" for s in serves), "--server-flags=--backend jax", "--models-dir",
+                str(PROJECT / "models"), "--results-dir", str(self.work / "results" / name), "--max-steps",
+                str(a.max_steps), "--max-minutes", str(a.max_minutes), "--max-rate-s", str(a.max_rate_s),
+                "--confidence", str(a.confidence), "--unmet-ok", "--no-report", *(f"--batch={b}" for b in batches)]
 
     def tune(self, device: str, plan_file: Path, batch: int) -> None:
         """`mnist-bench tune` on the device: the BatchingParameters with the highest capacity, from its profile."""

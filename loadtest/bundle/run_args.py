@@ -34,6 +34,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--prices", type=Path, default=None,
                         help=f"price file for --target-rps (default: the shipped {EXAMPLE_PRICES})")
     parser.add_argument("--loadgen-cores", type=int, default=0, help="cores for Locust (default: a quarter, ≥ 1)")
+    parser.add_argument("--sequential", action="store_true",
+                        help="search each configuration alone, one after the other, instead of all up at once with "
+                        "their cells interleaved (paired: the GPU/CPU ratio and batching gains from the same minutes)")
     parser.add_argument("--tune-minutes", type=float, default=0.0,
                         help="also tune the batching on each device for this long, at the first batch (0: no tuning)")
     args = parser.parse_args(argv)

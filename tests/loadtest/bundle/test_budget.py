@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest.bundle.budget import Costs, Search, batches_that_fit, candidates, plan_to_budget, search_bound_s
+from loadtest.bundle import budget
+from loadtest.bundle.budget import (
+    Costs,
+    Search,
+    batches_that_fit,
+    candidates,
+    plan_paired,
+    plan_to_budget,
+    reference_bound_s,
+    search_bound_s,
+)
 
 
 def test_a_search_is_bounded_by_its_minutes_plus_one_cell_or_by_its_steps():
@@ -63,3 +73,49 @@ def test_at_run_time_only_the_searches_that_still_fit_run():
     assert batches_that_fit(3, costs, 140) == 1
     assert batches_that_fit(3, costs, 339) == 2
     assert batches_that_fit(3, costs, 1000) == 3
+
+
+def test_a_reference_cell_is_estimated_as_the_comparison_measures_it():
+    from loadtest.sweep import comparison
+
+    assert budget.REFERENCE_CELL_S == comparison.REFERENCE_WARMUP_S + comparison.REFERENCE_S
+    assert budget.REFERENCE_EVERY == comparison.REFERENCE_EVERY
+
+
+def test_a_paired_comparisons_reference_cells_are_bounded_by_its_rounds():
+    # a search of 37.5 s whose shortest cell is 8.5 s has at most 5 rounds: references at start, end, after round 3
+    assert reference_bound_s(37.5, 8.5, 8) == pytest.approx(3 * (6 + 1.3))
+    assert reference_bound_s(37.5, 8.5, 1) == pytest.approx(2 * (6 + 1.3))  # 2 cells: start and end only
+    assert reference_bound_s(200, 8.5, 8) == pytest.approx(5 * (6 + 1.3))  # 9 cells: after rounds 3, 6, 9
+
+
+def test_a_paired_plan_keeps_whole_batches_of_every_configuration_that_fits():
+    # 600 s, 10% margin -> 540 s, 40 reserved -> 500 s. Batch 1: gpu-off 140, gpu-gpu 140 + 30 (references) = 310,
+    # cpu-off 140 -> 450, cpu-cpu 140 does not fit (50 s left). Batch 8: 3 searches + references = 330: left out.
+    costs = Costs(search_s=100, start_s=40, reserve_s=40, margin=0.1)
+    configurations = [("gpu", "off"), ("gpu", "gpu"), ("cpu", "off"), ("cpu", "cpu")]
+    plan = plan_paired(configurations, [1, 8], costs, 600, reference_s=30)
+    assert plan.paired and plan.planned_s == 450 and plan.batches() == [1]
+    assert plan.kept == (Search("gpu", "off", 1), Search("gpu", "gpu", 1), Search("cpu", "off", 1))
+    assert [(o.search.server, o.search.batch, o.reason) for o in plan.left_out] == [
+        ("cpu-cpu", 1, "needs 140 s with its server start, 50 s of the budget left"),
+        ("cpu-cpu", 8, "needs 140 s with its server start, 50 s of the budget left"),
+        ("gpu-off", 8, "all 3 configurations at this batch need 330 s, 50 s of the budget left"),
+        ("gpu-gpu", 8, "all 3 configurations at this batch need 330 s, 50 s of the budget left"),
+        ("cpu-off", 8, "all 3 configurations at this batch need 330 s, 50 s of the budget left")]
+    assert plan.configurations() == [("gpu", "off", [1]), ("gpu", "gpu", [1]), ("cpu", "off", [1])]
+    assert "paired (all up at once" in plan.describe()[0] and plan.to_dict()["paired"]
+
+
+def test_a_paired_plan_with_room_for_every_batch_keeps_them_in_the_order_asked():
+    costs = Costs(search_s=30, start_s=20, reserve_s=0, margin=0.0)
+    plan = plan_paired([("cpu", "off"), ("cpu", "cpu")], [32, 1], costs, 1000, reference_s=20)
+    # batch 32: 50 + 50 + 20 = 120; batch 1: 30 + 30 + 20 = 80
+    assert plan.batches() == [32, 1] and plan.planned_s == 200 and not plan.left_out
+    assert plan.configurations() == [("cpu", "off", [32, 1]), ("cpu", "cpu", [32, 1])]
+
+
+def test_one_configuration_alone_is_no_comparison():
+    plan = plan_paired([("cpu", "off"), ("cpu", "cpu")], [1], Costs(search_s=30, start_s=20, reserve_s=0,
+                                                                      margin=0.0), 60, reference_s=20)
+    assert plan.kept == (Search("cpu", "off", 1),) and not plan.paired
