@@ -5,7 +5,8 @@ Each capacity search's cells are answered at several p99 objectives (`loadtest.a
 this lays them out: one row per configuration × request batch with one column per objective ("933
 confirmed", "≥ 1,156 passed, not confirmed", "none"), then per request batch the batching gain per
 device and the GPU/CPU ratio, each at every objective both sides answered (a lower bound stays "at
-least"), and the headline's sentences for the ratio and the gain across objectives.
+least"; at the searches' own objective the headline's ratio, of confirmed capacities, so that one
+objective never shows two), and the headline's sentences for the ratio and the gain across objectives.
 
 Pure functions over `Answers`. Not for: the answers themselves (`loadtest.analysis.answers`) or the
 answer at the search's own objective (`loadtest.analysis.summary`).
@@ -81,13 +82,14 @@ def objective_table(answers: Answers, labels: Labels) -> Table | None:
     for batch in sorted({s.request_batch_size for s in answers.searches}):
         devices = sorted({d.device for d in answers.objective_devices if d.request_batch_size == batch})
         for device in devices:
-            here = {d.p99_objective_ms: d for d in answers.objective_devices
-                    if (d.device, d.request_batch_size) == (device, batch)}
+            here = {d.p99_objective_ms: d for d in (*answers.objective_devices, *answers.devices)
+                    if (d.device, d.request_batch_size) == (device, batch)}  # the headline's own, last
             if any(d.gain.batching or d.gain.off for d in here.values()):
                 gains = (gain_text(answers, here.get(o)) for o in objectives)
                 rows.append((f"batching gain on {device}", str(batch), *gains))
                 marks.append("")
-        ratios = {r.p99_objective_ms: r for r in answers.objective_ratios if r.request_batch_size == batch}
+        ratios = {r.p99_objective_ms: r for r in (*answers.objective_ratios, *answers.ratios)
+                  if r.request_batch_size == batch}
         if ratios:
             rows.append(("GPU/CPU", str(batch), *(device_ratio_text(answers, ratios.get(o)) for o in objectives)))
             marks.append("")
@@ -97,7 +99,9 @@ def objective_table(answers: Answers, labels: Labels) -> Table | None:
                  "Confirmed: a separate, longer measurement at that rate passed there too (or two windows did); "
                  "passed, not confirmed: its own windows passed, no confirmation was measured; ≥: no higher rate "
                  "failed at that objective, the search did not go high enough to bound it. Batching gain: best "
-                 "batching-enabled ÷ batching-off capacity on that device; GPU/CPU: best GPU ÷ best CPU capacity; "
+                 "batching-enabled ÷ batching-off capacity on that device; GPU/CPU: best GPU ÷ best CPU capacity "
+                 "(at the searches' own objective, the ratios of their confirmed capacities, as the headline gives "
+                 "them; at the others, of the highest passes); "
                  "≥ / ≤ where one capacity in it is a lower bound; — where both are, or a side has no answer.",
                  ("configuration", "request batch", *(f"p99 ≤ {o:g} ms" for o in objectives)),
                  tuple(rows), tuple(marks))
@@ -120,8 +124,8 @@ def objective_headline(answers: Answers) -> tuple[str, ...]:
         if text:
             lines.append(f"GPU/CPU at request batch {batch} at the other objectives (highest pass): {text}.")
         for device in sorted({d.device for d in answers.objective_devices if d.request_batch_size == batch}):
-            here = {d.p99_objective_ms: d for d in answers.objective_devices
-                    if (d.device, d.request_batch_size) == (device, batch)}
+            here = {d.p99_objective_ms: d for d in (*answers.objective_devices, *answers.devices)
+                    if (d.device, d.request_batch_size) == (device, batch)}  # the headline's own, last
             text = across_objectives([(o, gain_text(answers, here.get(o))) for o in objectives])
             if text:
                 lines.append(f"batching gain on {device} at request batch {batch} at the other objectives (highest "

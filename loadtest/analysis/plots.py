@@ -214,6 +214,9 @@ def _offered_panel(ax, line: OfferedLine, index: int) -> None:
     _log_scale(ax, "x", rate + [c for _, c in line.capacities])
     _log_scale(ax, "y", [c.latency_p99_ms for _, c in timed] + list(line.objectives))
     low, high = sorted(ax.get_xlim())
+    if ax.get_xscale() == "log" and high / low < 1.5:  # every cell at one rate: a range matplotlib can draw
+        low, high = low / 1.5, high * 1.5
+        ax.set_xlim(low, high)
     if ax.get_xscale() == "log" and high / low > 3:  # minor labels would overlap: label 1-2-5 steps instead
         ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
         ax.xaxis.set_minor_formatter(NullFormatter())
