@@ -2,9 +2,11 @@
 `python3 run.py --out DIR [--budget-min 9] [--target-rps N --prices FILE]`.
 
 Its defaults fit one 10-minute call on a lent machine and answer every configuration they keep:
-GPU and CPU, request batches 1 and 32, batching `off` and the device's profile (8 searches of at
-most 37.5 s each), no py-spy profile (`--profile-s 20` adds one); `--target-rps` adds the sizing
-line (replicas and cost, from `--prices`, by default the shipped `loadtest/prices.example.toml`).
+GPU and CPU, request batch 1, batching `off` and the device's profile, all four up at once and
+searched paired (4 searches of at most 64.5 s each: on an H200 machine 48 s bracketed every knee,
+where 21 s gave only lower bounds), no py-spy profile (`--profile-s 20` adds one); `--target-rps`
+adds the sizing line (replicas and cost, from `--prices`, by default the shipped
+`loadtest/prices.example.toml`).
 
 Copied into the bundle as `run.py` (`loadtest.bundle.build`); runs on the bundle's machine with its
 own Python and the standard library only until it has installed the bundle (its helpers, also

@@ -19,11 +19,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--work", type=Path, default=None, help="the subprocesses' files (default: work/<time>/)")
     parser.add_argument("--budget-min", type=float, default=9.0, help="the whole run, planned before it starts")
     parser.add_argument("--devices", default="gpu,cpu", help="comma-separated: gpu, cpu (in priority order)")
-    parser.add_argument("--batches", default="1,32", help="request batch sizes, in priority order")
+    parser.add_argument("--batches", default="1", help="request batch sizes, in priority order (1,32: both, each "
+                        "search shorter or the budget longer)")
     parser.add_argument("--p99-ms", type=float, default=10.0)
     parser.add_argument("--measure-s", type=float, default=2.0)
     parser.add_argument("--max-steps", type=int, default=8, help="cells per search at most")
-    parser.add_argument("--max-minutes", type=float, default=0.35,
+    parser.add_argument("--max-minutes", type=float, default=0.8,
                         help="per search (the search answers its best pass when stopped by time)")
     parser.add_argument("--max-rate-s", type=float, default=10.0, help="measured seconds at one rate at most")
     parser.add_argument("--confidence", type=float, default=0.99, help="every verdict's (capacity --confidence)")
