@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.analysis.paired import PairedRatio, paired_ratios, speed_link
+from loadtest.bundle.processes import stop
 from loadtest.records import read_results
+
+STOP_GRACE_S = 60.0  # an interrupted run's time to stop its servers (each drains its requests first)
 
 
 @dataclass(frozen=True)
@@ -36,16 +39,26 @@ class Run:
 
 
 def run_capacity(number: int, results_dir: Path, capacity_args: Sequence[str]) -> Run:
-    """One `mnist-bench capacity` run into its own directory; its ratios (none, with the reason, if it failed)."""
+    """One `mnist-bench capacity` run into its own directory, its console in `capacity.log` there; its ratios
+    (none, with the reason, if it failed). Interrupted, the run is sent SIGINT and given time to stop its servers
+    (`subprocess.run` would kill it at once and leave them running)."""
     out = results_dir / f"run-{number}"
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "capacity.log"
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "loadtest", "capacity", *capacity_args, "--results-dir", str(out)],
-                          capture_output=True, text=True)
+    with log.open("a") as console:
+        proc = subprocess.Popen([sys.executable, "-m", "loadtest", "capacity", *capacity_args, "--results-dir",
+                                 str(out)], stdout=console, stderr=subprocess.STDOUT, text=True)
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            stop(proc, STOP_GRACE_S, interrupt=True)
+            raise
     seconds = time.monotonic() - started
     found = sorted(out.glob("*/results.jsonl"))
     if not found:
-        return Run(number, seconds, (), f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")
-    failure = "" if done.returncode == 0 else f"exit {done.returncode}"
+        return Run(number, seconds, (), f"exit {code}: {log.read_text().strip()[-300:]}")
+    failure = "" if code == 0 else f"exit {code}"
     return Run(number, seconds, tuple(paired_ratios(read_results(found[-1]))), failure)
 
 

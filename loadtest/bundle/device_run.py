@@ -55,13 +55,20 @@ if (PROJECT / "loadtest" / "bundle").is_dir():  # as the bundle's run.py: its he
 
 from loadtest.bundle import budget, outputs, profiling  # noqa: E402
 from loadtest.bundle.processes import Echoed, stop  # noqa: E402
-from loadtest.bundle.run_args import EXAMPLE_PRICES, parse  # noqa: E402
+from loadtest.bundle.run_args import (  # noqa: E402
+    EXAMPLE_PRICES,
+    REPORT_S,
+    after_searches_s,
+    core_split,
+    costs,
+    parse,
+    reference_s,
+)
 
 # serving.server.floor's names (not imported: run.py starts before the bundle's numpy is installed).
 DEVICE_ROUND_TRIP_ENV = "MNIST_BENCH_DEVICE_ROUND_TRIP_US"
 DEVICE_ROUND_TRIP_NOTE_ENV = "MNIST_BENCH_DEVICE_ROUND_TRIP_NOTE"
 MODEST_RPS = 20.0  # the profile's load when no capacity was found
-REPORT_S, PROBES_S, INSTALL_S = 30.0, 40.0, 20.0  # estimates of the steps the plan reserves time for
 VERSIONS = ("jax", "jaxlib", "keras", "torch", "numpy", "grpcio", "protobuf", "locust", "py-spy")
 ANSWER = re.compile(r"^capacity: (?P<server>\S+), request batch (?P<batch>\d+): (?P<answer>.*)$")
 
@@ -141,17 +148,6 @@ def source() -> dict:
         return {"commit": "unknown", "note": f"no source record: {exc}"}
 
 
-def core_split(loadgen_cores: int) -> tuple[str, str, int]:
-    """(server cores, load-generator cores, Locust processes): the last cores go to Locust."""
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < 2:
-        return "", "", 1
-    count = loadgen_cores or max(1, len(cores) // 4)
-    count = min(count, len(cores) - 1)
-    server, loadgen = cores[:-count], cores[-count:]
-    return ",".join(map(str, server)), ",".join(map(str, loadgen)), count
-
-
 def write_plan(out: Path, args: argparse.Namespace) -> Path:
     server_cpus, loadgen_cpus, processes = core_split(args.loadgen_cores)
     lines = ['name = "device-bundle"', "[run]", "warmup_s = 0.5", f"measure_s = {args.measure_s}", "window_s = 0.5",
@@ -167,25 +163,6 @@ def write_plan(out: Path, args: argparse.Namespace) -> Path:
     plan = out / "device-plan.toml"
     plan.write_text("\n".join(lines) + "\n")
     return plan
-
-
-def costs(args: argparse.Namespace, devices: int) -> budget.Costs:
-    """The plan's estimates: a search at most, a server start, and what is reserved after the searches."""
-    search_s = budget.search_bound_s(args.max_minutes, args.max_steps, 0.5, args.max_rate_s)
-    return budget.Costs(search_s, args.start_s, reserve_s=after_searches_s(args, devices))
-
-
-def reference_s(args: argparse.Namespace) -> float:
-    """A paired comparison's reference cells at most, per request batch (`budget.reference_bound_s`)."""
-    search_s = budget.search_bound_s(args.max_minutes, args.max_steps, 0.5, args.max_rate_s)
-    return budget.reference_bound_s(search_s, budget.CELL_OVERHEAD_S + 0.5 + args.measure_s, args.max_steps)
-
-
-def after_searches_s(args: argparse.Namespace, devices: int) -> float:
-    """The report, the profile (a start, its sampling, the load's start and drain) and any tuning."""
-    profile_s = args.start_s + args.profile_s + 20.0 if args.profile_s > 0 else 0.0
-    tune_s = (args.tune_minutes * 60 + args.start_s) * devices if args.tune_minutes > 0 else 0.0
-    return REPORT_S + profile_s + tune_s
 
 
 class DeviceRun:

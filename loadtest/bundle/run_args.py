@@ -1,16 +1,21 @@
 """The bundle's `run.py` command line: what one call on the lent GPU machine measures, in what budget, and
 where it writes (at most 8 files under `--out`, never over an earlier run's).
 
+Also what follows from it: the plan's estimates (`costs`, `reference_s`) and the cores (`core_split`).
 Not for: running it (`loadtest.bundle.device_run`) or planning the budget (`loadtest.bundle.budget`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
+
+from loadtest.bundle import budget
 
 DEVICES = ("gpu", "cpu")
 EXAMPLE_PRICES = "loadtest/prices.example.toml"  # in the bundle's project/
+REPORT_S = 30.0  # estimate: the report after the searches
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -49,3 +54,33 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if (args.out / "device-run.json").exists():
         parser.error(f"--out {args.out} already holds a run (device-run.json): nothing overwrites one")
     return args
+
+
+def costs(args: argparse.Namespace, devices: int) -> budget.Costs:
+    """The plan's estimates: a search at most, a server start, and what is reserved after the searches."""
+    search_s = budget.search_bound_s(args.max_minutes, args.max_steps, 0.5, args.max_rate_s)
+    return budget.Costs(search_s, args.start_s, reserve_s=after_searches_s(args, devices))
+
+
+def reference_s(args: argparse.Namespace) -> float:
+    """A paired comparison's reference cells at most, per request batch (`budget.reference_bound_s`)."""
+    search_s = budget.search_bound_s(args.max_minutes, args.max_steps, 0.5, args.max_rate_s)
+    return budget.reference_bound_s(search_s, budget.CELL_OVERHEAD_S + 0.5 + args.measure_s, args.max_steps)
+
+
+def after_searches_s(args: argparse.Namespace, devices: int) -> float:
+    """The report, the profile (a start, its sampling, the load's start and drain) and any tuning."""
+    profile_s = args.start_s + args.profile_s + 20.0 if args.profile_s > 0 else 0.0
+    tune_s = (args.tune_minutes * 60 + args.start_s) * devices if args.tune_minutes > 0 else 0.0
+    return REPORT_S + profile_s + tune_s
+
+
+def core_split(loadgen_cores: int) -> tuple[str, str, int]:
+    """(server cores, load-generator cores, Locust processes): the last cores go to Locust."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return "", "", 1
+    count = loadgen_cores or max(1, len(cores) // 4)
+    count = min(count, len(cores) - 1)
+    server, loadgen = cores[:-count], cores[-count:]
+    return ",".join(map(str, server)), ",".join(map(str, loadgen)), count

@@ -145,7 +145,10 @@ class CellRunner:
         return result
 
     def say(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        """One line, whole: a paired comparison's searches say theirs from their own threads (print writes the
+        text and its newline apart, so two lines could run together)."""
+        self.out.write(text + "\n")
+        self.out.flush()
 
 
 @dataclass

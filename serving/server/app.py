@@ -104,8 +104,9 @@ def stop_requested() -> threading.Event:
 def serve(config: ServerConfig) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code (0 after a graceful drain)."""
     source = load_models(config)
-    core = ServingCore(config, source, ServerMetrics(config.device, config.device_name, config.batching_profile,
-                                                       runtime=config.runtime))
+    metrics = ServerMetrics(config.device, config.device_name, config.batching_profile, runtime=config.runtime,
+                            grpc_max_threads=config.grpc_max_threads)
+    core = ServingCore(config, source, metrics)
     core.device_floor = device_floor(config, source)  # before the ready line: nothing else runs on the device
     core.metrics.record_device_floor(core.device_floor)
     if config.gc_freeze:

@@ -1,9 +1,10 @@
 """The gRPC face of the server: TF Serving's PredictionService and ModelService over `ServingCore`.
 
 gRPC uses grpc's synchronous server: each in-flight request holds one thread of a pool of
-`--grpc_max_threads` (measured here, a Python sync server costs about half the CPU per call of
-grpc.aio). Without batching the model runs on that thread, as TF Serving runs it on its RPC
-thread; with batching the thread enqueues and waits while batch threads run the model.
+`--grpc_max_threads` (256; more requests wait for a thread; TF Serving's default is 4 per core) (measured
+here, a Python sync server costs about half the CPU per call of grpc.aio).
+Without batching the model runs on that thread, as TF Serving runs it on its RPC thread; with
+batching the thread enqueues and waits while batch threads run the model.
 `model_metadata`, `model_status` and `server_info` are shared with the REST API.
 
 Not for: validation or running the model (`serving.server.core`), or starting the gRPC server
@@ -154,6 +155,7 @@ def server_info(config: ServerConfig, device_floor: dict | None = None) -> dict:
         "batching_profile": config.batching_profile,
         "batching_parameters": config.batching.as_dict() if config.batching else {},
         "gc_freeze": config.gc_freeze,
+        "grpc_max_threads": config.grpc_max_threads,
     }
     if device_floor is not None:
         info["device_floor"] = device_floor

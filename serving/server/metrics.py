@@ -150,7 +150,7 @@ class ServerMetrics:
     """All metrics one server exports, in their own registry (tests may build several)."""
 
     def __init__(self, device: str, device_name: str, batching_profile: str,
-                 runtime: Runtime = RUNTIMES[Backend.SAVEDMODEL]) -> None:
+                 runtime: Runtime = RUNTIMES[Backend.SAVEDMODEL], grpc_max_threads: int = 0) -> None:
         self.registry = prometheus_client.CollectorRegistry()
         self._counters = _Counters()
         self._counters.declare(REQUEST_COUNT, "The total number of requests.", ("model_name", "status"))
@@ -181,11 +181,12 @@ class ServerMetrics:
             buckets=size_buckets, registry=r)
         info = prometheus_client.Gauge(
             SERVER_INFO,
-            "The embedded server's device (cpu/gpu), device model name, batching profile and model runtime; "
-            "value is 1.",
-            ["kind", "device", "device_name", "batching_profile", "runtime", "runtime_versions"], registry=r)
+            "The embedded server's device (cpu/gpu), device model name, batching profile, model runtime and gRPC "
+            "request threads; value is 1.",
+            ["kind", "device", "device_name", "batching_profile", "runtime", "runtime_versions", "grpc_max_threads"],
+            registry=r)
         info.labels(ServerKind.EMBEDDED, device, device_name, batching_profile, runtime.name,
-                    runtime.versions()).set(1)
+                    runtime.versions(), str(grpc_max_threads)).set(1)
         self._latency_cells: dict[tuple[str, str, str], object] = {}  # labelled children, looked up once
         self._runtime_cells: dict[tuple[str, str, str], object] = {}
         self._padding_cells: dict[tuple[str], object] = {}

@@ -4,8 +4,17 @@ AMD EPYC build machine (2026-11-25)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+
+import psutil
+import pytest
+
 from loadtest.analysis.paired import Drift, PairedRatio, RepeatRatio
 from loadtest.benchmarks.reproduce import Run, speed_line, summary
+from tests.support.cli import command
+from tests.support.paths import REPO
+from tests.support.waiting import wait_for
 
 GAIN = "batching gain on cpu"
 
@@ -40,3 +49,43 @@ def test_a_ratio_that_holds_whatever_the_speed_is_not_said_to_move():
     assert line is not None and "moves with the machine's speed" not in line
     assert speed_line(steady[:3]) is None  # too few runs to say
     assert speed_line([ratio(1.2, 1.1, 1.3, ())] * 5) is None  # no reference cells: nothing to say
+
+
+def default_sigint() -> None:
+    """In the child: SIGINT as a terminal delivers it (a background job starts with SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def servers_below(pid: int) -> list[psutil.Process]:
+    try:
+        return [p for p in psutil.Process(pid).children(recursive=True) if "serving.server" in " ".join(p.cmdline())]
+    except psutil.NoSuchProcess:
+        return []
+
+
+@pytest.mark.integration
+def test_an_interrupted_bench_stops_its_run_and_the_servers_it_started(exported_model, tmp_path):
+    """SIGINT to the bench alone (not its process group): its capacity run is interrupted in turn and stops the
+    servers it started, instead of being killed at once with them left running."""
+    results = tmp_path / "runs"
+    proc = subprocess.Popen([*command("bench", "reproduce", "--runs", "2", "--results-dir", results, "--"),
+                             "--plan", "loadtest/plans/demo.toml", "--p99-ms", "50", "--serve", "cpu/off",
+                             "--serve", "cpu/cpu",
+                             "--server-flags", "--backend null --null_delay_ms 1", "--check", "shape",
+                             "--models-dir", str(exported_model.output_dir), "--samples",
+                             str(exported_model.samples_path), "--max-minutes", "1", "--no-report", "--unmet-ok"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=default_sigint)
+    try:
+        servers = wait_for(lambda: len(servers_below(proc.pid)) == 2 and servers_below(proc.pid), 120,
+                           "both servers of the first run")
+        wait_for(lambda: list(results.glob("run-1/*/results.jsonl")), 120, "the first cell")
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0 and "interrupted" in output
+    gone, alive = psutil.wait_procs(servers, timeout=5)
+    assert not alive, [p.cmdline()[:3] for p in alive]
+    assert "capacity run" in (results / "run-1" / "capacity.log").read_text()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.bundle import budget, device_run, processes
+from loadtest.bundle import budget, device_run, processes, run_args
 from loadtest.bundle.build import (
     IMAGE_PACKAGES,
     LIMIT_BYTES,
@@ -51,12 +51,12 @@ def test_a_model_without_its_keras_weights_is_refused(tmp_path):
 
 def test_locust_gets_the_last_quarter_of_the_cores(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
-    assert device_run.core_split(0) == ("0,1,2,3,4,5,6,7,8,9,10,11", "12,13,14,15", 4)
-    assert device_run.core_split(2) == ("0,1,2,3,4,5,6,7,8,9,10,11,12,13", "14,15", 2)
+    assert run_args.core_split(0) == ("0,1,2,3,4,5,6,7,8,9,10,11", "12,13,14,15", 4)
+    assert run_args.core_split(2) == ("0,1,2,3,4,5,6,7,8,9,10,11,12,13", "14,15", 2)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    assert device_run.core_split(0) == ("0", "1", 1) and device_run.core_split(5) == ("0", "1", 1)
+    assert run_args.core_split(0) == ("0", "1", 1) and run_args.core_split(5) == ("0", "1", 1)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
-    assert device_run.core_split(0) == ("", "", 1)  # one core: nothing pinned
+    assert run_args.core_split(0) == ("", "", 1)  # one core: nothing pinned
 
 
 def test_the_defaults_search_all_four_configurations_paired_in_one_call(tmp_path):
@@ -64,7 +64,7 @@ def test_the_defaults_search_all_four_configurations_paired_in_one_call(tmp_path
     their server starts and reference cells included, with 10% and the report's time to spare."""
     args = device_run.parse(["--out", str(tmp_path)])
     plan = budget.plan_paired([("gpu", "off"), ("gpu", "gpu"), ("cpu", "off"), ("cpu", "cpu")], [1],
-                              device_run.costs(args, 2), args.budget_min * 60 - 20, device_run.reference_s(args))
+                              run_args.costs(args, 2), args.budget_min * 60 - 20, run_args.reference_s(args))
     assert plan.paired and len(plan.kept) == 4 and not plan.left_out
     assert plan.costs.search_s == 0.8 * 60 + 6 + 0.5 + 10  # 48 s a search and the cell it may start at its end
 

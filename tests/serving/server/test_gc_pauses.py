@@ -84,3 +84,4 @@ def test_a_server_freezes_its_heap_and_exports_its_collections(exported_model, s
     counts = {labels: v for (name, labels), v in samples_of(page, GC_PAUSE).items() if name == GC_PAUSE + "_count"}
     assert counts and sum(counts.values()) >= 1
     assert info["gc_freeze"] is True
+    assert info["grpc_max_threads"] == 256  # the gRPC request threads: every result names them
