@@ -29,6 +29,7 @@ from loadtest.analysis.bound import ServedShare, padded_batch, served_share
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.series import load_level, sustained, usable
 from loadtest.records import CellResult
+from loadtest.sweep.conclusion import Role
 from loadtest.vocab import LoadMode
 from serving.endpoint import server_with_runtime
 
@@ -175,10 +176,12 @@ def _figures(config: Config, label: str, batch: int, cell: CellResult, at: str, 
 
 def figures_of(results: Sequence[CellResult], answers: Answers, labels: Mapping[Config, str]
                ) -> dict[tuple[Config, int], Figures]:
-    """Every configuration and request batch with a valid cell, in configuration and batch order."""
+    """Every configuration and request batch with a valid cell, in configuration and batch order. A paired
+    comparison's reference cells measure the machine, not a configuration: left out (else the reference's
+    request batch 1 read as a configuration measured there)."""
     groups: dict[tuple[Config, int], list[CellResult]] = {}
     for c in results:
-        if usable(c):
+        if usable(c) and c.search.get("role") != Role.REFERENCE:
             groups.setdefault((config_of(c), c.load.request_batch_size), []).append(c)
     answered = _capacity_cells(answers)
     out = {}

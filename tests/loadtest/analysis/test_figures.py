@@ -8,8 +8,10 @@ import json
 import re
 import shutil
 
-from loadtest.analysis.figures import HEADER
+from loadtest.analysis.answers import answer, config_labels, config_of
+from loadtest.analysis.figures import HEADER, figures_of
 from loadtest.bundle import outputs
+from loadtest.records import read_results
 from tests.support.cli import invoke
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
@@ -130,3 +132,15 @@ def test_figures_are_never_overwritten(tmp_path):
     again = invoke("report", out / "results.jsonl")
     assert again.exit_code == 0
     assert (out / "figures.json").is_file() and (out / "figures-2.json").is_file() and (out / "figures-2.csv").is_file()
+
+
+def test_a_paired_comparisons_reference_cells_are_no_configurations_figures():
+    """The reference cell (the first server, one request at a time, request batch 1) measures the machine: with
+    gpu-off's own searches left out, gpu-off at request batch 1 has no figures (the demo, compared at batch 16,
+    had printed a `cpu-off 1 peak` row from its reference cells alone)."""
+    cells = read_results(FIXTURES / "h200-paired" / "results.jsonl")
+    kept = [c for c in cells if c.server.name != "gpu-off" or c.search.get("role") == "reference"]
+    assert any(c.server.name == "gpu-off" for c in kept)
+    labels = config_labels(config_of(c) for c in kept)
+    figures = figures_of(kept, answer(kept), labels)
+    assert sorted(labels[config] for config, _ in figures) == ["cpu-cpu", "cpu-off", "gpu-gpu"]
