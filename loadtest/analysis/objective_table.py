@@ -68,6 +68,13 @@ def device_ratio_text(answers: Answers, r: DeviceRatio | None) -> str:
     return _ratio_text(r.ratio, _open_ended(answers, r.gpu), _open_ended(answers, r.cpu))
 
 
+def _device_by_objective(answers: Answers, device: str, batch: int) -> dict[float, DeviceAnswer]:
+    """A device's answer at `batch` per objective: at the searches' own, the headline's (of confirmed capacities,
+    put last so it wins); at the others, of the highest passes."""
+    return {d.p99_objective_ms: d for d in (*answers.objective_devices, *answers.devices)
+            if (d.device, d.request_batch_size) == (device, batch)}
+
+
 def objective_table(answers: Answers, labels: Labels) -> Table | None:
     """Capacity req/s per configuration × request batch at each objective, then the gains and ratios; None
     without searches."""
@@ -82,8 +89,7 @@ def objective_table(answers: Answers, labels: Labels) -> Table | None:
     for batch in sorted({s.request_batch_size for s in answers.searches}):
         devices = sorted({d.device for d in answers.objective_devices if d.request_batch_size == batch})
         for device in devices:
-            here = {d.p99_objective_ms: d for d in (*answers.objective_devices, *answers.devices)
-                    if (d.device, d.request_batch_size) == (device, batch)}  # the headline's own, last
+            here = _device_by_objective(answers, device, batch)
             if any(d.gain.batching or d.gain.off for d in here.values()):
                 gains = (gain_text(answers, here.get(o)) for o in objectives)
                 rows.append((f"batching gain on {device}", str(batch), *gains))
@@ -124,8 +130,7 @@ def objective_headline(answers: Answers) -> tuple[str, ...]:
         if text:
             lines.append(f"GPU/CPU at request batch {batch} at the other objectives (highest pass): {text}.")
         for device in sorted({d.device for d in answers.objective_devices if d.request_batch_size == batch}):
-            here = {d.p99_objective_ms: d for d in (*answers.objective_devices, *answers.devices)
-                    if (d.device, d.request_batch_size) == (device, batch)}  # the headline's own, last
+            here = _device_by_objective(answers, device, batch)
             text = across_objectives([(o, gain_text(answers, here.get(o))) for o in objectives])
             if text:
                 lines.append(f"batching gain on {device} at request batch {batch} at the other objectives (highest "

@@ -58,6 +58,7 @@ from loadtest.bundle.processes import Echoed, stop  # noqa: E402
 from loadtest.bundle.run_args import (  # noqa: E402
     EXAMPLE_PRICES,
     REPORT_S,
+    WARMUP_S,
     after_searches_s,
     core_split,
     costs,
@@ -150,9 +151,9 @@ def source() -> dict:
 
 def write_plan(out: Path, args: argparse.Namespace) -> Path:
     server_cpus, loadgen_cpus, processes = core_split(args.loadgen_cores)
-    lines = ['name = "device-bundle"', "[run]", "warmup_s = 0.5", f"measure_s = {args.measure_s}", "window_s = 0.5",
-             f"processes = {processes}", 'protocol = "grpc"', 'arrival = "poisson"', 'check = "classes"',
-             "request_timeout_s = 10.0", "late_threshold_ms = 2.0",
+    lines = ['name = "device-bundle"', "[run]", f"warmup_s = {WARMUP_S}", f"measure_s = {args.measure_s}",
+             "window_s = 0.5", f"processes = {processes}", 'protocol = "grpc"', 'arrival = "poisson"',
+             'check = "classes"', "request_timeout_s = 10.0", "late_threshold_ms = 2.0",
              f'samples = "{PROJECT / "models" / "mnist-samples.npz"}"']
     if loadgen_cpus:
         lines.append(f'loadgen_cpus = "{loadgen_cpus}"')
@@ -267,9 +268,8 @@ class DeviceRun:
                 self.tune(device, plan_file, batches[0])
 
     def paired_searches(self, plan: budget.Plan, plan_file: Path) -> None:
-        """Every configuration kept up at once, one capacity run over all of them and every batch kept: their
-        cells interleaved, the reference cell around them (`mnist-bench capacity`, paired), stopped at its
-        planned time; then the tuning, per device."""
+        """One paired `mnist-bench capacity` over every configuration and batch kept (all up at once, their cells
+        interleaved, the reference cell around them), stopped at its planned time; then the tuning, per device."""
         serves = [f"{device}/{profile}" for device, profile, _ in plan.configurations()]
         reserve = plan.costs.reserve_s + plan.costs.margin * self.left_s()
         command = self.capacity_command(plan_file, "paired", serves, plan.batches())

@@ -56,16 +56,23 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+WARMUP_S = 0.5  # the plan's `[run] warmup_s` (`device_run.write_plan`)
+
+
+def search_s(args: argparse.Namespace) -> float:
+    """One search at most (`budget.search_bound_s`)."""
+    return budget.search_bound_s(args.max_minutes, args.max_steps, WARMUP_S, args.max_rate_s)
+
+
 def costs(args: argparse.Namespace, devices: int) -> budget.Costs:
     """The plan's estimates: a search at most, a server start, and what is reserved after the searches."""
-    search_s = budget.search_bound_s(args.max_minutes, args.max_steps, 0.5, args.max_rate_s)
-    return budget.Costs(search_s, args.start_s, reserve_s=after_searches_s(args, devices))
+    return budget.Costs(search_s(args), args.start_s, reserve_s=after_searches_s(args, devices))
 
 
 def reference_s(args: argparse.Namespace) -> float:
     """A paired comparison's reference cells at most, per request batch (`budget.reference_bound_s`)."""
-    search_s = budget.search_bound_s(args.max_minutes, args.max_steps, 0.5, args.max_rate_s)
-    return budget.reference_bound_s(search_s, budget.CELL_OVERHEAD_S + 0.5 + args.measure_s, args.max_steps)
+    shortest_cell_s = budget.CELL_OVERHEAD_S + WARMUP_S + args.measure_s
+    return budget.reference_bound_s(search_s(args), shortest_cell_s, args.max_steps)
 
 
 def after_searches_s(args: argparse.Namespace, devices: int) -> float:
