@@ -206,9 +206,25 @@ def capacity(search: SearchAnswer) -> float:
     return search.capacity_rps if search.capacity_rps is not None else 0.0
 
 
+def typical(searches: Iterable[SearchAnswer]) -> list[SearchAnswer]:
+    """One answer per configuration, request batch size and objective. A configuration searched several times
+    (a comparison's repeats) answers with its repeats' lower median, one that did not meet counting as 0: the
+    lower of two, the middle of three. Sizing on the best of several repeats would size on the luckiest."""
+    groups: dict[tuple[Config, int, float], list[SearchAnswer]] = {}
+    for s in searches:
+        groups.setdefault((s.config, s.request_batch_size, s.p99_objective_ms), []).append(s)
+    return [sorted(group, key=capacity)[(len(group) - 1) // 2] for group in groups.values()]
+
+
+def repeats_of(answer: SearchAnswer, searches: Iterable[SearchAnswer]) -> list[SearchAnswer]:
+    """The searches of `answer`'s configuration at its request batch size and objective (itself included)."""
+    return [s for s in searches if (s.config, s.request_batch_size, s.p99_objective_ms)
+            == (answer.config, answer.request_batch_size, answer.p99_objective_ms)]
+
+
 def best(searches: Iterable[SearchAnswer]) -> SearchAnswer | None:
-    """The highest capacity among the searches that met their objective."""
-    return max((s for s in searches if s.met), key=capacity, default=None)
+    """The highest capacity among the configurations that met their objective, each by its `typical` answer."""
+    return max((s for s in typical(searches) if s.met), key=capacity, default=None)
 
 
 # ----------------------------------------------------------------------------- comparisons

@@ -24,7 +24,7 @@ import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from loadtest.analysis.answers import Answers, Config, config_of
+from loadtest.analysis.answers import Answers, Config, config_of, typical
 from loadtest.analysis.bound import ServedShare, padded_batch, served_share
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.series import load_level, sustained, usable
@@ -160,9 +160,10 @@ def peak_of(cells: Sequence[CellResult]) -> Peak | None:
 
 
 def _capacity_cells(answers: Answers) -> dict[tuple[Config, int], tuple[CellResult, str]]:
-    """Per configuration and request batch: the cell of its highest confirmed capacity, any objective."""
+    """Per configuration and request batch: the cell of its highest confirmed capacity, any objective (of
+    repeated searches, their `typical` answer's, as the decision's)."""
     out: dict[tuple[Config, int], tuple[CellResult, str]] = {}
-    for s in sorted((s for s in answers.searches if s.met), key=lambda s: s.capacity_rps or 0.0):
+    for s in sorted((s for s in typical(answers.searches) if s.met), key=lambda s: s.capacity_rps or 0.0):
         capacity = s.conclusion.capacity if s.conclusion else None
         if capacity is not None:
             out[(s.config, s.request_batch_size)] = (capacity.result, f"capacity {fmt(s.capacity_rps)} req/s")

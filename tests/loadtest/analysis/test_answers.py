@@ -95,6 +95,17 @@ def test_batching_gain_is_best_batching_enabled_over_off_at_the_same_device_batc
     assert d.best.config.name == "cpu-cpu" and len(d.searches) == 3
 
 
+def test_a_configuration_searched_again_answers_with_its_repeats_lower_median_not_its_luckiest():
+    two = rates(ON, 539.4, "on-1") + rates(ON, 464.1, "on-2") + rates(OFF, 391.8, "off-1") + rates(OFF, 392.1, "off-2")
+    d = device(answers.answer(two), "cpu")
+    assert d.best.capacity_rps == 464.1  # the lower of two, not 539.4
+    assert d.gain.ratio == pytest.approx(464.1 / 391.8)
+    three = rates(ON, 539.4, "a") + rates(ON, 464.1, "b") + search(ON, "c", UNMET) + rates(OFF, 300, "off")
+    assert device(answers.answer(three), "cpu").best.capacity_rps == 464.1  # the middle: "not met" counts as 0
+    one_unmet = rates(ON, 539.4, "a") + search(ON, "b", UNMET) + rates(OFF, 300, "off")
+    assert device(answers.answer(one_unmet), "cpu").best.config.name == "cpu-off"  # one of two did not meet
+
+
 def test_no_gain_without_an_off_baseline_says_why():
     result = answers.answer(rates(ON, 669.3, "on") + rates(GPU_ON, 3000, "g") + search(GPU_OFF, "go", UNMET)
                             + rates(OFF, 300, "off-8", batch=8))

@@ -11,6 +11,7 @@ from loadtest.analysis.decision import decision_lines
 from loadtest.analysis.instances import Pricing
 from loadtest.analysis.prices import DEFAULT_PRICES, load_prices
 from loadtest.records import read_results
+from tests.loadtest.analysis.test_answers import OFF, ON, rates
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
 
@@ -85,3 +86,10 @@ def test_the_glossary_page_the_readme_links_is_the_reports_terms_table():
     assert (REPO / "docs" / "glossary.md").read_text() == glossary_markdown(), \
         "docs/glossary.md is stale: write glossary_markdown() to it"
     assert "(docs/glossary.md)" in (REPO / "README.md").read_text()
+
+
+def test_a_decision_on_repeated_searches_names_the_repeats_and_sizes_on_the_lower():
+    cells = rates(ON, 539.4, "on-1") + rates(ON, 464.1, "on-2") + rates(OFF, 391.8, "off-1") + rates(OFF, 392.1, "o2")
+    result = answer(cells)
+    [line] = decision_lines(result, cells, config_labels(config_of(c) for c in cells), None)
+    assert "464.1 req/s per server (the lower of 2 repeats (464.1, 539.4 req/s); confirmed" in line

@@ -71,6 +71,15 @@ def test_a_plan_sets_the_objective_of_a_request_batch_size(tmp_path):
     assert plans.load_plan(REPO / "loadtest" / "plans" / "demo.toml", env={}).capacity.p99_ms(32, 10.0) == 50.0
 
 
+def test_the_demo_plan_gives_its_embedded_servers_eight_request_threads():
+    """The demo's server flags are ones the embedded server takes (its own parser reads them)."""
+    from serving.server.__main__ import build_parser
+
+    flags = plans.load_plan(REPO / "loadtest" / "plans" / "demo.toml", env={}).launch.server_flags
+    args = build_parser().parse_args(["--model_base_path", "models/mnist", *flags])
+    assert args.grpc_max_threads == 8
+
+
 def test_a_plan_sets_the_objectives_every_search_is_answered_at(tmp_path):
     path = tmp_path / "p.toml"
     path.write_text("[capacity]\nobjectives = [50, 2.5, 10]\n")
