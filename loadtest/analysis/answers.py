@@ -191,11 +191,16 @@ def _unmet(cells: Sequence[CellResult]) -> str:
     return "no rate measured" + (f": {failed}" if failed else "")
 
 
+def is_reference(cell: CellResult) -> bool:
+    """A paired comparison's reference cell: it measures the machine, not a configuration or a search."""
+    return cell.search.get("role") == Role.REFERENCE
+
+
 def search_answers(results: Sequence[CellResult]) -> list[SearchAnswer]:
     """Every search in the results, one answer each, by configuration, batch, objective, id."""
     groups: dict[str, list[CellResult]] = {}
     for cell in results:
-        if cell.search and cell.search.get("role") != Role.REFERENCE:
+        if cell.search and not is_reference(cell):
             groups.setdefault(str(cell.search["id"]), []).append(cell)
     answers = [search_answer(cells) for cells in groups.values()]
     return sorted(answers, key=lambda a: (a.config, a.request_batch_size, a.p99_objective_ms, a.search_id))
@@ -212,14 +217,18 @@ def typical(searches: Iterable[SearchAnswer]) -> list[SearchAnswer]:
     lower of two, the middle of three. Sizing on the best of several repeats would size on the luckiest."""
     groups: dict[tuple[Config, int, float], list[SearchAnswer]] = {}
     for s in searches:
-        groups.setdefault((s.config, s.request_batch_size, s.p99_objective_ms), []).append(s)
+        groups.setdefault(_repeat_key(s), []).append(s)
     return [sorted(group, key=capacity)[(len(group) - 1) // 2] for group in groups.values()]
 
 
 def repeats_of(answer: SearchAnswer, searches: Iterable[SearchAnswer]) -> list[SearchAnswer]:
     """The searches of `answer`'s configuration at its request batch size and objective (itself included)."""
-    return [s for s in searches if (s.config, s.request_batch_size, s.p99_objective_ms)
-            == (answer.config, answer.request_batch_size, answer.p99_objective_ms)]
+    return [s for s in searches if _repeat_key(s) == _repeat_key(answer)]
+
+
+def _repeat_key(s: SearchAnswer) -> tuple[Config, int, float]:
+    """What makes two searches repeats of one another: the same configuration, request batch and objective."""
+    return s.config, s.request_batch_size, s.p99_objective_ms
 
 
 def best(searches: Iterable[SearchAnswer]) -> SearchAnswer | None:

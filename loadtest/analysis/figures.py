@@ -24,12 +24,11 @@ import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from loadtest.analysis.answers import Answers, Config, config_of, typical
+from loadtest.analysis.answers import Answers, Config, config_of, is_reference, typical
 from loadtest.analysis.bound import ServedShare, padded_batch, served_share
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.series import load_level, sustained, usable
 from loadtest.records import CellResult
-from loadtest.sweep.conclusion import Role
 from loadtest.vocab import LoadMode
 from serving.endpoint import server_with_runtime
 
@@ -182,7 +181,7 @@ def figures_of(results: Sequence[CellResult], answers: Answers, labels: Mapping[
     request batch 1 read as a configuration measured there)."""
     groups: dict[tuple[Config, int], list[CellResult]] = {}
     for c in results:
-        if usable(c) and c.search.get("role") != Role.REFERENCE:
+        if usable(c) and not is_reference(c):
             groups.setdefault((config_of(c), c.load.request_batch_size), []).append(c)
     answered = _capacity_cells(answers)
     out = {}

@@ -25,13 +25,13 @@ from loadtest.analysis.answers import (
     SearchAnswer,
     device_answers,
     device_ratios,
+    is_reference,
     lower_bound,
     search_answers,
 )
 from loadtest.analysis.blocks import Table
 from loadtest.analysis.formatting import number as fmt
 from loadtest.records import CellResult
-from loadtest.sweep.conclusion import Role
 from loadtest.vocab import CellStatus
 
 GPU_CPU = "GPU/CPU"
@@ -231,8 +231,8 @@ def paired_ratios(results: Sequence[CellResult]) -> list[PairedRatio]:
 
 
 def _comparison_ratios(cells: Sequence[CellResult]) -> list[PairedRatio]:
-    searched = [c for c in cells if c.search.get("role") != Role.REFERENCE]
-    references = [c for c in cells if c.search.get("role") == Role.REFERENCE]
+    searched = [c for c in cells if not is_reference(c)]
+    references = [c for c in cells if is_reference(c)]
     paired = bool(comparison_of(cells[0]).get("paired"))
     by_repeat: dict[int, list[SearchAnswer]] = {}
     repeat_of = {str(c.search["id"]): int(comparison_of(c).get("repeat", 1)) for c in searched}

@@ -65,3 +65,10 @@ def search(label: ServerLabel, search_id: str, steps: list[tuple], *, objective:
                           concurrency=4 if probe else None, rps=rate if probe else None, p99=p99,
                           flags=(tuple(flag),) if flag else (), search=tag, index=index, objective=objective))
     return cells
+
+
+def rates(label: ServerLabel, capacity: float, search_id: str, *, objective: float = 10.0,
+          batch: int = 1) -> list[CellResult]:
+    """A short search of `label` confirming `capacity` req/s (1.1 x capacity fails)."""
+    return search(label, search_id, [("bracket", capacity, 8.0), ("bracket", capacity * 1.1, 12.0),
+                                      ("confirm", capacity, 9.0)], objective=objective, batch=batch)

@@ -10,7 +10,7 @@ import pytest
 from loadtest.analysis import answers
 from loadtest.analysis.answers import config_labels, config_of
 from loadtest.records import read_results
-from tests.loadtest.analysis.handmade import cell, search, server
+from tests.loadtest.analysis.handmade import cell, rates, search, server
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
 OFF = server("cpu-off", "off")
@@ -70,12 +70,6 @@ def test_searches_sharing_a_results_file_are_told_apart_by_id():
 
 
 # ----------------------------------------------------------------------------- gain and ratio
-
-
-def rates(label, capacity, search_id, *, objective=10.0, batch=1):
-    """A short search of `label` confirming `capacity` req/s (1.1 x capacity fails)."""
-    return search(label, search_id, [("bracket", capacity, 8.0), ("bracket", capacity * 1.1, 12.0),
-                                      ("confirm", capacity, 9.0)], objective=objective, batch=batch)
 
 
 def device(result, device_kind, batch=1, objective=10.0):

@@ -11,7 +11,7 @@ from loadtest.analysis.decision import decision_lines
 from loadtest.analysis.instances import Pricing
 from loadtest.analysis.prices import DEFAULT_PRICES, load_prices
 from loadtest.records import read_results
-from tests.loadtest.analysis.test_answers import OFF, ON, rates
+from tests.loadtest.analysis.handmade import rates, server
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
 
@@ -89,7 +89,8 @@ def test_the_glossary_page_the_readme_links_is_the_reports_terms_table():
 
 
 def test_a_decision_on_repeated_searches_names_the_repeats_and_sizes_on_the_lower():
-    cells = rates(ON, 539.4, "on-1") + rates(ON, 464.1, "on-2") + rates(OFF, 391.8, "off-1") + rates(OFF, 392.1, "o2")
+    on, off = server("cpu-cpu", "cpu"), server("cpu-off", "off")
+    cells = rates(on, 539.4, "on-1") + rates(on, 464.1, "on-2") + rates(off, 391.8, "off-1") + rates(off, 392.1, "o2")
     result = answer(cells)
     [line] = decision_lines(result, cells, config_labels(config_of(c) for c in cells), None)
     assert "464.1 req/s per server (the lower of 2 repeats (464.1, 539.4 req/s); confirmed" in line
