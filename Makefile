@@ -16,7 +16,7 @@ BATCHING ?= off
 PLAN ?= loadtest/plans/quick.toml
 EXPORT_ARGS ?=
 
-.PHONY: setup browser h2load lint test test-fast export bench-server bench-runtimes bench-loadgen bench-demo serve serve-cpu serve-gpu stop \
+.PHONY: setup browser h2load lint test test-fast export bench-server bench-workers bench-soak bench-runtime-calls bench-runtimes bench-loadgen bench-demo serve serve-cpu serve-gpu stop \
 	loadtest capacity tune locust-ui report size k8s demo device-bundle clean-venv
 
 setup: $(STAMP)
@@ -52,9 +52,21 @@ test: setup browser
 bench-server: setup
 	$(CLI) bench server --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
 
+# Not in CI: capacity confirmed, then 10 minutes at 80% of it with 2 workers (~15 min in all).
+bench-soak: setup
+	$(CLI) bench soak --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
+
+# --workers 2 against 1 on cores 0-1, h2load on core 1: throughput, CPU per request, the owner hand-off.
+bench-workers: setup h2load
+	$(CLI) bench workers --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
+
 # TensorFlow vs JAX as the embedded server's runtime, side by side on the same cores.
 bench-runtimes: setup
 	$(CLI) bench runtimes --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
+
+# JAX against PyTorch (the torch backend): µs a model call at request batch 1 and 32, on core 0.
+bench-runtime-calls: setup
+	$(CLI) bench runtime-calls --model-base-path $(MODELS)/mnist
 
 # h2load (Debian's nghttp2-client), the C reference the load generator is held against.
 h2load:
@@ -74,7 +86,7 @@ export: setup
 # serve: embedded server in the foreground (Ctrl-C stops it).
 # serve-cpu / serve-gpu: TF Serving container when Docker can, else the embedded server, in the
 # background; recorded in .state/servers.json for `make loadtest`. stop: stops them all.
-# BACKEND (embedded server): savedmodel (TensorFlow) or jax (the same weights on JAX; no container).
+# BACKEND (embedded server): savedmodel (TensorFlow), jax or torch (the same weights on JAX or PyTorch; no container).
 # MODEL: your own model's name, served from $(MODELS)/$(MODEL)/<version>/ and load-tested (default mnist).
 BACKEND ?= savedmodel
 MODEL ?=

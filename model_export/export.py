@@ -45,6 +45,7 @@ CLASSES_KEY = "classes"
 WARMUP_BATCH_SIZES = (1, 8, 32)
 TMP_PREFIX = ".tmp-export-"
 KERAS_FILE = "model.keras"
+REFERENCE_FILE = "reference_outputs.npz"  # the SavedModel's outputs on the sample digits, inside each version
 
 
 class ExportError(RuntimeError):
@@ -155,14 +156,26 @@ def write_warmup_requests(path: Path, model_name: str, images: np.ndarray) -> in
     return len(WARMUP_BATCH_SIZES)
 
 
-def predict_classes(model_dir: Path, images: np.ndarray, batch: int = 512) -> np.ndarray:
-    """Classes from the SavedModel as written, through its serving signature."""
+def predict_outputs(model_dir: Path, images: np.ndarray, batch: int = 512) -> dict[str, np.ndarray]:
+    """Every output of the SavedModel as written, through its serving signature."""
     import tensorflow as tf
 
     signature = tf.saved_model.load(str(model_dir)).signatures[SIGNATURE_NAME]
-    parts = [signature(**{INPUT_KEY: tf.constant(images[i:i + batch])})[CLASSES_KEY].numpy()
-             for i in range(0, len(images), batch)]
-    return np.concatenate(parts).astype(np.int64)
+    parts = [signature(**{INPUT_KEY: tf.constant(images[i:i + batch])}) for i in range(0, len(images), batch)]
+    return {key: np.concatenate([p[key].numpy() for p in parts]) for key in parts[0]}
+
+
+def predict_classes(model_dir: Path, images: np.ndarray, batch: int = 512) -> np.ndarray:
+    """Classes from the SavedModel as written, through its serving signature."""
+    return predict_outputs(model_dir, images, batch)[CLASSES_KEY].astype(np.int64)
+
+
+def write_reference_outputs(model_dir: Path, images: np.ndarray) -> None:
+    """`<version>/reference_outputs.npz`: the SavedModel's own outputs on these inputs (`input.<alias>`,
+    `output.<alias>`), so a runtime without TensorFlow (the torch and jax backends on a GPU machine) can check
+    its answers against TensorFlow's."""
+    arrays = {f"input.{INPUT_KEY}": images, **{f"output.{k}": v for k, v in predict_outputs(model_dir, images).items()}}
+    np.savez_compressed(model_dir / REFERENCE_FILE, **arrays)  # type: ignore[arg-type]
 
 
 def build_metadata(options: ExportOptions, data: Dataset, model, train_seconds: float,
@@ -229,6 +242,7 @@ def run_export(options: ExportOptions) -> ExportResult:
         write_warmup_requests(staging / "assets.extra" / "tf_serving_warmup_requests", options.model_name,
                               data.x_test)
         predicted = predict_classes(staging, data.x_test)
+        write_reference_outputs(staging, data.x_test[:options.num_samples])
         accuracy = float(np.mean(predicted == data.y_test))
         # The version number is only known at rename time; metadata records the one we expect and is
         # corrected below if a concurrent export took it first.

@@ -47,7 +47,7 @@ def warn(line: str) -> None:
     """A one-line warning on stderr: the command goes on."""
     click.echo(f"warning: {line}", err=True)
 
-BACKEND_CHOICES = [Backend.SAVEDMODEL.value, Backend.JAX.value]
+BACKEND_CHOICES = [Backend.SAVEDMODEL.value, Backend.JAX.value, Backend.TORCH.value]
 
 
 def _check_assignments(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[str]:
@@ -85,7 +85,8 @@ def server_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      show_default=True),
         click.option("--batching", default="off", show_default=True, help="batching profile from the serving config"),
         click.option("--backend", type=click.Choice(BACKEND_CHOICES), default="savedmodel", show_default=True,
-                     help="embedded server: the SavedModel on TensorFlow, or the same weights on JAX (make BACKEND=)"),
+                     help="embedded server: the SavedModel on TensorFlow, or the same weights on JAX or PyTorch "
+                          "(make BACKEND=)"),
         click.option("--grpc-port", type=click.IntRange(1, 65535),
                      help="host gRPC port (default: the device's from the config)"),
         click.option("--rest-port", type=click.IntRange(1, 65535),

@@ -29,7 +29,7 @@ def kind_display_name(kind: str) -> str:
 
 
 _RUNTIME_NAMES = {"tensorflow": "TensorFlow, SavedModel", "jax": "JAX, the same weights (.keras)",
-                  "none (null backend)": "no model (null backend)"}
+                  "keras-torch": "PyTorch, the same weights (.keras)", "none (null backend)": "no model (null backend)"}
 
 
 def runtime_display_name(kind: str, runtime: str | None) -> str:

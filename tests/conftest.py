@@ -8,9 +8,15 @@ of TensorFlow's training threads; `ranker_model` exports a second, non-MNIST mod
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+# The suite's servers run one worker process unless a test is about workers (it passes --workers itself).
+os.environ.setdefault("SERVING_WORKERS", "1")
+
 from tests.support.export import QUICK_EXPORT_ARGS, ExportedModel, run_export_cli
+from tests.support.keras_ranker import KerasRankerModel, export_keras_ranker
 from tests.support.ranker import RankerModel, export_ranker
 
 
@@ -28,3 +34,9 @@ def ranker_model(tmp_path_factory) -> RankerModel:
     """A second SavedModel, not MNIST (two inputs of different dtypes and ranks), and an .npz of its inputs
     with its own outputs as expected ones."""
     return export_ranker(tmp_path_factory.mktemp("own-models"))
+
+
+@pytest.fixture(scope="session")
+def keras_ranker_model(tmp_path_factory) -> KerasRankerModel:
+    """A second Keras model (two named inputs, not MNIST) with model.keras, its SavedModel and reference outputs."""
+    return export_keras_ranker(tmp_path_factory.mktemp("keras-models"))

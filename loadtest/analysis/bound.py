@@ -34,7 +34,8 @@ from loadtest.vocab import CellStatus
 
 SERVED_SHARE = 0.5  # served below this share of the device alone: the serving path bounded the answer
 DISPATCH_RATIO = 2.0  # a floor per call within this many times the runtime's trivial round trip timed the runtime
-RUNTIME_NAMES = {"jax": "JAX", "tf2": "TensorFlow", "tensorflow": "TensorFlow", "savedmodel": "TensorFlow"}
+RUNTIME_NAMES = {"jax": "JAX", "tf2": "TensorFlow", "tensorflow": "TensorFlow", "savedmodel": "TensorFlow",
+                 "keras-torch": "PyTorch (Keras)", "torch": "PyTorch (Keras)"}
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,78 @@ def loadgen(against_h2load: bool, **options) -> None:
         raise click.ClickException(str(exc)) from exc
 
 
+@bench.command("workers")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the model's base directory (version subdirectories), as `make export` writes it")
+@click.option("--samples", type=FILE, default=None, help="npz with `images` (default: random pixels)")
+@click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0,1", show_default=True,
+              help="cores both servers (1 and 2 workers) are pinned to")
+@click.option("--client-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True,
+              help="cores h2load is pinned to")
+@click.option("--warmup-s", type=click.FloatRange(min=0.0), default=1.0, show_default=True)
+@click.option("--duration-s", type=POSITIVE_S, default=4.0, show_default=True, help="measured seconds per run")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="interleaved pairs (1 worker, then 2); the ratios are their medians")
+def workers(**options) -> None:
+    """--workers 2 against 1: closed-loop throughput (null backend and the model), CPU per request, hand-off."""
+    from loadtest.benchmarks import workers as bench_workers
+    from loadtest.benchmarks.h2load import H2loadError
+    from serving.deploy.process import ServerNotReady
+
+    settings = bench_workers.WorkersOptions(**options)
+    require(settings.model_base_path, settings.samples)
+    try:
+        bench_workers.run(settings, echo=click.echo)
+    except (H2loadError, ServerNotReady, OSError, ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@bench.command("runtime-calls")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the model's base directory; its newest version needs model.keras")
+@click.option("--cpu", callback=cpu_list, metavar="CORES", default="0", show_default=True,
+              help="cores every child process is pinned to")
+@click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True)
+@click.option("--seconds", type=POSITIVE_S, default=3.0, show_default=True, help="timed per request batch")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True)
+def runtime_calls(**options) -> None:
+    """JAX against PyTorch (the torch backend): µs a model call at request batch 1 and 32, same cores."""
+    from loadtest.benchmarks import runtime_calls as calls
+
+    settings = calls.CallsOptions(**options)
+    try:
+        calls.run(settings, echo=click.echo)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@bench.command("soak")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the model's base directory (version subdirectories), as `make export` writes it")
+@click.option("--samples", type=FILE, default=Path("models/mnist-samples.npz"), show_default=True,
+              help="npz with `images` and `labels` (answers are checked)")
+@click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0,1", show_default=True)
+@click.option("--loadgen-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--p99-ms", type=click.FloatRange(min=0.0, min_open=True), default=25.0, show_default=True,
+              help="the objective the capacity is confirmed at")
+@click.option("--minutes", type=click.IntRange(min=2), default=10, show_default=True, help="one-minute cells held")
+def soak(**options) -> None:
+    """Capacity confirmed in this run, then minutes at 80% of it: p99 a minute, every request answered, no process
+    growing (RSS and descriptors at the end within 10% of minute 2). Exits 1 when any of that fails."""
+    from loadtest.benchmarks import soak as bench_soak
+    from serving.deploy.process import ServerNotReady
+
+    settings = bench_soak.SoakOptions(**options)
+    require(settings.model_base_path, settings.samples)
+    try:
+        passed = bench_soak.run(settings, Path(tempfile.mkdtemp(prefix="loadtest-soak-")), echo=click.echo)
+    except (ServerNotReady, OSError, ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not passed:
+        raise SystemExit(1)
+
+
 @bench.command("probe")
 @click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
               help="the model's base directory (the null backend reads no weights, but the server needs it)")

@@ -43,9 +43,9 @@ TOP_FILES = ("pyproject.toml", "requirements.lock")
 MODEL_NAME = "mnist"
 CHANGED_LISTED = 20  # changed files named in the source record (all are counted)
 # What the bundle installs: the project's own dependencies (pyproject.toml) less what only the
-# TensorFlow side needs, plus Keras (the jax backend) and protobuf (TF's protos without TF);
-# versions come from the lock file.
-NOT_ON_THE_DEVICE = frozenset({"tensorflow", "tensorflow-serving-api", "mlxtend", "jax"})
+# TensorFlow side needs and the machine's own PyTorch (its CUDA build; the build machines' is CPU-only),
+# plus Keras (the jax and torch backends) and protobuf (TF's protos without TF); versions from the lock file.
+NOT_ON_THE_DEVICE = frozenset({"tensorflow", "tensorflow-serving-api", "mlxtend", "jax", "torch"})
 EXTRA_REQUIREMENTS = ("keras", "protobuf")
 PROTO_ROOTS = ("tensorflow", "tensorflow_serving")
 # Not imported while listing the protos: Locust's file patches the standard library with gevent on

@@ -5,21 +5,20 @@ Its defaults fit one 10-minute call on a lent machine and answer every configura
 GPU and CPU, request batch 1, batching `off` and the device's profile, all four up at once and
 searched paired (4 searches of at most 64.5 s each: on an H200 machine 48 s bracketed every knee,
 where 21 s gave only lower bounds), no py-spy profile (`--profile-s 20` adds one); `--target-rps`
-adds the sizing line (replicas and cost, from `--prices`, by default the shipped
-`loadtest/prices.example.toml`).
+adds the sizing line (replicas and cost, from `--prices`, by default `loadtest/prices.example.toml`).
 
 Copied into the bundle as `run.py` (`loadtest.bundle.build`); runs on the bundle's machine with its
 own Python and the standard library only until it has installed the bundle (its helpers, also
 standard library only, are the project's `loadtest.bundle` modules):
 
 1. installs `wheels/` into `site/` with no index (`pip install --no-index --no-deps --target`);
-2. finds which of the asked devices can serve (`gpu` only where JAX sees one, else it says why),
-   records versions, the bundle's source (`project/SOURCE.json`) and PyTorch's own GPU round trip;
+2. finds which asked devices can serve (`gpu` where PyTorch sees one, else why not), records versions, the
+   bundle's source (`project/SOURCE.json`) and PyTorch's own GPU round trip;
 3. plans the capacity searches to what is left of `--budget-min` (`loadtest.bundle.budget`): GPU first,
    configuration `off`, then the device's profile; each search bounded by `--max-minutes`,
    `--max-steps`, `--max-rate-s`; it says what it left out and why;
 4. one paired `mnist-bench capacity` run: every configuration kept up at once (the embedded server on
-   the jax backend on the first three quarters of the cores, Locust on the rest), their cells
+   `SERVER_FLAGS`, one worker per core of the first three quarters, Locust on the rest), their cells
    interleaved at each request batch kept with a reference cell showing the machine's drift, so that
    the GPU/CPU ratio and the batching gains come from the same minutes (`--sequential`: one run per
    configuration, one after the other); killed at its planned time if it overruns; every result line
@@ -58,6 +57,7 @@ from loadtest.bundle.processes import Echoed, stop  # noqa: E402
 from loadtest.bundle.run_args import (  # noqa: E402
     EXAMPLE_PRICES,
     REPORT_S,
+    SERVER_FLAGS,
     WARMUP_S,
     after_searches_s,
     core_split,
@@ -119,14 +119,14 @@ def round_trip_env(torch_trip: dict) -> dict[str, str]:
 
 
 def gpu_problem(env: dict[str, str]) -> str:
-    """"" when JAX sees a GPU here; else why not."""
-    probe = "import jax; print(len(jax.devices('gpu')))"
+    """"" when PyTorch (the GPU servers' runtime) sees a GPU here; else why not."""
+    probe = "import torch; print(torch.cuda.device_count())"
     try:
         done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
-        return "JAX did not list its devices within 120 s"
+        return "PyTorch did not list its devices within 120 s"
     if done.returncode != 0 or not done.stdout.strip().isdigit() or int(done.stdout.strip()) < 1:
-        return f"JAX sees no GPU: {(done.stderr.strip().splitlines() or ['no GPU devices'])[-1]}"
+        return f"PyTorch sees no GPU: {(done.stderr.strip().splitlines() or ['no GPU devices'])[-1]}"
     return ""
 
 
@@ -279,10 +279,10 @@ class DeviceRun:
             self.tune(device, plan_file, plan.batches()[0])
 
     def capacity_command(self, plan_file: Path, name: str, serves: list[str], batches: list[int]) -> list[str]:
-        """`mnist-bench capacity` on the jax backend for `serves` (device/profile) at `batches`."""
+        """`mnist-bench capacity` for `serves` (device/profile) at `batches`, with `SERVER_FLAGS`."""
         a = self.args
         return [sys.executable, "-m", "loadtest", "capacity", "--plan", str(plan_file), "--p99-ms", str(a.p99_ms),
-                *(f"--serve={s}" for s in serves), "--server-flags=--backend jax", "--models-dir",
+                *(f"--serve={s}" for s in serves), SERVER_FLAGS, "--models-dir",
                 str(PROJECT / "models"), "--results-dir", str(self.work / "results" / name), "--max-steps",
                 str(a.max_steps), "--max-minutes", str(a.max_minutes), "--max-rate-s", str(a.max_rate_s),
                 "--confidence", str(a.confidence), "--unmet-ok", "--no-report", *(f"--batch={b}" for b in batches)]
@@ -292,7 +292,7 @@ class DeviceRun:
         a = self.args
         command = [sys.executable, "-m", "loadtest", "tune", "--plan", str(plan_file), "--p99-ms", str(a.p99_ms),
                    "--device", device, "--batch", str(batch), "--budget-min", str(a.tune_minutes),
-                   "--server-flags=--backend jax", "--models-dir", str(PROJECT / "models"),
+                   SERVER_FLAGS, "--models-dir", str(PROJECT / "models"),
                    "--results-dir", str(self.work / "results" / f"{device}-tune"), "--max-steps", str(a.max_steps)]
         self.command(f"{device}-tune", command, min(a.tune_minutes * 60 + a.start_s + 60, self.left_s()))
 
@@ -319,7 +319,7 @@ class DeviceRun:
         plan = self.work / "profile-plan.toml"
         plan.write_text(profiling.profile_plan(plan_file.read_text(), batch, rate, a.profile_s + 8.0))
         command = [sys.executable, "-m", "loadtest", "loadtest", "--plan", str(plan), "--serve", f"{device}/{profile}",
-                   "--server-flags=--backend jax", "--models-dir", str(PROJECT / "models"), "--results-dir",
+                   SERVER_FLAGS, "--models-dir", str(PROJECT / "models"), "--results-dir",
                    str(self.work / "profile"), "--no-report"]
         binary = shutil.which("py-spy", path=self.env["PATH"])
         self.say(f"run.py: profile: {device}-{profile} at request batch {batch}, {rate:.1f} req/s, py-spy "

@@ -16,6 +16,9 @@ from loadtest.bundle import budget
 DEVICES = ("gpu", "cpu")
 EXAMPLE_PRICES = "loadtest/prices.example.toml"  # in the bundle's project/
 REPORT_S = 30.0  # estimate: the report after the searches
+# Every server's flags: model.keras on JAX on a CPU (`mnist-bench bench runtime-calls`), on PyTorch's CUDA
+# graphs on a GPU.
+SERVER_FLAGS = "--server-flags=--backend jax --gpu_backend torch"
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -54,20 +55,44 @@ class ServerSource(Protocol):
 
 
 class ProcessSource:
-    """The embedded server's process: CPU times and RSS by pid."""
+    """The embedded server's processes: CPU times and RSS of its pid and every process under it (a pooled
+    server's frontends and owner: `--workers`). A process that exited between two readings takes its CPU
+    time with it: the window's figure is then low, never high."""
+
+    # Finding the processes under it walks all of /proc (and, under a busy interpreter, waits for the GIL at
+    # every step): done when the source is made, then again at most this often.
+    CHILDREN_EVERY_S = 5.0
 
     def __init__(self, pid: int) -> None:
         self.process = psutil.Process(pid)
         self.cpu_set = frozenset(self.process.cpu_affinity() or ())
         self.cores = float(len(self.cpu_set) or psutil.cpu_count() or 1)
+        self._children: list[psutil.Process] = self.process.children(recursive=True)
+        self._children_at = time.monotonic()
+
+    def _processes(self) -> list[psutil.Process]:
+        now = time.monotonic()
+        if now - self._children_at >= self.CHILDREN_EVERY_S:
+            self._children, self._children_at = self.process.children(recursive=True), now
+        return [self.process, *self._children]
 
     def read(self) -> ServerReading:
         try:
-            with self.process.oneshot():
-                times, memory = self.process.cpu_times(), self.process.memory_info()
+            processes = self._processes()
         except psutil.Error:  # the server exited meanwhile
             return ServerReading(None, None)
-        return ServerReading(times.user + times.system, memory.rss)
+        cpu_s, rss = 0.0, 0
+        for process in processes:
+            try:
+                with process.oneshot():
+                    times, memory = process.cpu_times(), process.memory_info()
+            except psutil.Error:
+                if process is self.process:
+                    return ServerReading(None, None)
+                continue
+            cpu_s += times.user + times.system
+            rss += memory.rss
+        return ServerReading(cpu_s, rss)
 
 
 class CgroupSource:

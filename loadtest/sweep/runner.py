@@ -35,6 +35,7 @@ from loadtest.sweep.cell_results import CellContext, collect_provenance, failed_
 from loadtest.sweep.console import console_table, describe, progress_line
 from loadtest.sweep.device_sources import ServerSource
 from loadtest.sweep.floors import FloorSource
+from loadtest.sweep.loadgen_size import LoadgenSizer
 from loadtest.sweep.locust_run import cell_deadline_s, locust_command, run_locust
 from loadtest.sweep.probe import Probe, Prober
 from loadtest.sweep.resources import server_resources
@@ -67,6 +68,7 @@ class CellRunner:
     out: TextIO = sys.stdout
     results: list[CellResult] = field(default_factory=list)
     floors: FloorSource = field(default_factory=FloorSource)
+    loadgen: LoadgenSizer = field(default_factory=LoadgenSizer)  # Locust processes per cell, by measured cost
 
     @classmethod
     def new_run(cls, results_root: Path, plan: plans.Plan, plan_path: str, out: TextIO) -> CellRunner:
@@ -91,6 +93,10 @@ class CellRunner:
         is the one the server last reported (a cell's own responses say it, if it gets any).
 
         Raises Interrupted (after recording the cell as failed) on Ctrl-C."""
+        run, short = self.loadgen.sized(run, cell)
+        if short:
+            self.say(f"  load generator: {cell.rate_rps:g} req/s needs more than the plan's {run.processes} Locust "
+                     "process(es) at the cost measured so far; the cell's checks say whether it kept up")
         index, ctx = len(self.results), replace(self.ctx, run=run)
         label = server_label(target, protocol=run.protocol, model_version=model_version)
         spec = load_spec(run, cell)
@@ -107,6 +113,7 @@ class CellRunner:
                                                  str(ctx.provenance.get("cpu_model", "")))
                     locust = run_locust(command, summary_path, self.run_dir / "logs" / f"cell-{index:03d}.log",
                                         cell_deadline_s(run))
+                    self.loadgen.learn(locust.summary)
                     window = telemetry.measured_window(locust.summary, summary_path, run.measure_s, sampler.clock())
                     host_probe = ({**probes.record(*window), **unprobed} if run.host_probe
                                   else hiccups.off_record())

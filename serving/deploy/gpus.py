@@ -51,6 +51,13 @@ print(json.dumps({"version": jax.__version__, "cuda": bool(plugins or gpus), "gp
 """
 
 
+_TORCH_GPU_PROBE = """
+import json, torch
+gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+print(json.dumps({"version": torch.__version__, "cuda": torch.version.cuda is not None, "gpus": gpus}))
+"""
+
+
 def _probe(script: str, runtime: str, hint: str, timeout_s: float) -> RuntimeGpus:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     try:
@@ -74,18 +81,31 @@ def probe_jax_gpus(timeout_s: float = 180) -> RuntimeGpus:
     return _probe(_JAX_GPU_PROBE, "JAX", "make setup GPU=1 installs jax[cuda12]", timeout_s)
 
 
-PROBES: dict[str, Callable[[], RuntimeGpus]] = {"savedmodel": probe_tensorflow_gpus, "jax": probe_jax_gpus}
+def probe_torch_gpus(timeout_s: float = 180) -> RuntimeGpus:
+    """Ask PyTorch, in a child process, which GPUs it sees (the torch backend's view)."""
+    return _probe(_TORCH_GPU_PROBE, "PyTorch", "install a CUDA build of torch", timeout_s)
 
 
-def backend_of(server_flags: Sequence[str]) -> str:
-    """The `--backend` among embedded-server flags ("savedmodel" when none is given)."""
-    flags = list(server_flags)
+PROBES: dict[str, Callable[[], RuntimeGpus]] = {"savedmodel": probe_tensorflow_gpus, "jax": probe_jax_gpus,
+                                                "torch": probe_torch_gpus}
+
+
+def _flag(flags: list[str], name: str) -> str | None:
     for index, flag in enumerate(flags):
-        if flag == "--backend" and index + 1 < len(flags):
+        if flag == name and index + 1 < len(flags):
             return flags[index + 1]
-        if flag.startswith("--backend="):
+        if flag.startswith(name + "="):
             return flag.partition("=")[2]
-    return "savedmodel"
+    return None
+
+
+def backend_of(server_flags: Sequence[str], device: str = "cpu") -> str:
+    """The backend embedded-server flags choose on `device`: `--gpu_backend` on a GPU when given, else
+    `--backend` ("savedmodel" when none is given)."""
+    flags = list(server_flags)
+    if device == "gpu" and (gpu := _flag(flags, "--gpu_backend")):
+        return gpu
+    return _flag(flags, "--backend") or "savedmodel"
 
 
 def describe_missing_gpu(docker: DockerProbe, gpus: RuntimeGpus) -> str:

@@ -95,7 +95,7 @@ def choose_launcher(device: str, kind: str, docker: DockerProbe,
         note = (f"no usable Docker engine ({docker.problem})" if not docker.usable
                 else "the Docker engine has no NVIDIA runtime")
     if device == Device.GPU:
-        gpus = (tf_gpus or PROBES.get(backend_of(server_flags), probe_tensorflow_gpus))()
+        gpus = (tf_gpus or PROBES.get(backend_of(server_flags, device), probe_tensorflow_gpus))()
         if not gpus.gpu_names:
             raise LaunchError(describe_missing_gpu(docker, gpus))
     return EmbeddedLauncher(), note
@@ -135,7 +135,7 @@ def launched_server_tensorflow(kind: str, request: StartRequest) -> tuple[str, s
     if kind == ServerKind.CONTAINER:
         image = image_reference(request.device, dict(os.environ))
         return image, image_tensorflow_version(image)
-    if backend_of(request.server_flags) != Backend.SAVEDMODEL:  # JAX or the null backend
+    if backend_of(request.server_flags, request.device) != Backend.SAVEDMODEL:  # JAX, torch or the null backend
         return None
     installed = package_versions(("tensorflow",))["tensorflow"]
     return (embedded_server(installed), installed) if major_minor(installed) else None

@@ -141,30 +141,55 @@ def _thread_kind(comm: str, process_comm: str) -> str:
     return "python" if comm == process_comm else "native"  # Python's threads keep the process's name
 
 
+def _tree(pid: int) -> list[psutil.Process]:
+    """Process `pid` and every live process under it (a pooled server's frontends and owner)."""
+    root = psutil.Process(pid)
+    try:
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return [root]
+
+
 def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) process `pid` has used so far, all its threads included."""
-    times = psutil.Process(pid).cpu_times()
-    return times.user + times.system
+    """CPU seconds (user + system) process `pid` and the live processes under it have used so far, all their
+    threads included."""
+    total = 0.0
+    for process in _tree(pid):
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            if process.pid == pid:
+                raise
+            continue
+        total += times.user + times.system
+    return total
 
 
 def thread_cpu_s(pid: int) -> dict[str, float]:
     """CPU seconds (user + system) the live threads of `pid` have used, by kind: `tensorflow` (its
     thread pools), `python` (threads Python started) and `native` (other libraries' own threads, such
-    as gRPC's event engine). Thread names come from Linux's /proc: empty elsewhere or once the
-    process is gone."""
+    as gRPC's event engine), over `pid` and the processes under it. Thread names come from Linux's /proc:
+    empty elsewhere or once the process is gone."""
     try:
-        threads = psutil.Process(pid).threads()
-        process_comm = Path(f"/proc/{pid}/comm").read_text().strip()
-    except (psutil.Error, OSError):
+        processes = _tree(pid)
+    except psutil.Error:
         return {}
     used = dict.fromkeys(THREAD_KINDS, 0.0)
-    for thread in threads:
+    found = False
+    for process in processes:
         try:
-            comm = Path(f"/proc/{pid}/task/{thread.id}/comm").read_text().strip()
-        except OSError:  # the thread ended meanwhile
+            threads = process.threads()
+            process_comm = Path(f"/proc/{process.pid}/comm").read_text().strip()
+        except (psutil.Error, OSError):
             continue
-        used[_thread_kind(comm, process_comm)] += thread.user_time + thread.system_time
-    return used
+        found = True
+        for thread in threads:
+            try:
+                comm = Path(f"/proc/{process.pid}/task/{thread.id}/comm").read_text().strip()
+            except OSError:  # the thread ended meanwhile
+                continue
+            used[_thread_kind(comm, process_comm)] += thread.user_time + thread.system_time
+    return used if found else {}
 
 
 def pinned(argv: list[str], cpus: str) -> list[str]:

@@ -16,6 +16,7 @@ Not for: converting tensors (`serving.protocol.tensors`) or TF Serving's config 
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import sys
 import types
@@ -33,5 +34,9 @@ def use_protos_without_runtime() -> bool:
         return False
     package = types.ModuleType(PACKAGE, "TensorFlow's generated protos only (serving.protocol.generated)")
     package.__path__ = list(spec.submodule_search_locations)
+    # A spec of its own (no loader), so importlib.util.find_spec("tensorflow") answers instead of raising:
+    # PyTorch's compiler looks every known library up that way when it is imported.
+    package.__spec__ = importlib.machinery.ModuleSpec(PACKAGE, None, is_package=True)
+    package.__spec__.submodule_search_locations = list(spec.submodule_search_locations)
     sys.modules[PACKAGE] = package
     return True

@@ -35,13 +35,19 @@ SERVER_INFO = ":tensorflow:serving:embedded:server_info"  # the embedded server'
 # (queue, compute_input, compute_infer, compute_output). A request's phases sum to its request_latency.
 REQUEST_PHASE_LATENCY = ":tensorflow:serving:embedded:request_phase_latency"
 REQUEST_PHASES = ("decode", "validate", "queue", "assemble", "compute_input", "compute_infer", "compute_output",
-                  "deliver", "encode")
+                  "deliver", "encode", "handoff")
+# `handoff`: with --workers above 1 and a device owner (serving.pool), the frontend -> owner -> frontend hops
+# (shared memory and a socket message each way); 0 in a server that runs the model in its own process.
 # The device's own floor, measured once at start after warm-up: the model alone on its device per
 # padded batch size (gauges labelled `batch_size`: median latency in µs, images/s) and the bare round
 # trip of a trivial computation to the device and back (µs).
 DEVICE_FLOOR_LATENCY = ":tensorflow:serving:embedded:device_floor_latency"
 DEVICE_FLOOR_IMAGES = ":tensorflow:serving:embedded:device_floor_images_per_second"
 DEVICE_ROUND_TRIP = ":tensorflow:serving:embedded:device_round_trip_latency"
+# A pooled server's (serving.pool) frontend processes up now, and how often the supervisor restarted one
+# (label `role`: frontend or owner).
+POOL_WORKERS = ":tensorflow:serving:embedded:workers"
+POOL_RESTARTS = ":tensorflow:serving:embedded:worker_restarts"
 # Each Python garbage collection's pause in the server process (µs histogram, label `generation`).
 GC_PAUSE = ":tensorflow:serving:embedded:gc_pause"
 
@@ -66,15 +72,16 @@ READY_RE = re.compile(
     r"serving ready kind=(?P<kind>\S+) grpc=(?P<grpc>\S+) rest=(?P<rest>\S+) model=(?P<model>\S+) "
     r'version=(?P<version>\S+) device=(?P<device>\S+) device_name="(?P<device_name>[^"]*)" '
     r"batching=(?P<batching>\S+)"
-    r'(?: runtime="(?P<runtime>[^"]*)" runtime_versions=(?P<runtime_versions>\S*))?')
+    r'(?: runtime="(?P<runtime>[^"]*)" runtime_versions=(?P<runtime_versions>\S*))?'
+    r"(?: workers=(?P<workers>\d+))?")
 
 
 def format_ready_line(*, kind: str, grpc: str, rest: str, model: str, version: int, device: str,
-                      device_name: str, batching: str, runtime: str, runtime_versions: str) -> str:
-    """The ready line for these fields (`grpc`/`rest` are host:port)."""
+                      device_name: str, batching: str, runtime: str, runtime_versions: str, workers: int = 1) -> str:
+    """The ready line for these fields (`grpc`/`rest` are host:port; `workers`: gRPC frontend processes)."""
     return (f"{READY_PREFIX}kind={kind} grpc={grpc} rest={rest} model={model} version={version} "
             f'device={device} device_name="{device_name}" batching={batching} '
-            f'runtime="{runtime}" runtime_versions={runtime_versions}')
+            f'runtime="{runtime}" runtime_versions={runtime_versions} workers={workers}')
 
 
 def parse_ready_line(line: str) -> dict[str, str]:

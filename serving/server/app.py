@@ -14,20 +14,22 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import grpc
 from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
 
 from serving.endpoint import ServerKind
 from serving.protocol.names import format_ready_line
-from serving.server.backends import DEFAULT_SIGNATURE
+from serving.server.backends import DEFAULT_SIGNATURE, LoadedModel
 from serving.server.core import ServerConfig, ServingCore
 from serving.server.floor import floor_batch_sizes, measure_floor, not_measured, round_trip_for
 from serving.server.gc_pauses import freeze_start_up_heap
 from serving.server.grpc_api import ModelServicer, PredictionServicer
 from serving.server.metrics import ServerMetrics
-from serving.server.model_source import ModelSource
+from serving.server.model_source import ModelEntry, ModelSource
 from serving.server.rest import RestServer
 from serving.server.warmup import load_and_warm
 
@@ -42,12 +44,13 @@ def ready_line(config: ServerConfig, grpc_port: int, rest_port: int, source: Mod
         kind=ServerKind.EMBEDDED, grpc=f"{config.host}:{grpc_port}", rest=f"{config.host}:{rest_port}",
         model=first, version=max(versions) if versions else 0, device=config.device,
         device_name=config.device_name, batching="on" if config.batching else "off",
-        runtime=config.runtime.name, runtime_versions=config.runtime.versions())
+        runtime=config.runtime.name, runtime_versions=config.runtime.versions(), workers=config.workers)
 
 
-def load_models(config: ServerConfig) -> ModelSource:
-    """Every configured model's versions loaded and warmed; an error when one has none to serve."""
-    source = ModelSource(list(config.models), lambda entry, version: load_and_warm(config, entry, version),
+def load_models(config: ServerConfig, load: Callable[[ModelEntry, int], LoadedModel] | None = None) -> ModelSource:
+    """Every configured model's versions loaded (by `load`; default: the backend's, warmed); an error when one
+    has none to serve."""
+    source = ModelSource(list(config.models), load or (lambda entry, version: load_and_warm(config, entry, version)),
                          config.poll_wait_s)
     source.refresh()
     missing = [e for e in config.models if not source.versions(e.name)]
@@ -80,12 +83,15 @@ def device_floor(config: ServerConfig, source: ModelSource) -> dict:
     return floor.as_dict()
 
 
-def grpc_server(core: ServingCore) -> tuple[grpc.Server, int]:
-    """The gRPC server with both TF Serving services, bound (not started); returns it and its port."""
+def grpc_server(core: ServingCore, reuse_port: bool = False) -> tuple[grpc.Server, int]:
+    """The gRPC server with both TF Serving services, bound (not started); returns it and its port.
+
+    SO_REUSEPORT only when asked (a pool's frontends share one port): gRPC Python's default would let a second
+    server join a port already taken, silently."""
     config = core.config
     options = [("grpc.max_receive_message_length", config.max_message_bytes),
                ("grpc.max_send_message_length", config.max_message_bytes),
-               ("grpc.so_reuseport", 0)]
+               ("grpc.so_reuseport", 1 if reuse_port else 0)]
     server = grpc.server(ThreadPoolExecutor(max_workers=config.grpc_max_threads, thread_name_prefix="grpc"),
                          options=options)
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionServicer(core), server)
@@ -101,35 +107,67 @@ def stop_requested() -> threading.Event:
     return stop
 
 
+def server_metrics(config: ServerConfig) -> ServerMetrics:
+    return ServerMetrics(config.device, config.device_name, config.batching_profile, runtime=config.runtime,
+                         grpc_max_threads=config.grpc_max_threads)
+
+
+def measure_and_freeze(core: ServingCore) -> None:
+    """The device floor (before anything else runs on the device), then the start-up heap frozen and GC pauses
+    exported."""
+    core.device_floor = device_floor(core.config, core.source)
+    core.metrics.record_device_floor(core.device_floor)
+    if core.config.gc_freeze:
+        log.info("garbage collector: %d start-up objects frozen", freeze_start_up_heap())
+    core.metrics.gc_pauses.install()
+
+
+@dataclass
+class Protocols:
+    """gRPC and REST, started over one core."""
+
+    grpc: grpc.Server
+    grpc_port: int
+    rest: RestServer
+
+    def drain(self, core: ServingCore) -> None:
+        """No new requests; the in-flight ones answered (up to the config's grace), then the core stopped."""
+        log.info("stopping: no new requests; draining in-flight ones (up to %.0f s)", core.config.grace_s)
+        drained = self.grpc.stop(core.config.grace_s)
+        self.rest.stop()
+        drained.wait()
+        core.shutdown()
+        core.source.stop()
+        log.info("stopped")
+
+
+def start_protocols(core: ServingCore, *, reuse_port: bool = False, rest_host: str | None = None,
+                    rest_port: int | None = None) -> Protocols:
+    """gRPC on the config's port (shared when `reuse_port`), REST on `rest_host:rest_port` (default: the
+    config's), and the model source's polling; returns once both serve."""
+    config = core.config
+    server, grpc_port = grpc_server(core, reuse_port)
+    rest = RestServer(core, rest_host or config.host, config.rest_port if rest_port is None else rest_port)
+    server.start()
+    rest.start()
+    core.source.start()
+    return Protocols(server, grpc_port, rest)
+
+
 def serve(config: ServerConfig) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code (0 after a graceful drain)."""
     source = load_models(config)
-    metrics = ServerMetrics(config.device, config.device_name, config.batching_profile, runtime=config.runtime,
-                            grpc_max_threads=config.grpc_max_threads)
-    core = ServingCore(config, source, metrics)
-    core.device_floor = device_floor(config, source)  # before the ready line: nothing else runs on the device
-    core.metrics.record_device_floor(core.device_floor)
-    if config.gc_freeze:
-        log.info("garbage collector: %d start-up objects frozen", freeze_start_up_heap())
-    core.metrics.gc_pauses.install()
-    server, grpc_port = grpc_server(core)
-    rest = RestServer(core, config.host, config.rest_port)
+    core = ServingCore(config, source, server_metrics(config))
+    measure_and_freeze(core)
     stop = stop_requested()
-    server.start()
-    rest.start()
-    source.start()
-    line = ready_line(config, grpc_port, rest.port, source)
+    protocols = start_protocols(core)
+    line = ready_line(config, protocols.grpc_port, protocols.rest.port, source)
     log.info("%s", line)
     print(line, flush=True)
     stop.wait()
-    log.info("stopping: no new requests; draining in-flight ones (up to %.0f s)", config.grace_s)
-    drained = server.stop(config.grace_s)
-    rest.stop()
-    drained.wait()
-    core.shutdown()
-    source.stop()
-    log.info("stopped")
+    protocols.drain(core)
     return 0
 
 
-__all__ = ["device_floor", "ready_line", "serve"]
+__all__ = ["Protocols", "device_floor", "load_models", "measure_and_freeze", "ready_line", "serve",
+           "server_metrics", "start_protocols", "stop_requested"]

@@ -131,10 +131,17 @@ def _load_jax(name: str, version: int, path: Path, options: BackendOptions) -> L
     return load_jax(name, version, path, options)
 
 
+def _load_torch(name: str, version: int, path: Path, options: BackendOptions) -> LoadedModel:
+    from serving.server.torch_backend import load_torch  # PyTorch and Keras load only in a torch server
+
+    return load_torch(name, version, path, options)
+
+
 # Backend registry: CLI choices are its keys (the names of serving.server.runtimes.Backend).
 BACKENDS: dict[str, Callable[[str, int, Path, BackendOptions], LoadedModel]] = {
     "savedmodel": _load_savedmodel,
     "jax": _load_jax,
+    "torch": _load_torch,
     "null": _load_null,
 }
 

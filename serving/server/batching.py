@@ -135,15 +135,17 @@ class Task:
     costs a Condition and a notify_all per request).
     """
 
-    __slots__ = ("inputs", "size", "enqueued_s", "parts", "pending", "timing", "_answer", "_ready")
+    __slots__ = ("inputs", "size", "enqueued_s", "parts", "pending", "timing", "on_answer", "_answer", "_ready")
 
-    def __init__(self, inputs: dict[str, np.ndarray], size: int) -> None:
+    def __init__(self, inputs: dict[str, np.ndarray], size: int,
+                 on_answer: Callable[[Task], None] | None = None) -> None:
         self.inputs = inputs
         self.size = size
         self.enqueued_s = time.perf_counter()
         self.parts: list | None = None  # per-part outputs when the task was split
         self.pending = 0
         self.timing: BatchTiming | None = None  # the stamps of the batch that answered it
+        self.on_answer = on_answer  # called once answered, on the answering thread (no waiter needed)
         self._answer: dict[str, np.ndarray] | BaseException | None = None
         self._ready = threading.Lock()
         self._ready.acquire()
@@ -153,6 +155,8 @@ class Task:
         if self._answer is None:
             self._answer = value
             self._ready.release()
+            if self.on_answer is not None:
+                self.on_answer(self)
 
     def result(self, timeout: float | None = None) -> dict[str, np.ndarray]:
         """Block until answered; returns the outputs or raises the batch's error."""
@@ -212,9 +216,11 @@ class BatchScheduler:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, inputs: dict[str, np.ndarray], size: int) -> Task:
-        """Enqueue a task of `size` rows; its `result()` is {alias: this task's rows of each output}."""
-        task = Task(inputs, size)
+    def submit(self, inputs: dict[str, np.ndarray], size: int,
+               on_answer: Callable[[Task], None] | None = None) -> Task:
+        """Enqueue a task of `size` rows; its `result()` is {alias: this task's rows of each output}, and
+        `on_answer(task)` (optional) runs on the batch thread that answers it."""
+        task = Task(inputs, size, on_answer)
         with self._cv:
             if self._stopping:
                 raise ServingError("UNAVAILABLE", "the server is shutting down")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +23,7 @@ from model_export.provenance import cpu_model_name
 from serving.endpoint import Device
 from serving.protocol.names import METRICS_PATH
 from serving.server.backends import DEFAULT_SIGNATURE, BackendOptions, LoadedModel, SignatureSpec
-from serving.server.batching import BatchingOptions, BatchScheduler
+from serving.server.batching import BatchingOptions, BatchScheduler, Task
 from serving.server.errors import ServingError
 from serving.server.metrics import ServerMetrics
 from serving.server.model_source import ModelEntry, ModelSource
@@ -56,6 +57,7 @@ class ServerConfig:
     grace_s: float = 30.0
     device_floor_s: float = 2.0  # time budget of the device floor measured at start (0: not measured)
     gc_freeze: bool = True  # freeze the start-up heap so collections walk only what requests allocate
+    workers: int = 1  # gRPC frontend processes of the whole server (above 1: serving.pool runs them)
 
     @property
     def device(self) -> str:
@@ -75,6 +77,10 @@ def select_device(device: str, backend: str) -> str:
         from serving.server.jax_backend import device_name
 
         return device_name(device)
+    if backend == Backend.TORCH:
+        from serving.server.torch_backend import device_name as torch_device_name
+
+        return torch_device_name(device)
     if backend == Backend.NULL:
         return cpu_model_name() if device == Device.CPU else NULL_GPU_NAME
     import tensorflow as tf
@@ -121,15 +127,32 @@ class ServingCore:
         rows = check_inputs(spec, inputs)
         outputs = check_outputs(spec, output_filter)
         clock.lap(VALIDATE)
+        return self.execute(model, spec.name, inputs, rows, outputs, clock)
+
+    def execute(self, model: LoadedModel, signature: str, inputs: dict[str, np.ndarray], rows: int,
+                outputs: list[str], clock: PhaseClock) -> dict[str, np.ndarray]:
+        """Validated inputs -> outputs, here: alone on the calling thread, or through the version's batch
+        queue. A process that runs the model elsewhere (serving.pool's frontends) overrides this."""
         if self.config.batching is None:
-            computed = self._run(model, spec.name, inputs, outputs)
+            computed = self.run_alone(model, signature, inputs, outputs)
             clock.computed(computed)
             return computed.outputs
-        task = self._scheduler(model, spec.name, outputs).submit(inputs, rows)
+        task = self.submit(model, signature, inputs, rows, outputs)
         result = task.result()
         assert task.timing is not None  # set before every successful answer
         clock.batched(task.timing)
         return result
+
+    def submit(self, model: LoadedModel, signature: str, inputs: dict[str, np.ndarray], rows: int,
+               outputs: list[str], on_answer: Callable[[Task], None] | None = None) -> Task:
+        """Enqueue validated inputs on the batch queue of their model version, signature and outputs;
+        `on_answer(task)` runs on the batch thread once the task is answered (batching on only)."""
+        return self._scheduler(model, signature, outputs).submit(inputs, rows, on_answer)
+
+    def run_alone(self, model: LoadedModel, signature: str, inputs: dict[str, np.ndarray],
+                  outputs: list[str]) -> Computed:
+        """One model call on the calling thread, its time recorded as runtime latency."""
+        return self._run(model, signature, inputs, outputs)
 
     def _run(self, model: LoadedModel, signature: str, inputs: dict[str, np.ndarray],
              outputs: list[str]) -> Computed:

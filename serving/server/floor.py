@@ -179,6 +179,18 @@ def round_trip_for(backend: str, device: str) -> tuple[Callable[[], None] | None
             np.asarray(jax.device_put(x, target) + 1)
 
         return jax_trip, "jax: device_put 16 float32, add 1, fetch back (np.asarray)"
+    if backend == "torch":
+        import torch
+
+        from serving.server.torch_backend import torch_device
+
+        place = torch_device(device)
+        host = torch.from_numpy(x)
+
+        def torch_trip() -> None:
+            (host.to(place) + 1).cpu().numpy()
+
+        return torch_trip, f"torch: 16 float32 to {place}, add 1, back to the host (.cpu().numpy())"
     if backend == "savedmodel":
         import tensorflow as tf
 

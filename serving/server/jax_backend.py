@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from model_export.export import CLASSES_KEY, INPUT_KEY, KERAS_FILE, SCORES_KEY
 from model_export.provenance import cpu_model_name
+from serving.server.buckets import BUCKETS, MAX_BUCKET, Chunk, bucket_for, chunks, pad_rows
 from serving.server.model_spec import (
     BackendOptions,
     Computed,
@@ -39,38 +39,6 @@ from serving.server.model_spec import (
     signature_specs,
 )
 from serving.server.runtimes import Backend, prepare_process
-
-MAX_BUCKET = 512
-BUCKETS = tuple(2 ** i for i in range(MAX_BUCKET.bit_length()))  # 1, 2, 4, ..., 512
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """Rows [start, stop) of a batch, run padded to `bucket` rows."""
-
-    start: int
-    stop: int
-    bucket: int
-
-
-def bucket_for(rows: int) -> int:
-    """The smallest bucket holding `rows` (1 <= rows <= MAX_BUCKET): the next power of two."""
-    return 1 << (max(rows, 1) - 1).bit_length()
-
-
-def chunks(rows: int) -> list[Chunk]:
-    """How a batch of `rows` runs: MAX_BUCKET-row chunks, the rest padded to its bucket."""
-    return [Chunk(start, min(start + MAX_BUCKET, rows), bucket_for(min(MAX_BUCKET, rows - start)))
-            for start in range(0, rows, MAX_BUCKET)]
-
-
-def pad_rows(array: np.ndarray, rows: int) -> np.ndarray:
-    """`array` with zero rows appended up to `rows` (one allocation, one copy; none when it fits)."""
-    if len(array) == rows:
-        return array
-    padded = np.zeros((rows,) + array.shape[1:], array.dtype)
-    padded[:len(array)] = array
-    return padded
 
 
 def import_keras_on_jax() -> Any:

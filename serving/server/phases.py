@@ -18,8 +18,8 @@ from typing import NamedTuple
 from serving.protocol.names import REQUEST_PHASES
 from serving.server.model_spec import Computed
 
-DECODE, VALIDATE, QUEUE, ASSEMBLE, COMPUTE_INPUT, COMPUTE_INFER, COMPUTE_OUTPUT, DELIVER, ENCODE = range(9)
-assert REQUEST_PHASES[COMPUTE_INFER] == "compute_infer" and REQUEST_PHASES[ENCODE] == "encode"
+DECODE, VALIDATE, QUEUE, ASSEMBLE, COMPUTE_INPUT, COMPUTE_INFER, COMPUTE_OUTPUT, DELIVER, ENCODE, HANDOFF = range(10)
+assert REQUEST_PHASES[COMPUTE_INFER] == "compute_infer" and REQUEST_PHASES[HANDOFF] == "handoff"
 
 
 class BatchTiming(NamedTuple):
@@ -69,10 +69,20 @@ class PhaseClock:
         d[DELIVER] += now - timing.computed
         self.last = now
 
+    def remote(self, durations_s: list[float] | tuple[float, ...]) -> None:
+        """End a call run in another process (serving.pool's owner): its own phases as it timed them, and the
+        rest of the time since the last stamp as the hand-off there and back."""
+        now = time.perf_counter()
+        d = self.durations
+        for i, seconds in enumerate(durations_s):
+            d[i] += seconds
+        d[HANDOFF] += max(0.0, (now - self.last) - sum(durations_s))
+        self.last = now
+
     def total_s(self) -> float:
         """Seconds from the first stamp to the last: the sum of the phases."""
         return self.last - self.started
 
 
 __all__ = ["ASSEMBLE", "BatchTiming", "COMPUTE_INFER", "COMPUTE_INPUT", "COMPUTE_OUTPUT", "DECODE", "DELIVER",
-           "ENCODE", "PhaseClock", "QUEUE", "VALIDATE"]
+           "ENCODE", "HANDOFF", "PhaseClock", "QUEUE", "VALIDATE"]

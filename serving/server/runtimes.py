@@ -1,9 +1,9 @@
 """Which runtime executes the model for each backend, how the server names it, and how a process gets ready for it.
 
 Every backend runs on one runtime: `savedmodel` on TensorFlow, `jax` on Keras 3's JAX backend
-(XLA-compiled), `null` on none. The server reports that name (and the runtime's package versions)
-in its ready line, its `server_info` and its Prometheus info gauge, so a result can say which
-runtime produced it.
+(XLA-compiled), `torch` on Keras 3's PyTorch backend (CUDA graphs on a GPU), `null` on none. The server
+reports that name (and the runtime's package versions) in its ready line, its `server_info` and its
+Prometheus info gauge, so a result can say which runtime produced it.
 
 `prepare_process` must run before anything in the process imports TensorFlow or Keras: a `jax`
 server reads TensorFlow's generated protos without loading TensorFlow's runtime, and imports
@@ -26,6 +26,7 @@ from serving.protocol.generated import use_protos_without_runtime
 class Backend(StrEnum):
     SAVEDMODEL = "savedmodel"
     JAX = "jax"
+    TORCH = "torch"
     NULL = "null"
 
 
@@ -51,6 +52,7 @@ def _installed_version(package: str) -> str:
 RUNTIMES: dict[Backend, Runtime] = {
     Backend.SAVEDMODEL: Runtime("tensorflow", ("tensorflow",)),
     Backend.JAX: Runtime("jax", ("jax", "jaxlib")),
+    Backend.TORCH: Runtime("keras-torch", ("torch", "keras")),
     Backend.NULL: Runtime("none (null backend)"),
 }
 
@@ -80,13 +82,18 @@ def prepare_process(backend: str) -> None:
     when Keras was already imported with another backend (it cannot be switched afterwards)."""
     if Backend(backend) == Backend.SAVEDMODEL:
         os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")  # TF takes nearly all a GPU's memory otherwise
-    if Backend(backend) != Backend.JAX:
+    if Backend(backend) not in (Backend.JAX, Backend.TORCH):
         return
+    keras_backend = str(Backend(backend))
     in_use = keras_backend_in_use()
-    if in_use not in (None, "jax"):
-        raise RuntimeError(f"the jax backend needs Keras on JAX, but this process already imported Keras with the "
-                           f"{in_use} backend; start it with KERAS_BACKEND=jax or in a fresh process")
-    os.environ["KERAS_BACKEND"] = "jax"
+    if in_use not in (None, keras_backend):
+        raise RuntimeError(f"the {keras_backend} backend needs Keras on {keras_backend}, but this process already "
+                           f"imported Keras with the {in_use} backend; start it with KERAS_BACKEND={keras_backend} "
+                           "or in a fresh process")
+    os.environ["KERAS_BACKEND"] = keras_backend
+    if Backend(backend) == Backend.TORCH:
+        use_protos_without_runtime()
+        return
     # JAX takes 75% of a GPU's memory at its first use unless told not to; off, the memory a GPU shows in
     # use is the model's own. A user's own setting wins.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")

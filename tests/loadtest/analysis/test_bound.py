@@ -139,7 +139,7 @@ def phases_record(means_us: dict, request_us: float, not_exported=()) -> dict:
 
 
 def test_where_the_time_went_at_the_capacity():
-    means = dict(zip(REQUEST_PHASES, (100.0, 20.0, 300.0, 30.0, 50.0, 1000.0, 50.0, 150.0, 100.0)))  # 1.8 ms
+    means = dict(zip(REQUEST_PHASES, (100.0, 20.0, 300.0, 30.0, 50.0, 1000.0, 50.0, 150.0, 100.0, 0.0)))  # 1.8 ms
     gc = {"mean_us": 310.0, "p99_us": None, "count": 12.0, "max_us": 1200.0}  # 12 collections in the cell
     embedded = capacity(NULL, 400.0, device_floor=floor((1, 25000.0)), latency_mean_ms=2.5,
                         server_phases={**phases_record(means, 1800.0), "gc_pauses": gc})
@@ -151,11 +151,11 @@ def test_where_the_time_went_at_the_capacity():
     t = request_time_table(figures_of(cells, answer(cells), config_labels(config_of(c) for c in cells)))
     rows = {r[0]: r for r in t.rows}
     assert rows["cpu-off"][2:6] == ("capacity 400.0 req/s", "2.500", "0.700", "1.800")
-    assert rows["cpu-off"][6:16] == ("0.100", "0.020", "0.300", "0.030", "0.050", "1.000", "0.050", "0.150",
-                                     "0.100", "1.800")
-    assert rows["cpu-off"][16:20] == ("12 (mean 0.31 ms, slowest ≤ 1.20 ms)", "396.0", "25,000.0 (batch 1)", "1.6%")
+    assert rows["cpu-off"][6:17] == ("0.100", "0.020", "0.300", "0.030", "0.050", "1.000", "0.050", "0.150",
+                                     "0.100", "0.000", "1.800")
+    assert rows["cpu-off"][17:21] == ("12 (mean 0.31 ms, slowest ≤ 1.20 ms)", "396.0", "25,000.0 (batch 1)", "1.6%")
     assert rows["tfs"][6:9] == ("not exported", "not exported", "0.400")
-    assert rows["tfs"][15] == rows["tfs"][16] == "—" and rows["tfs"][-1] == "device floor unknown: no TF here"
+    assert rows["tfs"][16] == rows["tfs"][17] == "—" and rows["tfs"][-1] == "device floor unknown: no TF here"
 
 
 def test_records_from_before_phases_and_floors_read_with_empty_ones(tmp_path):

@@ -162,7 +162,7 @@ def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cp
     assert {p.name for p in entries} <= set(OUT_FILES)
     summary = json.loads((out / "device-run.json").read_text())
     assert summary["status"] == "finished" and summary["within_budget"] and summary["seconds_total"] <= 240
-    assert "JAX sees no GPU" in summary["skipped"]["gpu"] and summary["exit_codes"]["report"] == 0
+    assert "PyTorch sees no GPU" in summary["skipped"]["gpu"] and summary["exit_codes"]["report"] == 0
     kept = summary["plan"]["kept"]
     # 4 asked: both configurations at batch 1, paired; batch 8 left out whole
     assert {(s["device"], s["profile"], s["batch"]) for s in kept} == {("cpu", "off", 1), ("cpu", "cpu", 1)}

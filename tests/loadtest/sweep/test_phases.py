@@ -75,7 +75,7 @@ def test_tf_serving_records_what_it_exports_and_names_the_rest():
     assert got["request_latency"] == {"mean_us": 2000.0, "p99_us": None, "count": 50.0}  # 50 < 100: no p99
     assert got["phases"] == {"queue": {"mean_us": 300.0, "p99_us": None, "count": 50.0}}
     assert got["note"] == ("not exported by TF Serving: decode, validate, assemble, compute_input, compute_infer, "
-                           "compute_output, deliver, encode")
+                           "compute_output, deliver, encode, handoff")
     assert phases.server_phases(None, after, "tfserving-container") == {}  # not scraped: nothing claimed
 
 

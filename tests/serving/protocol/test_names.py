@@ -15,7 +15,7 @@ def test_ready_line_round_trips():
     assert names.parse_ready_line(line + "\n") == {
         "kind": "embedded", "grpc": "127.0.0.1:8500", "rest": "127.0.0.1:8501", "model": "mnist", "version": "3",
         "device": "cpu", "device_name": "Intel(R) Xeon(R) 8481C", "batching": "on",
-        "runtime": "jax", "runtime_versions": "jax=0.10.2,jaxlib=0.10.2"}
+        "runtime": "jax", "runtime_versions": "jax=0.10.2,jaxlib=0.10.2", "workers": "1"}
 
 
 def test_ready_line_of_an_older_server_parses_without_a_runtime():

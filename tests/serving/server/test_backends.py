@@ -12,7 +12,7 @@ from serving.server.runtimes import Backend
 
 
 def test_registry_names():
-    assert set(BACKENDS) == {"savedmodel", "jax", "null"} == set(Backend)  # CLI choices come from Backend
+    assert set(BACKENDS) == {"savedmodel", "jax", "torch", "null"} == set(Backend)  # CLI choices come from Backend
 
 
 @pytest.mark.integration

@@ -26,7 +26,7 @@ from tests.support.waiting import wait_for
 
 READY = re.compile(r'^serving ready kind=embedded grpc=127\.0\.0\.1:\d+ rest=127\.0\.0\.1:\d+ model=\S+ version=\d+ '
                    r'device=(cpu|gpu) device_name="[^"]+" batching=(on|off) runtime="tensorflow" '
-                   r'runtime_versions=tensorflow=\S+$')
+                   r'runtime_versions=tensorflow=\S+ workers=1$')
 
 
 @pytest.mark.integration

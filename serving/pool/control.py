@@ -1,0 +1,66 @@
+"""The supervisor's side channel to each process it starts: who is ready, where its metrics page is.
+
+Sent once per process start over a `multiprocessing` pipe (control plane, not the request path).
+
+Not for: the request path's messages (`serving.pool.messages`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Role(StrEnum):
+    FRONTEND = "frontend"
+    OWNER = "owner"
+
+
+@dataclass(frozen=True)
+class WorkerReady:
+    """A started process, ready: its role and index, pid, internal REST (metrics) port, device name, and
+    (frontends) the ready line it would print as a server of its own."""
+
+    role: Role
+    index: int
+    pid: int
+    rest_port: int
+    device_name: str
+    ready_line: str
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def follow_parent(parent_pid: int) -> None:
+    """Have the kernel send this process SIGTERM when its supervisor dies (Linux's PR_SET_PDEATHSIG), so a
+    killed supervisor leaves no frontend serving on its port; exits at once if it is already gone."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the supervisor's own stop is all there is
+        return
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def stop_requested() -> threading.Event:
+    """An event SIGTERM and SIGINT set (the supervisor's own: it imports nothing of the server)."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def configure_logging(level: str) -> None:
+    """The same log format as a one-process server, on stderr."""
+    logging.basicConfig(level=level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+__all__ = ["Role", "WorkerReady", "configure_logging", "follow_parent", "stop_requested"]

@@ -1,0 +1,95 @@
+"""The pool's parts alone: messages, the shared-memory slab, the port reservation, the workers' default."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+
+from serving.pool.messages import Hello, Request, Response, TensorRef
+from serving.pool.slab import Slab, needed_bytes, read_arrays, segment_prefix, segments, sweep, write_arrays
+from serving.pool.supervisor import needs_owner, reserve_port
+from serving.server.flags import default_workers, parse_args
+from serving.server.phases import COMPUTE_INFER, HANDOFF, QUEUE, PhaseClock
+
+
+def test_messages_round_trip_as_their_own_types():
+    ref = TensorRef("images", "<f4", (2, 784), 0, 6272)
+    request = Request(7, 3, "", "mnist", 1, "serving_default", 2, ("scores", "classes"), (ref,))
+    assert Request.from_bytes(request.to_bytes()) == request
+    assert isinstance(Request.from_bytes(request.to_bytes()).inputs[0], TensorRef)
+    response = Response(7, "INVALID_ARGUMENT", "bad", "seg", (ref,), (0.0, 1e-6))
+    assert Response.from_bytes(memoryview(response.to_bytes())) == response
+    assert Hello.from_bytes(Hello(1, "s", 64, 2).to_bytes()) == Hello(1, "s", 64, 2)
+
+
+def test_a_slab_carries_numbers_and_strings_and_is_removed():
+    prefix = segment_prefix(999_999_001)
+    slab = Slab(prefix, 0, slot_bytes=4096, slots=2)
+    try:
+        assert segments(prefix) == [slab.name]
+        arrays = {"x": np.arange(6, dtype=np.int64).reshape(2, 3), "s": np.array([b"ab", b"", b"c\x00d"], dtype=object),
+                  "f": np.float32(2.5) * np.ones((1,), np.float32)}
+        slots = {slab.acquire(), slab.acquire()}
+        assert slots == {0, 1} and slab.acquire() is None
+        refs = write_arrays(slab.region(1), arrays)
+        assert needed_bytes(arrays) == 64 * 3
+        back = read_arrays(slab.region(1), refs, copy=True)
+        assert back["x"].tolist() == arrays["x"].tolist() and back["s"].tolist() == [b"ab", b"", b"c\x00d"]
+        assert back["f"].dtype == np.float32 and back["f"].tolist() == [2.5]
+        with pytest.raises(ValueError, match="do not fit"):
+            write_arrays(slab.region(0), {"big": np.zeros(2048, np.float32)})
+    finally:
+        del back
+        slab.close()
+    assert segments(prefix) == [] and sweep(prefix) == []
+
+
+def test_a_remote_call_splits_into_the_owners_phases_and_the_hand_off():
+    clock = PhaseClock()
+    owner = [0.0] * 10
+    owner[QUEUE], owner[COMPUTE_INFER] = 0.002, 0.003
+    clock.started -= 0.010
+    clock.last -= 0.010  # 10 ms since the last stamp, 5 of them the owner's
+    clock.remote(owner)
+    assert clock.durations[QUEUE] == 0.002 and clock.durations[COMPUTE_INFER] == 0.003
+    assert clock.durations[HANDOFF] == pytest.approx(0.005, abs=5e-4)
+    assert sum(clock.durations) == pytest.approx(clock.total_s())
+
+
+def test_a_taken_port_is_refused_even_when_its_holder_allows_sharing():
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # as gRPC Python's default binds
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    try:
+        with pytest.raises(OSError, match=f"gRPC port {holder.getsockname()[1]} on 127.0.0.1 is already taken"):
+            reserve_port("127.0.0.1", holder.getsockname()[1])
+    finally:
+        holder.close()
+    free = reserve_port("127.0.0.1", 0)
+    try:
+        with pytest.raises(OSError, match="already taken"):  # a second pool cannot join the first one's port
+            reserve_port("127.0.0.1", free.getsockname()[1])
+    finally:
+        free.close()
+
+
+def test_workers_default_to_the_environment_then_the_cores(monkeypatch):
+    monkeypatch.setenv("SERVING_WORKERS", "3")
+    assert default_workers() == 3 and parse_args(["--model_base_path", "m"]).workers == 3
+    monkeypatch.delenv("SERVING_WORKERS")
+    import os
+
+    assert default_workers() == len(os.sched_getaffinity(0))
+    with pytest.raises(ValueError, match="at least 1"):
+        parse_args(["--model_base_path", "m", "--workers", "0"])
+
+
+def test_an_owner_runs_the_model_when_batching_or_a_gpu_or_asked():
+    def owner(*flags: str) -> bool:
+        return needs_owner(parse_args(["--model_base_path", "m", "--workers", "2", *flags]))
+
+    assert not owner()
+    assert owner("--enable_batching") and owner("--device", "gpu") and owner("--device_owner", "always")

@@ -1,0 +1,239 @@
+"""A pooled embedded server (`--workers 2`) end to end: real processes on a real port.
+
+One batch across frontends, one summed metrics page, a frontend or the owner killed and replaced (its
+requests in flight fail UNAVAILABLE, nothing hangs, no shared-memory segment left), a taken port refused,
+and nothing left behind after SIGTERM.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import grpc
+import psutil
+import pytest
+from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+from model_export.provenance import REPO
+from serving.deploy.process import start_server
+from serving.pool.slab import segment_prefix, segments
+from serving.protocol.names import POOL_RESTARTS, POOL_WORKERS, REQUEST_COUNT, REQUEST_LATENCY, REQUEST_PHASE_LATENCY
+from tests.support.batching import write_batching_file
+from tests.support.grpc import predict_request
+from tests.support.metrics import metric_value, metrics_page
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def _stubs(server, count: int) -> list[prediction_service_pb2_grpc.PredictionServiceStub]:
+    """`count` stubs, each on a connection of its own (channels to one target share one otherwise)."""
+    return [prediction_service_pb2_grpc.PredictionServiceStub(
+        grpc.insecure_channel(server.grpc_target, options=[("grpc.use_local_subchannel_pool", 1)]))
+        for _ in range(count)]
+
+
+def _children(server, role: str) -> list[psutil.Process]:
+    """The server's frontend (or owner) processes: multiprocessing names none, so they are told apart by
+    their command line's spawn target module."""
+    found = []
+    for child in psutil.Process(server.proc.pid).children(recursive=True):
+        try:
+            line = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        if "multiprocessing.spawn" in line and "resource_tracker" not in line:
+            found.append(child)
+    if role == "all":
+        return found
+    owner_pid = _owner_pid(server)
+    return [c for c in found if (c.pid == owner_pid) == (role == "owner")]
+
+
+def _owner_pid(server) -> int | None:
+    """The owner is the only child that holds no connection on the gRPC port."""
+    port = int(server.grpc_target.rsplit(":", 1)[1])
+    for child in psutil.Process(server.proc.pid).children(recursive=True):
+        try:
+            if "multiprocessing.spawn" in " ".join(child.cmdline()) and not any(
+                    c.laddr and c.laddr.port == port for c in child.net_connections("tcp")):
+                if "resource_tracker" not in " ".join(child.cmdline()):
+                    return child.pid
+        except psutil.Error:
+            continue
+    return None
+
+
+def _connections_per_frontend(server) -> list[int]:
+    port = int(server.grpc_target.rsplit(":", 1)[1])
+    return [sum(1 for c in p.net_connections("tcp") if c.laddr and c.laddr.port == port and c.status == "ESTABLISHED")
+            for p in _children(server, "frontend")]
+
+
+@pytest.fixture(scope="module")
+def batching_file(tmp_path_factory):
+    return write_batching_file(tmp_path_factory.mktemp("pool") / "batching.txt", max_batch_size=32,
+                               batch_timeout_micros=2_000_000, num_batch_threads=1, max_enqueued_batches=100)
+
+
+def test_one_batch_forms_from_requests_on_different_frontends(exported_model, samples, batching_file):
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--workers", "2",
+                      "--enable_batching", "--batching_parameters_file", str(batching_file)) as server:
+        assert server.fields["workers"] == "2"
+        stubs = _stubs(server, 32)
+        with cf.ThreadPoolExecutor(32) as pool:
+            futures = [pool.submit(s.Predict, predict_request(samples["images"][i:i + 1]), timeout=30)
+                       for i, s in enumerate(stubs)]
+            wait_for(lambda: sum(_connections_per_frontend(server)) >= 32, 10, "32 connections held")
+            held = _connections_per_frontend(server)
+            answers = [f.result() for f in futures]
+        assert len(held) == 2 and min(held) > 0, held  # both frontends held some of the 32 connections
+        got = [int(a.outputs["classes"].int64_val[0]) for a in answers]
+        assert got == [int(c) for c in samples["expected_classes"][:32]]
+        page = metrics_page(server)
+        # one batch of 32 rows, not one per frontend
+        assert metric_value(page, ":tensorflow:serving:batching_session:processed_batch_size_count") == 1
+        assert metric_value(page, ":tensorflow:serving:batching_session:processed_batch_size_sum") == 32
+
+
+def test_the_one_metrics_page_counts_every_request_over_all_workers(exported_model, samples):
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--workers", "2",
+                      backend="null") as server:
+        stubs = _stubs(server, 8)
+        sent = 0
+        for _ in range(5):
+            for stub in stubs:
+                stub.Predict(predict_request(samples["images"][:1]), timeout=10)
+                sent += 1
+        assert min(_connections_per_frontend(server)) > 0
+        page = metrics_page(server)
+        assert metric_value(page, REQUEST_COUNT, 'model_name="mnist",status="OK"') == sent
+        grpc_labels = 'API="Predict",entrypoint="GRPC",model_name="mnist"'
+        assert metric_value(page, REQUEST_LATENCY + "_count", grpc_labels) == sent
+        for phase in ("decode", "validate", "compute_infer", "encode", "handoff"):
+            labels = f'API="Predict",model_name="mnist",phase="{phase}"'
+            assert metric_value(page, REQUEST_PHASE_LATENCY + "_count", labels) == sent
+        assert metric_value(page, POOL_WORKERS) == 2
+        assert page.count("# TYPE " + REQUEST_COUNT + " counter") == 1  # one family, summed
+
+
+def _keep_sending(server, image, stop_at: float) -> list[grpc.StatusCode]:
+    """Requests one after another until `stop_at`, each on a new connection, each bounded by a deadline."""
+    codes = []
+    while time.monotonic() < stop_at:
+        channel = grpc.insecure_channel(server.grpc_target, options=[("grpc.use_local_subchannel_pool", 1)])
+        try:
+            prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(predict_request(image), timeout=5)
+            codes.append(grpc.StatusCode.OK)
+        except grpc.RpcError as exc:
+            codes.append(exc.code())
+        finally:
+            channel.close()
+    return codes
+
+
+def test_a_frontend_killed_under_load_is_replaced_and_the_server_keeps_answering(exported_model, samples):
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--workers", "2",
+                      backend="null") as server:
+        before = {p.pid for p in _children(server, "frontend")}
+        with cf.ThreadPoolExecutor(1) as pool:
+            load = pool.submit(_keep_sending, server, samples["images"][:1], time.monotonic() + 20)
+            time.sleep(1)
+            victim = sorted(before)[0]
+            os.kill(victim, signal.SIGKILL)
+            wait_for(lambda: metric_value(metrics_page(server), POOL_RESTARTS, 'role="frontend"') == 1, 60,
+                     "the frontend restarted")
+            after = {p.pid for p in _children(server, "frontend")}
+            codes = load.result()
+        assert len(after) == 2 and victim not in after and after & before
+        assert grpc.StatusCode.DEADLINE_EXCEEDED not in codes  # nothing hung
+        assert codes[-20:] == [grpc.StatusCode.OK] * 20  # answering after the restart
+        assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE}
+
+
+def test_an_owner_killed_fails_its_requests_unavailable_and_comes_back(exported_model, samples, batching_file):
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--workers", "2",
+                      "--enable_batching", "--batching_parameters_file", str(batching_file)) as server:
+        prefix = segment_prefix(server.proc.pid)
+        slabs = segments(prefix)
+        assert len(slabs) == 2  # one slab per frontend
+        owner = _owner_pid(server)
+        stubs = _stubs(server, 4)
+        with cf.ThreadPoolExecutor(4) as pool:  # they wait in the owner's queue (2 s batch timeout)
+            futures = [pool.submit(_code_and_time, s, samples["images"][:1]) for s in stubs]
+            time.sleep(0.5)
+            killed_at = time.monotonic()
+            os.kill(owner, signal.SIGKILL)
+            outcomes = [f.result() for f in futures]
+        assert [code for code, _ in outcomes] == [grpc.StatusCode.UNAVAILABLE] * 4
+        assert all(done - killed_at < 1.0 for _, done in outcomes)  # failed within a second
+        wait_for(lambda: metric_value(metrics_page(server), POOL_RESTARTS, 'role="owner"') == 1, 120,
+                 "the owner restarted")
+        answer = stubs[0].Predict(predict_request(samples["images"][:1]), timeout=30)
+        assert int(answer.outputs["classes"].int64_val[0]) == int(samples["expected_classes"][0])
+        assert _owner_pid(server) not in (None, owner)
+        assert segments(prefix) == slabs  # the frontends' slabs, nothing the dead owner made
+
+
+def _code_and_time(stub, image) -> tuple[grpc.StatusCode, float]:
+    try:
+        stub.Predict(predict_request(image), timeout=30)
+        code = grpc.StatusCode.OK
+    except grpc.RpcError as exc:
+        code = exc.code()
+    return code, time.monotonic()
+
+
+@contextmanager
+def _reuseport_listener():
+    """A listener as gRPC Python's default makes one: SO_REUSEPORT on."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+def test_a_port_another_server_holds_is_refused(exported_model):
+    with _reuseport_listener() as port:
+        done = subprocess.run([sys.executable, "-m", "serving.server", "--model_name", "mnist", "--model_base_path",
+                               str(exported_model.base_path), "--backend", "null", "--workers", "2",
+                               "--port", str(port), "--rest_api_port", "0"],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert f"gRPC port {port} on 127.0.0.1 is already taken" in done.stderr
+
+
+def test_sigterm_leaves_no_process_or_segment_behind(exported_model, batching_file):
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--workers", "2",
+                      "--enable_batching", "--batching_parameters_file", str(batching_file), backend="null") as server:
+        children = _children(server, "all")
+        assert len(children) == 3  # two frontends and the owner
+        prefix = segment_prefix(server.proc.pid)
+        assert segments(prefix)
+        assert server.stop() == 0
+    gone, alive = psutil.wait_procs(children, timeout=10)
+    assert alive == []
+    assert segments(prefix) == []
+
+
+def test_a_killed_supervisor_takes_its_processes_with_it(exported_model, batching_file):
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--workers", "2",
+                      "--enable_batching", "--batching_parameters_file", str(batching_file), backend="null") as server:
+        children = _children(server, "all")
+        prefix = segment_prefix(server.proc.pid)
+        server.proc.kill()
+        server.proc.wait(timeout=10)
+        gone, alive = psutil.wait_procs(children, timeout=60)
+    assert len(children) == 3 and alive == []  # told by the kernel (PR_SET_PDEATHSIG), they drained and left
+    assert segments(prefix) == []  # the frontends removed their slabs on the way out
