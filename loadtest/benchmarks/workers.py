@@ -19,6 +19,7 @@ Not for: the load test's own generator (`loadtest.benchmarks.loadgen`) or a sing
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import statistics
@@ -179,6 +180,7 @@ def handoff_us(options: WorkersOptions) -> tuple[list[float], list[float]]:
         try:
             if not link.connect(timeout_s=30):
                 raise RuntimeError("the owner did not accept a connection within 30 s")
+            gc.freeze()  # as a frontend does after start-up (--gc_freeze)
             for _ in range(max(1, options.handoff_calls // 100)):
                 for _ in range(100):
                     started = time.perf_counter()

@@ -51,6 +51,7 @@ class _Peer:
         self.conn = conn
         self.hello = hello
         self.slab = open_segment(hello.segment)
+        self.regions = [slot_region(self.slab, slot, hello.slot_bytes) for slot in range(hello.slots)]
 
     def send(self, response: Response) -> None:
         try:
@@ -69,8 +70,7 @@ class _Call:
         self.peer = peer
         self.request = request
         self.segment = open_segment(request.segment) if request.segment else None
-        self.region = buffer_of(self.segment) if self.segment is not None else slot_region(
-            peer.slab, request.slot, peer.hello.slot_bytes)
+        self.region = buffer_of(self.segment) if self.segment is not None else peer.regions[request.slot]
 
 
 class OwnerServer:
@@ -117,6 +117,7 @@ class OwnerServer:
                 break
             self._dispatch(_Call(peer, Request.from_bytes(data)))
         conn.close()
+        peer.regions.clear()
         close_segment(peer.slab)
 
     def _dispatch(self, call: _Call) -> None:

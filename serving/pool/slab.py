@@ -165,14 +165,13 @@ def write_arrays(buffer: memoryview, arrays: dict[str, np.ndarray]) -> tuple[Ten
 def read_arrays(buffer: memoryview, refs: tuple[TensorRef, ...], copy: bool) -> dict[str, np.ndarray]:
     """Arrays from `buffer`: views into it (`copy` False: valid while the region is held) or copies."""
     out = {}
-    for ref in refs:
-        if ref.dtype == "O":
-            out[ref.alias] = _object_array(buffer[ref.offset:ref.offset + ref.nbytes], ref.shape)
+    for alias, dtype_text, shape, offset, nbytes in refs:  # TensorRefs, or plain tuples of their fields
+        if dtype_text == "O":
+            out[alias] = _object_array(buffer[offset:offset + nbytes], tuple(shape))
             continue
-        dtype = np.dtype(ref.dtype)
-        view = np.frombuffer(buffer, dtype, ref.nbytes // dtype.itemsize if dtype.itemsize else 0,
-                             ref.offset).reshape(ref.shape)
-        out[ref.alias] = view.copy() if copy else view
+        dtype = np.dtype(dtype_text)
+        view = np.frombuffer(buffer, dtype, nbytes // dtype.itemsize if dtype.itemsize else 0, offset).reshape(shape)
+        out[alias] = view.copy() if copy else view
     return out
 
 
@@ -185,6 +184,8 @@ class Slab:
         self.slot_bytes = slot_bytes
         self.slots = slots
         self.segment = open_segment(self.name, slot_bytes * slots)
+        buffer = buffer_of(self.segment)
+        self._regions = [buffer[i * slot_bytes:(i + 1) * slot_bytes] for i in range(slots)]
         self._free = list(range(slots))
         self._lock = threading.Lock()
 
@@ -198,10 +199,14 @@ class Slab:
             self._free.append(slot)
 
     def region(self, slot: int) -> memoryview:
-        start = slot * self.slot_bytes
-        return buffer_of(self.segment)[start:start + self.slot_bytes]
+        return self._regions[slot]
 
     def close(self) -> None:
+        for region in self._regions:
+            try:
+                region.release()
+            except BufferError:  # an array still views it: the mapping goes when that does
+                pass
         remove_segment(self.segment)
 
 
