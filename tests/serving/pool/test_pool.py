@@ -80,7 +80,7 @@ def _connections_per_frontend(server) -> list[int]:
 @pytest.fixture(scope="module")
 def batching_file(tmp_path_factory):
     return write_batching_file(tmp_path_factory.mktemp("pool") / "batching.txt", max_batch_size=32,
-                               batch_timeout_micros=2_000_000, num_batch_threads=1, max_enqueued_batches=100)
+                               batch_timeout_micros=5_000_000, num_batch_threads=1, max_enqueued_batches=100)
 
 
 def test_one_batch_forms_from_requests_on_different_frontends(exported_model, samples, batching_file):
@@ -166,7 +166,7 @@ def test_an_owner_killed_fails_its_requests_unavailable_and_comes_back(exported_
         assert len(slabs) == 2  # one slab per frontend
         owner = _owner_pid(server)
         stubs = _stubs(server, 4)
-        with cf.ThreadPoolExecutor(4) as pool:  # they wait in the owner's queue (2 s batch timeout)
+        with cf.ThreadPoolExecutor(4) as pool:  # they wait in the owner's queue (5 s batch timeout)
             futures = [pool.submit(_code_and_time, s, samples["images"][:1]) for s in stubs]
             time.sleep(0.5)
             killed_at = time.monotonic()
