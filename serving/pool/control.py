@@ -8,11 +8,8 @@ Not for: the request path's messages (`serving.pool.messages`).
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import signal
-import sys
-import threading
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -49,18 +46,4 @@ def follow_parent(parent_pid: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def stop_requested() -> threading.Event:
-    """An event SIGTERM and SIGINT set (the supervisor's own: it imports nothing of the server)."""
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    return stop
-
-
-def configure_logging(level: str) -> None:
-    """The same log format as a one-process server, on stderr."""
-    logging.basicConfig(level=level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
-__all__ = ["Role", "WorkerReady", "configure_logging", "follow_parent", "stop_requested"]
+__all__ = ["Role", "WorkerReady", "follow_parent"]

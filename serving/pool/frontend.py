@@ -19,10 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from serving.pool.control import Role, WorkerReady, configure_logging, follow_parent
+from serving.pool.control import Role, WorkerReady, follow_parent
 from serving.pool.link import OwnerLink
 from serving.pool.slab import Slab
 from serving.server.core import ServingCore
+from serving.server.lifecycle import configure_logging, stop_requested
 from serving.server.phases import PhaseClock
 
 
@@ -83,7 +84,7 @@ def frontend_main(args: argparse.Namespace, index: int, owner: tuple[str, str, s
                   control: Connection, parent_pid: int) -> None:
     """The frontend process: serve on the shared port until SIGTERM, then drain."""
     configure_logging(args.log_level)
-    from serving.server.app import measure_and_freeze, ready_line, start_protocols, stop_requested
+    from serving.server.app import measure_and_freeze, ready_line, start_protocols
 
     stop = stop_requested()
     follow_parent(parent_pid)

@@ -23,21 +23,23 @@ from pathlib import Path
 import numpy as np
 
 from serving.pool.channel import Receiver, listen
-from serving.pool.control import Role, WorkerReady, configure_logging, follow_parent
+from serving.pool.control import Role, WorkerReady, follow_parent
 from serving.pool.messages import Hello, Request, Response
 from serving.pool.slab import (
     buffer_of,
     close_segment,
-    needed_bytes,
+    encode_arrays,
+    encoded_bytes,
     open_segment,
     owner_prefix,
     read_arrays,
     slot_region,
-    write_arrays,
+    write_encoded,
 )
 from serving.server.batching import Task
 from serving.server.core import ServingCore
 from serving.server.errors import ServingError
+from serving.server.lifecycle import configure_logging, stop_requested
 from serving.server.phases import DELIVER, PhaseClock
 from serving.server.runtimes import prepare_process
 
@@ -168,13 +170,15 @@ class OwnerServer:
 
     def _write_outputs(self, call: _Call, outputs: dict[str, np.ndarray]):
         """Into the request's own region when they fit, else into a one-off segment the frontend unlinks."""
-        if needed_bytes(outputs) <= len(call.region):
-            return "", write_arrays(call.region, outputs)
+        encoded = encode_arrays(outputs)  # once: its size decides where they go
+        size = encoded_bytes(encoded)
+        if size <= len(call.region):
+            return "", write_encoded(call.region, encoded)
         with self._oneoff_lock:
             self._oneoff += 1
             name = f"{owner_prefix(self.prefix)}{os.getpid()}-{self._oneoff}"
-        segment = open_segment(name, needed_bytes(outputs))
-        refs = write_arrays(buffer_of(segment), outputs)
+        segment = open_segment(name, size)
+        refs = write_encoded(buffer_of(segment), encoded)
         close_segment(segment)
         return name, refs
 
@@ -189,7 +193,7 @@ def owner_main(args: argparse.Namespace, prefix: str, address: str, control: Con
     """The owner process: load, measure the floor, serve frontends until SIGTERM."""
     configure_logging(args.log_level)
     prepare_process(args.backend)
-    from serving.server.app import load_models, measure_and_freeze, server_metrics, stop_requested
+    from serving.server.app import load_models, measure_and_freeze, server_metrics
     from serving.server.core import select_device
     from serving.server.flags import server_config
     from serving.server.rest import RestServer

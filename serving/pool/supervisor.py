@@ -29,7 +29,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from serving.pool.control import Role, WorkerReady, stop_requested
+from serving.pool.control import Role, WorkerReady
 from serving.pool.metrics_sum import pool_gauges
 from serving.pool.rest_front import PoolRest
 from serving.pool.roles import child_main
@@ -37,6 +37,7 @@ from serving.pool.slab import owner_prefix, segment_prefix, sweep
 from serving.protocol.generated import use_protos_without_runtime
 from serving.protocol.names import POOL_RESTARTS, POOL_WORKERS, format_ready_line, parse_ready_line
 from serving.server.flags import monitoring_path
+from serving.server.lifecycle import stop_requested
 
 log = logging.getLogger("serving.pool")
 

@@ -16,12 +16,8 @@ import logging
 import sys
 
 from serving.server.flags import build_parser, parse_args  # noqa: F401  (build_parser: re-exported)
+from serving.server.lifecycle import configure_logging
 from serving.server.runtimes import prepare_process
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def run(argv: list[str] | None = None) -> int:

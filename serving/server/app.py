@@ -12,8 +12,6 @@ or the ready line's format (`serving.protocol.names`).
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ from serving.server.core import ServerConfig, ServingCore
 from serving.server.floor import floor_batch_sizes, measure_floor, not_measured, round_trip_for
 from serving.server.gc_pauses import freeze_start_up_heap
 from serving.server.grpc_api import ModelServicer, PredictionServicer
+from serving.server.lifecycle import stop_requested
 from serving.server.metrics import ServerMetrics
 from serving.server.model_source import ModelEntry, ModelSource
 from serving.server.rest import RestServer
@@ -97,14 +96,6 @@ def grpc_server(core: ServingCore, reuse_port: bool = False) -> tuple[grpc.Serve
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionServicer(core), server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(core), server)
     return server, server.add_insecure_port(f"{config.host}:{config.grpc_port}")
-
-
-def stop_requested() -> threading.Event:
-    """An event SIGTERM and SIGINT set."""
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    return stop
 
 
 def server_metrics(config: ServerConfig) -> ServerMetrics:
