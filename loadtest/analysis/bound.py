@@ -45,15 +45,22 @@ class FloorEntry:
     batch_size: int
     images_per_s: float
     latency_us: float | None = None
+    callers: int = 1  # calling at once (a CPU: one per core the server was given); images/s is theirs together
+
+    @property
+    def at(self) -> str:
+        """`batch 8`, or `batch 8, 12 callers at once`."""
+        return f"batch {self.batch_size}" + (f", {self.callers} callers at once" if self.callers > 1 else "")
 
 
 def floor_entries(floor: Mapping) -> list[FloorEntry]:
     """A record's `device_floor` batches, smallest first; [] when the floor is unknown or not recorded."""
     entries = []
+    callers = int(floor.get("callers") or 1)
     for raw in floor.get("batches") or ():
         images = raw.get("images_per_s")
         if raw.get("batch_size") and images and images > 0:
-            entries.append(FloorEntry(int(raw["batch_size"]), float(images), raw.get("latency_us")))
+            entries.append(FloorEntry(int(raw["batch_size"]), float(images), raw.get("latency_us"), callers))
     return sorted(entries, key=lambda e: e.batch_size)
 
 
@@ -115,10 +122,10 @@ def floor_sentence(device: str, label: str, at: str, served: ServedShare) -> str
     f = served.floor
     if served.share < SERVED_SHARE:
         return (f"the serving path bounded this answer, not the device: {device} alone runs the model at "
-                f"{fmt(f.images_per_s)} images/s at batch {f.batch_size}, {times_text(served.times)} what {label} "
+                f"{fmt(f.images_per_s)} images/s at {f.at}, {times_text(served.times)} what {label} "
                 f"served ({fmt(served.served_ips)} images/s {at}).")
     return (f"the model on the device bounded this answer: {label} served {fmt(served.served_ips)} images/s {at} = "
-            f"{served.share:.0%} of {device} alone ({fmt(f.images_per_s)} images/s at batch {f.batch_size}).")
+            f"{served.share:.0%} of {device} alone ({fmt(f.images_per_s)} images/s at {f.at}).")
 
 
 def runtime_name(floor: Mapping) -> str:
@@ -157,7 +164,7 @@ def idle_device_sentence(device: str, label: str, at: str, cell: CellResult, ser
     f = served.floor
     return (f"the model's calls bounded this answer, not the {device}'s compute ({busy_part(cell, device)}): "
             f"{label} served {fmt(served.served_ips)} images/s {at} = {served.share:.0%} of the model alone "
-            f"({fmt(f.images_per_s)} images/s at batch {f.batch_size}).")
+            f"({fmt(f.images_per_s)} images/s at {f.at}).")
 
 
 def held_sentence(device: str, label: str, at: str, cell: CellResult, served: ServedShare) -> str:
@@ -177,7 +184,7 @@ def loadgen_sentence(device: str, label: str, served: ServedShare) -> str:
     f = served.floor
     return (f"the load generator bounded this answer, not the device: {label} served at least "
             f"{fmt(served.served_ips)} images/s, {served.share:.0%} of {device} alone ({fmt(f.images_per_s)} images/s "
-            f"at batch {f.batch_size}).")
+            f"at {f.at}).")
 
 
 def idle_sentence(device: str, ceiling: float) -> str:

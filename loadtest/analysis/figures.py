@@ -121,7 +121,7 @@ class Figures:
         """`12,271.8 images/s (batch 8)`: the device alone at the batch the server ran; "—" when not measured."""
         if self.served is None:
             return fmt(None)
-        return f"{fmt(self.served.floor.images_per_s)} images/s (batch {self.served.floor.batch_size})"
+        return f"{fmt(self.served.floor.images_per_s)} images/s ({self.served.floor.at})"
 
     @property
     def server(self) -> str:
@@ -140,7 +140,8 @@ class Figures:
                 "server_ran_batch": self.ran_batch,
                 "device_floor": None if floor is None else {
                     "batch": floor.batch_size, "images_per_s": round(floor.images_per_s, IPS_DIGITS),
-                    "source": self.cell.device_floor.get("source"), "runtime": self.cell.device_floor.get("runtime")},
+                    "source": self.cell.device_floor.get("source"), "runtime": self.cell.device_floor.get("runtime"),
+                    "callers": floor.callers},
                 "served_share_of_floor": None if self.served is None else round(self.served.share, 3),
                 "phases_mean_ms": {name: _ms(phase.get("mean_us"))
                                    for name, phase in (self.cell.server_phases.get("phases") or {}).items()},

@@ -1,11 +1,10 @@
 """Run the CPU-vs-GPU comparison from a device bundle, offline, within a time budget:
 `python3 run.py --out DIR [--budget-min 9] [--target-rps N --prices FILE]`.
 
-Its defaults fit one 10-minute call on a lent machine and answer every configuration they keep:
-GPU and CPU, request batch 1, batching `off` and the device's profile, all four up at once and
-searched paired (4 searches of at most 64.5 s each: on an H200 machine 48 s bracketed every knee,
-where 21 s gave only lower bounds), no py-spy profile (`--profile-s 20` adds one); `--target-rps`
-adds the sizing line (replicas and cost, from `--prices`, by default `loadtest/prices.example.toml`).
+Its defaults fit one 10-minute call on a lent machine: GPU and CPU, request batches 1 and 32, batching
+`off` and the device's profile, all four up at once and searched paired (8 searches of at most 33.5 s
+each), no py-spy profile (`--profile-s 20` adds one); `--target-rps` adds the sizing line (replicas and
+cost, from `--prices`, by default `loadtest/prices.example.toml`).
 
 Copied into the bundle as `run.py` (`loadtest.bundle.build`); runs on the bundle's machine with its
 own Python and the standard library only until it has installed the bundle (its helpers, also
@@ -13,19 +12,20 @@ standard library only, are the project's `loadtest.bundle` modules):
 
 1. installs `wheels/` into `site/` with no index (`pip install --no-index --no-deps --target`);
 2. finds which asked devices can serve (`gpu` where PyTorch sees one, else why not), records versions, the
-   bundle's source (`project/SOURCE.json`) and PyTorch's own GPU round trip;
-3. plans the capacity searches to what is left of `--budget-min` (`loadtest.bundle.budget`): GPU first,
-   configuration `off`, then the device's profile; each search bounded by `--max-minutes`,
-   `--max-steps`, `--max-rate-s`; it says what it left out and why;
-4. one paired `mnist-bench capacity` run: every configuration kept up at once (the embedded server on
-   `SERVER_FLAGS`, one worker per core of the first three quarters, Locust on the rest), their cells
-   interleaved at each request batch kept with a reference cell showing the machine's drift, so that
-   the GPU/CPU ratio and the batching gains come from the same minutes (`--sequential`: one run per
-   configuration, one after the other); killed at its planned time if it overruns; every result line
-   is copied into `--out/results.jsonl` as it appears;
-5. writes the report (its figures, the same values, go into `device-run.json`; the decision it opens
-   with is said on the console), then profiles the best configuration found with py-spy (`--profile-s`) under
-   load at ~90% of its capacity (`loadtest.bundle.profiling`).
+   bundle's source (`project/SOURCE.json`) and PyTorch's own GPU round trip (`loadtest.bundle.machine`);
+3. a smoke test of the first device's profile (on a GPU: its owner and runtime), at most 60 s
+   (`loadtest.bundle.smoke`): the run stops there, saying why, when it fails; what it measured sizes
+   Locust's share of the cores and, when the server took longer to start than `--start-s`, the plan's start;
+4. plans the capacity searches to what is left of `--budget-min` (`loadtest.bundle.budget`) and says
+   what it left out and why;
+5. one paired `mnist-bench capacity` run: every configuration kept up at once (the embedded server on
+   `SERVER_FLAGS`, on the first cores, Locust on the rest), their cells interleaved at each request batch
+   with a reference cell showing the machine's drift (`--sequential`: one run per configuration, one after
+   the other); killed at its planned time if it overruns; every result line copied into
+   `--out/results.jsonl` as it appears;
+6. writes the report (its figures go into `device-run.json`; the decision it opens with, and each answer
+   beside the device alone, are said on the console), then profiles the best configuration found with
+   py-spy (`--profile-s`) under load at ~90% of its capacity (`loadtest.bundle.profiling`).
 
 `--out` gets at most 8 files and no folder (`loadtest.bundle.outputs.OUT_FILES`); `device-run.json`
 is rewritten after every step, so a run killed at the machine's limit still explains itself. The
@@ -52,7 +52,8 @@ SITE = BUNDLE / "site"
 if (PROJECT / "loadtest" / "bundle").is_dir():  # as the bundle's run.py: its helpers are the project's
     sys.path.insert(0, str(PROJECT))
 
-from loadtest.bundle import budget, outputs, profiling  # noqa: E402
+from loadtest.bundle import budget, outputs, profiling, smoke  # noqa: E402
+from loadtest.bundle.machine import gpu_problem, round_trip_env, source, versions  # noqa: E402
 from loadtest.bundle.processes import Echoed, stop  # noqa: E402
 from loadtest.bundle.run_args import (  # noqa: E402
     EXAMPLE_PRICES,
@@ -66,11 +67,7 @@ from loadtest.bundle.run_args import (  # noqa: E402
     reference_s,
 )
 
-# serving.server.floor's names (not imported: run.py starts before the bundle's numpy is installed).
-DEVICE_ROUND_TRIP_ENV = "MNIST_BENCH_DEVICE_ROUND_TRIP_US"
-DEVICE_ROUND_TRIP_NOTE_ENV = "MNIST_BENCH_DEVICE_ROUND_TRIP_NOTE"
 MODEST_RPS = 20.0  # the profile's load when no capacity was found
-VERSIONS = ("jax", "jaxlib", "keras", "torch", "numpy", "grpcio", "protobuf", "locust", "py-spy")
 ANSWER = re.compile(r"^capacity: (?P<server>\S+), request batch (?P<batch>\d+): (?P<answer>.*)$")
 
 
@@ -108,49 +105,9 @@ def sizing_flags(args: argparse.Namespace) -> list[str]:
     return ["--target-rps", f"{args.target_rps:g}", "--prices", str(prices)]
 
 
-def round_trip_env(torch_trip: dict) -> dict[str, str]:
-    """The servers' environment that hands them PyTorch's GPU round trip (`serving.server.floor`), so each
-    record's device floor can set the device's own round trip beside its runtime's; {} when not measured."""
-    median = torch_trip.get("median_us")
-    if not median:
-        return {}
-    return {DEVICE_ROUND_TRIP_ENV: f"{median}",
-            DEVICE_ROUND_TRIP_NOTE_ENV: f"PyTorch {torch_trip.get('torch', '')}: {torch_trip.get('what', '')}"}
-
-
-def gpu_problem(env: dict[str, str]) -> str:
-    """"" when PyTorch (the GPU servers' runtime) sees a GPU here; else why not."""
-    probe = "import torch; print(torch.cuda.device_count())"
-    try:
-        done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        return "PyTorch did not list its devices within 120 s"
-    if done.returncode != 0 or not done.stdout.strip().isdigit() or int(done.stdout.strip()) < 1:
-        return f"PyTorch sees no GPU: {(done.stderr.strip().splitlines() or ['no GPU devices'])[-1]}"
-    return ""
-
-
-def versions(env: dict[str, str]) -> dict[str, str]:
-    probe = ("import json, platform\nfrom importlib import metadata\nv = {'python': platform.python_version()}\n"
-             f"for n in {VERSIONS!r}:\n    try: v[n] = metadata.version(n)\n"
-             "    except metadata.PackageNotFoundError: v[n] = 'not installed'\nprint(json.dumps(v))")
-    try:
-        done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired:
-        return {"note": "the version probe did not finish within 60 s"}
-    return json.loads(done.stdout) if done.returncode == 0 else {"note": done.stderr.strip()[-300:]}
-
-
-def source() -> dict:
-    """The bundle's source record (`make device-bundle` writes it), or why there is none."""
-    try:
-        return json.loads((PROJECT / "SOURCE.json").read_text())
-    except (OSError, ValueError) as exc:
-        return {"commit": "unknown", "note": f"no source record: {exc}"}
-
-
-def write_plan(out: Path, args: argparse.Namespace) -> Path:
-    server_cpus, loadgen_cpus, processes = core_split(args.loadgen_cores)
+def write_plan(path: Path, args: argparse.Namespace, loadgen_cores: int) -> Path:
+    """The plan every cell runs with: the servers on the first cores, Locust on the last `loadgen_cores`."""
+    server_cpus, loadgen_cpus, processes = core_split(loadgen_cores)
     lines = ['name = "device-bundle"', "[run]", f"warmup_s = {WARMUP_S}", f"measure_s = {args.measure_s}",
              "window_s = 0.5", f"processes = {processes}", 'protocol = "grpc"', 'arrival = "poisson"',
              'check = "classes"', "request_timeout_s = 10.0", "late_threshold_ms = 2.0",
@@ -161,9 +118,12 @@ def write_plan(out: Path, args: argparse.Namespace) -> Path:
               'kind = "embedded"']
     if server_cpus:
         lines.append(f'server_cpus = "{server_cpus}"')
-    plan = out / "device-plan.toml"
-    plan.write_text("\n".join(lines) + "\n")
-    return plan
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class SmokeFailed(Exception):
+    """The smoke test failed: the run stops before any search."""
 
 
 class DeviceRun:
@@ -178,12 +138,14 @@ class DeviceRun:
         self.console = outputs.Console(args.out / "run.log")
         self.record = outputs.RunRecord(args.out / "device-run.json", status="running",
                                         utc_start=datetime.now(UTC).isoformat(timespec="seconds"),
-                                        argv=sys.argv[1:], budget_s=args.budget_min * 60, source=source(),
+                                        argv=sys.argv[1:], budget_s=args.budget_min * 60, source=source(PROJECT),
                                         seconds={}, exit_codes={}, skipped={}, left_out=[], capacities=[])
         self.copier = outputs.ResultsCopier(self.work / "results", args.out / "results.jsonl")
         self.env = environment()
         self.child: Echoed | None = None
         self.child_name = ""
+        self.last_lines: list[str] = []
+        self.last_seen_at: list[float] = []
         self.record.write()
 
     def left_s(self) -> float:
@@ -202,6 +164,7 @@ class DeviceRun:
         started = time.monotonic()
         self.child, self.child_name = Echoed(command, self.say, cwd=PROJECT, env=self.env), name
         code = self.child.wait(timeout_s)
+        self.last_lines, self.last_seen_at = self.child.lines, self.child.seen_at
         answers = {(m["server"], m["batch"]): m.groupdict() for m in map(ANSWER.match, self.child.lines) if m}
         self.record["capacities"] += list(answers.values())  # a run with several searches repeats them at its end
         self.child = None
@@ -231,6 +194,33 @@ class DeviceRun:
         self.env.update(round_trip_env(self.record["torch_round_trip"]))
         self.timed("probes", started)
         return devices
+
+    def smoke(self, devices: list[str]) -> int:
+        """The smoke test on the first device's profile (`loadtest.bundle.smoke`); SmokeFailed when it fails. The
+        cores Locust gets for the searches: `--loadgen-cores`, else sized by what the smoke measured."""
+        quarter = core_split(self.args.loadgen_cores)[2]
+        if not devices:
+            return quarter
+        device, started = devices[0], time.monotonic()
+        plan = self.work / "smoke-plan.toml"
+        plan.write_text(smoke.smoke_plan(write_plan(self.work / "base-plan.toml", self.args, quarter).read_text()))
+        command = [sys.executable, "-m", "loadtest", "loadtest", "--plan", str(plan), f"--serve={device}/{device}",
+                   SERVER_FLAGS, "--models-dir", str(PROJECT / "models"), "--results-dir", str(self.work / "smoke"),
+                   "--no-report"]
+        code = self.command("smoke", command, min(smoke.SMOKE_S, self.left_s()))
+        found = smoke.judge(smoke.read_cells(self.work / "smoke"), f"{device}-{device}", device,
+                            None if code == 124 else code, self.last_lines,
+                            smoke.start_seconds(self.last_lines, self.last_seen_at))
+        self.args.start_s = max(self.args.start_s, found.start_s or 0.0)  # planned: the smoke's start if longer
+        self.record["smoke"] = found.to_dict()
+        self.timed("smoke", started)
+        if not found.ok:
+            raise SmokeFailed(f"smoke test of {found.server} failed, no search run: {found.why}")
+        self.say(f"run.py: smoke test passed: {found.summary()}")
+        count, why = smoke.loadgen_cores(found, len(os.sched_getaffinity(0)), self.args.loadgen_cores, quarter)
+        self.record["cores"] = {"loadgen": count, "of": len(os.sched_getaffinity(0)), "why": why}
+        self.say(f"run.py: Locust gets {count} of {len(os.sched_getaffinity(0))} cores ({why})")
+        return count
 
     def plan(self, devices: list[str]) -> budget.Plan:
         batches = [int(b) for b in self.args.batches.split(",") if b]
@@ -348,8 +338,9 @@ class DeviceRun:
 
     def run(self) -> int:
         devices = self.prepare()
+        loadgen_cores = self.smoke(devices)
         plan = self.plan(devices)
-        plan_file = write_plan(self.args.out, self.args)
+        plan_file = write_plan(self.args.out / "device-plan.toml", self.args, loadgen_cores)
         self.copier.start()
         try:
             self.searches(plan, plan_file)
@@ -358,7 +349,8 @@ class DeviceRun:
         self.record["results_lines"] = self.copier.lines
         self.report()
         self.record.update(outputs.figures_record(self.work / "report" / "figures.json"))
-        for line in self.record.get("decision", ()):  # the decision first, as the report opens with it
+        answers = outputs.answer_lines(self.record.get("by_configuration", {}))
+        for line in [*self.record.get("decision", ()), *answers]:  # the decision first, as the report opens with it
             self.say(f"run.py: {line}")
         self.profile(plan_file)
         codes = self.record["exit_codes"]
@@ -391,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             run.record["exit_codes"][run.child_name] = f"stopped by {exc or 'SIGINT'}"
         run.copier.stop()
         return run.finish(143, f"stopped by {exc or 'SIGINT'}: what was measured is kept")
-    except RuntimeError as exc:
+    except (RuntimeError, SmokeFailed) as exc:
         run.say(f"run.py: {exc}")
         return run.finish(1, f"failed: {exc}")
 

@@ -136,3 +136,20 @@ def figures_record(path: Path) -> dict:
     for figures in written.get("figures") or ():
         by_configuration.setdefault(figures["configuration"], {})[str(figures["request_batch"])] = figures
     return {"decision": written.get("headline") or [], "by_configuration": by_configuration}
+
+
+def answer_lines(by_configuration: dict[str, dict[str, dict]]) -> list[str]:
+    """Per configuration and request batch, the report's answer beside the device alone and served ÷ device
+    alone (`figures.json`'s own values): `gpu-off, request batch 32: capacity 1,234.5 req/s; the device alone
+    341,072 images/s at batch 32; served ÷ device alone 12%`."""
+    lines = []
+    for label, batches in by_configuration.items():
+        for batch, f in batches.items():
+            floor, share = f.get("device_floor") or {}, f.get("served_share_of_floor")
+            callers = f", {floor['callers']} callers at once" if (floor.get("callers") or 1) > 1 else ""
+            alone = (f"the device alone {floor['images_per_s']:,.0f} images/s at batch {floor['batch']}{callers}"
+                     if floor else "the device alone not measured")
+            served = "" if share is None else f"; served ÷ device alone {share:.0%}"
+            lines.append(f"{label}, request batch {batch}: {f.get('at')}; {alone}{served}")
+    return lines
+

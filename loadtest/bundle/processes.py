@@ -28,6 +28,7 @@ class Echoed:
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      errors="replace", **popen)
         self.lines: list[str] = []
+        self.seen_at: list[float] = []  # each line's arrival, monotonic seconds
         self._say = say
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
@@ -35,6 +36,7 @@ class Echoed:
     def _pump(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
+            self.seen_at.append(time.monotonic())
             self.lines.append(line.rstrip("\n"))
             self._say(line)
 

@@ -27,22 +27,23 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--work", type=Path, default=None, help="the subprocesses' files (default: work/<time>/)")
     parser.add_argument("--budget-min", type=float, default=9.0, help="the whole run, planned before it starts")
     parser.add_argument("--devices", default="gpu,cpu", help="comma-separated: gpu, cpu (in priority order)")
-    parser.add_argument("--batches", default="1", help="request batch sizes, in priority order (1,32: both, each "
-                        "search shorter or the budget longer)")
+    parser.add_argument("--batches", default="1,32", help="request batch sizes, in priority order")
     parser.add_argument("--p99-ms", type=float, default=10.0)
-    parser.add_argument("--measure-s", type=float, default=2.0)
+    parser.add_argument("--measure-s", type=float, default=1.5)
     parser.add_argument("--max-steps", type=int, default=8, help="cells per search at most")
-    parser.add_argument("--max-minutes", type=float, default=0.8,
+    parser.add_argument("--max-minutes", type=float, default=0.35,
                         help="per search (the search answers its best pass when stopped by time)")
-    parser.add_argument("--max-rate-s", type=float, default=10.0, help="measured seconds at one rate at most")
+    parser.add_argument("--max-rate-s", type=float, default=6.0, help="measured seconds at one rate at most")
     parser.add_argument("--confidence", type=float, default=0.99, help="every verdict's (capacity --confidence)")
-    parser.add_argument("--start-s", type=float, default=25.0, help="estimate: one server's start and stop")
+    parser.add_argument("--start-s", type=float, default=15.0,
+                        help="estimate: one server's start and stop (the smoke test's measured start, if longer)")
     parser.add_argument("--profile-s", type=float, default=0.0, help="py-spy's sampling (0: no profile)")
     parser.add_argument("--target-rps", type=float, default=None,
                         help="target load (req/s): the report adds replicas and cost per million inferences")
     parser.add_argument("--prices", type=Path, default=None,
                         help=f"price file for --target-rps (default: the shipped {EXAMPLE_PRICES})")
-    parser.add_argument("--loadgen-cores", type=int, default=0, help="cores for Locust (default: a quarter, ≥ 1)")
+    parser.add_argument("--loadgen-cores", type=int, default=0,
+                        help="cores for Locust (default: sized by the smoke test's CPU costs; a quarter without them)")
     parser.add_argument("--sequential", action="store_true",
                         help="search each configuration alone, one after the other, instead of all up at once with "
                         "their cells interleaved (paired: the GPU/CPU ratio and batching gains from the same minutes)")

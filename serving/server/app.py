@@ -23,7 +23,7 @@ from serving.endpoint import ServerKind
 from serving.protocol.names import format_ready_line
 from serving.server.backends import DEFAULT_SIGNATURE, LoadedModel
 from serving.server.core import ServerConfig, ServingCore
-from serving.server.floor import floor_batch_sizes, measure_floor, not_measured, round_trip_for
+from serving.server.floor import callers_for, floor_batch_sizes, measure_floor, not_measured, round_trip_for
 from serving.server.gc_pauses import freeze_start_up_heap
 from serving.server.grpc_api import ModelServicer, PredictionServicer
 from serving.server.lifecycle import stop_requested
@@ -72,11 +72,13 @@ def device_floor(config: ServerConfig, source: ModelSource) -> dict:
     try:
         trip, note = round_trip_for(config.backend, config.device)
         floor = measure_floor(model, signature, floor_batch_sizes(config.batching), config.device_floor_s, trip,
-                              device=config.device, runtime=runtime, round_trip_note=note)
+                              device=config.device, runtime=runtime, round_trip_note=note,
+                              callers=callers_for(config.device))
     except Exception as exc:  # the floor explains the server; it must not keep it from serving
         log.warning("device floor not measured: %s: %s", type(exc).__name__, exc)
         return not_measured(f"failed: {type(exc).__name__}: {exc}", device=config.device, runtime=runtime).as_dict()
-    log.info("device floor (%s, %.1f s budget): %s; round trip %s us", model.path, config.device_floor_s,
+    log.info("device floor (%s, %.1f s budget, %d caller(s)): %s; round trip %s us", model.path,
+             config.device_floor_s, floor.callers,
              ", ".join(f"batch {b.batch_size}: {b.latency_us:.0f} us, {b.images_per_s:,.0f} img/s"
                        for b in floor.batches), "n/a" if floor.round_trip_us is None else f"{floor.round_trip_us:.0f}")
     return floor.as_dict()

@@ -4,7 +4,13 @@ Measured once at start, after warm-up and before the server reports ready, by ca
 directly with zeros of the signature's inputs: the latency no request can beat and the images/s no
 server on this device can pass, whatever the serving path around it costs. Beside it, the round trip
 of a trivial computation to the device and back (`device_put` + add + fetch on JAX, `tf.constant` +
-`tf.add` + `.numpy()` on TensorFlow) bounds any single device call. Where that runtime's own dispatch
+`tf.add` + `.numpy()` on TensorFlow) bounds any single device call.
+
+A batch size's latency is one caller's. On a CPU its images/s come from one caller per core the server
+was given (`callers_for`: its CPU affinity), each a thread calling the model back to back at once: their
+calls' images over the wall time they ran together, so "the CPU alone" is what those cores do, not one
+caller's share of them (the runtimes release the GIL while the model runs). A GPU has one caller: one
+process owns it and calls it one batch at a time, as the server does. Where that runtime's own dispatch
 is what costs (JAX on a GPU: ~0.6 ms per call where the GPU's own round trip is ~0.04 ms), the device's
 own round trip measured by another runtime (PyTorch's, probed by the device bundle before it starts a
 server, handed over in `DEVICE_ROUND_TRIP_ENV`) is kept beside it, so a report can tell the two apart.
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -60,6 +67,7 @@ class DeviceFloor:
     budget_s: float
     device_round_trip_us: float | None = None  # the device's own, by another runtime (None: not known)
     device_round_trip_note: str = ""
+    callers: int = 1  # threads calling the model at once (a CPU: one per core the server was given)
 
     def as_dict(self) -> dict:
         """The JSON form served in server_info["device_floor"]."""
@@ -67,7 +75,7 @@ class DeviceFloor:
                 "batches": [asdict(b) for b in self.batches], "round_trip_us": self.round_trip_us,
                 "round_trip_note": self.round_trip_note, "budget_s": self.budget_s,
                 "device_round_trip_us": self.device_round_trip_us,
-                "device_round_trip_note": self.device_round_trip_note}
+                "device_round_trip_note": self.device_round_trip_note, "callers": self.callers}
 
     @classmethod
     def from_dict(cls, data: dict) -> DeviceFloor:
@@ -78,7 +86,7 @@ class DeviceFloor:
         return cls(str(data["source"]), str(data["device"]), str(data["runtime"]), batches,
                    None if trip is None else float(trip), str(data.get("round_trip_note", "")),
                    float(data["budget_s"]), None if own is None else float(own),
-                   str(data.get("device_round_trip_note", "")))
+                   str(data.get("device_round_trip_note", "")), int(data.get("callers", 1)))
 
 
 def device_round_trip_given(environ: Mapping[str, str] | None = None) -> tuple[float | None, str]:
@@ -121,9 +129,12 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[index]
 
 
-def time_calls(call: Callable[[], object], budget_s: float, max_runs: int = MAX_RUNS) -> list[float]:
-    """Seconds of each timed call: one untimed call first, then at least one timed, until the budget is spent."""
-    call()
+def time_calls(call: Callable[[], object], budget_s: float, max_runs: int = MAX_RUNS,
+               warm_up: bool = True) -> list[float]:
+    """Seconds of each timed call: one untimed call first (`warm_up`), then at least one timed, until the budget
+    is spent."""
+    if warm_up:
+        call()
     deadline = time.perf_counter() + budget_s
     times: list[float] = []
     while len(times) < max_runs and (not times or time.perf_counter() < deadline):
@@ -133,18 +144,65 @@ def time_calls(call: Callable[[], object], budget_s: float, max_runs: int = MAX_
     return times
 
 
-def batch_floor(batch_size: int, times_s: list[float]) -> BatchFloor:
+def time_calls_at_once(call: Callable[[], object], callers: int, budget_s: float,
+                       max_runs: int = MAX_RUNS) -> tuple[list[float], float]:
+    """`callers` threads calling at once, each as `time_calls` does (every one warmed up before any is timed):
+    (seconds of every timed call, the wall seconds from the first timed call to the last one's end)."""
+    times: list[list[float]] = [[] for _ in range(callers)]
+    ready = threading.Barrier(callers + 1)
+    spans: list[tuple[float, float]] = []
+
+    def caller(index: int) -> None:
+        call()
+        ready.wait()
+        began = time.perf_counter()
+        times[index] = time_calls(call, budget_s, max_runs, warm_up=False)
+        spans.append((began, time.perf_counter()))
+
+    threads = [threading.Thread(target=caller, args=(i,), name=f"floor-{i}") for i in range(callers)]
+    for thread in threads:
+        thread.start()
+    ready.wait()
+    for thread in threads:
+        thread.join()
+    wall = max(end for _, end in spans) - min(begin for begin, _ in spans)
+    return [t for caller_times in times for t in caller_times], wall
+
+
+def callers_for(device: str) -> int:
+    """One caller per core this process may use on a CPU (its affinity: the server's cores); one on a GPU."""
+    return len(os.sched_getaffinity(0)) if device == "cpu" else 1
+
+
+def batch_floor(batch_size: int, times_s: list[float], images_per_s: float | None = None,
+                runs: int | None = None) -> BatchFloor:
+    """Median and p99 of one caller's calls; images/s = batch / median unless measured otherwise (`images_per_s`:
+    callers at once, `runs` then counting their calls too)."""
     ordered = sorted(times_s)
     median = statistics.median(ordered)
-    return BatchFloor(batch_size, median * 1e6, _percentile(ordered, 0.99) * 1e6,
-                      batch_size / median if median > 0 else float("inf"), len(ordered))
+    if images_per_s is None:
+        images_per_s = batch_size / median if median > 0 else float("inf")
+    return BatchFloor(batch_size, median * 1e6, _percentile(ordered, 0.99) * 1e6, images_per_s,
+                      len(ordered) if runs is None else runs)
+
+
+def floor_of(batch_size: int, call: Callable[[], object], callers: int, budget_s: float) -> BatchFloor:
+    """One batch size's floor: one caller's latency; with `callers` > 1, half the budget goes to them all at once,
+    whose calls' images over their wall time are the images/s."""
+    if callers <= 1:
+        return batch_floor(batch_size, time_calls(call, budget_s))
+    alone = time_calls(call, budget_s / 2)
+    together, wall_s = time_calls_at_once(call, callers, budget_s / 2)
+    rate = batch_size * len(together) / wall_s if wall_s > 0 else float("inf")
+    return batch_floor(batch_size, alone, rate, len(alone) + len(together))
 
 
 def measure_floor(model: LoadedModel, signature: str, batch_sizes: Sequence[int], budget_s: float,
                   round_trip: Callable[[], None] | None, *, device: str = "cpu", runtime: str = "",
-                  round_trip_note: str = "", source: str = SOURCE_EMBEDDED) -> DeviceFloor:
-    """Time `model.run` on zeros at each batch size (ascending; sizes the budget no longer reaches are left out)
-    and `round_trip` (None: not applicable, `round_trip_note` says why), within about `budget_s` seconds."""
+                  round_trip_note: str = "", source: str = SOURCE_EMBEDDED, callers: int = 1) -> DeviceFloor:
+    """Time `model.run` on zeros at each batch size (ascending; sizes the budget no longer reaches are left out),
+    by `callers` threads at once, and `round_trip` (None: not applicable, `round_trip_note` says why), within
+    about `budget_s` seconds."""
     spec = model.signatures[signature]
     outputs = list(spec.outputs)
     started = time.perf_counter()
@@ -158,11 +216,12 @@ def measure_floor(model: LoadedModel, signature: str, batch_sizes: Sequence[int]
         if left <= 0:
             break
         zeros = {alias: zeros_for(tensor, size) for alias, tensor in spec.inputs.items()}
-        times = time_calls(partial(model.run, signature, zeros, outputs), left / (len(sizes) - i))
-        batches.append(batch_floor(size, times))
+        call = partial(model.run, signature, zeros, outputs)
+        batches.append(floor_of(size, call, callers, left / (len(sizes) - i)))
     note = round_trip_note or ("measured" if round_trip is not None else "not measured")
     own_us, own_note = device_round_trip_given()
-    return DeviceFloor(source, device, runtime, tuple(batches), trip_us, note, budget_s, own_us, own_note)
+    return DeviceFloor(source, device, runtime, tuple(batches), trip_us, note, budget_s, own_us, own_note,
+                       max(1, callers))
 
 
 def round_trip_for(backend: str, device: str) -> tuple[Callable[[], None] | None, str]:
@@ -205,5 +264,6 @@ def round_trip_for(backend: str, device: str) -> tuple[Callable[[], None] | None
 
 
 __all__ = ["BatchFloor", "DEVICE_ROUND_TRIP_ENV", "DEVICE_ROUND_TRIP_NOTE_ENV", "DeviceFloor", "MAX_RUNS",
-           "NO_BATCHING_SIZES", "SOURCE_EMBEDDED", "batch_floor", "device_round_trip_given", "floor_batch_sizes",
-           "measure_floor", "not_measured", "round_trip_for", "time_calls", "zeros_for"]
+           "NO_BATCHING_SIZES", "SOURCE_EMBEDDED", "batch_floor", "callers_for", "floor_of", "device_round_trip_given",
+           "floor_batch_sizes", "measure_floor", "not_measured", "round_trip_for", "time_calls", "time_calls_at_once",
+           "zeros_for"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.bundle import budget, device_run, processes, run_args
+from loadtest.bundle import budget, device_run, processes, run_args, smoke
 from loadtest.bundle.build import (
     IMAGE_PACKAGES,
     LIMIT_BYTES,
@@ -59,14 +59,37 @@ def test_locust_gets_the_last_quarter_of_the_cores(monkeypatch):
     assert run_args.core_split(0) == ("", "", 1)  # one core: nothing pinned
 
 
-def test_the_defaults_search_all_four_configurations_paired_in_one_call(tmp_path):
-    """9 minutes, ~20 s of it for install and probes: gpu-off, gpu-gpu, cpu-off and cpu-cpu at request batch 1,
-    their server starts and reference cells included, with 10% and the report's time to spare."""
+def test_the_defaults_search_all_four_configurations_at_batches_1_and_32_paired_in_one_call(tmp_path):
+    """9 minutes, ~20 s of it for install and probes and at most 60 s for the smoke test: gpu-off, gpu-gpu, cpu-off
+    and cpu-cpu at request batches 1 and 32, their server starts and reference cells included, with 10% and the
+    report's time to spare."""
     args = device_run.parse(["--out", str(tmp_path)])
-    plan = budget.plan_paired([("gpu", "off"), ("gpu", "gpu"), ("cpu", "off"), ("cpu", "cpu")], [1],
-                              run_args.costs(args, 2), args.budget_min * 60 - 20, run_args.reference_s(args))
-    assert plan.paired and len(plan.kept) == 4 and not plan.left_out
-    assert plan.costs.search_s == 0.8 * 60 + 6 + 0.5 + 10  # 48 s a search and the cell it may start at its end
+    assert args.batches == "1,32"
+    plan = budget.plan_paired([("gpu", "off"), ("gpu", "gpu"), ("cpu", "off"), ("cpu", "cpu")], [1, 32],
+                              run_args.costs(args, 2), args.budget_min * 60 - 20 - smoke.SMOKE_S,
+                              run_args.reference_s(args))
+    assert plan.paired and len(plan.kept) == 8 and not plan.left_out and plan.batches() == [1, 32]
+    assert plan.costs.search_s == 0.35 * 60 + 6 + 0.5 + 6  # 21 s a search and the cell it may start at its end
+
+
+def test_a_failed_smoke_test_stops_the_run_before_any_search_saying_why(monkeypatch, tmp_path):
+    asked: list[str] = []
+
+    def command(self, name, command, timeout_s):
+        asked.append(name)
+        self.last_lines = ["starting gpu-gpu (gpu, batching gpu) ...", "server gpu-gpu did not start: CUDA error 999"]
+        self.record["exit_codes"][name] = 1
+        return 1
+
+    monkeypatch.setattr(device_run.DeviceRun, "prepare", lambda self: ["gpu", "cpu"])
+    monkeypatch.setattr(device_run.DeviceRun, "command", command)
+    code = device_run.main(["--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")])
+    summary = json.loads((tmp_path / "out" / "device-run.json").read_text())
+    assert code == 1 and asked == ["smoke"] and "plan" not in summary
+    assert summary["status"].startswith(
+        "failed: smoke test of gpu-gpu failed, no search run: measured nothing (exit 1)")
+    assert "CUDA error 999" in summary["smoke"]["why"] and not summary["smoke"]["ok"]
+    assert "smoke test of gpu-gpu failed" in (tmp_path / "out" / "run.log").read_text()
 
 
 def test_an_unknown_device_is_a_usage_error(capsys):
@@ -145,24 +168,30 @@ def left_behind(bundle) -> list[int]:
 
 @pytest.mark.integration
 def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cpu_bundle, tmp_path):
-    """No index, no network, a 4-minute budget: the GPU is skipped with the reason, the plan keeps what
-    fits, the CPU's two configurations are searched paired on the jax backend, and --out holds at most 8
-    files, no folder."""
+    """No index, no network, a 5-minute budget: the GPU is skipped with the reason, the smoke test passes on the
+    CPU's owner, the plan keeps what fits, the CPU's two configurations are searched paired on the jax backend,
+    each answer is said beside the device alone, and --out holds at most 8 files, no folder."""
     out = tmp_path / "out"
-    command = run_py(cpu_bundle, out, "--devices", "gpu,cpu", "--batches", "1,8", "--budget-min", "4",
+    command = run_py(cpu_bundle, out, "--devices", "gpu,cpu", "--batches", "1,8", "--budget-min", "5",
                      "--max-minutes", "0.2", "--profile-s", "8")
     started = time.monotonic()
     done = subprocess.run(offline(command), capture_output=True, text=True, timeout=600, env=clean_env(),
                           cwd=tmp_path)
     took_s = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert took_s <= 4 * 60 + 5, f"{took_s:.0f} s for a 4-minute budget"
+    assert took_s <= 5 * 60 + 5, f"{took_s:.0f} s for a 5-minute budget"
     entries = sorted(out.iterdir())
     assert len(entries) <= 8 and all(p.is_file() for p in entries), [p.name for p in entries]
     assert {p.name for p in entries} <= set(OUT_FILES)
     summary = json.loads((out / "device-run.json").read_text())
-    assert summary["status"] == "finished" and summary["within_budget"] and summary["seconds_total"] <= 240
+    assert summary["status"] == "finished" and summary["within_budget"] and summary["seconds_total"] <= 300
     assert "PyTorch sees no GPU" in summary["skipped"]["gpu"] and summary["exit_codes"]["report"] == 0
+    # the smoke test first, on the first device kept: its owner (batching on) answered right, on jax
+    smoke_record = summary["smoke"]
+    assert smoke_record["ok"] and smoke_record["server"] == "cpu-cpu" and smoke_record["runtime"] == "jax"
+    assert [c["batch"] for c in smoke_record["cells"]] == [1, 32] and smoke_record["start_s"] > 0
+    assert all(c["device_alone_ips"] and c["loadgen_cpu_s"] and c["server_cpu_s"] for c in smoke_record["cells"])
+    assert summary["seconds"]["smoke"] <= smoke.SMOKE_S + 5 and summary["cores"]["loadgen"] == 1
     kept = summary["plan"]["kept"]
     # 4 asked: both configurations at batch 1, paired; batch 8 left out whole
     assert {(s["device"], s["profile"], s["batch"]) for s in kept} == {("cpu", "off", 1), ("cpu", "cpu", 1)}
@@ -184,7 +213,11 @@ def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cp
     report = (out / "report.md").read_text()
     # the decision opens the report, the record and the console's end; the record's figures are the report's
     assert summary["decision"][0].startswith("Decision at p99 ≤ ") and f"**{summary['decision'][0]}**" in report
-    assert f"run.py: {summary['decision'][0]}" in (out / "run.log").read_text()
+    console = (out / "run.log").read_text()
+    assert f"run.py: {summary['decision'][0]}" in console and "run.py: smoke test passed: cpu-cpu on jax" in console
+    # each answer beside the device alone: the CPU's from one caller per core the server was given
+    for line in device_run.outputs.answer_lines(summary["by_configuration"]):
+        assert f"run.py: {line}" in console and "the device alone" in line
     for label, batches in summary["by_configuration"].items():
         for batch, figures in batches.items():
             mean = "—" if figures["server_mean_ms"] is None else f"{figures['server_mean_ms']:,.3f}"

@@ -78,7 +78,7 @@ def test_top_functions_from_collapsed_stacks():
 
 def test_the_profile_plan_is_one_open_loop_cell_at_the_rate(tmp_path, monkeypatch):
     monkeypatch.setattr(device_run.os, "sched_getaffinity", lambda pid: set(range(16)))
-    base = device_run.write_plan(tmp_path, device_run.parse(["--out", str(tmp_path)])).read_text()
+    base = device_run.write_plan(tmp_path / "plan.toml", device_run.parse(["--out", str(tmp_path)]), 0).read_text()
     plan = profile_plan(base, 32, 123.456, 28.0)
     assert "batch_sizes = [32]" in plan and "rates_rps = [123.5]" in plan and "concurrency = []" in plan
     assert "measure_s = 28.0" in plan and 'server_cpus = "0,1,2,3,4,5,6,7,8,9,10,11"' in plan

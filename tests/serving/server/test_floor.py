@@ -4,6 +4,8 @@ them (gRPC metadata, REST metadata, the metrics page), or says it did not measur
 from __future__ import annotations
 
 import json
+import os
+import time
 import urllib.request
 
 import grpc
@@ -20,14 +22,17 @@ from serving.server.floor import (
     BatchFloor,
     DeviceFloor,
     batch_floor,
+    callers_for,
     floor_batch_sizes,
+    floor_of,
     measure_floor,
     round_trip_for,
+    time_calls_at_once,
 )
 from tests.support.metrics import metric_value, metrics_page
 
 SCHEMA_KEYS = {"source", "device", "runtime", "batches", "round_trip_us", "round_trip_note", "budget_s",
-               "device_round_trip_us", "device_round_trip_note"}
+               "device_round_trip_us", "device_round_trip_note", "callers"}
 BATCH_KEYS = {"batch_size", "latency_us", "latency_p99_us", "images_per_s", "runs"}
 
 
@@ -41,6 +46,18 @@ def test_batch_sizes_follow_the_batching_configuration():
 def test_a_batch_floor_is_median_p99_and_images_per_second():
     row = batch_floor(4, [0.002, 0.001, 0.003, 0.001, 0.010])
     assert row == BatchFloor(4, 2000.0, 10_000.0, 2000.0, 5)
+
+
+def test_callers_at_once_give_their_images_together_over_the_wall_time():
+    times, wall = time_calls_at_once(lambda: time.sleep(0.01), 4, 0.1)
+    # four sleepers at once: each call ~10 ms, four calls every ~10 ms of wall time
+    assert len(times) >= 20 and 0.1 <= wall < 0.5 and len(times) / wall > 2.5 / 0.01
+    row = floor_of(2, lambda: time.sleep(0.01), 4, 0.2)  # latency: one caller's; images/s: all four's
+    assert row.latency_us == pytest.approx(10_000, rel=0.5) and row.images_per_s > 2.5 * 2 / 0.01
+
+
+def test_a_cpu_has_a_caller_per_core_of_its_affinity_a_gpu_one():
+    assert callers_for("cpu") == len(os.sched_getaffinity(0)) and callers_for("gpu") == 1
 
 
 def test_the_dict_form_has_the_agreed_schema_and_reads_back():
@@ -89,7 +106,9 @@ def test_null_backend_with_a_10_ms_delay_has_a_10_ms_floor_everywhere(exported_m
     assert rest_floor["runtime"] == "none (null backend)" and rest_floor["device"] == "cpu"
     assert rest_floor["round_trip_us"] is None and "not applicable" in rest_floor["round_trip_note"]
     assert [b["batch_size"] for b in rest_floor["batches"]][:3] == [1, 2, 4]
-    for row in rest_floor["batches"]:
+    callers = rest_floor["callers"]
+    assert callers == len(os.sched_getaffinity(0))  # one per core the server was given, all at once
+    for row in rest_floor["batches"]:  # the null backend is one device: its callers queue for it
         assert row["latency_us"] == pytest.approx(10_000, rel=0.1)
         assert row["images_per_s"] == pytest.approx(100 * row["batch_size"], rel=0.1)
         label = f'batch_size="{row["batch_size"]}"'
@@ -126,10 +145,10 @@ def test_the_device_round_trip_comes_from_the_bundle_environment():
     assert device_round_trip_given(given) == (42.9, "PyTorch 2.11: ones + 1")
     assert device_round_trip_given({}) == (None, "")
     assert device_round_trip_given({DEVICE_ROUND_TRIP_ENV: "n/a"}) == (None, "")
-    from loadtest.bundle import device_run
+    from loadtest.bundle import machine
 
-    assert (device_run.DEVICE_ROUND_TRIP_ENV, device_run.DEVICE_ROUND_TRIP_NOTE_ENV) == (
+    assert (machine.DEVICE_ROUND_TRIP_ENV, machine.DEVICE_ROUND_TRIP_NOTE_ENV) == (
         DEVICE_ROUND_TRIP_ENV, DEVICE_ROUND_TRIP_NOTE_ENV)
-    assert device_run.round_trip_env({"median_us": 42.9, "torch": "2.11", "what": "ones + 1"}) == given | {
+    assert machine.round_trip_env({"median_us": 42.9, "torch": "2.11", "what": "ones + 1"}) == given | {
         DEVICE_ROUND_TRIP_NOTE_ENV: "PyTorch 2.11: ones + 1"}
-    assert device_run.round_trip_env({"note": "no CUDA"}) == {}
+    assert machine.round_trip_env({"note": "no CUDA"}) == {}
