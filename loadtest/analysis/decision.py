@@ -1,16 +1,22 @@
 """The decision a report opens with: per objective searched and request batch, what to buy.
 
-One line each, as Model Analyzer's summary opens with its recommendation:
+One line each, as Model Analyzer's summary opens with its recommendation, and first the server that was
+measured (`measured_on`: the TF Serving container, or the embedded server with its runtime, "not TF
+Serving"):
 
 - where a configuration met the objective: which one (its name spelled out: device, device name,
   batching profile), its capacity per server and how sure that is (confirmed at the stated confidence,
   between which rates), the other device's best beside it, and, given a target load and prices, how
   many replicas on which instances, per hour and per million inferences. With prices the cheapest per
-  million inferences is chosen, else the highest capacity;
+  million inferences is chosen, else the highest capacity. Where the serving path bounded the chosen
+  answer (it served less than half the device alone at the batch it ran, `loadtest.analysis.bound`), no
+  purchase line: it says so, compares the server on each device (not the devices), and ends with "run
+  next:" and the command that gets an answer the device bounds (`run_next`);
 - where none did: why, in words a buyer can act on (the machine's own stalls put the objective out of
   reach here; pauses independent of the load, which more servers would not remove; the load generator
-  could not drive it; every rate tried missed it), then the decision at the lowest looser objective the
-  same cells answer.
+  could not drive it; rates passed but none was confirmed, with the highest pass as the objective table
+  gives it; every rate tried missed it), then the decision at the lowest looser objective the same cells
+  answer.
 
 Replicas and cost come from `priced_answer`, the same figures the answer table prints.
 
@@ -27,15 +33,18 @@ from dataclasses import replace
 from loadtest.analysis import size
 from loadtest.analysis.answers import Answers, Config, DeviceAnswer, SearchAnswer, capacity, lower_bound, repeats_of
 from loadtest.analysis.blocks import device_name
+from loadtest.analysis.bound import SERVED_SHARE, ServedShare, served_share
 from loadtest.analysis.formatting import money
 from loadtest.analysis.formatting import number as fmt
 from loadtest.analysis.instances import Pricing, Replica, replicas_by_config
 from loadtest.analysis.noise_table import host_floor_ms
 from loadtest.records import CellResult
 from loadtest.sweep.conclusion import AnswerKind
+from serving.endpoint import ServerKind, kind_display_name, server_with_runtime
 
 Labels = Mapping[Config, str]
 DEVICE_WORDS = {"cpu": "the CPU", "gpu": "the GPU"}
+SHORT_KIND = {AnswerKind.CONFIRMED: "confirmed", AnswerKind.PASSED: "passed, not confirmed"}
 NO_PRICES = "give a target load and prices (--target-rps, --prices) for how many and the cost"
 
 
@@ -73,10 +82,25 @@ def _at(devices: Sequence[DeviceAnswer], objective: float, batch: int) -> list[D
     return [d for d in devices if (d.p99_objective_ms, d.request_batch_size) == (objective, batch)]
 
 
+def measured_on(configs: Sequence[Config]) -> str:
+    """`the embedded server (JAX, the same weights (.keras)), not TF Serving`; per device where runtimes differ."""
+    kinds = list(dict.fromkeys(c.kind for c in configs))
+    runtimes = {c.device: c.runtime for c in configs}
+    if len(kinds) == 1 and len(set(runtimes.values())) > 1:
+        server = f"{kind_display_name(kinds[0])} (" + "; ".join(
+            f"{runtime} on {DEVICE_WORDS.get(device, device)}" for device, runtime in sorted(runtimes.items(),
+                                                                                          reverse=True)) + ")"
+    else:
+        server = " and ".join(dict.fromkeys(server_with_runtime(c.kind, c.runtime) for c in configs))
+    only_embedded = ServerKind.EMBEDDED in kinds and ServerKind.CONTAINER not in kinds
+    return f"the {server}" + (", not TF Serving" if only_embedded else "")
+
+
 def _decision(answers: Answers, results: Sequence[CellResult], labels: Labels, pricing: Pricing | None,
               objective: float, batch: int) -> str:
-    head = f"Decision at p99 ≤ {objective:g} ms, request batch {batch}"
     here = _at(answers.devices, objective, batch)
+    configs = [s.config for d in here for s in d.searches]
+    head = f"Decision at p99 ≤ {objective:g} ms, request batch {batch}, measured on {measured_on(configs)}"
     if any(d.best for d in here):
         return f"{head}: {_choice(here, batch, labels, pricing)}"
     why = "; ".join(_why_none(d, results, labels) for d in here)
@@ -102,6 +126,9 @@ def _choice(here: Sequence[DeviceAnswer], batch: int, labels: Labels, pricing: P
     chosen = (min((s for s in bests if s.search_id in per_million), key=lambda s: per_million[s.search_id])
               if per_million else max(bests, key=lambda s: s.capacity_rps or 0.0))
     repeats = _repeats(chosen, here)
+    served = _served(chosen)
+    if served is not None and served.share < SERVED_SHARE:
+        return _path_bound(chosen, bests, served, here, batch, labels)
     text = f"{spelled(chosen.config, labels)}, {_capacity(chosen)} per server ({repeats}{_sureness(chosen)})"
     for other in bests:
         if other.config.device != chosen.config.device and other.capacity_rps:
@@ -113,6 +140,45 @@ def _choice(here: Sequence[DeviceAnswer], batch: int, labels: Labels, pricing: P
     if pricing is not None:
         text += f"; {_cost(costs.get(chosen.search_id), pricing)}"
     return text + "."
+
+
+def _served(s: SearchAnswer) -> ServedShare | None:
+    """What the answer's cell served against the device alone at the batch it ran; None where not measured."""
+    capacity = s.conclusion.capacity if s.conclusion else None
+    return served_share(capacity.result) if capacity is not None else None
+
+
+def _path_bound(chosen: SearchAnswer, bests: Sequence[SearchAnswer], served: ServedShare,
+                here: Sequence[DeviceAnswer], batch: int, labels: Labels) -> str:
+    """No purchase: the serving path bounded the answer. The server's capacity on each device, compared as the
+    server's, and what to run next."""
+    device = DEVICE_WORDS.get(chosen.config.device, chosen.config.device)
+    text = (f"no purchase from this: the serving path bounded it, not the device ({labels[chosen.config]} served "
+            f"{served.share:.0%} of what {device} alone runs at {served.floor.at}). The server on {device}: "
+            f"{spelled(chosen.config, labels)}, {_capacity(chosen)} per server ({_repeats(chosen, here)}"
+            f"{_sureness(chosen)})")
+    for other in bests:
+        if other.config.device != chosen.config.device and other.capacity_rps:
+            text += (f"; on {DEVICE_WORDS.get(other.config.device, other.config.device)}: {labels[other.config]}, "
+                     f"{_capacity(other)} per server ({_gpu_cpu(chosen, other, of_server=True)})")
+    configs = [s.config for d in here for s in d.searches]
+    return f"{text}. Run next: {run_next(configs, batch, chosen.p99_objective_ms)}."
+
+
+def run_next(configs: Sequence[Config], batch: int, objective: float) -> str:
+    """The command that gets an answer the device bounds: TF Serving itself where the embedded server was
+    measured, a larger request batch, or batching tuned."""
+    serve = " ".join(dict.fromkeys(f"{c.device}/{c.batching_profile}" for c in configs))
+
+    def command(batches: str) -> str:
+        return f'`make capacity SERVE="{serve}" BATCH="{batches}" P99_MS={objective:g}`'
+
+    if any(c.kind == ServerKind.EMBEDDED for c in configs):
+        return (f"{command('1 32' if batch < 32 else str(batch))} where Docker runs TF Serving's containers (a GPU's "
+                "needs NVIDIA's container runtime): TF Serving itself on the same devices"
+                + (", at a larger request batch too" if batch < 32 else ""))
+    device = next((c.device for c in configs if c.batching_on), configs[0].device if configs else "cpu")
+    return f"{command(str(batch * 4))} (a larger request batch), or `make tune DEVICE={device}` (batching tuned)"
 
 
 def _repeats(chosen: SearchAnswer, here: Sequence[DeviceAnswer]) -> str:
@@ -130,13 +196,22 @@ def _capacity(s: SearchAnswer) -> str:
     return f"{'at least ' if lower_bound(s) else ''}{fmt(s.capacity_rps)} req/s"
 
 
-def _gpu_cpu(a: SearchAnswer, b: SearchAnswer) -> str:
-    """`GPU/CPU ×9.26` of two answers on different devices; "at least"/"at most" where one is a lower bound."""
+def _gpu_cpu(a: SearchAnswer, b: SearchAnswer, of_server: bool = False) -> str:
+    """`GPU/CPU ×9.26` of two answers on different devices; "at least"/"at most" where one has no upper end;
+    `of_server`: `the server on the GPU ÷ on the CPU ×0.66` (a comparison of the server, not the devices)."""
     gpu, cpu = (a, b) if a.config.device == "gpu" else (b, a)
     ratio = (gpu.capacity_rps or 0.0) / (cpu.capacity_rps or 1.0)
-    bound = "at most " if lower_bound(cpu) and not lower_bound(gpu) else "at least " if lower_bound(gpu) and not \
-        lower_bound(cpu) else "about " if lower_bound(cpu) else ""
-    return f"GPU/CPU {bound}×{ratio:.2f}"
+    what = "the server on the GPU ÷ on the CPU" if of_server else "GPU/CPU"
+    if _open(cpu) and _open(gpu):
+        return f"{what}: no ratio, neither capacity has an upper end"
+    bound = "at most " if _open(cpu) else "at least " if _open(gpu) else ""
+    return f"{what} {bound}×{ratio:.2f}"
+
+
+def _open(s: SearchAnswer) -> bool:
+    """A capacity with no upper end (the load generator stopped it, or no higher rate was measured not passing):
+    only a lower bound, so a ratio with it is a bound too."""
+    return lower_bound(s) or s.upper_rps is None
 
 
 def _sureness(s: SearchAnswer) -> str:
@@ -156,10 +231,14 @@ def _cost(p: size.Priced | None, pricing: Pricing) -> str:
     c, placed, currency = p.costs, p.placement, pricing.prices.currency
     if p.refused:
         return f"{c.replicas} replicas {target}, not priced: {p.refused}"
-    on = f" on {placed.instances} × {placed.instance.name}" if placed else ""
     example = " (EXAMPLE prices, not quotes)" if pricing.prices.example else ""
-    return (f"{c.replicas} replicas{on} {target}: {fmt(c.per_hour, 2)} {currency}/h, "
-            f"{money(c.per_million)} {currency} per million inferences{example}")
+    if placed is None:
+        return (f"{c.replicas} replicas {target}: {fmt(c.per_hour, 2)} {currency}/h, "
+                f"{money(c.per_million)} {currency} per million inferences{example}")
+    i = placed.instance
+    return (f"{c.replicas} replicas on {placed.instances} × {i.name} {target} ({i.describe()}, "
+            f"{fmt(i.price_per_hour, 2)} {currency}/h each, {placed.per_instance} replicas each): "
+            f"{fmt(c.per_hour, 2)} {currency}/h, {money(c.per_million)} {currency} per million inferences{example}")
 
 
 def _why_none(d: DeviceAnswer, results: Sequence[CellResult], labels: Labels) -> str:
@@ -181,6 +260,15 @@ def _why_none(d: DeviceAnswer, results: Sequence[CellResult], labels: Labels) ->
                and s.conclusion.lowest_failing_rps is None]
     if limited and len(limited) == len(d.searches):
         return f"{where}, the load generator could not send fast enough to find the limit: give it more cores"
+    passed = [(s, at) for s in d.searches for at in s.objectives
+              if at.p99_objective_ms == d.p99_objective_ms and at.capacity_rps]
+    if passed:
+        s, at = max(passed, key=lambda pair: pair[1].capacity_rps or 0.0)
+        confirmed = at.kind == AnswerKind.PASSED and at.confirmed_rps
+        below = f"; {fmt(at.confirmed_rps)} req/s confirmed" if confirmed else ""
+        return (f"{where}, {labels[s.config]}'s highest pass, {fmt(at.capacity_rps)} req/s, {SHORT_KIND[at.kind]}"
+                f"{below}, but the search's own confirmation did not hold: a longer search (--max-minutes) may "
+                "confirm a rate here")
     failing = [s.lowest_failing_rps for s in d.searches if s.lowest_failing_rps]
     if not failing:
         return (f"{where}, no rate was decided within the time the search had (too few requests at each rate for "

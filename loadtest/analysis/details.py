@@ -47,7 +47,7 @@ def _loadgen(cells: Sequence[CellResult]) -> str:
     prov = cells[0].provenance
     commits = sorted({str(c.provenance.get("git_commit", "?"))[:12]
                       + (" (dirty)" if c.provenance.get("git_dirty") else "") for c in cells})
-    return f"{prov.get('host', '?')} @ {', '.join(commits)}; {params(prov.get('versions', {}))}"
+    return f"{prov.get('host', '?')} @ {', '.join(commits)}; {versions_text(params(prov.get('versions', {}), ''))}"
 
 
 def configurations_table(results: Sequence[CellResult], labels: Labels) -> Table:
@@ -60,7 +60,7 @@ def configurations_table(results: Sequence[CellResult], labels: Labels) -> Table
         first = cells[0]
         rows.append((labels[config], server_with_runtime(config.kind, config.runtime), config.device,
                      device_name(config.device_name),
-                     config.batching_profile, config.batching or "—", config.versions or "versions not recorded",
+                     config.batching_profile, config.batching or "—", versions_text(config.versions),
                      first.server.protocol, f"{first.server.model_name} v{first.server.model_version}",
                      ", ".join(sorted({c.run_id for c in cells})), _loadgen(cells),
                      f"{sum(usable(c) for c in cells)}/{len(cells)}"))
@@ -69,6 +69,17 @@ def configurations_table(results: Sequence[CellResult], labels: Labels) -> Table
                  ("configuration", "server kind (runtime)", "device", "device name", "batching profile",
                   "batching parameters", "server versions", "protocol", "model", "runs",
                   "load generator (host @ commit; versions)", "valid/all cells"), tuple(rows))
+
+
+def versions_text(versions: str) -> str:
+    """The server's versions as a reader takes them: what is not installed left out (a JAX server records no
+    TensorFlow), and the TensorFlow that exported the model named as such, not as the server's."""
+    if not versions:
+        return "versions not recorded"
+    pairs = [pair.partition("=") for pair in versions.split(", ")]
+    shown = [f"model exported by TensorFlow {v}" if k == "model_tensorflow" else f"{k}={v}"
+             for k, _, v in pairs if v != "not installed"]
+    return ", ".join(shown) or "versions not recorded"
 
 
 def _search_note(s: SearchAnswer) -> str:
@@ -81,15 +92,15 @@ def _search_note(s: SearchAnswer) -> str:
 def searches_table(searches: Sequence[SearchAnswer], labels: Labels) -> Table:
     rows = tuple((labels[s.config], str(s.request_batch_size), f"{s.p99_objective_ms:g}", "yes" if s.met else "NO",
                   fmt(s.capacity_rps), fmt(s.capacity_ips), busy_text(s.server_cpu_percent, s.gpu_utilization_percent),
-                  fmt(s.p50_ms, 2), fmt(s.p99_ms, 2), fmt(s.estimate_ms, 2),
-                  fmt(s.lowest_failing_rps), str(s.cells), s.search_id, _search_note(s)) for s in searches)
+                  fmt(s.p50_ms, 2), fmt(s.estimate_ms, 2),
+                  fmt(s.upper_rps), str(s.cells), s.search_id, _search_note(s)) for s in searches)
     return Table("Capacity searches", "Each search's answer: the highest offered rate whose confirmation passed "
                  "(valid, and p99 within the objective at the stated confidence: est. p99 is the early-stopping "
-                 "estimate of the true p99; p99 is the cell's raw one), the images/s, device use and latency of "
-                 "that cell, the lowest rate above it that failed with confidence, and the uncertainty. Not met: "
+                 "estimate of the true p99), the images/s, device use and latency of that cell, its upper end (the "
+                 "lowest rate above it that did not pass; why, in the last column) and the uncertainty. Not met: "
                  "no confirmation passed.",
                  ("configuration", "request batch", "p99 objective ms", "met", "capacity req/s", "images/s",
-                  "device busy", "p50 ms", "p99 ms", "est. p99 ms", "lowest failing req/s", "cells", "search",
+                  "device busy", "p50 ms", "est. p99 ms", "upper end req/s", "cells", "search",
                   "uncertainty, or not met because"),
                  rows,
                  tuple("" if s.met else "invalid" for s in searches))

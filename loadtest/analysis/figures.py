@@ -194,6 +194,31 @@ def figures_of(results: Sequence[CellResult], answers: Answers, labels: Mapping[
     return out
 
 
+@dataclass(frozen=True)
+class CeilingBar:
+    """One configuration at one request batch as the report's first chart draws it: what it served at its answer,
+    up to where the answer's range ends, beside the device alone at the batch the server ran."""
+
+    label: str  # `gpu-off, batch 32`
+    served_ips: float
+    high_ips: float | None  # the answer's upper end (the lowest rate that did not pass) × the request batch
+    alone_ips: float | None  # the device alone; None where not measured
+
+
+def ceiling_bars(figures: Mapping[tuple[Config, int], Figures], answers: Answers) -> list[CeilingBar]:
+    """Every configuration and request batch with a capacity search's answer, in figures' order."""
+    searched = {(s.config, s.request_batch_size): s for s in typical(answers.searches)}
+    bars = []
+    for key, f in figures.items():
+        search = searched.get(key)
+        if search is None:
+            continue
+        high = search.upper_rps * f.request_batch if search.met and search.upper_rps else None
+        bars.append(CeilingBar(f"{f.label}, batch {f.request_batch}", f.served_ips, high,
+                               f.served.floor.images_per_s if f.served else None))
+    return bars
+
+
 def device_figures(figures: Mapping[tuple[Config, int], Figures], device: str, device_name: str, batch: int,
                    best: Config | None) -> Figures | None:
     """The figures a device's answer stands on at `batch`: its best configuration's, else the configuration

@@ -23,18 +23,18 @@ from loadtest.analysis.objectives import ObjectiveAnswer
 from loadtest.sweep.conclusion import AnswerKind
 
 Labels = Mapping[Config, str]
-SHORT_KIND = {AnswerKind.CONFIRMED: "confirmed", AnswerKind.PASSED: "passed, not confirmed"}
+
+
+MARKS = {AnswerKind.CONFIRMED: "confirmed", AnswerKind.PASSED: "passed"}  # the objective table's: one value each
 
 
 def capacity_text(at: ObjectiveAnswer | None) -> str:
-    """`933 confirmed`, `≥ 1,155.6 passed, not confirmed; 577.8 confirmed` (no higher rate failed there, and the
-    highest rate confirmed there), or `none`."""
+    """One value and its mark: `933 confirmed`, `≥ 1,155.6 passed` (no higher rate failed there), or `none`."""
     if at is None:
         return "—"
     if at.capacity_rps is None:
         return "none"
-    below = f"; {fmt(at.confirmed_rps)} confirmed" if at.kind == AnswerKind.PASSED and at.confirmed_rps else ""
-    return f"{'≥ ' if at.at_least else ''}{fmt(at.capacity_rps)} {SHORT_KIND[at.kind]}{below}"
+    return f"{'≥ ' if at.at_least else ''}{fmt(at.capacity_rps)} {MARKS[at.kind]}"
 
 
 def _ratio_text(ratio: float | None, numerator_open: bool, denominator_open: bool) -> str:
@@ -103,7 +103,7 @@ def objective_table(answers: Answers, labels: Labels) -> Table | None:
                  "Every search's cells answered at each objective under the same confidence rule, every window at "
                  "a rate pooled: the highest offered rate (req/s) whose requests pass p99 ≤ the objective. "
                  "Confirmed: a separate, longer measurement at that rate passed there too (or two windows did); "
-                 "passed, not confirmed: its own windows passed, no confirmation was measured; ≥: no higher rate "
+                 "passed: its own windows passed, not confirmed; ≥: no higher rate "
                  "failed at that objective, the search did not go high enough to bound it. Batching gain: best "
                  "batching-enabled ÷ batching-off capacity on that device; GPU/CPU: best GPU ÷ best CPU capacity "
                  "(at the searches' own objective, the ratios of their confirmed capacities, as the headline gives "

@@ -30,74 +30,12 @@ from loadtest.analysis.answers import (
     search_answers,
 )
 from loadtest.analysis.blocks import Table
+from loadtest.analysis.drift import Drift, SpeedLink, speed_link
 from loadtest.analysis.formatting import number as fmt
 from loadtest.records import CellResult
 from loadtest.vocab import CellStatus
 
 GPU_CPU = "GPU/CPU"
-SPEED_LINK = 0.8  # |r| between ratios and their reference speeds from which the ratio is said to move with it
-SPEED_MEASUREMENTS = 4  # ratios needed before saying so
-
-
-@dataclass(frozen=True)
-class Drift:
-    """The reference cell's throughput (req/s, one request at a time), in the order measured."""
-
-    server: str
-    speeds: tuple[float, ...]
-
-    @property
-    def moved(self) -> float | None:
-        """(fastest − slowest) ÷ slowest; None with fewer than two measurements."""
-        if len(self.speeds) < 2 or min(self.speeds) <= 0:
-            return None
-        return max(self.speeds) / min(self.speeds) - 1
-
-    @property
-    def median(self) -> float | None:
-        return statistics.median(self.speeds) if self.speeds else None
-
-    def describe(self) -> str:
-        if self.moved is None:
-            return "the machine's drift was not measured (fewer than two reference cells)"
-        return (f"this machine's speed moved {self.moved:.0%} during the comparison (reference cell: {self.server}, "
-                f"one request at a time, {fmt(min(self.speeds), 0)}–{fmt(max(self.speeds), 0)} req/s over "
-                f"{len(self.speeds)} measurements)")
-
-
-@dataclass(frozen=True)
-class SpeedLink:
-    """How ratios went with the reference speed they were measured at: Pearson's r, and the ratio at the slowest
-    and at the fastest (reference req/s, ratio)."""
-
-    r: float
-    slow: tuple[float, float]
-    fast: tuple[float, float]
-    over: str = "runs"  # what the ratios are: "runs" or "repeats"
-
-    @property
-    def moves(self) -> bool:
-        return abs(self.r) >= SPEED_LINK
-
-    def describe(self) -> str:
-        (slow, at_slow), (fast, at_fast) = self.slow, self.fast
-        text = (f"against each {self.over.removesuffix('s')}'s reference speed: r = {self.r:+.2f} (×{at_slow:.2f} at "
-                f"{slow:,.0f} req/s, ×{at_fast:.2f} at {fast:,.0f} req/s)")
-        if self.moves:
-            text += ("; the ratio moves with the machine's speed: its servers answer a slower machine differently, "
-                     "which pairing does not cancel")
-        return text
-
-
-def speed_link(measured: Sequence[RepeatRatio | PairedRatio], over: str = "runs") -> SpeedLink | None:
-    """How the ratios of `measured` (repeats, or one comparison's ratio per run) went with the median speed of each
-    one's reference cells; None with fewer than `SPEED_MEASUREMENTS` of both or nothing that varies."""
-    pairs = sorted((speed, m.ratio) for m in measured if m.ratio is not None and m.drift is not None
-                   and (speed := m.drift.median) is not None)
-    if len(pairs) < SPEED_MEASUREMENTS or len({s for s, _ in pairs}) < 2 or len({v for _, v in pairs}) < 2:
-        return None
-    r = statistics.correlation([s for s, _ in pairs], [v for _, v in pairs])
-    return SpeedLink(r, pairs[0], pairs[-1], over)
 
 
 @dataclass(frozen=True)
@@ -115,8 +53,11 @@ class RepeatRatio:
     residual: float = 0.0  # the speed change between the two answers' cells the range allows for (0.07: 7%)
 
     def describe(self) -> str:
+        """`×2.50 (×1.12–×5.59)`, or only its bound where an end is open (`at least ×0.90`)."""
         if self.ratio is None:
             return f"— {self.reason}"
+        if self.low is None or self.high is None:
+            return _range(self.low, self.high)
         return f"×{self.ratio:.2f} ({_range(self.low, self.high)})"
 
 
@@ -168,18 +109,30 @@ class PairedRatio:
 
     @property
     def no_difference(self) -> bool:
-        """The range holds ×1.0: no measurable difference (an open end that could reach past ×1.0 counts)."""
-        if self.ratio is None or (self.low is None and self.high is None):
+        """A two-sided range that holds ×1.0: no measurable difference (an open range is a bound, not a verdict)."""
+        if self.ratio is None or self.low is None or self.high is None:
             return False
-        return (self.low is None or self.low <= 1.0) and (self.high is None or self.high >= 1.0)
+        return self.low <= 1.0 <= self.high
+
+    @property
+    def bounded(self) -> bool:
+        """Both ends known: the ratio has an estimate; else (a capacity a lower bound, or a pass cut by time) only
+        its known end is a figure."""
+        return self.low is not None and self.high is not None
+
+    def value(self) -> str:
+        """`×1.62 (×1.55–×1.70)`, or only the bound where an end is open (`at least ×0.50`): never a point estimate
+        beside an open range."""
+        if self.bounded:
+            return f"×{self.ratio:.2f} ({_range(self.low, self.high)})"
+        return _range(self.low, self.high)
 
     def short(self) -> str:
         """`×1.62 (×1.55–×1.70), paired, median of 3 repeats`: the ratio as a table cell gives it."""
         n = len(self.repeats)
         how = "paired" if self.paired else "not paired"
         verdict = "no measurable difference: " if self.no_difference else ""
-        return (f"{verdict}×{self.ratio:.2f} ({_range(self.low, self.high)}), {how}"
-                + (f", median of {n} repeats" if n > 1 else ""))
+        return f"{verdict}{self.value()}, {how}" + (f", median of {n} repeats" if n > 1 else "")
 
     def describe(self) -> str:
         """`batching gain on cpu at p99 ≤ 10 ms (request batch 1), paired over 5 repeats: ×1.62 (×1.55–×1.70;
@@ -191,13 +144,21 @@ class PairedRatio:
         if self.ratio is None:
             return head + "; ".join(dict.fromkeys(f"— {r.reason}" for r in self.repeats))
         each = f"; each repeat: {', '.join(r.describe() for r in self.repeats)}" if n > 1 else ""
-        if self.residual >= 0.005:
-            each = f", allowing for the speed moving {self.residual:.0%} between the answers' cells" + each
         verdict = "no measurable difference, " if self.no_difference else ""
-        drift = self.drift.describe() if self.drift else "the machine's drift was not measured (no reference cell)"
+        value = self.value()
+        if not self.bounded:
+            value += " (a capacity that is a lower bound has no estimate)"
         link = self.speed_link
         moved = f"; {link.describe()}" if link is not None and link.moves else ""
-        return f"{head}{verdict}×{self.ratio:.2f} ({_range(self.low, self.high)}{each}); {drift}{moved}."
+        return f"{head}{verdict}{value}{each}; {self.drift_text()}{moved}."
+
+    def drift_text(self) -> str:
+        """The one drift figure a ratio carries: what its range allows for, else what the machine moved."""
+        if self.residual >= 0.005:
+            return f"its range allows for this machine's speed moving {self.residual:.0%} between the two answers"
+        if self.drift is None or self.drift.moved is None:
+            return "the machine's drift was not measured (no reference cell)"
+        return f"this machine's speed moved {self.drift.moved:.0%} during the comparison"
 
 
 def _range(low: float | None, high: float | None) -> str:
@@ -373,12 +334,13 @@ def paired_table(ratios: Sequence[PairedRatio]) -> Table | None:
     if not rows:
         return None
     return Table("Comparisons: each repeat's ratio",
-                 "Paired: the servers compared were up at once and their cells alternated one server at a time (in "
-                 "ABBA order), so the machine's drift lands on both sides of each ratio. Range: from the two "
-                 "searches' brackets (the lowest and highest ratio their passing and failing rates allow), widened "
-                 "by the speed change between the two answers' cells (the drift the pairing left in). Drift: "
-                 "how far the reference cell's throughput (the first server, one request at a time) moved within "
-                 "the repeat, fastest ÷ slowest − 1. A range holding ×1.0 is no measurable difference.",
+                 "Paired: the servers compared were up at once and their cells alternated one server at a time "
+                 "(one order, then the reverse), so the machine's drift lands on both sides of each ratio. Range: "
+                 "from the two searches' brackets (the lowest and highest ratio their passing and failing rates "
+                 "allow), widened by the speed change between the two answers' cells (the drift the pairing left "
+                 "in). Drift: how far the machine's speed (the first server's throughput, one request at a time) "
+                 "moved within the repeat, fastest ÷ slowest − 1. A two-sided range holding ×1.0 is no measurable "
+                 "difference; a range open at one end is a bound, with no estimate.",
                  ("ratio", "request batch", "p99 objective ms", "paired", "repeat", "ratio (range)",
                   "numerator req/s", "denominator req/s", "drift"), tuple(rows))
 

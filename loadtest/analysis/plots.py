@@ -21,8 +21,10 @@ import matplotlib
 matplotlib.use("Agg")  # no display here or in CI; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator  # noqa: E402
 
+from loadtest.analysis.figures import CeilingBar  # noqa: E402
 from loadtest.analysis.series import Series, level_name, load_level, usable  # noqa: E402
 from loadtest.records import CellResult  # noqa: E402
 from loadtest.vocab import CellStatus, LoadMode  # noqa: E402
@@ -298,4 +300,28 @@ def rate_latency_figure(panels: Sequence[tuple[int, Sequence[RateCurve], Sequenc
                Line2D([], [], marker="o", color="grey", markerfacecolor="none", linestyle="", label="overloaded rate"),
                Line2D([], [], color="firebrick", linestyle=":", label="p99 objective")]
     fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=8, bbox_to_anchor=(0.5, 0.0))
+    return png(fig)
+
+
+def ceiling_figure(bars: Sequence[CeilingBar]) -> bytes | None:
+    """The report's first chart: per configuration and request batch, what the server served at its answer (a
+    bar, its range up to the upper end as a whisker) beside the device alone (a hollow bar): the gap between
+    the server and the device at a glance. None without bars."""
+    if not bars:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 0.55 * len(bars) + 1.2))
+    rows = range(len(bars))[::-1]
+    for row, bar in zip(rows, bars, strict=True):
+        if bar.alone_ips:
+            ax.barh(row, bar.alone_ips, height=0.7, color="none", edgecolor="#888", hatch="//", linewidth=1)
+        whisker = None if bar.high_ips is None else [[0], [max(bar.high_ips - bar.served_ips, 0)]]
+        ax.barh(row, bar.served_ips, height=0.45, color=colour(0), xerr=whisker, capsize=4,
+                error_kw={"ecolor": "#333"})
+    ax.set_yticks(list(rows), [b.label for b in bars], fontsize=9)
+    _log_scale(ax, "x", [v for b in bars for v in (b.served_ips, b.high_ips, b.alone_ips)])
+    ax.set_xlabel("images/s (log)")
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(handles=[Patch(color=colour(0), label="served at its answer (whisker: up to its upper end)"),
+                       Patch(facecolor="none", edgecolor="#888", hatch="//", label="the device alone")],
+              loc="lower right", fontsize=8, framealpha=0.9)
     return png(fig)

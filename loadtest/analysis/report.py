@@ -28,7 +28,7 @@ import base64
 import itertools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,12 +38,12 @@ import jinja2
 from loadtest.analysis import details, noise_table, request_time, size, versions
 from loadtest.analysis.answers import Answers, Config, answer, config_labels, config_of
 from loadtest.analysis.blocks import Figure, Table
-from loadtest.analysis.figures import Figures, console_lines, csv_text, figures_of
+from loadtest.analysis.figures import Figures, ceiling_bars, console_lines, csv_text, figures_of
 from loadtest.analysis.glossary import glossary_table
 from loadtest.analysis.objective_table import rates_table
 from loadtest.analysis.prices import DEFAULT_PRICES, load_prices
 from loadtest.analysis.series import group_series, load_level, read_all, usable
-from loadtest.analysis.summary import DEFAULT_P99_MS, Pricing, Summary, summarise
+from loadtest.analysis.summary import DEFAULT_P99_MS, Pricing, Summary, lead_of, summarise
 from loadtest.records import CellResult
 from loadtest.vocab import CellStatus, LoadMode
 
@@ -162,8 +162,24 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
              f"{sum(c.status == CellStatus.OK and not usable(c) for c in results)} invalid, "
              f"{sum(c.status != CellStatus.OK for c in results)} failed cells.",
              *versions.notes(results))  # a model written by a newer TensorFlow than its server, or unknown
-    return Report("Inference load test report", summarise(results, answers, labels, p99_ms, pricing, figures), intro,
-                  tuple(blocks), tuple(figures.values()))
+    summary = summarise(results, answers, labels, p99_ms, pricing, figures)
+    summary = replace(summary, lead=lead_of(summary.headline), chart=ceiling_chart(figures, answers))
+    return Report("Inference load test report", summary, intro, tuple(blocks), tuple(figures.values()))
+
+
+def ceiling_chart(figures: dict[tuple[Config, int], Figures], answers: Answers) -> Figure | None:
+    """The first screen's chart: each searched configuration's answer beside the device alone; None without a
+    capacity search."""
+    from loadtest.analysis import plots
+
+    bars = ceiling_bars(figures, answers)
+    if not bars:
+        return None
+    return Figure("What the server served, against the device alone",
+                  "Per configuration and request batch: images/s served at its answer (the whisker reaches the "
+                  "answer's upper end, the lowest rate that did not pass) beside the model alone on the device at "
+                  "the batch the server ran (hatched; absent where not measured). A bar far short of its hatched "
+                  "one: the serving path, not the device, bounded that answer.", plots.ceiling_figure(bars))
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -181,7 +197,10 @@ def render_html(report: Report) -> str:
     """The self-contained page: inline CSS, plots as base64 PNGs, no script, no external URL."""
     blocks = [{"table": b if isinstance(b, Table) else None, "figure": b if isinstance(b, Figure) else None,
                "src": png_data_uri(b.png) if isinstance(b, Figure) and b.png else ""} for b in report.blocks]
-    return TEMPLATES.get_template("report.html.j2").render(report=report, answer=report.summary, blocks=blocks)
+    chart = report.summary.chart
+    chart_src = png_data_uri(chart.png) if chart is not None and chart.png else ""
+    return TEMPLATES.get_template("report.html.j2").render(report=report, answer=report.summary, blocks=blocks,
+                                                          chart_src=chart_src)
 
 
 def md_cell(value: str) -> str:

@@ -14,6 +14,7 @@ Not for: deriving the answers (`loadtest.analysis.answers`, `loadtest.analysis.s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -27,7 +28,7 @@ from loadtest.analysis.answers import (
     config_labels,
     config_of,
 )
-from loadtest.analysis.blocks import Table, device_name
+from loadtest.analysis.blocks import Figure, Table, device_name
 from loadtest.analysis.bound import bound_line
 from loadtest.analysis.decision import decision_lines, priced_answer
 from loadtest.analysis.device_use import busy_text
@@ -51,6 +52,8 @@ Labels = Mapping[Config, str]
 class Summary:
     headline: tuple[str, ...]  # sentences, the first one the answer
     tables: tuple[Table, ...]
+    lead: str = ""  # the answer in one sentence: the first of the headline's first line (HTML's first screen)
+    chart: Figure | None = None  # the server against the device alone, per configuration (HTML's first screen)
 
 
 def _rps(s: SearchAnswer) -> str:
@@ -155,15 +158,21 @@ def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio]) -> str:
 
 
 def _cost_cells(d: DeviceAnswer, pricing: Pricing) -> tuple[str, ...]:
+    """Replicas, the instance (its size and price), replicas per instance, instances, per hour, per million: the
+    arithmetic in view (replicas ÷ per instance, rounded up, = instances; × its price = per hour)."""
     p = priced_answer(d.best, d.request_batch_size, pricing) if d.best else None
     if p is None:
-        return ("—", "—", "—")
+        return ("—",) * 6
     c, placed = p.costs, p.placement
     if p.refused:
         replica = pricing.replicas.get(d.best.config, Replica(None, "", 0, "", "unknown")) if d.best else None
-        return (str(c.replicas), "— not priced", f"— {replica.describe() if replica else ''}: {p.refused}")
-    on = f" on {placed.instances} × {placed.instance.name}" if placed else ""
-    return (f"{c.replicas}{on}", fmt(c.per_hour, 2), money(c.per_million))
+        return (str(c.replicas), f"— not priced: {replica.describe() if replica else ''}: {p.refused}", "—", "—", "—",
+                "—")
+    if placed is None:
+        return (str(c.replicas), "— priced per replica", "—", "—", fmt(c.per_hour, 2), money(c.per_million))
+    i = placed.instance
+    return (str(c.replicas), f"{i.name} ({i.describe()}; {fmt(i.price_per_hour, 2)} {pricing.prices.currency}/h)",
+            str(placed.per_instance), str(placed.instances), fmt(c.per_hour, 2), money(c.per_million))
 
 
 def _pricing_caption(pricing: Pricing | None) -> str:
@@ -191,8 +200,9 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
         rows.append((d.device, device_name(d.device_name), str(d.request_batch_size), f"{d.p99_objective_ms:g}",
                      *found, _gain_text(d, labels, paired), _ratio_text(d, ratios),
                      *(_cost_cells(d, pricing) if pricing else ())))
-    costs = ((f"replicas for {pricing.target_rps:g} req/s", f"{pricing.prices.currency}/h",
-              f"{pricing.prices.currency}/M inferences") if pricing else ())
+    currency = pricing.prices.currency if pricing else ""
+    costs = ((f"replicas for {pricing.target_rps:g} req/s", "instance (size; price)", "replicas per instance",
+              "instances", f"{currency}/h", f"{currency}/M inferences") if pricing else ())
     return Table("Capacity under the latency objective, per device",
                  "Capacity: the highest offered rate (open loop) a capacity search confirmed with p99 within the "
                  "objective at the stated confidence (MLPerf's early-stopping rule: est. p99 is the confirmation's "
@@ -287,6 +297,11 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
     return Summary((first, f"Below: the best open-loop rate measured passing p99 ≤ {objective:g} ms per "
                            "configuration, a lower bound."),
                    (lower_bound_table(results, labels, objective),))
+
+
+def lead_of(headline: Sequence[str]) -> str:
+    """The first sentence of the first line (a sentence ends at a full stop before a capital)."""
+    return re.split(r"(?<=\.)\s+(?=[A-Z])", headline[0], maxsplit=1)[0] if headline else ""
 
 
 def headline_of(results: Sequence[CellResult], pricing: Pricing | None = None) -> tuple[str, ...]:

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.analysis.paired import PairedRatio, paired_ratios, speed_link
+from loadtest.analysis.drift import speed_link
+from loadtest.analysis.paired import PairedRatio, paired_ratios
 from loadtest.bundle.processes import stop
 from loadtest.records import read_results
 

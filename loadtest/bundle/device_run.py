@@ -158,11 +158,13 @@ class DeviceRun:
         self.record["seconds"][name] = round(time.monotonic() - started, 1)
         self.record.write()
 
-    def command(self, name: str, command: list[str], timeout_s: float) -> int:
-        """Run a `python -m loadtest ...` command, echoed; 124 when stopped at `timeout_s`."""
+    def command(self, name: str, command: list[str], timeout_s: float, echoed: bool = True) -> int:
+        """Run a `python -m loadtest ...` command, echoed (else its output only said when it fails); 124 when
+        stopped at `timeout_s`."""
         self.say(f"run.py: {name}: {' '.join(command[2:])} (at most {timeout_s:.0f} s)")
         started = time.monotonic()
-        self.child, self.child_name = Echoed(command, self.say, cwd=PROJECT, env=self.env), name
+        say = self.say if echoed else (lambda line: None)
+        self.child, self.child_name = Echoed(command, say, cwd=PROJECT, env=self.env), name
         code = self.child.wait(timeout_s)
         self.last_lines, self.last_seen_at = self.child.lines, self.child.seen_at
         answers = {(m["server"], m["batch"]): m.groupdict() for m in map(ANSWER.match, self.child.lines) if m}
@@ -171,6 +173,9 @@ class DeviceRun:
         if code is None:
             self.say(f"run.py: {name} stopped at its time limit ({timeout_s:.0f} s)")
         self.record["exit_codes"][name] = 124 if code is None else code
+        if not echoed and code != 0:
+            for line in self.last_lines[-20:]:
+                self.say(line)
         self.timed(name, started)
         return self.record["exit_codes"][name]
 
@@ -275,7 +280,8 @@ class DeviceRun:
                 *(f"--serve={s}" for s in serves), SERVER_FLAGS, "--models-dir",
                 str(PROJECT / "models"), "--results-dir", str(self.work / "results" / name), "--max-steps",
                 str(a.max_steps), "--max-minutes", str(a.max_minutes), "--max-rate-s", str(a.max_rate_s),
-                "--confidence", str(a.confidence), "--unmet-ok", "--no-report", *(f"--batch={b}" for b in batches)]
+                "--confidence", str(a.confidence), "--unmet-ok", "--no-report", *(f"--batch={b}" for b in batches),
+                *sizing_flags(a)]
 
     def tune(self, device: str, plan_file: Path, batch: int) -> None:
         """`mnist-bench tune` on the device: the BatchingParameters with the highest capacity, from its profile."""
@@ -295,7 +301,8 @@ class DeviceRun:
         command = [sys.executable, "-m", "loadtest", "report", *results, "--p99-ms", str(self.args.p99_ms),
                    "--out", str(self.work / "report"), *sizing_flags(self.args)]
         profile_s = after_searches_s(self.args, 0) - REPORT_S
-        if self.command("report", command, max(self.left_s() - profile_s, REPORT_S)) == 0:
+        # not echoed: its first sentences are the capacity run's end, already said
+        if self.command("report", command, max(self.left_s() - profile_s, REPORT_S), echoed=False) == 0:
             shutil.copy2(self.work / "report" / "report.md", self.args.out / "report.md")
 
     def profile(self, plan_file: Path) -> None:
@@ -349,8 +356,9 @@ class DeviceRun:
         self.record["results_lines"] = self.copier.lines
         self.report()
         self.record.update(outputs.figures_record(self.work / "report" / "figures.json"))
-        answers = outputs.answer_lines(self.record.get("by_configuration", {}))
-        for line in [*self.record.get("decision", ()), *answers]:  # the decision first, as the report opens with it
+        # one capacity run (paired) said the decision at its end; runs one after the other each said their own
+        decision = () if plan.paired else self.record.get("decision", ())
+        for line in [*decision, *outputs.answer_lines(self.record.get("by_configuration", {}))]:
             self.say(f"run.py: {line}")
         self.profile(plan_file)
         codes = self.record["exit_codes"]

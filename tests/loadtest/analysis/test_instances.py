@@ -200,13 +200,14 @@ def test_the_reports_cost_cells_name_instances_or_the_refusal(tmp_path):
     book = prices.load_prices(price_file(tmp_path, INSTANCES_16))
     out = summary.summarise(results, answer(results), labels, 10.0, summary.Pricing(5000, 0.2, book))
     [cpu] = [r for r in out.tables[0].rows]
-    assert cpu[-3:] == ("7 on 1 × general-16", "0.68", "0.03778")
+    # the arithmetic in view: 7 replicas, 16 per general-16 (16 vCPUs at 0.68 USD/h), so 1 instance, 0.68 USD/h
+    assert cpu[-6:] == ("7", "general-16 (16 vCPUs; 0.68 USD/h)", "16", "1", "0.68", "0.03778")
     assert "USD per instance-hour" in out.tables[0].caption
     nothing = prices.load_prices(price_file(tmp_path, '[instances."gpu"]\nvcpus = 8\ngpus = 1\ngpu = "NVIDIA L4"\n'
                                                       'price_per_hour = 1.0\n'))
     out = summary.summarise(results, answer(results), labels, 10.0, summary.Pricing(5000, 0.2, nothing))
-    assert out.tables[0].rows[0][-3:] == ("7", "— not priced", "— 1 core of AMD EPYC: no CPU-only instance in the "
-                                          "price file has a AMD EPYC CPU")
+    assert out.tables[0].rows[0][-6:] == ("7", "— not priced: 1 core of AMD EPYC: no CPU-only instance in the price "
+                                          "file has a AMD EPYC CPU", "—", "—", "—", "—")
 
 
 # ----------------------------------------------------------------------------- the price file

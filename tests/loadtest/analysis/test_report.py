@@ -45,11 +45,13 @@ def test_markdown_leads_with_the_headline_and_the_answer_table(searched):
     md = searched[1].read_text()
     lines = md.splitlines()
     # The decision first: at 5,000 req/s the CPU's 10 replicas cost less per million inferences than the GPU's one
-    assert lines[2].startswith("**Decision at p99 ≤ 10 ms, request batch 1: cpu-cpu (the CPU, Intel(R) Xeon(R) "
+    assert lines[2].startswith("**Decision at p99 ≤ 10 ms, request batch 1, measured on the embedded server (runtime "
+                               "not recorded) and TF Serving container: cpu-cpu (the CPU, Intel(R) Xeon(R) "
                                "Platinum 8375C CPU @ 2.90GHz, batching profile cpu), 675.0 req/s per server "
                                "(confirmed at 99% confidence; between 675 and 700 req/s (700 failed)); the GPU's best: "
                                "gpu-gpu, 6,250.0 req/s per server (GPU/CPU ×9.26")
-    assert lines[4].startswith("**Decision at p99 ≤ 10 ms, request batch 8: cpu-cpu")
+    assert lines[4].startswith("**Decision at p99 ≤ 10 ms, request batch 8, measured on the embedded server (runtime "
+                               "not recorded), not TF Serving: cpu-cpu")
     lines = [lines[0], *lines[5:]]
     # The gain's range: 675 / 471.2 (off's upper end) to 700 / 453.1 (batching's upper end over off's capacity).
     assert lines[2] == ("**batching gain ×1.49, between ×1.43 and ×1.54 on cpu (Intel(R) Xeon(R) Platinum 8375C CPU "
@@ -69,19 +71,24 @@ def test_markdown_leads_with_the_headline_and_the_answer_table(searched):
     # "—": no device telemetry; 9.49: the confirmation's early-stopping estimate (its raw p99 is 9.60)
     assert cpu[4:11] == ["cpu-cpu", "675.0", "668.2", "—", "3.20", "9.49", "700.0"]
     assert cpu[11] == "×1.49, between ×1.43 and ×1.54 (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[12] == "×9.26"
-    assert cpu[13:] == ["10", "4.00", "0.2222"]  # 5000 / (675 x 0.8) = 9.26 -> 10 x 0.40 USD/h; 4 / 18 per M
-    assert rows[("gpu", "1")][13:] == ["1", "4.00", "0.2222"]  # 5000 / (6250 x 0.8) = 1 exactly
+    # a price file of per-replica prices: no instance to show, the replicas and their cost as before
+    assert cpu[13:] == ["10", "— priced per replica", "—", "—", "4.00", "0.2222"]  # 5000 / (675 x 0.8) = 9.26 -> 10
+    assert rows[("gpu", "1")][13:] == ["1", "— priced per replica", "—", "—", "4.00", "0.2222"]  # 5000 / 5000 = 1
     batch8 = rows[("cpu", "8")]
     assert batch8[11] == "— batching off did not meet the objective, so there is no baseline"
     assert batch8[12] == "— no GPU search at this batch and objective"
     assert md.index("Capacity under the latency objective, per device.") < md.index("Generated ")
 
 
-def test_html_leads_with_the_answer_before_any_plot(searched):
+def test_html_leads_with_the_decision_and_its_chart_then_the_answer_before_any_other_plot(searched):
     page = searched[0].read_text()
     body = page.split("<body>", 1)[1]
-    assert body.index("batching gain ×1.49, between ×1.43 and ×1.54 on cpu") < body.index("<img")
-    assert body.index("Capacity under the latency objective, per device") < body.index("<img")
+    lead = body.index('<p class="lead">Decision at p99 ≤ 10 ms, request batch 1, measured on ')
+    chart = body.index('<img class="chart" alt="What the server served, against the device alone"')
+    assert lead < chart == body.index("<img")  # one short sentence, then the one chart
+    after = body.index("<img", chart + 1)  # the other plots
+    assert chart < body.index("batching gain ×1.49, between ×1.43 and ×1.54 on cpu") < after
+    assert body.index("Capacity under the latency objective, per device") < after
     assert body.index("<h2>Latency vs offered load</h2>") < body.index("<h2>Throughput vs load</h2>")
     assert body.index("<img") < body.index("<h2>Configurations</h2>")  # the wide table is a detail
 
@@ -116,10 +123,12 @@ def test_bad_answer_inputs_are_errors(runs, kwargs, message):
 
 def test_searches_table(searched):
     rows = {(r[0], r[1]): r for r in table(searched[1].read_text(), "Capacity searches")}
-    assert rows[("cpu-off", "1")][3:11] == ["yes", "453.1", "448.6", "—", "3.10", "9.30", "9.22", "489.4"]
-    assert rows[("cpu-off", "1")][13] == "between 453.1 and 471.2 req/s (471.2 stayed inconclusive)"
-    assert rows[("cpu-off", "8")][3:5] == ["NO", "—"] and rows[("cpu-off", "8")][10] == "2.5"
-    assert rows[("cpu-off", "8")][13].startswith("unmet: stalls of about 23 ms")
+    # one upper end (471.2: the lowest rate above it that did not pass, with its reason; not also 489.4, the lowest
+    # that failed) and one p99 (the estimate the verdict is on; not also the cell's raw p99)
+    assert rows[("cpu-off", "1")][3:10] == ["yes", "453.1", "448.6", "—", "3.10", "9.22", "471.2"]
+    assert rows[("cpu-off", "1")][12] == "between 453.1 and 471.2 req/s (471.2 stayed inconclusive)"
+    assert rows[("cpu-off", "8")][3:5] == ["NO", "—"] and rows[("cpu-off", "8")][9] == "1.0"  # its lowest not passing
+    assert rows[("cpu-off", "8")][12].startswith("unmet: stalls of about 23 ms")
     assert len(rows) == 6
 
 
@@ -236,8 +245,8 @@ def test_a_search_whose_server_never_started_is_reported_not_plotted(runs):
                  search={"id": "never", "role": "start", "p99_objective_ms": 10.0, "offered_rps": None})
     append_result(runs["capacity-run"], start)
     html_path, md_path, *_ = report.run([runs["capacity-run"]])
-    rows = {r[12]: r for r in table(md_path.read_text(), "Capacity searches")}
-    assert rows["never"][3] == "NO" and rows["never"][13] == "no rate measured: server cpu-late is not answering"
+    rows = {r[11]: r for r in table(md_path.read_text(), "Capacity searches")}
+    assert rows["never"][3] == "NO" and rows["never"][12] == "no rate measured: server cpu-late is not answering"
     cells = read_results(runs["capacity-run"])
     labels = config_labels(config_of(c) for c in cells)
     panels = [line.label for line in report.offered_lines(cells, answer(cells), labels)]

@@ -97,9 +97,9 @@ def test_chromium_check_catches_console_errors(browser, tmp_path):
     assert {"console", "exception", "failed load"} <= kinds
 
 
-def on_first_screen(browser: Browser, html: Path, text: str) -> tuple[bool, float]:
-    """Whether `text` is visible, wholly inside the window at load (no scrolling), and where the first
-    image starts (inf without one)."""
+def on_first_screen(browser: Browser, html: Path, text: str) -> tuple[bool, float, float]:
+    """Whether `text` is visible, wholly inside the window at load (no scrolling), and where the first image
+    starts and ends (inf without one)."""
     context = browser.new_context(viewport=FIRST_SCREEN)
     try:
         page = context.new_page()
@@ -108,26 +108,27 @@ def on_first_screen(browser: Browser, html: Path, text: str) -> tuple[bool, floa
         box = found.bounding_box() if found.count() else None
         inside = (box is not None and found.is_visible() and box["y"] >= 0
                   and box["y"] + box["height"] <= FIRST_SCREEN["height"])
-        first_image = page.evaluate("document.images.length ? document.images[0].getBoundingClientRect().y : Infinity")
-        return inside, float(first_image)
+        top, bottom = page.evaluate("document.images.length ? [document.images[0].getBoundingClientRect().y, "
+                                    "document.images[0].getBoundingClientRect().bottom] : [Infinity, Infinity]")
+        return inside, float(top), float(bottom)
     finally:
         context.close()
 
 
-def test_the_answer_is_on_the_first_screen_before_any_plot(searched, built, browser):
-    inside, first_image = on_first_screen(browser, searched[0], "batching gain ×1.49")
-    assert inside
-    table, _ = on_first_screen(browser, searched[0], "Capacity under the latency objective, per device")
-    assert table and first_image > 300  # the plots come after the answer
-    no_search, _ = on_first_screen(browser, built[0], "no capacity search in these results")
-    assert no_search
+def test_the_decision_and_its_chart_are_on_the_first_screen(searched, built, browser):
+    """One short sentence, then one chart (each configuration's answer beside the device alone), both seen before
+    scrolling; the other plots come after the answer."""
+    lead, top, bottom = on_first_screen(browser, searched[0], "Decision at p99 ≤ 10 ms, request batch 1, measured on")
+    assert lead and 0 < top < bottom <= FIRST_SCREEN["height"]  # the chart, whole, on the first screen
+    no_search, first_image, _ = on_first_screen(browser, built[0], "no capacity search in these results")
+    assert no_search and first_image > 300  # without a search there is no chart: the plots come after the answer
 
 
 def test_first_screen_check_catches_text_below_the_fold(browser, tmp_path):
     """The check above can fail: text under a tall block, or hidden, is not on the first screen."""
     low = tmp_path / "low.html"
     low.write_text('<html><body><div style="height:1200px"></div><p>batching gain ×2</p></body></html>')
-    assert on_first_screen(browser, low, "batching gain ×2") == (False, float("inf"))
+    assert on_first_screen(browser, low, "batching gain ×2") == (False, float("inf"), float("inf"))
     hidden = tmp_path / "hidden.html"
     hidden.write_text('<html><body><p style="visibility:hidden">batching gain ×2</p></body></html>')
     assert not on_first_screen(browser, hidden, "batching gain ×2")[0]

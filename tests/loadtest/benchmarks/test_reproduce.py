@@ -10,7 +10,8 @@ import subprocess
 import psutil
 import pytest
 
-from loadtest.analysis.paired import Drift, PairedRatio, RepeatRatio
+from loadtest.analysis.drift import Drift
+from loadtest.analysis.paired import PairedRatio, RepeatRatio
 from loadtest.benchmarks.reproduce import Run, speed_line, summary
 from tests.support.cli import command
 from tests.support.paths import REPO
