@@ -73,7 +73,7 @@ def decision_lines(answers: Answers, results: Sequence[CellResult], labels: Labe
     keys = sorted({(d.p99_objective_ms, d.request_batch_size) for d in answers.devices
                    if p99_ms is None or d.p99_objective_ms == p99_ms})
     lines = [_decision(answers, results, labels, pricing, objective, batch) for objective, batch in keys]
-    if lines and pricing is None:
+    if lines and pricing is None and "Run next:" not in lines[-1]:  # no purchase is asked where none is given
         lines[-1] = lines[-1].removesuffix(".") + f"; {NO_PRICES}."
     return tuple(lines)
 
@@ -174,7 +174,8 @@ def run_next(configs: Sequence[Config], batch: int, objective: float) -> str:
         return f'`make capacity SERVE="{serve}" BATCH="{batches}" P99_MS={objective:g}`'
 
     if any(c.kind == ServerKind.EMBEDDED for c in configs):
-        return (f"{command('1 32' if batch < 32 else str(batch))} where Docker runs TF Serving's containers (a GPU's "
+        batches = f"{batch} 32" if batch < 32 else str(batch)
+        return (f"{command(batches)} where Docker runs TF Serving's containers (a GPU's "
                 "needs NVIDIA's container runtime): TF Serving itself on the same devices"
                 + (", at a larger request batch too" if batch < 32 else ""))
     device = next((c.device for c in configs if c.batching_on), configs[0].device if configs else "cpu")

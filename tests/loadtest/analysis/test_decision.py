@@ -52,11 +52,14 @@ def test_the_h100_report_opens_with_why_nothing_answered_at_10_ms_and_the_decisi
            "108.7 req/s per server (confirmed at 99% confidence; between 108.7 and 217.4 req/s" in second
 
 
-def test_without_prices_the_decision_says_how_to_get_a_cost(tmp_path):
-    first = bold_lines(h100_report(tmp_path))[0]
-    assert "replicas" not in first.split("give a target load")[0]
-    assert bold_lines(h100_report(tmp_path / "again"))[1].endswith(
+def test_without_prices_the_decision_says_how_to_get_a_cost_where_it_would_give_one(tmp_path):
+    results = read_results(FIXTURES / "capacity-run" / "results.jsonl")
+    lines = decision_lines(answer(results), results, config_labels(config_of(c) for c in results), None)
+    assert "replicas" not in lines[0] and lines[-1].endswith(
         "give a target load and prices (--target-rps, --prices) for how many and the cost.")
+    # where the serving path bounded the answer no purchase is offered, so no prices are asked for either
+    second = bold_lines(h100_report(tmp_path))[1]
+    assert "Run next:" in second and "give a target load" not in second
 
 
 def test_a_decision_gives_the_same_replicas_and_cost_as_the_answer_table(tmp_path):
