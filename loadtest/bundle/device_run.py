@@ -212,7 +212,7 @@ class DeviceRun:
         command = [sys.executable, "-m", "loadtest", "loadtest", "--plan", str(plan), f"--serve={device}/{device}",
                    SERVER_FLAGS, "--models-dir", str(PROJECT / "models"), "--results-dir", str(self.work / "smoke"),
                    "--no-report"]
-        code = self.command("smoke", command, min(smoke.SMOKE_S, self.left_s()))
+        code = self.command("smoke", command, min(self.args.smoke_s, self.left_s()))
         found = smoke.judge(smoke.read_cells(self.work / "smoke"), f"{device}-{device}", device,
                             None if code == 124 else code, self.last_lines,
                             smoke.start_seconds(self.last_lines, self.last_seen_at))

@@ -38,6 +38,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--start-s", type=float, default=15.0,
                         help="estimate: one server's start and stop (the smoke test's measured start, if longer)")
     parser.add_argument("--profile-s", type=float, default=0.0, help="py-spy's sampling (0: no profile)")
+    parser.add_argument("--smoke-s", type=float, default=60.0,
+                        help="the smoke test's time, its server's start included (it stops the run when it fails)")
     parser.add_argument("--target-rps", type=float, default=None,
                         help="target load (req/s): the report adds replicas and cost per million inferences")
     parser.add_argument("--prices", type=Path, default=None,

