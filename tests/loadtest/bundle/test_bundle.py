@@ -226,7 +226,10 @@ def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cp
             mean = "—" if figures["server_mean_ms"] is None else f"{figures['server_mean_ms']:,.3f}"
             assert f"| {label} | {batch} | {figures['at']} | " in report and f" | {mean} | " in report
     assert "embedded server (JAX, the same weights (.keras))" in report
-    assert not [line for line in report.splitlines() if "cpu-off" in line and "TF Serving" in line]
+    # never called TF Serving: the report names TF Serving only as what was not measured, or what to run next
+    said = [line.replace("not TF Serving", "").replace("TF Serving's containers", "").replace("TF Serving itself", "")
+            for line in report.splitlines()]
+    assert not [line for line in said if "cpu-off" in line and "TF Serving" in line]
     profile = summary["profile"]
     assert (profile["ok"] and (out / "profile-stacks.txt").is_file() and profile["top"]["self"]) or profile["why"]
     assert not left_behind(cpu_bundle[1])
