@@ -99,8 +99,7 @@ def measured_on(configs: Sequence[Config]) -> str:
 def _decision(answers: Answers, results: Sequence[CellResult], labels: Labels, pricing: Pricing | None,
               objective: float, batch: int) -> str:
     here = _at(answers.devices, objective, batch)
-    configs = [s.config for d in here for s in d.searches]
-    head = f"Decision at p99 ≤ {objective:g} ms, request batch {batch}, measured on {measured_on(configs)}"
+    head = f"Decision at p99 ≤ {objective:g} ms, request batch {batch}, measured on {measured_on(_configs(here))}"
     if any(d.best for d in here):
         return f"{head}: {_choice(here, batch, labels, pricing)}"
     why = "; ".join(_why_none(d, results, labels) for d in here)
@@ -161,8 +160,12 @@ def _path_bound(chosen: SearchAnswer, bests: Sequence[SearchAnswer], served: Ser
         if other.config.device != chosen.config.device and other.capacity_rps:
             text += (f"; on {DEVICE_WORDS.get(other.config.device, other.config.device)}: {labels[other.config]}, "
                      f"{_capacity(other)} per server ({_gpu_cpu(chosen, other, of_server=True)})")
-    configs = [s.config for d in here for s in d.searches]
-    return f"{text}. Run next: {run_next(configs, batch, chosen.p99_objective_ms)}."
+    return f"{text}. Run next: {run_next(_configs(here), batch, chosen.p99_objective_ms)}."
+
+
+def _configs(here: Sequence[DeviceAnswer]) -> list[Config]:
+    """Every configuration searched at one objective and request batch."""
+    return [s.config for d in here for s in d.searches]
 
 
 def run_next(configs: Sequence[Config], batch: int, objective: float) -> str:

@@ -1,5 +1,4 @@
-"""Run the CPU-vs-GPU comparison from a device bundle, offline, within a time budget:
-`python3 run.py --out DIR [--budget-min 9] [--target-rps N --prices FILE]`.
+"""Run the CPU-vs-GPU comparison from a device bundle, offline, in a budget: `python3 run.py --out DIR`.
 
 Its defaults fit one 10-minute call on a lent machine: GPU and CPU, request batches 1 and 32, batching
 `off` and the device's profile, all four up at once and searched paired (8 searches of at most 33.5 s
@@ -222,9 +221,10 @@ class DeviceRun:
         if not found.ok:
             raise SmokeFailed(f"smoke test of {found.server} failed, no search run: {found.why}")
         self.say(f"run.py: smoke test passed: {found.summary()}")
-        count, why = smoke.loadgen_cores(found, len(os.sched_getaffinity(0)), self.args.loadgen_cores, quarter)
-        self.record["cores"] = {"loadgen": count, "of": len(os.sched_getaffinity(0)), "why": why}
-        self.say(f"run.py: Locust gets {count} of {len(os.sched_getaffinity(0))} cores ({why})")
+        cores = len(os.sched_getaffinity(0))
+        count, why = smoke.loadgen_cores(found, cores, self.args.loadgen_cores, quarter)
+        self.record["cores"] = {"loadgen": count, "of": cores, "why": why}
+        self.say(f"run.py: Locust gets {count} of {cores} cores ({why})")
         return count
 
     def plan(self, devices: list[str]) -> budget.Plan:
