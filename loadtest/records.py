@@ -98,7 +98,9 @@ class CellResult:
     server_queue_delay_mean_us: float | None
     valid: bool
     flags: list[ValidityFlag]
-    provenance: dict  # git commit, host, cpu model, versions, plan
+    # git commit, host, cpu model and count (and, where recorded, cpu_physical_cores, cpu_virtualization),
+    # versions, plan
+    provenance: dict
     # Added by the sweep (additive: records without them read back with the defaults).
     images: int = 0  # images in the successful measured requests
     error_examples: dict = field(default_factory=dict)  # status -> first error text seen

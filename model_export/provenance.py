@@ -44,6 +44,59 @@ def cpu_model_name() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+@dataclass(frozen=True)
+class MachineCpu:
+    """The CPU as the machine reports it: what a buyer needs to find the same machine to rent."""
+
+    model: str
+    logical: int | None  # CPUs the OS sees: vCPUs on a VM, hardware threads on bare metal
+    cores: int | None  # physical cores (distinct socket and core ids); None where /proc/cpuinfo gives none
+    virtualization: str  # "none" on bare metal, the hypervisor (kvm, vmware, ...) on a VM, or "unknown"
+
+    def provenance(self) -> dict:
+        """The provenance fields (beside "cpu_model" and "cpu_count", which records have always had)."""
+        return {"cpu_physical_cores": self.cores, "cpu_virtualization": self.virtualization}
+
+
+def physical_cores(cpuinfo: str) -> int | None:
+    """Distinct (physical id, core id) pairs in /proc/cpuinfo's text; None where it names no core ids."""
+    pairs = set()
+    for block in cpuinfo.split("\n\n"):
+        fields = dict((k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in block.splitlines()))
+        if "core id" in fields:
+            pairs.add((fields.get("physical id", ""), fields["core id"]))
+    return len(pairs) or None
+
+
+def virtualization(cpuinfo: str, detected: str | None) -> str:
+    """`systemd-detect-virt --vm`'s answer where it gave one, else the CPU's `hypervisor` flag (set by every
+    common hypervisor): "none" without it, "a hypervisor" with it; "unknown" where /proc/cpuinfo has no flags."""
+    if detected:
+        return detected
+    flags = [line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")]
+    if not flags:
+        return "unknown"
+    return "a hypervisor" if "hypervisor" in flags[0] else "none"
+
+
+def _detect_virt() -> str | None:
+    try:
+        done = subprocess.run(["systemd-detect-virt", "--vm"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None  # "none" (exit 1) on bare metal
+
+
+def machine_cpu() -> MachineCpu:
+    """This machine's CPU: model, logical CPUs, physical cores and whether it is a VM."""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        cpuinfo = ""
+    return MachineCpu(cpu_model_name(), os.cpu_count(), physical_cores(cpuinfo),
+                      virtualization(cpuinfo, _detect_virt()))
+
+
 def _git(*args: str) -> str | None:
     try:
         done = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=REPO)

@@ -12,19 +12,17 @@ A capacity search (`mnist-bench capacity`) tags every cell it measures with `Cel
   reason, when either is missing or batching off did not meet the objective), and its range from
   the two brackets: lowest on ÷ highest off to highest on ÷ lowest off;
 - the GPU/CPU ratio of the best capacities at the same request batch size and objective;
-- per search, its cells answered at several p99 objectives (`objective_answers`: recorded with the
-  search, by default 5, 10, 25, 50 and 100 ms, besides its own) with the same confidence rule, every
-  window at a rate pooled, and its rate table (`rate_table`: per offered rate, what was achieved and
-  the latency percentiles of all its windows merged); the best configuration, the batching gain and
-  the GPU/CPU ratio again at each of those objectives (`Answers.objective_devices`,
-  `Answers.objective_ratios`).
+- per search, its cells answered at several p99 objectives (`objective_answers`: by default 5, 10, 25,
+  50 and 100 ms, besides its own) with the same confidence rule, every window at a rate pooled, and its
+  rate table (`rate_table`: per offered rate, what was achieved and the latency percentiles of all its
+  windows merged); the best configuration, the batching gain and the GPU/CPU ratio again at each of
+  those objectives (`Answers.objective_devices`, `Answers.objective_ratios`).
 
 A configuration is what was measured, whatever the load: server kind, device, device name, batching
-profile and parameters, server versions, and the load generator's host.
+profile and parameters, server versions, the load generator's host (and, unkeyed, a CPU's machine).
 
-Pure functions over `CellResult`s: nothing here reads files, prints or draws.
-Not for: the report's layout (`loadtest.analysis.summary`), capacities from plain sweeps
-(`loadtest.analysis.sources`), or replicas and cost (`loadtest.analysis.size`).
+Pure functions over `CellResult`s: nothing here reads files, prints or draws. Not for: the report's layout
+(`loadtest.analysis.summary`), capacities from plain sweeps (`loadtest.analysis.sources`), or replicas and cost.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from loadtest.analysis.blocks import machine_words
 from loadtest.analysis.formatting import params
 from loadtest.analysis.objectives import (
     ObjectiveAnswer,
@@ -64,6 +63,7 @@ class Config:
     host: str  # the load generator's host, from the run's provenance
     name: str = field(default="", compare=False)
     runtime: str = ""  # what ran the model, as `serving.endpoint.runtime_display_name` names it
+    machine: str = field(default="", compare=False)  # a CPU server's machine: `16 vCPUs (VM)` (`machine_words`)
 
     @property
     def batching_on(self) -> bool:
@@ -74,7 +74,7 @@ def config_of(cell: CellResult) -> Config:
     s = cell.server
     return Config(s.device, s.device_name, s.kind, s.batching_profile, params(s.batching, ""),
                   params(s.versions, ""), str(cell.provenance.get("host", "")), s.name,
-                  runtime_display_name(s.kind, s.versions.get("runtime")))
+                  runtime_display_name(s.kind, s.versions.get("runtime")), machine_words(cell))
 
 
 def config_labels(configs: Iterable[Config]) -> dict[Config, str]:

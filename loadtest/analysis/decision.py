@@ -49,10 +49,11 @@ NO_PRICES = "give a target load and prices (--target-rps, --prices) for how many
 
 
 def spelled(config: Config, labels: Labels) -> str:
-    """`cpu-cpu (the CPU, Intel Xeon, batching profile cpu)`: a configuration's name and what it means."""
+    """`cpu-cpu (the CPU, Intel Xeon, 16 vCPUs (VM), batching profile cpu)`: a configuration's name and what it
+    means (the machine's CPUs where recorded, `loadtest.analysis.blocks.machine_words`)."""
     batching = "batching off" if not config.batching_on else f"batching profile {config.batching_profile}"
     device = DEVICE_WORDS.get(config.device, config.device)
-    return f"{labels[config]} ({device}, {device_name(config.device_name)}, {batching})"
+    return f"{labels[config]} ({device}, {device_name(config.device_name, config.machine)}, {batching})"
 
 
 def priced_answer(search: SearchAnswer, batch: int, pricing: Pricing) -> size.Priced | None:
@@ -129,13 +130,11 @@ def _choice(here: Sequence[DeviceAnswer], batch: int, labels: Labels, pricing: P
     if served is not None and served.share < SERVED_SHARE:
         return _path_bound(chosen, bests, served, here, batch, labels)
     text = f"{spelled(chosen.config, labels)}, {_capacity(chosen)} per server ({repeats}{_sureness(chosen)})"
-    for other in bests:
-        if other.config.device != chosen.config.device and other.capacity_rps:
-            cost = costs.get(other.search_id)
-            text += (f"; {DEVICE_WORDS.get(other.config.device, other.config.device)}'s best: {labels[other.config]}, "
-                     f"{_capacity(other)} per server ({_gpu_cpu(chosen, other)}"
-                     + (f", {money(cost.costs.per_million)} {pricing.prices.currency} per million inferences"
-                        if pricing and cost and cost.costs.per_million else "") + ")")
+    for device, other in _others(chosen, bests):
+        cost = costs.get(other.search_id)
+        text += (f"; {device}'s best: {labels[other.config]}, {_capacity(other)} per server ({_gpu_cpu(chosen, other)}"
+                 + (f", {money(cost.costs.per_million)} {pricing.prices.currency} per million inferences"
+                    if pricing and cost and cost.costs.per_million else "") + ")")
     if pricing is not None:
         text += f"; {_cost(costs.get(chosen.search_id), pricing)}"
     return text + "."
@@ -156,11 +155,17 @@ def _path_bound(chosen: SearchAnswer, bests: Sequence[SearchAnswer], served: Ser
             f"{served.share:.0%} of what {device} alone runs at {served.floor.at}). The server on {device}: "
             f"{spelled(chosen.config, labels)}, {_capacity(chosen)} per server ({_repeats(chosen, here)}"
             f"{_sureness(chosen)})")
-    for other in bests:
-        if other.config.device != chosen.config.device and other.capacity_rps:
-            text += (f"; on {DEVICE_WORDS.get(other.config.device, other.config.device)}: {labels[other.config]}, "
-                     f"{_capacity(other)} per server ({_gpu_cpu(chosen, other, of_server=True)})")
+    for where, other in _others(chosen, bests):
+        text += (f"; on {where}: {labels[other.config]}, {_capacity(other)} per server "
+                 f"({_gpu_cpu(chosen, other, of_server=True)})")
     return f"{text}. Run next: {run_next(_configs(here), batch, chosen.p99_objective_ms)}."
+
+
+def _others(chosen: SearchAnswer, bests: Sequence[SearchAnswer]) -> list[tuple[str, SearchAnswer]]:
+    """The other devices' best answers with a capacity, each with its device in words (`the GPU`): what the
+    decision sets beside the chosen one."""
+    return [(DEVICE_WORDS.get(o.config.device, o.config.device), o) for o in bests
+            if o.config.device != chosen.config.device and o.capacity_rps]
 
 
 def _configs(here: Sequence[DeviceAnswer]) -> list[Config]:

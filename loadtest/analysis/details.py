@@ -1,6 +1,7 @@
 """The report's detail tables, after the answer and the curves: every search, every configuration
-(stated once: server kind, device, versions, batching parameters, provenance), each series' highest
-throughput, CPU against GPU peaks, invalid cells, a comparison with another run, and every cell.
+(stated once: server kind, device, versions, batching parameters, provenance), one peak table (each
+series' highest throughput, device use there, CPU against GPU), invalid cells, a comparison with
+another run, and every cell.
 
 Not for: the answer the report leads with (`loadtest.analysis.summary`) or layout (`loadtest.analysis.report`).
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from loadtest.analysis.answers import Config, SearchAnswer, config_of
-from loadtest.analysis.blocks import Table, cell_mark, device_name
+from loadtest.analysis.blocks import OFFERED_VS_SERVED, Table, cell_mark, device_name
 from loadtest.analysis.device_use import (
     CPU_BUSY_PERCENT,
     GPU_BUSY_PERCENT,
@@ -59,7 +60,7 @@ def configurations_table(results: Sequence[CellResult], labels: Labels) -> Table
     for config, cells in sorted(by_config.items()):
         first = cells[0]
         rows.append((labels[config], server_with_runtime(config.kind, config.runtime), config.device,
-                     device_name(config.device_name),
+                     device_name(config.device_name, config.machine),
                      config.batching_profile, config.batching or "—", versions_text(config.versions),
                      first.server.protocol, f"{first.server.model_name} v{first.server.model_version}",
                      ", ".join(sorted({c.run_id for c in cells})), _loadgen(cells),
@@ -98,8 +99,8 @@ def searches_table(searches: Sequence[SearchAnswer], labels: Labels) -> Table:
                  "(valid, and p99 within the objective at the stated confidence: est. p99 is the early-stopping "
                  "estimate of the true p99), the images/s, device use and latency of that cell, its upper end (the "
                  "lowest rate above it that did not pass; why, in the last column) and the uncertainty. Not met: "
-                 "no confirmation passed.",
-                 ("configuration", "request batch", "p99 objective ms", "met", "capacity req/s", "images/s",
+                 "no confirmation passed. " + OFFERED_VS_SERVED + ".",
+                 ("configuration", "request batch", "p99 objective ms", "met", "capacity req/s", "images/s served",
                   "device busy", "p50 ms", "est. p99 ms", "upper end req/s", "cells", "search",
                   "uncertainty, or not met because"),
                  rows,
@@ -109,28 +110,55 @@ def searches_table(searches: Sequence[SearchAnswer], labels: Labels) -> Table:
 # ----------------------------------------------------------------------------- per series, and peaks
 
 
-def series_table(series: Sequence[Series], labels: Sequence[str]) -> Table:
+PEAK_HEADER = ("configuration", "request batch", "device", "peak images/s", "peak req/s", "peak load",
+               "server CPU %", "server CPU max %", "server cores", "server RSS MiB", "GPU util %", "GPU util max %",
+               "GPU memory MiB", "GPU power W", "device note", "p50 ms", "p99 ms", "p99.9 ms", "accuracy %",
+               "series", "configuration's peak", "GPU/CPU peaks", "note")
+
+
+def peak_table(series: Sequence[Series], names: Sequence[str], labels: Labels,
+               figures: Mapping[tuple[Config, int], Figures]) -> Table:
+    """The one peak table: per series (one load mode of one configuration and request batch), its highest valid
+    throughput, how busy the device was there and its latency; which row is the configuration's peak
+    (`loadtest.analysis.figures`), and on each device's best peak the GPU/CPU ratio of peaks."""
+    ratios = _peak_ratios(figures)
     rows, marks = [], []
-    for label, s in zip(labels, series):
-        c = highest_sustained(s.cells)
-        note = overloaded_note(s.cells)
+    for name, s in zip(names, series):
+        config, batch = config_of(s.cells[0]), s.key.request_batch_size
+        c, note = highest_sustained(s.cells), overloaded_note(s.cells)
+        head = (labels.get(config, config.name), str(batch), config.device)
         if c is None:
-            rows.append((label, "no valid cell", *["—"] * 8, note))
+            rows.append((*head, "no valid cell", *["—"] * 15, name, "", "—", note))
             marks.append("invalid")
             continue
-        rows.append((label, fmt(c.throughput_ips), fmt(c.throughput_rps), fmt(c.server_cpu_percent, 0),
-                     fmt(c.gpu_utilization_percent, 0), load_words(c),
+        f = figures.get((config, batch))
+        peak = f is not None and f.peak is not None and f.peak.cell == c
+        rows.append((*head, fmt(c.throughput_ips), fmt(c.throughput_rps), load_words(c), *_use_cells(c),
+                     idle_note(c) or ("" if device_busy(c) else unmeasured_reason(c)),
                      fmt(c.latency_p50_ms, 2), fmt(c.latency_p99_ms, 2), fmt(c.latency_p999_ms, 2),
-                     fmt(None if c.accuracy is None else c.accuracy * 100, 2), note))
-        marks.append("")
-    return Table("Highest valid throughput per series", "The highest valid throughput each series (one load mode of "
-                 "one configuration and request batch) measured, whatever its latency, and how busy the server's "
-                 "CPU (% of its cores) and GPU were there; a configuration's peak is the highest of its series. "
-                 "Overloaded cells (the server fell behind its schedule, or its queue grew) never count: the note "
-                 "names them.",
-                 ("series", "images/s", "requests/s", "server CPU %", "GPU util %", "at", "p50 ms", "p99 ms",
-                  "p99.9 ms", "accuracy %", "note"),
-                 tuple(rows), tuple(marks))
+                     fmt(None if c.accuracy is None else c.accuracy * 100, 2), name, "yes" if peak else "",
+                     ratios.get((config, batch), "—") if peak else "—", note))
+        marks.append(cell_mark(c))
+    missing = [d.upper() for d in ("cpu", "gpu") if d not in {f.config.device for f in figures.values()}]
+    return Table("Peak throughput",
+                 "Per series (one load mode of one configuration and request batch): its highest valid throughput, "
+                 "whatever the latency, the load it was measured at, and how busy the device was over the measured "
+                 "window: the server's CPU as a share of the cores it may use (mean, and its busiest ~150 ms), its "
+                 "highest resident memory, and the GPU's utilisation, memory and power (NVML). Overloaded cells (the "
+                 "server fell behind its schedule, or its queue grew) never count: the last note names them. A "
+                 "configuration's peak is the highest of its series (\"yes\"); GPU/CPU peaks, on the best peak of "
+                 "each device at a request batch and batching on or off: the GPU's ÷ the CPU's. Peaks are not "
+                 "capacities: the decision above compares capacities under the objective. A CPU server below "
+                 f"{CPU_BUSY_PERCENT:.0f}% or a GPU below {GPU_BUSY_PERCENT:.0f}% at its peak is far from busy: "
+                 "more load would not come from a faster device."
+                 + (f" No {' or '.join(missing)} measurements in these results: no GPU/CPU ratio." if missing else ""),
+                 PEAK_HEADER, tuple(rows), tuple(marks))
+
+
+def _use_cells(c: CellResult) -> tuple[str, ...]:
+    return (fmt(c.server_cpu_percent, 0), fmt(c.server_cpu_percent_max, 0), fmt(c.server_cpu_cores, 1),
+            fmt(c.server_rss_mib, 0), fmt(c.gpu_utilization_percent, 0), fmt(c.gpu_utilization_percent_max, 0),
+            fmt(c.gpu_memory_mib, 0), fmt(c.gpu_power_w, 0))
 
 
 def _best_peak(figures: Sequence[Figures], device: str, batching_on: bool, batch: int) -> Figures | None:
@@ -139,56 +167,16 @@ def _best_peak(figures: Sequence[Figures], device: str, batching_on: bool, batch
     return max(here, key=peak_images, default=None)
 
 
-def cpu_gpu_table(figures: Mapping[tuple[Config, int], Figures]) -> Table:
-    """CPU against GPU peaks at equal request batch size, batching on or off."""
+def _peak_ratios(figures: Mapping[tuple[Config, int], Figures]) -> dict[tuple[Config, int], str]:
+    """`×3.41 (gpu-off ÷ cpu-off)` on both sides' best peaks, per request batch and batching on or off."""
     kept = list(figures.values())
-    keys = sorted({(f.request_batch, f.config.batching_on) for f in kept})
-    rows = []
-    for batch, on in keys:
+    out = {}
+    for batch, on in sorted({(f.request_batch, f.config.batching_on) for f in kept}):
         cpu, gpu = (_best_peak(kept, d, on, batch) for d in ("cpu", "gpu"))
-        cpu_ips = cpu.peak.images_per_s if cpu and cpu.peak else None
-        gpu_ips = gpu.peak.images_per_s if gpu and gpu.peak else None
-        ratio = f"×{gpu_ips / cpu_ips:.2f}" if cpu_ips and gpu_ips else "—"
-        rows.append((str(batch), "on" if on else "off",
-                     fmt(cpu_ips), cpu.peak.load if cpu and cpu.peak else "—", cpu.label if cpu else "not measured",
-                     fmt(gpu_ips), gpu.peak.load if gpu and gpu.peak else "—", gpu.label if gpu else "not measured",
-                     ratio))
-    missing = [d.upper() for d in ("cpu", "gpu") if d not in {f.config.device for f in kept}]
-    note = (f" No {' or '.join(missing)} measurements in these results, so that side is empty."
-            if missing else "")
-    return Table("CPU vs GPU peaks at equal request batch size",
-                 "Each side's peak (its configurations' highest valid throughput, any load mode, whatever the "
-                 "latency; the load it was measured at beside it), per request batch size and batching on or off. "
-                 "Peaks are not capacities: the decision above compares capacities under the objective." + note,
-                 ("request batch", "batching", "CPU peak images/s", "CPU peak load", "CPU configuration",
-                  "GPU peak images/s", "GPU peak load", "GPU configuration", "GPU/CPU peaks"), tuple(rows))
-
-
-def device_use_table(figures: Mapping[tuple[Config, int], Figures]) -> Table:
-    """One row per configuration and request batch at its peak (`loadtest.analysis.figures`): how busy its CPU
-    and GPU were."""
-    rows, marks = [], []
-    for f in figures.values():
-        if f.peak is None:
-            continue
-        c = f.peak.cell
-        note = idle_note(c) or ("" if device_busy(c) else unmeasured_reason(c))
-        rows.append((f.label, str(f.request_batch), f.config.device, fmt(f.peak.images_per_s),
-                     fmt(f.peak.requests_per_s), f.peak.load,
-                     fmt(c.server_cpu_percent, 0), fmt(c.server_cpu_percent_max, 0), fmt(c.server_cpu_cores, 1),
-                     fmt(c.server_rss_mib, 0), fmt(c.gpu_utilization_percent, 0),
-                     fmt(c.gpu_utilization_percent_max, 0), fmt(c.gpu_memory_mib, 0), fmt(c.gpu_power_w, 0), note))
-        marks.append(cell_mark(c))
-    return Table("Device use at peak throughput",
-                 "Each configuration's peak at each request batch (its valid cell with the highest throughput, any "
-                 "load mode, never an overloaded one), and how busy its device was over "
-                 "the measured window: the server's CPU as a share of the cores it may use (mean, and its busiest "
-                 "~150 ms), its highest resident memory, and the GPU's utilisation, memory and power (NVML). "
-                 f"A CPU server below {CPU_BUSY_PERCENT:.0f}% or a GPU below {GPU_BUSY_PERCENT:.0f}% at its peak "
-                 "is far from busy: more load would not come from a faster device.",
-                 ("configuration", "request batch", "device", "peak images/s", "peak req/s", "peak load",
-                  "server CPU %", "server CPU max %", "server cores", "server RSS MiB", "GPU util %", "GPU util max %",
-                  "GPU memory MiB", "GPU power W", "note"), tuple(rows), tuple(marks))
+        if cpu and gpu and cpu.peak and gpu.peak and cpu.peak.images_per_s:
+            text = f"×{gpu.peak.images_per_s / cpu.peak.images_per_s:.2f} ({gpu.label} ÷ {cpu.label})"
+            out[(cpu.config, batch)] = out[(gpu.config, batch)] = text
+    return out
 
 
 # ----------------------------------------------------------------------------- cells

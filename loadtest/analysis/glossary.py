@@ -9,10 +9,13 @@ Not for: the tables that use them (`loadtest.analysis.summary`, `loadtest.analys
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
+from markupsafe import Markup, escape
+
 from loadtest.analysis.answers import Config
-from loadtest.analysis.blocks import Table
+from loadtest.analysis.blocks import OFFERED_VS_SERVED, Table
 from loadtest.analysis.decision import spelled
 
 TERMS: tuple[tuple[str, str], ...] = (
@@ -28,7 +31,12 @@ TERMS: tuple[tuple[str, str], ...] = (
                      "grew within one cell: measured again, a queue building shows again, a burst does not"),
     ("N, k", "N: requests judged at a rate; k: how many of them were over the objective"),
     ("est. p99", "the upper confidence bound on the true p99 from N and k (MLPerf's early-stopping rule): a "
-                 "pass needs it within the objective"),
+                 "pass needs it within the objective; the first table's \"p99 upper estimate\""),
+    ("offered req/s, images/s served", OFFERED_VS_SERVED),
+    ("device busy", "the server's CPU (% of the cores it may use) and the GPU's utilisation at the answer's cell"),
+    ("serving path", "everything between the client and the model on its device: gRPC, decoding, queues, batching, "
+                     "the server's processes; where it, not the device, bounded an answer, a faster device would not "
+                     "raise it, so no purchase follows from that answer"),
     ("probe, bracket, bisect, extend, confirm", "a search's steps: a closed-loop probe sets the start rate; "
      "bracket doubles the rate until one fails; bisect halves the gap; extend measures a rate longer when it "
      "was inconclusive; confirm measures the answer again, longer"),
@@ -52,6 +60,17 @@ TERMS: tuple[tuple[str, str], ...] = (
                       "network stack"),
     ("host floor", "the lowest objective this machine lets any server confirm: a sleeping probe beside the server "
                    "was held past lower ones more than 0.5% of the time"),
+    ("host oversleep", "how late a 1 ms sleep loop run beside each cell woke (jHiccup's method), on the server's "
+                       "cores and on the load generator's: stalls the machine itself imposed, whatever the server did"),
+    ("host stalls > objective per s", "the sleep loop's stalls longer than the objective, per second, on the worse "
+                                      "side"),
+    ("host allows p99 ≥", "the host floor of these cells: the lowest p99 objective they could confirm were the "
+                          "server perfect"),
+    ("client over, server over, host over", "shares over the objective: of the client's requests, of the server's "
+                                            "own (its latency histogram), and of the time the host alone held the "
+                                            "sleep loop"),
+    ("whose", "whose slow requests: the host's when its share explains at least half the client's, else the "
+              "server's when its own does, else the client's and the wire's"),
     ("peak", "the highest throughput any valid cell of a configuration and request batch measured, open or "
              "closed loop, with no latency objective (cells whose server fell behind are never a peak)"),
     ("at (the answer's cell)", "where a configuration's figures were measured: the cell of its highest confirmed "
@@ -66,12 +85,54 @@ TERMS: tuple[tuple[str, str], ...] = (
 )
 
 
+# The first table's headers that name a term, and the terms linked where the decision and the headline use them
+# (in report.html, the lead sentence above the chart left plain; the Markdown links to the Terms table once).
+HEADER_TERMS = {"request batch": "request batch", "capacity req/s": "capacity", "images/s served":
+                "offered req/s, images/s served", "device busy": "device busy", "p99 upper estimate ms": "est. p99",
+                "upper end req/s": "upper end", "batching gain over off": "batching gain", "GPU/CPU": "GPU/CPU"}
+PROSE_TERMS = {"serving path": "serving path", "passed, not confirmed": "passed, not confirmed",
+               "confirmed": "confirmed", "paired": "paired", "GPU/CPU": "GPU/CPU", "reference speed": "reference",
+               "upper end": "upper end", "images/s served": "offered req/s, images/s served"}
+_PROSE = re.compile(r"(?<![\w-])(" + "|".join(re.escape(p) for p in sorted(PROSE_TERMS, key=len, reverse=True))
+                    + r")(?![\w-])")
+
+
+def anchor(term: str) -> str:
+    """The HTML id of a term's row in the Terms table: `term-est-p99`."""
+    return "term-" + re.sub(r"[^a-z0-9]+", "-", term.lower()).strip("-")
+
+
+def _link(text: str, term: str) -> str:
+    return f'<a href="#{anchor(term)}">{text}</a>'
+
+
+def header_link(header: str) -> Markup:
+    """A table header linked to its term where it names one (`replicas for …`: replicas), else as it is."""
+    term = HEADER_TERMS.get(header) or ("replicas, cost" if header.startswith("replicas for ") else None)
+    return Markup(_link(str(escape(header)), term)) if term else Markup(escape(header))
+
+
+def glossed(text: str) -> Markup:
+    """`text` escaped, each term's first use linked to its row in the Terms table."""
+    seen: set[str] = set()
+
+    def link(found: re.Match) -> str:
+        term = PROSE_TERMS[found.group(0)]
+        if term in seen:
+            return found.group(0)
+        seen.add(term)
+        return _link(found.group(0), term)
+
+    return Markup(_PROSE.sub(link, str(escape(text))))
+
+
 def glossary_table(labels: Mapping[Config, str]) -> Table:
-    """The configurations of these results, spelled out, then the terms."""
+    """The configurations of these results, spelled out, then the terms (each row with its `anchor`)."""
     configs = tuple((label, spelled(config, labels).removeprefix(f"{label} (").removesuffix(")"))
                     for config, label in sorted(labels.items(), key=lambda kv: kv[1]))
     return Table("Terms", "What each configuration name and each term in this report means (docs/methodology.md: "
-                 "how each is measured).", ("term", "meaning"), (*configs, *TERMS))
+                 "how each is measured).", ("term", "meaning"), (*configs, *TERMS), anchor="terms",
+                 ids=(*("" for _ in configs), *(anchor(term) for term, _ in TERMS)))
 
 
 def glossary_markdown() -> str:

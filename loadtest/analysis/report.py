@@ -39,7 +39,7 @@ from loadtest.analysis import details, noise_table, request_time, size, versions
 from loadtest.analysis.answers import Answers, Config, answer, config_labels, config_of
 from loadtest.analysis.blocks import Figure, Table
 from loadtest.analysis.figures import Figures, ceiling_bars, console_lines, csv_text, figures_of
-from loadtest.analysis.glossary import glossary_table
+from loadtest.analysis.glossary import glossary_table, glossed, header_link
 from loadtest.analysis.objective_table import rates_table
 from loadtest.analysis.prices import DEFAULT_PRICES, load_prices
 from loadtest.analysis.series import group_series, load_level, read_all, usable
@@ -147,8 +147,7 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
     blocks.append(request_time.request_time_table(figures))
     objectives = answers.objectives_ms() or (objective,)
     blocks.append(noise_table.noise_table(results, labels, objectives))
-    blocks += [details.configurations_table(results, labels), details.device_use_table(figures),
-               details.series_table(series, names), details.cpu_gpu_table(figures),
+    blocks += [details.configurations_table(results, labels), details.peak_table(series, names, labels, figures),
                details.cells_table(series, names, only_unusable=True)]
     if compare:
         blocks.append(details.compare_table(results, compare))
@@ -187,6 +186,7 @@ def ceiling_chart(figures: dict[tuple[Config, int], Figures], answers: Answers) 
 TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("loadtest.analysis", "templates"),
                                autoescape=True, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
                                undefined=jinja2.StrictUndefined)
+TEMPLATES.filters.update(glossed=glossed, header_link=header_link)  # terms linked to the glossary's rows
 
 
 def png_data_uri(png: bytes) -> str:
@@ -225,7 +225,8 @@ def render_markdown(report: Report, html_name: str) -> str:
     parts += [item for line in report.summary.headline for item in (f"**{line}**", "")]
     for t in report.summary.tables:
         parts += [*md_rows(t), "", f"{t.title}. {t.caption}", ""]
-    parts += [*report.intro, "", f"Plots and every cell: [{html_name}]({html_name})."]
+    parts += [*report.intro, "", f"Plots and every cell: [{html_name}]({html_name}); what each term means: "
+              f"[its Terms]({html_name}#terms)."]
     parts += ["\n" + md_table(b) for b in report.blocks if isinstance(b, Table) and b.in_summary]
     return "\n".join(parts) + "\n"
 

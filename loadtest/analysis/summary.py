@@ -28,7 +28,7 @@ from loadtest.analysis.answers import (
     config_labels,
     config_of,
 )
-from loadtest.analysis.blocks import Figure, Table, device_name
+from loadtest.analysis.blocks import OFFERED_VS_SERVED, Figure, Table, device_name
 from loadtest.analysis.bound import bound_line
 from loadtest.analysis.decision import decision_lines, priced_answer
 from loadtest.analysis.device_use import busy_text
@@ -97,13 +97,13 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
                          f"({off.uncertainty()}).")
         elif d.best:
             lines.append(f"capacity on {_device(d)} {where}: {labels[d.best.config]} {_rps(d.best)} "
-                         f"({fmt(d.best.capacity_ips)} images/s; {d.best.uncertainty()}); no batching gain: "
+                         f"({fmt(d.best.capacity_ips)} images/s served; {d.best.uncertainty()}); no batching gain: "
                          f"{d.gain.reason}.")
         elif (floor := host_floor_ms(results, d.device, batch)) is not None and floor > p99_ms:
             lines.append(f"p99 ≤ {p99_ms:g} ms cannot be confirmed on this host for {_device(d)} (request batch "
                          f"{batch}): the machine's own stalls put objectives below {floor:g} ms out of reach, "
-                         "whatever the server does (a 1 ms sleep loop beside it overslept past them more than 0.5% "
-                         "of the time).")
+                         "whatever the server does (the machine held a 1 ms sleep loop beside it past them more than "
+                         "0.5% of the time).")
         else:
             why = "; ".join(dict.fromkeys(f"{labels[s.config]}: {s.reason}" for s in d.searches if s.reason))
             lines.append(f"no configuration on {_device(d)} met p99 ≤ {p99_ms:g} ms (request batch {batch})"
@@ -197,7 +197,8 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
         found = (labels[b.config], _rps(b).removesuffix(" req/s"), fmt(b.capacity_ips),
                  busy_text(b.server_cpu_percent, b.gpu_utilization_percent), fmt(b.p50_ms, 2), fmt(b.estimate_ms, 2),
                  fmt(b.upper_rps)) if b else ("none met the objective", *["—"] * 6)
-        rows.append((d.device, device_name(d.device_name), str(d.request_batch_size), f"{d.p99_objective_ms:g}",
+        rows.append((d.device, device_name(d.device_name, b.config.machine if b else ""), str(d.request_batch_size),
+                     f"{d.p99_objective_ms:g}",
                      *found, _gain_text(d, labels, paired), _ratio_text(d, ratios),
                      *(_cost_cells(d, pricing) if pricing else ())))
     currency = pricing.prices.currency if pricing else ""
@@ -205,8 +206,9 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
               "instances", f"{currency}/h", f"{currency}/M inferences") if pricing else ())
     return Table("Capacity under the latency objective, per device",
                  "Capacity: the highest offered rate (open loop) a capacity search confirmed with p99 within the "
-                 "objective at the stated confidence (MLPerf's early-stopping rule: est. p99 is the confirmation's "
-                 "estimate of the true p99); upper end: the lowest rate above it that did not pass (blank: none "
+                 "objective at the stated confidence (MLPerf's early-stopping rule: p99 upper estimate is the "
+                 "confirmation's upper confidence bound on the true p99); " + OFFERED_VS_SERVED + ". Upper end: the "
+                 "lowest rate above it that did not pass (blank: none "
                  "measured, or the load generator was the limit: \"at least\"); the best configuration is the one "
                  "with the highest capacity on that device, request "
                  "batch size and objective. Batching gain: best batching-enabled capacity ÷ batching-off capacity, "
@@ -214,7 +216,8 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
                  "the server's CPU (% of its cores) and GPU utilisation at the capacity's cell."
                  + _pricing_caption(pricing),
                  ("device", "device name", "request batch", "p99 objective ms", "best configuration", "capacity req/s",
-                  "images/s", "device busy", "p50 ms", "est. p99 ms", "upper end req/s", "batching gain over off",
+                  "images/s served", "device busy", "p50 ms", "p99 upper estimate ms", "upper end req/s",
+                  "batching gain over off",
                   "GPU/CPU", *costs), tuple(rows), tuple("" if d.best else "invalid" for d in devices))
 
 
@@ -238,7 +241,8 @@ def lower_bound_table(results: Sequence[CellResult], labels: Labels, p99_ms: flo
                      high.note))
     return Table(f"Best measured open-loop rate at p99 ≤ {p99_ms:g} ms: a lower bound",
                  "Not a capacity: the highest offered rate a sweep measured passing (valid, p99 within the "
-                 "objective); untried rates above it may pass too. A capacity search finds the real one."
+                 "objective); untried rates above it may pass too. A capacity search finds the real one. "
+                 + OFFERED_VS_SERVED + "."
                  + ("" if rows else " No open-loop cells in these results either."),
                  ("configuration", "request batch", "offered req/s", "achieved req/s", "images/s", "device busy",
                   "p99 ms", "note"),

@@ -25,7 +25,7 @@ from loadtest.sweep.locust_run import load_processes
 from loadtest.sweep.scrape import ServerFigures
 from loadtest.sweep.telemetry import Telemetry
 from loadtest.vocab import Arrival, CellStatus, Flag, InputKind, LoadMode
-from model_export.provenance import cpu_cores, cpu_model_name, git_revision, package_versions, utc_now
+from model_export.provenance import cpu_cores, cpu_model_name, git_revision, machine_cpu, package_versions, utc_now
 
 PACKAGES = ("locust", "grpcio", "tensorflow", "tensorflow-serving-api", "hdrhistogram", "numpy", "psutil")
 
@@ -130,6 +130,7 @@ def collect_provenance(plan: plans.Plan, plan_path: str) -> dict:
     git = git_revision()
     return {"git_commit": git.commit, "git_dirty": git.dirty,
             "host": socket.gethostname(), "cpu_model": cpu_model_name(), "cpu_count": os.cpu_count(),
+            **machine_cpu().provenance(),
             "loadgen_cores": cpu_cores(), "platform": platform.platform(), "python": platform.python_version(),
             "versions": package_versions(PACKAGES), "utc_time": utc_now(),
             "plan_path": plan_path, "plan": json.loads(json.dumps(plan.to_dict())), "command": list(sys.argv),

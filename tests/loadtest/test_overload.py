@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from loadtest.analysis.answers import answer, config_labels, config_of
-from loadtest.analysis.details import series_table
+from loadtest.analysis.details import PEAK_HEADER, peak_table
 from loadtest.analysis.figures import figures_of
 from loadtest.analysis.series import group_series, sustained
 from loadtest.overload import overloaded_reason
@@ -56,10 +56,11 @@ def test_an_overloaded_cell_is_never_a_peak_and_the_table_says_so():
     results = [ok, overloaded]
     assert not sustained(overloaded) and sustained(ok)
     labels = config_labels(config_of(c) for c in results)
-    assert [f.peak.cell.cell_index for f in figures_of(results, answer(results), labels).values() if f.peak] == [0]
+    figures = figures_of(results, answer(results), labels)
+    assert [f.peak.cell.cell_index for f in figures.values() if f.peak] == [0]
     series = group_series(results)
-    table = series_table(series, ["S1"])
-    row = table.rows[0]
-    assert row[2] == "396.0" and row[5] == "open loop, 400 req/s offered"
-    assert row[-1] == ("overloaded, not a peak: offered rate 1,802 req/s, p50 297 ms: served 1,290.0 req/s of the "
+    table = peak_table(series, ["S1"], labels, figures)
+    row = dict(zip(PEAK_HEADER, table.rows[0]))
+    assert row["peak req/s"] == "396.0" and row["peak load"] == "open loop, 400 req/s offered"
+    assert row["note"] == ("overloaded, not a peak: offered rate 1,802 req/s, p50 297 ms: served 1,290.0 req/s of the "
                        "1,802.0 req/s offered (28% short): the server did not keep up")

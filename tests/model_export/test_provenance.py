@@ -27,3 +27,30 @@ def test_package_versions_say_when_one_is_missing():
 def test_label_marks_a_dirty_tree():
     assert provenance.GitRevision("abc123", True).label() == "abc123-dirty"
     assert provenance.GitRevision("abc123", False).label() == "abc123"
+
+
+CPUINFO_VM = """processor\t: 0
+model name\t: Intel(R) Xeon(R) Processor
+physical id\t: 0
+core id\t\t: 0
+flags\t\t: fpu vme sse2 hypervisor avx2
+
+processor\t: 1
+model name\t: Intel(R) Xeon(R) Processor
+physical id\t: 0
+core id\t\t: 1
+flags\t\t: fpu vme sse2 hypervisor avx2
+"""
+CPUINFO_METAL = CPUINFO_VM.replace(" hypervisor", "").replace("core id\t\t: 1", "core id\t\t: 0")  # one core, 2 threads
+
+
+def test_the_machines_cpu_as_it_reports_itself():
+    assert provenance.physical_cores(CPUINFO_VM) == 2 and provenance.physical_cores(CPUINFO_METAL) == 1
+    assert provenance.physical_cores("processor : 0\n") is None  # no core ids (some ARM kernels)
+    assert provenance.virtualization(CPUINFO_VM, "kvm") == "kvm"  # systemd-detect-virt's name first
+    assert provenance.virtualization(CPUINFO_VM, None) == "a hypervisor"  # else the CPU's hypervisor flag
+    assert provenance.virtualization(CPUINFO_METAL, None) == "none"
+    assert provenance.virtualization("", None) == "unknown"
+    cpu = provenance.machine_cpu()
+    assert cpu.model == provenance.cpu_model_name() and cpu.logical and cpu.virtualization
+    assert set(cpu.provenance()) == {"cpu_physical_cores", "cpu_virtualization"}

@@ -132,18 +132,19 @@ def test_searches_table(searched):
     assert len(rows) == 6
 
 
-def test_cpu_vs_gpu_table_at_equal_request_batch_size(built):
+def test_cpu_vs_gpu_peaks_at_equal_request_batch_size(built):
     md = built[1].read_text()
-    rows = {(r[0], r[1]): r for r in table(md, "CPU vs GPU peaks at equal request batch size")}
+    peaks = {(r[0], r[1]): r for r in table(md, "Peak throughput") if r[20] == "yes"}  # each configuration's peak
     # Peaks: the highest VALID throughput of any load mode. CPU off/1 peaks at c=16 (1350; c=32 is invalid),
     # GPU at c=16 (4600).
-    assert rows[("1", "off")][2:4] == ["1,350.0", "closed loop, 16 users"] and rows[("1", "off")][5] == "4,600.0"
-    assert rows[("1", "off")][4] == "cpu-off" and rows[("1", "off")][7] == "gpu-off"
-    assert rows[("1", "off")][8] == "×3.41"  # 4600 / 1350
-    assert rows[("32", "off")][8] == "×15.56"  # 2800*32 / (180*32)
-    assert rows[("32", "on")][2] == "4,160.0"  # c=8: 130*32; c=16/32 invalid
-    assert rows[("32", "on")][8] == "×22.31"  # 2900*32 / 4160
-    assert len(rows) == 4
+    assert peaks[("cpu-off", "1")][3] == "1,350.0" and peaks[("cpu-off", "1")][5] == "closed loop, 16 users"
+    assert peaks[("gpu-off", "1")][3] == "4,600.0"
+    assert peaks[("cpu-off", "1")][21] == peaks[("gpu-off", "1")][21] == "×3.41 (gpu-off ÷ cpu-off)"  # 4600 / 1350
+    assert peaks[("gpu-off", "32")][21] == "×15.56 (gpu-off ÷ cpu-off)"  # 2800*32 / (180*32)
+    assert peaks[("cpu-latency", "32")][3] == "4,160.0"  # c=8: 130*32; c=16/32 invalid
+    assert peaks[("gpu-latency", "32")][21] == "×22.31 (gpu-latency ÷ cpu-latency)"  # 2900*32 / 4160
+    ratios = {r[21] for r in peaks.values()} - {"—"}
+    assert len(ratios) == 4  # one ratio per request batch and batching on or off, as the old table's four rows
 
 
 def test_invalid_and_failed_cells_listed_with_reasons(built):
@@ -214,8 +215,8 @@ def test_report_without_valid_cells_or_batch_metrics(tmp_path):
     page = html_path.read_text()
     assert page.count('src="data:image/png;base64,') == 2
     assert "No server-side batch sizes were recorded" in page
-    rows = table(md_path.read_text(), "Highest valid throughput per series")
-    assert rows[0][1] == "no valid cell"
+    rows = table(md_path.read_text(), "Peak throughput")
+    assert rows[0][3] == "no valid cell"
     assert len(table(md_path.read_text(), "Invalid and failed cells")) == 3
 
 
