@@ -16,7 +16,7 @@ BATCHING ?= off
 PLAN ?= loadtest/plans/quick.toml
 EXPORT_ARGS ?=
 
-.PHONY: setup browser h2load lint test test-fast export bench-server bench-workers bench-soak bench-runtime-calls bench-runtimes bench-loadgen bench-demo serve serve-cpu serve-gpu stop \
+.PHONY: setup browser h2load lint test test-fast export bench-server bench-workers bench-soak bench-runtime-calls bench-runtimes bench-loadgen bench-demo bench-drift serve serve-cpu serve-gpu stop \
 	loadtest capacity tune locust-ui report size k8s demo device-bundle clean-venv
 
 setup: $(STAMP)
@@ -219,6 +219,14 @@ bench-demo: setup
 	@if ! ls -d $(MODELS)/mnist/[0-9]* >/dev/null 2>&1; then $(MAKE) --no-print-directory export; fi
 	$(CLI) bench reproduce --runs $(RUNS) -- --plan loadtest/plans/demo.toml --p99-ms $(DEMO_P99_MS) --batch $(DEMO_BATCH) \
 		--repeat $(DEMO_REPEAT) $(DEMO_SEARCH) --models-dir $(MODELS) --no-report --unmet-ok
+
+# Do compared answers hold when the machine moves? Two identical servers (the real model, batching off, core 0)
+# compared paired while a SCHED_FIFO loop takes a growing share of core 0 (0% to 70% over 200 s), RUNS times
+# (default 3, ~4 min a run, as root): each ratio within x0.87-x1.15 with its range holding x1.0 (issue #41).
+bench-drift: RUNS = 3
+bench-drift: setup
+	@if ! ls -d $(MODELS)/mnist/[0-9]* >/dev/null 2>&1; then $(MAKE) --no-print-directory export; fi
+	$(CLI) bench drift --runs $(RUNS) --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
 
 # --- a lent GPU machine: the offline bundle (docs/device-bundle.md) ---
 # build/device-bundle/ (<= 64 MiB): the project, the newest model (with model.keras), TF's protos,

@@ -52,7 +52,8 @@ OFF = "off"  # the batching profile with server-side batching disabled
 
 @dataclass(frozen=True, order=True)
 class Config:
-    """One server configuration. `name` (the server's recorded name) labels it but is not part of it."""
+    """One server as configured. Its name is part of it: two servers of one configuration in a run are compared
+    with each other, never merged as repeats (repeats, `--repeat`, keep their server's name)."""
 
     device: str
     device_name: str
@@ -61,7 +62,7 @@ class Config:
     batching: str  # "k=v, ..." of the batching parameters; "" when none were recorded
     versions: str  # "k=v, ..." of the server-side versions
     host: str  # the load generator's host, from the run's provenance
-    name: str = field(default="", compare=False)
+    name: str = ""  # the server's recorded name: two servers of one configuration in a run are two, not repeats
     runtime: str = ""  # what ran the model, as `serving.endpoint.runtime_display_name` names it
     machine: str = field(default="", compare=False)  # a CPU server's machine: `16 vCPUs (VM)` (`machine_words`)
 
@@ -164,7 +165,8 @@ def steps_of(cells: Sequence[CellResult], objective: float) -> list[Step]:
         role = Role(cell.search["role"])
         confirming = bool(cell.search.get("confirming", role == Role.CONFIRM))
         confidence = float(cell.search.get("confidence", DEFAULT_CONFIDENCE))
-        steps.append(step_after(steps, rate, role, cell, confirming, objective, confidence))
+        attempt = int(cell.search.get("attempt", 0))
+        steps.append(step_after(steps, rate, role, cell, confirming, objective, confidence, attempt))
     return steps
 
 

@@ -1,10 +1,11 @@
-"""`mnist-bench bench server|runtimes|loadgen|probe|reproduce`: the benchmarks' command line.
+"""`mnist-bench bench server|runtimes|loadgen|probe|reproduce|drift`: the benchmarks' command line.
 
     mnist-bench bench server --model-base-path models/mnist --samples models/mnist-samples.npz
     mnist-bench bench runtimes --model-base-path models/mnist --samples models/mnist-samples.npz
     mnist-bench bench loadgen --model-base-path models/mnist --samples models/mnist-samples.npz
     mnist-bench bench probe --model-base-path models/mnist
     mnist-bench bench reproduce --runs 5 -- CAPACITY ARGS   (make bench-demo: the demo's comparison)
+    mnist-bench bench drift --runs 3   (make bench-drift: two identical servers compared under a planted drift)
 
 The commands only parse options and print the outcome; `loadtest.benchmarks.server.run`,
 `loadtest.benchmarks.runtimes.run` and `loadtest.benchmarks.loadgen.run` do the work and raise, which
@@ -277,3 +278,28 @@ def reproduce(runs: int, results_dir: Path | None, read_dir: Path | None, capaci
     out = results_dir or Path("results") / f"reproduce-{utc_stamp()}"
     click.echo(f"{runs} runs of `mnist-bench capacity {' '.join(capacity_args)}`; results under {out}")
     click.echo(repeats.run(runs, out, capacity_args))
+
+
+@bench.command("drift")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="paired capacity runs")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the exported model both servers load")
+@click.option("--samples", type=FILE, default=Path("models/mnist-samples.npz"), show_default=True,
+              help="npz of the requests' images")
+@click.option("--results-dir", type=DIRECTORY, default=None, help="default: results/drift-<UTC time>")
+def drift(runs: int, model_base_path: Path, samples: Path, results_dir: Path | None) -> None:
+    """Two identical servers on core 0 compared paired while a SCHED_FIFO loop takes a growing share of core 0
+    (Locust on core 1): each run's ratio, whether it lies within ×0.87–×1.15 with a range holding ×1.0."""
+    from loadtest.benchmarks import drift as drifting
+    from loadtest.benchmarks.planted import Refused
+    from loadtest.sweep.runner import utc_stamp
+
+    require(model_base_path, samples)
+    if not {0, 1} <= os.sched_getaffinity(0):
+        raise click.ClickException("needs cores 0 and 1: one for the servers, one for the load")
+    out = results_dir or Path("results") / f"drift-{utc_stamp()}"
+    click.echo(f"{runs} paired runs of two identical servers under a planted drift; results under {out}")
+    try:
+        click.echo(drifting.run(runs, out, drifting.Setup(model_base_path, samples)))
+    except Refused as exc:
+        raise click.ClickException(f"cannot plant the drift: {exc}") from None

@@ -16,10 +16,11 @@ Not for: the comparison itself (`loadtest.sweep.capacity_search`).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,17 +40,19 @@ class Run:
     failure: str = ""
 
 
-def run_capacity(number: int, results_dir: Path, capacity_args: Sequence[str]) -> Run:
+def run_capacity(number: int, results_dir: Path, capacity_args: Sequence[str],
+                 env: Mapping[str, str] | None = None) -> Run:
     """One `mnist-bench capacity` run into its own directory, its console in `capacity.log` there; its ratios
     (none, with the reason, if it failed). Interrupted, the run is sent SIGINT and given time to stop its servers
-    (`subprocess.run` would kill it at once and leave them running)."""
+    (`subprocess.run` would kill it at once and leave them running). `env`: variables added to its environment."""
     out = results_dir / f"run-{number}"
     out.mkdir(parents=True, exist_ok=True)
     log = out / "capacity.log"
     started = time.monotonic()
     with log.open("a") as console:
         proc = subprocess.Popen([sys.executable, "-m", "loadtest", "capacity", *capacity_args, "--results-dir",
-                                 str(out)], stdout=console, stderr=subprocess.STDOUT, text=True)
+                                 str(out)], stdout=console, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, **(env or {})})
         try:
             code = proc.wait()
         except KeyboardInterrupt:

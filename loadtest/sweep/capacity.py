@@ -15,6 +15,14 @@ do it (LoadGen's peak finding confirms a lower rate before it searches upward), 
    *unsteady* (`loadtest.sweep.conclusion.describe_unsteady`); it becomes the upper end and the
    search goes on below it. The last step a search may take, and the time a confirmation needs, are
    kept for the confirmation.
+5. in a paired comparison (`pairing` given: `loadtest.sweep.interleave.Turn`), the searches agree on their
+   answers before they end: each says whether its answer passed and the round its confirmation was
+   measured in. Answers confirmed in the same round (or the next) stand. Otherwise every search
+   confirms its answer again, all in one round (a held call: a new attempt at the same rate, its own
+   verdict), so that the ratio's two answers come from the same minutes; one that did not pass
+   searches on below, and the others confirm again in the round where it confirms its next answer,
+   while their time allows. A search whose time runs out answers with its last confirmation (the
+   ratio's range then carries the machine's drift between the two answers: `loadtest.analysis.paired`).
 
 Whatever stops it (its step limit, its deadline, Ctrl-C or SIGTERM: `interrupts`) it answers with its
 best evidence: the highest confirmed rate; above it, the highest rate that passed but was not
@@ -52,101 +60,24 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from loadtest import confidence as conf
-from loadtest.records import CellResult
-from loadtest.sweep.conclusion import AnswerKind, Conclusion, Role, Step, conclude, final_verdicts, stalls, step_after
+from loadtest.sweep.conclusion import AnswerKind, Role, Step, conclude, final_verdicts, stalls, step_after
+from loadtest.sweep.search_settings import FIRST_WINDOW_MARGIN, CapacityAnswer, Measure, Measured, SearchSettings
 from loadtest.verdicts import Decision, Verdict
 
-FIRST_WINDOW_MARGIN = 1.1  # a first window holds 10% more than the requests a pass needs at the offered rate
 CLOCK_SLACK_S = 0.5  # a confirmation shortened to the time left leaves this for the clock to move before it starts
 
 __all__ = ["AnswerKind", "CapacityAnswer", "CapacitySearch", "Measured", "Role", "SearchSettings", "Step"]
 
 
-@dataclass(frozen=True)
-class SearchSettings:
-    p99_ms: float  # the objective
-    start_rps: float
-    precision: float = 0.05  # stop bisecting when (upper - passing) / passing <= this
-    min_rps: float = 1.0  # below this the objective is called unmet
-    max_rps: float = 1_000_000.0  # the bracket never offers more
-    max_steps: int = 20  # cells, confirmations and extensions included
-    max_s: float = 900.0  # wall time for the whole search
-    confidence: float = conf.DEFAULT_CONFIDENCE
-    max_rate_s: float = 30.0  # measured seconds at one rate (its windows together) for a verdict
-    gate: bool = False  # the start rate is one to beat (the tuner's incumbent): no pass there ends the search
-    window_s: float | None = None  # a rate's first window (None: `measure` decides); grown to hold a verdict's N
-    confirm_window_s: float | None = None  # a confirmation's
-    cell_overhead_s: float = 0.0  # a cell's seconds beyond its window: warm-up, Locust's start-up, the scrapes
+class Pairing(Protocol):
+    """A paired comparison's seat (`loadtest.sweep.interleave.Turn`): the round of the last cell, and agreement."""
 
-    def check(self) -> None:
-        if not self.p99_ms > 0:
-            raise ValueError(f"the p99 objective must be positive, got {self.p99_ms} ms")
-        if not self.min_rps <= self.start_rps <= self.max_rps:
-            raise ValueError(f"start rate {self.start_rps} req/s outside [{self.min_rps}, {self.max_rps}]")
-        if not 0 < self.precision < 1:
-            raise ValueError(f"precision must be in (0, 1), got {self.precision}")
-        if self.max_steps < 2:
-            raise ValueError(f"a search needs at least 2 steps, got {self.max_steps}")
-        if not 0.5 <= self.confidence < 1:
-            raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence}")
-        if not self.max_rate_s > 0:
-            raise ValueError(f"max_rate_s must be positive, got {self.max_rate_s}")
-        if self.cell_overhead_s < 0:
-            raise ValueError(f"cell_overhead_s must not be negative, got {self.cell_overhead_s}")
+    last_round: int | None
 
-    def lowest_conclusive_rps(self) -> float:
-        """Below this rate, `max_rate_s` seconds cannot hold the requests a pass needs with the first window's
-        margin to spare (Poisson arrivals at the cap fall short of the expected count about half the time)."""
-        return FIRST_WINDOW_MARGIN * conf.requests_to_pass(0, confidence=self.confidence) / self.max_rate_s
-
-
-@dataclass(frozen=True)
-class Measured:
-    """What `measure` hands back: the recorded cell, and whether the server still answered after it."""
-
-    result: CellResult
-    server_alive: bool = True
-
-
-@dataclass(frozen=True)
-class CapacityAnswer:
-    """The search's best evidence: the highest confirmed passing rate, else the highest unconfirmed pass
-    (`kind`), with its uncertainty, and how it was found."""
-
-    p99_ms: float
-    conclusion: Conclusion
-    steps: tuple[Step, ...]
-    ended_because: str  # "converged", "step limit", "time limit", "interrupted", "stalls ...", ...
-    interrupted: bool = False  # Ctrl-C or SIGTERM ended it: the answer stands on the steps before
-
-    @property
-    def capacity(self) -> Step | None:
-        """The confirmed capacity (None when no confirmation passed)."""
-        return self.conclusion.capacity
-
-    @property
-    def best_pass(self) -> Step | None:
-        """The highest pass above the capacity that was not confirmed."""
-        return self.conclusion.best_pass
-
-    @property
-    def kind(self) -> AnswerKind:
-        return self.conclusion.kind
-
-    @property
-    def lowest_failing_rps(self) -> float | None:
-        return self.conclusion.lowest_failing_rps
-
-    @property
-    def met(self) -> bool:
-        """A confirmed capacity: what the tuner compares."""
-        return self.capacity is not None
-
-
-# measure(rate, role, window_s): window_s None is the role's usual window; else that many seconds.
-Measure = Callable[[float, Role, "float | None"], Measured]
+    def agree(self, passed: bool, round_: int | None) -> bool: ...
 
 
 @dataclass
@@ -161,6 +92,8 @@ class CapacitySearch:
     steps: list[Step] = field(default_factory=list)
     limited_at: float | None = None  # the lowest rate where the load generator was the limit
     interrupts: tuple[type[BaseException], ...] = (KeyboardInterrupt,)
+    pairing: Pairing | None = None  # a paired comparison's seat: final answers agreed in the same minutes
+    _rounds: list[int | None] = field(default_factory=list)  # the round each step was measured in (paired)
 
     def run(self) -> CapacityAnswer:
         self.settings.check()
@@ -245,7 +178,7 @@ class CapacitySearch:
                 high = middle
                 if verdict.decision == Decision.LOADGEN:
                     self.limited_at = middle if self.limited_at is None else min(self.limited_at, middle)
-            if self._confirmed(low) or self._judge(low, Role.CONFIRM).passed:
+            if self._final(low):
                 if high is not None and self._at_client_limit(high):
                     raise _Stop(f"the load generator was the limit at {self.limited_at:g} req/s")
                 return
@@ -253,6 +186,39 @@ class CapacitySearch:
             if below is None:
                 raise _Stop("no passing rate held up under confirmation")
             low = below
+
+    def _final(self, rate: float) -> bool:
+        """Whether `rate` holds as the answer. Alone: confirmed before, or now. Paired: confirmed in the same minutes
+        as every other search's answer (module step 5); True also where it passed and its time cannot hold another
+        attempt."""
+        if self.pairing is None:
+            return self._confirmed(rate) or self._judge(rate, Role.CONFIRM).passed
+        measure = not self._confirmed(rate)
+        while True:
+            passed = self._judge(rate, Role.CONFIRM, self._next_attempt(rate), held=True).passed if measure else True
+            if self.pairing.agree(passed, self._standing_round(rate)) or not passed:
+                return passed
+            if not self._room_to_confirm(rate):
+                return True
+            measure = True
+
+    def _standing_round(self, rate: float) -> int | None:
+        """The round the latest confirmation at `rate` began in, where it passed; None otherwise."""
+        confirming = [(i, s) for i, s in enumerate(self.steps) if s.confirming and s.rate_rps == rate]
+        if not confirming or not confirming[-1][1].verdict.passed:
+            return None
+        attempt = confirming[-1][1].attempt
+        return self._rounds[next(i for i, s in confirming if s.attempt == attempt)]
+
+    def _next_attempt(self, rate: float) -> int:
+        """0 for a rate's first confirmation; one more than its last attempt after that."""
+        attempts = [s.attempt for s in self.steps if s.confirming and s.rate_rps == rate]
+        return max(attempts) + 1 if attempts else 0
+
+    def _room_to_confirm(self, rate: float) -> bool:
+        s = self.settings
+        confirm_s = self._cell_s(rate, max(s.confirm_window_s or 0.0, min(self._wanted_s(rate), s.max_rate_s)))
+        return self._steps_left() > 0 and confirm_s <= self._time_left()
 
     def _confirmed(self, rate: float) -> bool:
         step = final_verdicts(self.steps).get((rate, True))
@@ -273,17 +239,18 @@ class CapacitySearch:
 
     # ------------------------------------------------------------------ one rate's verdict
 
-    def _judge(self, rate: float, role: Role) -> Verdict:
+    def _judge(self, rate: float, role: Role, attempt: int = 0, held: bool = False) -> Verdict:
         """Measure `rate`, and measure it longer while its verdict is inconclusive and the bounds allow: a
-        confirmation (the answer) up to `max_rate_s`, a rate that only steers the bisection once."""
+        confirmation (the answer) up to `max_rate_s`, a rate that only steers the bisection once. `held`: its first
+        cell waits for the comparison's round of final confirmations."""
         confirming = role == Role.CONFIRM
-        step = self._step(rate, role, self._first_window_s(rate, confirming), confirming)
+        step = self._step(rate, role, self._first_window_s(rate, confirming), confirming, attempt, held)
         extensions = 0
         while step.verdict.decision == Decision.INCONCLUSIVE and (confirming or extensions < 1):
             window_s = self._extension_s(step)
             if window_s is None:
                 break
-            step = self._step(rate, Role.EXTEND, window_s, confirming)
+            step = self._step(rate, Role.EXTEND, window_s, confirming, attempt)
             extensions += 1
         return step.verdict
 
@@ -325,12 +292,15 @@ class CapacitySearch:
             return None  # a window the time left cannot hold: not started
         return round(window_s, 1)
 
-    def _step(self, rate: float, role: Role, window_s: float | None, confirming: bool) -> Step:
+    def _step(self, rate: float, role: Role, window_s: float | None, confirming: bool, attempt: int = 0,
+              held: bool = False) -> Step:
         self._check_bounds(rate, window_s)
-        measured = self.measure(rate, role, window_s)
+        paired = {"attempt": attempt, "held": held} if self.pairing is not None else {}
+        measured = self.measure(rate, role, window_s, **paired)
         step = step_after(self.steps, rate, role, measured.result, confirming, self.settings.p99_ms,
-                          self.settings.confidence)
+                          self.settings.confidence, attempt)
         self.steps.append(step)
+        self._rounds.append(self.pairing.last_round if self.pairing is not None else None)
         if not measured.server_alive:
             raise _Stop("the server stopped answering")
         return step
@@ -362,7 +332,7 @@ class CapacitySearch:
         higher up: a pass there is answered too, as "passed, not confirmed"."""
         s = self.settings
         step_s = self._cell_s(rate, self._first_window_s(rate, False))
-        if self._confirmed(low):
+        if self._confirmed(low) and self.pairing is None:  # paired, the final confirmation is measured again
             return self._steps_left() > 0 and step_s <= self._time_left()
         confirm_s = self._cell_s(low, max(s.confirm_window_s or 0.0, min(self._wanted_s(low), s.max_rate_s)))
         return self._steps_left() > 1 and step_s + confirm_s <= self._time_left()

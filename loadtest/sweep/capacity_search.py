@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 from loadtest.confidence import DEFAULT_CONFIDENCE
 from loadtest.sweep import plan as plans
-from loadtest.sweep.capacity import AnswerKind, CapacityAnswer, CapacitySearch, Measured, Role, SearchSettings
+from loadtest.sweep.capacity import AnswerKind, CapacityAnswer, CapacitySearch, Measured, Pairing, Role, SearchSettings
 from loadtest.sweep.capacity_output import outcome_line, trail_table
 from loadtest.sweep.comparison import Reference, comparison_tag
 from loadtest.sweep.conclusion import DEFAULT_OBJECTIVES_MS
@@ -102,6 +102,7 @@ class CapacityRun:
     measure_cell: Callable[..., Any] | None = None  # CellRunner.measure, or a paired comparison's turn at it
     clock: Callable[[], float] = time.monotonic  # the search's deadline runs on it
     comparison: dict | None = None  # the paired comparison its cells belong to (`loadtest.sweep.comparison`)
+    pairing: Pairing | None = None  # paired: the comparison's seat, where the final answers are agreed
     _confirming: bool = False  # the last measured rate was a confirmation: its extensions are too
     _processes: int = 0  # Locust processes now: the plan's, plus any added where its client was the limit
     _measured_at: dict[float, int] = field(default_factory=dict)  # cells measured so far at each rate
@@ -115,7 +116,7 @@ class CapacityRun:
                                   confirm_window_s=r.plan.run.measure_s * r.confirm_factor,
                                   cell_overhead_s=cell_estimate_s(r.plan.run) - r.plan.run.measure_s)
         return CapacitySearch(settings, self._measure, clock=self.clock,
-                              interrupts=(Interrupted, KeyboardInterrupt)).run()
+                              interrupts=(Interrupted, KeyboardInterrupt), pairing=self.pairing).run()
 
     def _start_from_probe(self) -> float:
         """Half the throughput a short closed loop gets (never below min_rps)."""
@@ -125,7 +126,8 @@ class CapacityRun:
             raise _NotMeasured(f"the start-rate probe measured nothing: {result.failure_reason or probe.error}")
         return max(self.request.min_rps, round(result.throughput_rps / 2, 1))
 
-    def _measure(self, rate_rps: float, role: Role, window_s: float | None) -> Measured:
+    def _measure(self, rate_rps: float, role: Role, window_s: float | None, attempt: int = 0,
+                 held: bool = False) -> Measured:
         self._processes = max(self._processes, self.request.plan.run.processes)
         before = self._measured_at.get(rate_rps, 0)
         self._measured_at[rate_rps] = before + 1
@@ -138,13 +140,13 @@ class CapacityRun:
         cell = plans.Cell(LoadMode.OPEN, self.request.batch_size, None, rate_rps)
         confirming = role == Role.CONFIRM or (role == Role.EXTEND and self._confirming)
         self._confirming = confirming
-        result, probe = self._cell(cell, run, role, rate_rps, confirming)
+        result, probe = self._cell(cell, run, role, rate_rps, confirming, attempt, held)
         while probe.ok and client_limited(result) and self._processes < self._load_cores():
             self._processes += 1
             self.cells.say(f"the load generator was the limit at {rate_rps:g} req/s: measuring it again with "
                            f"{self._processes} Locust processes")
             run = replace(run, processes=self._processes)
-            result, probe = self._cell(cell, run, role, rate_rps, confirming)
+            result, probe = self._cell(cell, run, role, rate_rps, confirming, attempt)
         return Measured(result, server_alive=probe.ok)
 
     def _load_cores(self) -> int:
@@ -157,11 +159,14 @@ class CapacityRun:
         server = pinned_cores(plan.launch.server_cpus)
         return max(1, cpu_cores() - server) if server else self._processes
 
-    def _cell(self, cell: plans.Cell, run: plans.RunSettings, role: Role, rate_rps: float | None, confirming: bool):
+    def _cell(self, cell: plans.Cell, run: plans.RunSettings, role: Role, rate_rps: float | None, confirming: bool,
+              attempt: int = 0, held: bool = False):
         tag = search_tag(self.search_id, role, self.request.p99_ms, rate_rps, self.request.confidence, confirming,
                          self.request.objectives, self.comparison)
+        tag = {**tag, "attempt": attempt} if attempt else tag
         measure = self.measure_cell or self.cells.measure
-        result, probe = measure(self.prober, self.target, cell, run, 0, self.model_version, search=tag)
+        hold = {"held": True} if held else {}  # a paired comparison's final confirmation (`Turn.call`)
+        result, probe = measure(self.prober, self.target, cell, run, 0, self.model_version, search=tag, **hold)
         self.model_version = probe.model_version or self.model_version
         return result, probe
 
@@ -308,11 +313,11 @@ class Capacities:
     def _paired_body(self, target: ServedEndpoint, batch: int, search_id: str, comparison: dict,
                      ended: dict[int, Outcome], index: int, version: int | None) -> Callable[[Turn], Outcome]:
         def body(turn: Turn) -> Outcome:
-            def measure_cell(*args: Any, **kwargs: Any) -> Any:
-                return turn.call(lambda: self.cells.measure(*args, **kwargs))
+            def measure_cell(*args: Any, held: bool = False, **kwargs: Any) -> Any:
+                return turn.call(lambda: self.cells.measure(*args, **kwargs), held=held)
 
             outcome = self._searched(target, batch, search_id, comparison, model_version=version,
-                                     measure_cell=measure_cell, clock=turn.clock)
+                                     measure_cell=measure_cell, clock=turn.clock, pairing=turn)
             ended[index] = outcome
             return outcome
         return body

@@ -74,9 +74,16 @@ class Step:
     result: CellResult
     verdict: Verdict
     confirming: bool = False  # the cell belongs to a confirmation (its own, or an extension of one)
+    attempt: int = 0  # a confirmation measured again at its rate (a paired comparison's final round): its own verdict
 
     @property
-    def group(self) -> tuple[float, bool]:
+    def group(self) -> tuple[float, bool, int]:
+        """The cells its verdict pools: the rate's windows, or one confirmation's (an attempt's) windows."""
+        return (self.rate_rps, self.confirming, self.attempt)
+
+    @property
+    def key(self) -> tuple[float, bool]:
+        """The rate and whether it is its confirmation: the latest attempt's verdict is the rate's."""
         return (self.rate_rps, self.confirming)
 
 
@@ -88,17 +95,18 @@ def pooled_verdict(cells: Sequence[CellResult], p99_ms: float, confidence: float
 
 
 def step_after(steps: Sequence[Step], rate: float, role: Role, result: CellResult, confirming: bool, p99_ms: float,
-               confidence: float) -> Step:
+               confidence: float, attempt: int = 0) -> Step:
     """The step `result` makes after `steps`: its verdict pools it with the earlier cells of its group."""
-    group = [s.result for s in steps if s.group == (rate, confirming)] + [result]
-    return Step(rate, role, result, pooled_verdict(group, p99_ms, confidence), confirming)
+    group = [s.result for s in steps if s.group == (rate, confirming, attempt)] + [result]
+    return Step(rate, role, result, pooled_verdict(group, p99_ms, confidence), confirming, attempt)
 
 
 def final_verdicts(steps: Sequence[Step]) -> dict[tuple[float, bool], Step]:
-    """Each group's last step (its verdict is the group's)."""
+    """Each rate's last step, and its confirmation's (the verdict of its group: a confirmation measured again
+    answers with its latest attempt)."""
     last: dict[tuple[float, bool], Step] = {}
     for step in steps:
-        last[step.group] = step
+        last[step.key] = step
     return last
 
 

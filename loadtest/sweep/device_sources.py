@@ -4,8 +4,9 @@ Each source reads cumulative counters or current levels in one cheap call (a /pr
 one NVML query) and never raises: a value it cannot read is None. Choosing a source says why when
 there is none (`Unavailable`), so the record can carry the reason instead of an error.
 
-- `ProcessSource`: the embedded server by pid (psutil): CPU seconds of the process, every thread
-  included (the kernel sums them), resident memory, and its cores from its CPU affinity.
+- `ProcessSource`: the embedded server by pid (psutil), or a local server the tool did not start by the
+  processes listening on its port (`loadtest.sweep.server_processes`): CPU seconds of the processes, every
+  thread included (the kernel sums them), resident memory, and its cores from their CPU affinities.
 - `CgroupSource`: a TF Serving container by its id: the cgroup's CPU usage and memory (v2 or v1),
   its cores from `cpu.max` (a quota), else its cpuset, else the machine's.
 - `GpuSource`: NVML (`pynvml`, package nvidia-ml-py): utilisation %, memory used, power draw.
@@ -25,9 +26,11 @@ from typing import Any, Protocol
 
 import psutil
 
+from loadtest.sweep.server_processes import server_roots
 from serving.deploy.process import cpu_list
 from serving.endpoint import Device, ServedEndpoint
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 FULL_ID = re.compile(r"[0-9a-f]{64}")
 
@@ -63,18 +66,21 @@ class ProcessSource:
     # every step): done when the source is made, then again at most this often.
     CHILDREN_EVERY_S = 5.0
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, *others: int) -> None:
         self.process = psutil.Process(pid)
-        self.cpu_set = frozenset(self.process.cpu_affinity() or ())
+        self.others = [psutil.Process(other) for other in others]  # more roots: servers sharing one port
+        self._children, self._children_at = self._under(), time.monotonic()
+        self.cpu_set = frozenset(core for p in self._processes() for core in _affinity(p))
         self.cores = float(len(self.cpu_set) or psutil.cpu_count() or 1)
-        self._children: list[psutil.Process] = self.process.children(recursive=True)
-        self._children_at = time.monotonic()
+
+    def _under(self) -> list[psutil.Process]:
+        return [child for root in (self.process, *self.others) for child in root.children(recursive=True)]
 
     def _processes(self) -> list[psutil.Process]:
         now = time.monotonic()
         if now - self._children_at >= self.CHILDREN_EVERY_S:
-            self._children, self._children_at = self.process.children(recursive=True), now
-        return [self.process, *self._children]
+            self._children, self._children_at = self._under(), now
+        return [self.process, *self.others, *self._children]
 
     def read(self) -> ServerReading:
         try:
@@ -93,6 +99,13 @@ class ProcessSource:
             cpu_s += times.user + times.system
             rss += memory.rss
         return ServerReading(cpu_s, rss)
+
+
+def _affinity(process: psutil.Process) -> list[int]:
+    try:
+        return process.cpu_affinity() or []
+    except psutil.Error:  # exited meanwhile
+        return []
 
 
 class CgroupSource:
@@ -188,7 +201,15 @@ def server_source(endpoint: ServedEndpoint) -> ProcessSource | CgroupSource | Un
     if endpoint.container:
         full = container_id(endpoint.container)
         return cgroup_source(full) if full else Unavailable(f"container {endpoint.container} not found")
-    return Unavailable("no server pid or container known (a server given by address)")
+    if endpoint.host not in LOCAL_HOSTS:
+        return Unavailable(f"the server at {endpoint.host} is not on this host")
+    roots = server_roots(endpoint.grpc_port)
+    if isinstance(roots, str):
+        return Unavailable(roots)
+    try:
+        return ProcessSource(*roots)
+    except psutil.Error as exc:
+        return Unavailable(f"server processes {roots} not readable: {exc}")
 
 
 # ----------------------------------------------------------------------------- GPU

@@ -33,7 +33,7 @@ from loadtest.sweep import hiccups, phases, scrape, telemetry
 from loadtest.sweep import plan as plans
 from loadtest.sweep.cell_results import CellContext, collect_provenance, failed_result, load_spec, measured_result
 from loadtest.sweep.console import console_table, describe, progress_line
-from loadtest.sweep.device_sources import ServerSource
+from loadtest.sweep.device_sources import LOCAL_HOSTS, ServerSource
 from loadtest.sweep.floors import FloorSource
 from loadtest.sweep.loadgen_size import LoadgenSizer
 from loadtest.sweep.locust_run import cell_deadline_s, locust_command, run_locust
@@ -48,7 +48,6 @@ from serving.deploy.process import cpu_list, pinned_cores
 from serving.endpoint import ServedEndpoint
 
 PROBE_MARGIN_S = 10.0  # the host probe exits by itself this long after the cell's own deadline
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 
 
 class Interrupted(Exception):
@@ -106,7 +105,7 @@ class CellRunner:
         before = scrape.scrape(target.rest_url)
         try:
             with telemetry.sampling(target) as sampler:
-                cores, unprobed = probe_cores(run, target, sampler.server)
+                cores, unprobed = probe_cores(run, target, sampler.server, sampler.notes.get("server", ""))
                 with hiccups.probing(cores, self.run_dir / "probes" / f"cell-{index:03d}",
                                      cell_deadline_s(run) + PROBE_MARGIN_S) as probes:
                     resources = server_resources(target, sampler.server, os.cpu_count() or 1,
@@ -227,20 +226,25 @@ def with_evidence(search: dict, result: CellResult) -> dict:
     return {**search, "evidence": evidence_record(verdict)}
 
 
-def probe_cores(run: plans.RunSettings, target: ServedEndpoint,
-                server: ServerSource | None) -> tuple[dict[str, frozenset[int]], dict[str, dict]]:
-    """The cores each side's host probe is pinned to, and the sides it cannot probe with why: the server's
-    (its process's affinity; all of this host's cores for a container or a local address) and the load
-    generator's (`loadgen_cpus`, else all). None at all when `[run] host_probe = false`."""
+def probe_cores(run: plans.RunSettings, target: ServedEndpoint, server: ServerSource | None,
+                not_found: str = "") -> tuple[dict[str, frozenset[int]], dict[str, dict]]:
+    """The cores each side's host probe is pinned to, and the sides it cannot probe with why: the server's (its
+    processes' affinities: the tool's own server, or a local one found by the port it listens on; all of this
+    host's cores for a container) and the load generator's (`loadgen_cpus`, else all). A server whose processes
+    were not found is not probed: the record says so, and where the load generator's probe ran. None at all
+    when `[run] host_probe = false`."""
     if not run.host_probe:
         return {}, {}
     everywhere = frozenset(os.sched_getaffinity(0))
     cores = {"loadgen": frozenset(cpu_list(run.loadgen_cpus)) if run.loadgen_cpus else everywhere}
     unprobed = {}
     if server is not None:
-        cores["server"] = server.cpu_set or everywhere
+        cores["server"] = server.cpu_set or frozenset(range(os.cpu_count() or 1))
     elif target.host in LOCAL_HOSTS:
-        cores["server"] = everywhere
+        ran = ",".join(map(str, sorted(cores["loadgen"])))
+        unprobed["server"] = {"note": f"the server's cores were not probed: its processes were not found "
+                                      f"({not_found or 'no process listens on its port'}); the host probe ran "
+                                      f"on the load generator's cores ({ran})"}
     else:
         unprobed["server"] = {"note": f"the server at {target.host} is not on this host"}
     return cores, unprobed

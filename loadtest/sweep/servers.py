@@ -77,11 +77,13 @@ class ToStart:
     profile: BatchingProfile
     config: ServingConfig  # the serving config; ports are chosen when the server starts
     launch: plans.LaunchSettings
+    copy: int = 1  # the same configuration asked for again in one run: a second server, named `#2`
 
     @property
     def name(self) -> str:
-        """How results name it: the device and the profile with every tuned field, `cpu-cpu+max_batch_size=64`."""
-        return f"{self.device}-{self.profile.name}"
+        """How results name it: the device and the profile with every tuned field, `cpu-cpu+max_batch_size=64`
+        (`cpu-off#2` for the second server of a configuration asked for twice)."""
+        return f"{self.device}-{self.profile.name}" + (f"#{self.copy}" if self.copy > 1 else "")
 
     def planned(self) -> ServedEndpoint:
         """What was asked for, before any server answered (labels the cells of a failed start)."""
@@ -145,6 +147,7 @@ def configurations(plan: plans.Plan) -> Iterator[ToStart]:
     """Every configuration the plan names, grids expanded; a bad profile or field fails here, named."""
     config = serving_config(plan)
     _check_launch_kind(plan.launch.kind)
+    seen: dict[str, int] = {}
     for named in plan.configs:
         if named.device not in tuple(Device):
             raise plans.PlanError(f"[servers] configs: unknown device {named.device!r}; expected cpu or gpu")
@@ -153,7 +156,9 @@ def configurations(plan: plans.Plan) -> Iterator[ToStart]:
                 profile = tuned_profile(config, named.batching, overrides)
             except ValueError as exc:
                 raise plans.PlanError(f"[servers] configs ({named.device}/{named.batching}): {exc}") from None
-            yield ToStart(named.device, profile, config, plan.launch)
+            slot = ToStart(named.device, profile, config, plan.launch)
+            seen[slot.name] = seen.get(slot.name, 0) + 1
+            yield replace(slot, copy=seen[slot.name])
 
 
 def grid_points(setting: Mapping[str, Any]) -> list[dict[str, Any]]:

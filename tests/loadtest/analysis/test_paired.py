@@ -136,3 +136,15 @@ def test_repeats_whose_gain_follows_the_machines_speed_say_so():
     steady = [replace(c, throughput_rps=1000.0) if c.search.get("role") == "reference" else c for c in cells]
     (found,) = paired.paired_ratios(steady)
     assert found.speed_link is None and "moves with the machine's speed" not in found.describe()
+
+
+def test_two_servers_of_one_configuration_in_one_run_are_compared_not_merged_as_repeats():
+    twin = server("cpu-off#2", "off")
+    tag = comparison_tag("run/b1", 1, True, ["cpu-off", "cpu-off#2"])
+    cells = [replace(c, cell_index=i, search={**c.search, "comparison": tag})
+             for i, c in enumerate([*search_cells(OFF, "a", 1.0), *search_cells(twin, "b", 0.5)])]
+    (found,) = paired.paired_ratios(cells)
+    assert found.what == "cpu-off#2 ÷ cpu-off" and found.ratio == pytest.approx(0.5)
+    searches = answers.search_answers(cells)
+    assert len(answers.typical(searches)) == 2  # two servers, two answers: neither is the other's repeat
+    assert all(answers.repeats_of(s, searches) == [s] for s in searches)

@@ -27,6 +27,7 @@ from loadtest.analysis.noise_table import open_cells, slow_cells
 from loadtest.analysis.objectives import objective_answers
 from loadtest.noise import NoiseSource
 from loadtest.records import CellResult, read_results
+from serving.deploy.process import start_server
 from tests.support.cli import command
 from tests.support.paths import REPO
 from tests.support.stalls import host_stall, refused_reason
@@ -134,3 +135,32 @@ def test_a_server_stall_is_named_the_servers(exported_model, tmp_path):
     assert found.host_share is not None and found.host_share < noise.ALLOWED_SHARE
     assert server_core_share(slow, OUT_OF_REACH_MS) < noise.ALLOWED_SHARE / 2
     assert why_none(lines, OUT_OF_REACH_MS).startswith(f"p99 <= {OUT_OF_REACH_MS} ms, why none: the server: ")
+
+
+def test_a_host_stall_on_a_target_servers_core_is_named_the_hosts(exported_model, tmp_path):
+    """A server the tool did not start (`--target`, pinned to core 0 by hand) searched from core 1: the host probe
+    finds its processes by the port they listen on and runs on their core, where the planted stall is (issue #41:
+    it ran on the load generator's core before, and called the host quiet there 'the server's cores')."""
+    if refused_reason():
+        pytest.skip(refused_reason())
+    if not {SERVER_CORE, LOADGEN_CORE} <= os.sched_getaffinity(0):
+        pytest.skip("needs cores 0 and 1: one for the server, one for the load")
+    flags = ("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), *SERVICE[2:])
+    with start_server(*flags, backend="null", cpu=SERVER_CORE) as server, \
+            host_stall(core=SERVER_CORE, stall_ms=STALL_MS, every_s=STALL_EVERY_S, max_s=180.0):
+        done = subprocess.run([*command("capacity"), "--target", server.grpc_target, "--rest-url", server.rest_url,
+                               "--check", "shape", "--samples", str(exported_model.samples_path),
+                               "--p99-ms", str(OUT_OF_REACH_MS), "--objectives", str(OUT_OF_REACH_MS),
+                               "--max-minutes", "0.3", "--results-dir", str(tmp_path), "--no-report", "--unmet-ok"],
+                              cwd=REPO, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, **LOADGEN_LATENESS, "LOADTEST_LOADGEN_CPUS": str(LOADGEN_CORE)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    cells = read_results(next(tmp_path.glob("*/results.jsonl")))
+    probed = [noise.probe_sides(c).get("server", {}) for c in cells if c.host_probe]
+    assert probed and all(side.get("cpus") == str(SERVER_CORE) for side in probed), probed[:2]
+    slow = measured_slow(cells, lines[-1])
+    found = noise.attribute(slow, OUT_OF_REACH_MS)
+    print(shares(found, slow))
+    assert found.source == NoiseSource.HOST and found.host_side == "server", found.describe()
+    assert why_none(lines, OUT_OF_REACH_MS).startswith(f"p99 <= {OUT_OF_REACH_MS} ms, why none: the host: ")

@@ -87,3 +87,24 @@ def test_ctrl_c_ends_every_body_with_its_answer_then_raises_interrupted():
         interleave([searching("A", None), searching("B", 2)])
     # round 1: A, B; round 2 starts with B, whose second cell is interrupted before A measures again
     assert answers == {"A": "interrupted after 1 cells", "B": "interrupted after 1 cells"}
+
+
+def test_held_calls_wait_for_every_body_and_run_in_one_round_then_the_bodies_agree():
+    log: list[str] = []
+    agreed: dict[str, bool] = {}
+
+    def final(name: str, before: int, passed: bool):
+        def run(turn: Turn) -> None:
+            for n in range(before):
+                turn.call(lambda n=n: log.append(f"{name}{n}"))
+            turn.call(lambda: log.append(f"{name}-final"), held=True)
+            agreed[name] = turn.agree(passed, turn.last_round)
+        return run
+
+    interleave([final("A", 0, True), final("B", 3, True)])
+    assert log[:3] == ["B0", "B1", "B2"]  # A's final waited for B's: both in one round (its order ABBA's)
+    assert sorted(log[3:]) == ["A-final", "B-final"]
+    assert agreed == {"A": True, "B": True}
+    log.clear()
+    interleave([final("A", 1, True), final("B", 1, False)])
+    assert agreed == {"A": False, "B": False}  # one did not pass: neither answer stands as agreed

@@ -67,5 +67,6 @@ def test_paired_recovers_the_known_ratio_where_one_after_the_other_does_not(twin
     assert sequential.high is not None and sequential.high < 1.0, sequential.describe()  # the drift in the ratio
     assert paired.paired and paired.low is not None and paired.high is not None
     assert paired.low <= 1.0 <= paired.high, paired.describe()  # the known ratio, within the stated range
+    assert paired.ratio is not None and 0.87 <= paired.ratio <= 1.15, paired.describe()  # answers of the same minutes
     assert "no measurable difference" in paired.describe()
     assert paired.drift is not None and paired.drift.moved is not None and paired.drift.moved > 0.2  # shown

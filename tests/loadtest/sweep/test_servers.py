@@ -89,3 +89,8 @@ def test_cpu_lists_and_pinning():
         with pytest.raises(ValueError, match="CPU list"):
             cpu_list(bad)
     assert pinned(["python"], "1") == ["taskset", "-c", "1", "python"] and pinned(["python"], "") == ["python"]
+
+
+def test_a_configuration_asked_for_twice_is_two_servers_with_their_own_names(tmp_path):
+    plan = plan_with(tmp_path, 'configs = [{ device = "cpu", batching = "off" }, { device = "cpu", batching = "off" }]')
+    assert [s.name for s in server_slots(plan)] == ["cpu-off", "cpu-off#2"]

@@ -4,6 +4,7 @@ fake NVML, and old records that have no telemetry still reading back."""
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -188,10 +189,20 @@ def test_cgroup_v2_and_v1_files(tmp_path):
     assert isinstance(missing, sources.Unavailable) and "no cgroup found for container 0123" in missing.reason
 
 
-def test_server_source_by_pid_container_or_neither():
+def test_server_source_by_pid_container_port_or_neither():
     assert isinstance(sources.server_source(endpoint(pid=os.getpid())), sources.ProcessSource)
-    neither = sources.server_source(endpoint())
-    assert isinstance(neither, sources.Unavailable) and "no server pid or container" in neither.reason
+    with socket.socket() as listening:  # a local server the tool did not start: found by the port it listens on
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        found = sources.server_source(endpoint(grpc_port=listening.getsockname()[1]))
+        assert isinstance(found, sources.ProcessSource) and found.process.pid == os.getpid()
+        assert found.cpu_set == frozenset(os.sched_getaffinity(0))
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))  # bound, not listening: nothing serves there
+        neither = sources.server_source(endpoint(grpc_port=bound.getsockname()[1]))
+    assert isinstance(neither, sources.Unavailable) and "no process on this host listens on port" in neither.reason
+    remote = sources.server_source(endpoint(host="10.1.2.3"))
+    assert isinstance(remote, sources.Unavailable) and "not on this host" in remote.reason
     gone = sources.server_source(endpoint(kind="tfserving-container", container="no-such-container-here"))
     assert isinstance(gone, sources.Unavailable) and "no-such-container-here" in gone.reason
 
