@@ -1,7 +1,7 @@
-"""`python -m loadtest`: the same command line as the `mnist-bench` console script (`loadtest.main`)."""
+"""`python -m loadtest`: the same command line as the `mnist-bench` console script (`loadtest.commands.main`)."""
 
 import sys
 
-from loadtest.main import main
+from loadtest.commands.main import main
 
 sys.exit(main())

@@ -1,7 +1,7 @@
 """`mnist-bench export`: train the MNIST convnet and export the next TF Serving model version.
 
 The command only parses options and prints the outcome; `model_export.export.run_export` does the
-work and raises on failure, which the root command (`loadtest.main`) prints as one line.
+work and raises on failure, which the root command (`loadtest.commands.main`) prints as one line.
 Not for: training details (see `model_export.export`) or where the data comes from (`model_export.data`).
 """
 

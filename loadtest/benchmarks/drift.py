@@ -9,7 +9,7 @@ holds ×1.0: the final confirmations ran in the same rounds, so the two answers 
 
 Each run's results are kept under `--results-dir` (`run-N/`, read again with `bench reproduce --read DIR`).
 
-Not for: the comparison itself (`loadtest.sweep.capacity_search`) or several runs of any comparison
+Not for: the comparison itself (`loadtest.search.capacity_search`) or several runs of any comparison
 (`loadtest.benchmarks.reproduce`).
 """
 
@@ -20,9 +20,9 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.analysis.paired import PairedRatio
 from loadtest.benchmarks import planted
 from loadtest.benchmarks.reproduce import Run, run_capacity, summary
+from loadtest.report.paired import PairedRatio
 from serving.deploy.process import start_server
 
 HOLDS = (0.87, 1.15)  # a run's ratio of two identical servers lies within these

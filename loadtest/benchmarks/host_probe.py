@@ -3,14 +3,15 @@
     mnist-bench bench probe --model-base-path models/mnist
 
 One null-backend server pinned to `--server-cpu`, loaded to its limit by the server bench's client
-(`loadtest.benchmarks.client`, closed loop, pinned to `--client-cpu`). Each round measures phase A
-(no probe) then phase B (the sweep's probes, `loadtest.sweep.hiccups`, on the server's cores and the
+(`loadtest.benchmarks.serving_path.bench_client`, closed loop, pinned to `--client-cpu`). Each round measures phase A
+(no probe) then phase B (the sweep's probes, `loadtest.measure.hiccups`, on the server's cores and the
 client's, as a sweep pins them): a saturated server's core is where a probe's CPU would show as lost
 throughput, so this is its worst case. The probes' CPU time is read over phase B (warm-up and window).
 This machine's speed drifts within minutes, so phases interleave A/B/A/B and every ratio is given
 as its median over the rounds with its range.
 
-Not for: what the probe's samples mean (`loadtest.noise`) or the server's own overhead (`loadtest.benchmarks.server`).
+Not for: what the probe's samples mean (`loadtest.judge.noise`) or the server's own overhead
+(`loadtest.benchmarks.serving_path.overhead`).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.benchmarks import client
-from loadtest.benchmarks.payloads import predict_payloads
-from loadtest.benchmarks.records import LoadResult, ratio
-from loadtest.sweep import hiccups
+from loadtest.benchmarks.serving_path import bench_client as client
+from loadtest.benchmarks.serving_path.bench_records import LoadResult, ratio
+from loadtest.benchmarks.serving_path.payloads import predict_payloads
+from loadtest.measure import hiccups
 from serving.deploy.process import ServerHandle, cpu_list, process_cpu_s, start_server
 
 MODEL = "mnist"

@@ -11,10 +11,10 @@ Locust process pinned to another (`taskset -c`), then prints, all measured withi
    closed loop's users wait with the server, so only a handful of requests see it (coordinated
    omission).
 
-Each run is one sweep cell (`loadtest.sweep.locust_run.locust_command` / `run_locust`) against a
+Each run is one sweep cell (`loadtest.measure.locust_run.locust_command` / `run_locust`) against a
 `ServedEndpoint` built from the server's ready line.
 
-Not for: measuring a real model (see `loadtest.sweep.runner`).
+Not for: measuring a real model (see `loadtest.measure.runner`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from loadtest.sweep import plan as plans
-from loadtest.sweep import scrape
-from loadtest.sweep.locust_run import locust_command, run_locust
-from loadtest.vocab import Arrival, Check, LoadMode
+from loadtest.evidence.vocab import Arrival, Check, LoadMode
+from loadtest.measure import plan as plans
+from loadtest.measure import scrape
+from loadtest.measure.locust_run import locust_command, run_locust
 from serving.deploy.config import BatchingProfile
 from serving.deploy.process import ServerHandle, pinned, process_cpu_s, start_server
 from serving.deploy.tfs_files import batching_parameters_text

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from loadtest.benchmarks.h2load import grpc_frame, h2load_command, run_h2load
 from loadtest.benchmarks.loadgen import LoadgenOptions, base_settings, closed, measure, null_server, served_model
-from loadtest.sweep import plan as plans
-from loadtest.vocab import Arrival, LoadMode
+from loadtest.evidence.vocab import Arrival, LoadMode
+from loadtest.measure import plan as plans
 from serving.endpoint import ServedEndpoint
 
 ROUNDS = 3

@@ -1,5 +1,5 @@
 """Does a comparison reproduce? `mnist-bench capacity` with the same arguments, several times in a row, each
-run's ratios read back (`loadtest.analysis.paired`), then per ratio: every run's value and range, whether every
+run's ratios read back (`loadtest.report.paired`), then per ratio: every run's value and range, whether every
 range overlaps every other, the largest ÷ the smallest value, and how the ratio went with the machine's speed
 (each run's median reference cell): pairing cancels a drift that slows both servers alike, not one that changes
 their ratio (a server at a knee loses more to a slower machine than one that batches): `paired.speed_link`.
@@ -11,7 +11,7 @@ Each run writes its own `results/<UTC time>/` under `--results-dir`, kept, so no
 read it again (`--read DIR` prints the summary of runs made before). A run that fails is reported and the
 others still count.
 
-Not for: the comparison itself (`loadtest.sweep.capacity_search`).
+Not for: the comparison itself (`loadtest.search.capacity_search`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.analysis.drift import speed_link
-from loadtest.analysis.paired import PairedRatio, paired_ratios
 from loadtest.bundle.processes import stop
-from loadtest.records import read_results
+from loadtest.evidence.records import read_results
+from loadtest.report.drift import speed_link
+from loadtest.report.paired import PairedRatio, paired_ratios
 
 STOP_GRACE_S = 60.0  # an interrupted run's time to stop its servers (each drains its requests first)
 

@@ -23,10 +23,10 @@ from pathlib import Path
 import psutil
 
 from loadtest.benchmarks.loadgen import endpoint_of
-from loadtest.sweep import plan as plans
-from loadtest.sweep import scrape
-from loadtest.sweep.locust_run import locust_command, run_locust
-from loadtest.vocab import Check, LoadMode
+from loadtest.evidence.vocab import Check, LoadMode
+from loadtest.measure import plan as plans
+from loadtest.measure import scrape
+from loadtest.measure.locust_run import locust_command, run_locust
 from serving.deploy.process import pinned, start_server
 from serving.protocol.names import REQUEST_COUNT_SUFFIX
 

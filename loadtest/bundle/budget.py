@@ -37,7 +37,7 @@ import math
 from dataclasses import asdict, dataclass
 
 CELL_OVERHEAD_S = 6.0  # Locust's start, drain and the metrics scrapes around one cell (H100 run: ~5.5 s)
-# A paired comparison's reference cell, as `loadtest.sweep.comparison` measures it (not imported: this module is
+# A paired comparison's reference cell, as `loadtest.search.comparison` measures it (not imported: this module is
 # standard library only; a test checks they agree): its warm-up and measured seconds, and every how many rounds.
 REFERENCE_CELL_S = 0.3 + 1.0
 REFERENCE_EVERY = 3

@@ -26,7 +26,7 @@ standard library only, are the project's `loadtest.bundle` modules):
    beside the device alone, are said on the console), then profiles the best configuration found with
    py-spy (`--profile-s`) under load at ~90% of its capacity (`loadtest.bundle.profiling`).
 
-`--out` gets at most 8 files and no folder (`loadtest.bundle.outputs.OUT_FILES`); `device-run.json`
+`--out` gets at most 8 files and no folder (`loadtest.bundle.run_outputs.OUT_FILES`); `device-run.json`
 is rewritten after every step, so a run killed at the machine's limit still explains itself. The
 subprocesses' own files go to `--work` (default: `work/<UTC time>/` in the bundle).
 """
@@ -51,7 +51,7 @@ SITE = BUNDLE / "site"
 if (PROJECT / "loadtest" / "bundle").is_dir():  # as the bundle's run.py: its helpers are the project's
     sys.path.insert(0, str(PROJECT))
 
-from loadtest.bundle import budget, outputs, profiling, smoke  # noqa: E402
+from loadtest.bundle import budget, profiling, run_outputs, smoke  # noqa: E402
 from loadtest.bundle.machine import gpu_problem, round_trip_env, source, versions  # noqa: E402
 from loadtest.bundle.processes import Echoed, stop  # noqa: E402
 from loadtest.bundle.run_args import (  # noqa: E402
@@ -134,12 +134,12 @@ class DeviceRun:
         args.out.mkdir(parents=True, exist_ok=True)
         self.work = args.work or BUNDLE / "work" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         self.work.mkdir(parents=True, exist_ok=True)
-        self.console = outputs.Console(args.out / "run.log")
-        self.record = outputs.RunRecord(args.out / "device-run.json", status="running",
+        self.console = run_outputs.Console(args.out / "run.log")
+        self.record = run_outputs.RunRecord(args.out / "device-run.json", status="running",
                                         utc_start=datetime.now(UTC).isoformat(timespec="seconds"),
                                         argv=sys.argv[1:], budget_s=args.budget_min * 60, source=source(PROJECT),
                                         seconds={}, exit_codes={}, skipped={}, left_out=[], capacities=[])
-        self.copier = outputs.ResultsCopier(self.work / "results", args.out / "results.jsonl")
+        self.copier = run_outputs.ResultsCopier(self.work / "results", args.out / "results.jsonl")
         self.env = environment()
         self.child: Echoed | None = None
         self.child_name = ""
@@ -355,10 +355,10 @@ class DeviceRun:
             self.copier.stop()
         self.record["results_lines"] = self.copier.lines
         self.report()
-        self.record.update(outputs.figures_record(self.work / "report" / "figures.json"))
+        self.record.update(run_outputs.figures_record(self.work / "report" / "figures.json"))
         # one capacity run (paired) said the decision at its end; runs one after the other each said their own
         decision = () if plan.paired else self.record.get("decision", ())
-        for line in [*decision, *outputs.answer_lines(self.record.get("by_configuration", {}))]:
+        for line in [*decision, *run_outputs.answer_lines(self.record.get("by_configuration", {}))]:
             self.say(f"run.py: {line}")
         self.profile(plan_file)
         codes = self.record["exit_codes"]

@@ -3,7 +3,7 @@
 A registry by name (`ARRIVAL_GAPS`, keyed by `Arrival`): the plan's `arrival` and Locust's
 `--arrival` choose from it. Each gap function is pure given its random generator.
 
-Not for: sending requests (`loadtest.load.locustfile`) or statistics (`loadtest.stats`).
+Not for: sending requests (`loadtest.load.locustfile`) or statistics (`loadtest.evidence.stats`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from loadtest.vocab import Arrival
+from loadtest.evidence.vocab import Arrival
 
 
 def constant_gap(rng: random.Random, rate_per_s: float) -> float:

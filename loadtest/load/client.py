@@ -15,7 +15,7 @@ A call never raises: failures come back as records.
 Under Locust, import this module only after `locust` (gevent must patch the standard library
 before anything pulls in ssl). There, gRPC calls are made on native threads, one client (one
 channel) per thread (`GrpcPredictClient.fork`, `loadtest.load.threads`); REST calls on greenlets.
-Not for: scheduling load (see `loadtest.load.locustfile`) or statistics (see `loadtest.stats`).
+Not for: scheduling load (see `loadtest.load.locustfile`) or statistics (see `loadtest.evidence.stats`).
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ import grpc
 import numpy as np
 from tensorflow_serving.apis import predict_pb2
 
+from loadtest.evidence.vocab import Check, InputKind, Protocol
 from loadtest.load import outputs
 from loadtest.load.collector import WRONG_ANSWER, CallRecord
 from loadtest.load.inputs import InputOptions, InputSource, ModelInputs, RequestInputs, model_inputs
 from loadtest.load.outputs import Outcome
 from loadtest.load.signature import fetch_signature
-from loadtest.vocab import Check, InputKind, Protocol
 from model_export.data import IMAGE_PIXELS, NUM_CLASSES
 from serving.protocol import tensors
 from serving.protocol.names import PREDICT_METHOD

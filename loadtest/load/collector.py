@@ -7,7 +7,7 @@ the collector), so every sample crosses the wire exactly once whatever the repor
 master's `Aggregate` adds them up: the merged histogram equals a histogram of all samples.
 
 No clock and no I/O here: callers pass times in, so the arithmetic is testable.
-Not for: sending requests (see `loadtest.load.client`) or summarising into results (see `loadtest.sweep.runner`).
+Not for: sending requests (see `loadtest.load.client`) or summarising into results (see `loadtest.measure.runner`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from hdrh.histogram import HdrHistogram
 
-from loadtest import stats
+from loadtest.evidence import stats
 
 WRONG_ANSWER = "WRONG_ANSWER"
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from loadtest.vocab import Check, InputKind
+from loadtest.evidence.vocab import Check, InputKind
 
 if TYPE_CHECKING:  # the signature module imports gRPC and TensorFlow's protos: the plan needs neither
     from loadtest.load.signature import Signature

@@ -1,6 +1,6 @@
 """Locust users for TF Serving's Predict API over gRPC and REST, closed or open loop.
 
-Run headless by the sweep (`loadtest.sweep.runner`), or interactively in Locust's web UI (`make
+Run headless by the sweep (`loadtest.measure.runner`), or interactively in Locust's web UI (`make
 locust-ui`). Users, by protocol and load model:
 
 - `GrpcClosedUser` / `RestClosedUser`: closed loop, each user sends back to back.
@@ -58,7 +58,7 @@ from serving.protocol.generated import use_protos_without_runtime
 
 use_protos_without_runtime()  # before the TF Serving API imports TensorFlow's protos
 
-from loadtest import stats
+from loadtest.evidence import stats
 from loadtest.load.arrivals import ARRIVAL_GAPS
 from loadtest.load.client import CHECKS
 from loadtest.load.collector import Aggregate

@@ -18,11 +18,11 @@ from typing import Any
 
 from locust import events
 
+from loadtest.evidence.vocab import Protocol
 from loadtest.load.client import CLIENTS, input_source
 from loadtest.load.collector import Aggregate, CallRecord, Collector
 from loadtest.load.inputs import effective_check, options_for, resolve_input_kind
 from loadtest.load.threads import CallThreads, native_lock
-from loadtest.vocab import Protocol
 
 EVENT_PUMP_S = 0.05
 

@@ -4,7 +4,7 @@
 process) builds it from the merged collector data and writes `to_json()` to `--summary-out`; the
 sweep reads it back with `from_dict()` and turns it into a `CellResult`. Field names carry units.
 
-Not for: the recorded result of a cell (`loadtest.records.CellResult`) or computing statistics.
+Not for: the recorded result of a cell (`loadtest.evidence.records.CellResult`) or computing statistics.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 
-from loadtest.stats import LatencySummary
+from loadtest.evidence.stats import LatencySummary
 
 
 @dataclass(frozen=True)

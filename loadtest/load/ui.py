@@ -8,7 +8,8 @@ signature for any other (`--input-data` says otherwise). Then it replaces itself
 open loop); the run is interactive (no measurement window); exact µs percentiles so far are at
 `/mnist/latency`. Extra arguments after `--` go to Locust unchanged.
 
-Not for: recorded measurements (the sweep, `mnist-bench loadtest`) or parsing flags (`loadtest.cli`).
+Not for: recorded measurements (the sweep, `mnist-bench loadtest`) or parsing flags
+(`loadtest.commands.sweep_commands`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadtest.evidence.vocab import InputKind
 from loadtest.load.inputs import DEMO_MODEL, InputError, check_input_files, resolve_input_kind
-from loadtest.vocab import InputKind
 from serving.deploy.state import read_state
 from serving.endpoint import ServedEndpoint
 

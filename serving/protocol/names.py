@@ -1,7 +1,7 @@
 """Names the server and the load test must agree on: RPC method, metrics page, metric names, ready line.
 
 Each is spelled once here. The server writes them (`serving.server`), the deploy tools and the
-load test read them (`serving.deploy.process`, `loadtest.load.client`, `loadtest.sweep.scrape`),
+load test read them (`serving.deploy.process`, `loadtest.load.client`, `loadtest.measure.scrape`),
 and TF Serving itself uses the same spellings, so one client and one scraper work against both.
 
 Not for: protocol messages (`serving.protocol.protos`), tensor encoding (`serving.protocol.tensors`)

@@ -45,7 +45,7 @@ def test_keras_only_source_raises_when_unavailable(monkeypatch):
 
 
 def test_export_cli_reports_unavailable_full_mnist_in_one_line(monkeypatch, capsys, tmp_path):
-    from loadtest.main import main
+    from loadtest.commands.main import main
 
     monkeypatch.setattr(data, "load_keras_mnist", lambda: (_ for _ in ()).throw(OSError("offline")))
     assert main(["export", "--data", "keras", "--output-dir", str(tmp_path)]) == 1

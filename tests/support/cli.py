@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from click.testing import CliRunner
 
-from loadtest.main import main
+from loadtest.commands.main import main
 from tests.support.paths import MNIST_BENCH
 
 

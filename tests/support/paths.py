@@ -8,4 +8,4 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 # The console script `pip install -e .` puts beside this interpreter: what a user runs.
 MNIST_BENCH = (str(Path(sys.executable).with_name("mnist-bench")),)
-ANALYSIS_FIXTURES = REPO / "tests" / "loadtest" / "analysis" / "fixtures"  # hand-made results of three runs
+ANALYSIS_FIXTURES = REPO / "tests" / "loadtest" / "report" / "fixtures"  # hand-made results of three runs

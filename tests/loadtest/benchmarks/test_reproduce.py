@@ -10,9 +10,9 @@ import subprocess
 import psutil
 import pytest
 
-from loadtest.analysis.drift import Drift
-from loadtest.analysis.paired import PairedRatio, RepeatRatio
 from loadtest.benchmarks.reproduce import Run, speed_line, summary
+from loadtest.report.drift import Drift
+from loadtest.report.paired import PairedRatio, RepeatRatio
 from tests.support.cli import command
 from tests.support.paths import REPO
 from tests.support.waiting import wait_for

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadtest.benchmarks.runtimes import RuntimeRow, RuntimesSummary, format_summary
+from loadtest.benchmarks.serving_path.runtime_compare import RuntimeRow, RuntimesSummary, format_summary
 
 
 def row(backend: str, runtime: str, batching: str, b1: float, b64: float) -> RuntimeRow:

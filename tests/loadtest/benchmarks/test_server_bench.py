@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from loadtest.benchmarks.records import BenchOptions, LoadResult, RoundResult
-from loadtest.benchmarks.summary import format_summary, summarize
+from loadtest.benchmarks.serving_path.bench_records import BenchOptions, LoadResult, RoundResult
+from loadtest.benchmarks.serving_path.bench_summary import format_summary, summarize
 from serving.deploy.process import _thread_kind, thread_cpu_s
 from tests.support.waiting import wait_for
 

@@ -76,7 +76,7 @@ def test_at_run_time_only_the_searches_that_still_fit_run():
 
 
 def test_a_reference_cell_is_estimated_as_the_comparison_measures_it():
-    from loadtest.sweep import comparison
+    from loadtest.search import comparison
 
     assert budget.REFERENCE_CELL_S == comparison.REFERENCE_WARMUP_S + comparison.REFERENCE_S
     assert budget.REFERENCE_EVERY == comparison.REFERENCE_EVERY

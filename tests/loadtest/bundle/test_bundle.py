@@ -25,8 +25,8 @@ from loadtest.bundle.build import (
     requirements,
     source_record,
 )
-from loadtest.bundle.outputs import OUT_FILES
-from loadtest.records import read_results
+from loadtest.bundle.run_outputs import OUT_FILES
+from loadtest.evidence.records import read_results
 
 
 def test_wheel_names_are_compared_as_pip_normalises_them():

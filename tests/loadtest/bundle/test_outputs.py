@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from loadtest.bundle import device_run, outputs
+from loadtest.bundle import device_run
+from loadtest.bundle import run_outputs as outputs
 from loadtest.bundle.build import source_record
 from loadtest.bundle.profiling import profile_plan, top_functions
 from model_export import provenance

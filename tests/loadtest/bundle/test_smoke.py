@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from loadtest.bundle import smoke
-from loadtest.sweep import loadgen_size
+from loadtest.measure import loadgen_size
 
 
 def cell(batch: int, **changes) -> dict:

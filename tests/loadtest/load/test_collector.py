@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from loadtest import stats
+from loadtest.evidence import stats
 from loadtest.load.collector import WRONG_ANSWER, Aggregate, CallRecord, Collector
 
 

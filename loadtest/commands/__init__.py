@@ -1,0 +1,1 @@
+"""The one command line, `mnist-bench`: a subcommand for every stage of the pipeline."""

@@ -1,0 +1,305 @@
+"""`mnist-bench bench server|runtimes|loadgen|probe|reproduce|drift`: the benchmarks' command line.
+
+    mnist-bench bench server --model-base-path models/mnist --samples models/mnist-samples.npz
+    mnist-bench bench runtimes --model-base-path models/mnist --samples models/mnist-samples.npz
+    mnist-bench bench loadgen --model-base-path models/mnist --samples models/mnist-samples.npz
+    mnist-bench bench probe --model-base-path models/mnist
+    mnist-bench bench reproduce --runs 5 -- CAPACITY ARGS   (make bench-demo: the demo's comparison)
+    mnist-bench bench drift --runs 3   (make bench-drift: two identical servers compared under a planted drift)
+
+The commands only parse options and print the outcome; `loadtest.benchmarks.serving_path.overhead.run`,
+`loadtest.benchmarks.serving_path.runtime_compare.run` and `loadtest.benchmarks.loadgen.run` do the work and
+raise, which becomes one `click.ClickException` line (exit 1); a malformed option is a usage error (exit 2).
+Imports of the benchmarks themselves (TensorFlow, JAX, gRPC, Locust's runner) wait until a command
+runs, so the root command starts fast.
+
+Not for: the in-process baseline child (`python -m loadtest.benchmarks.serving_path.inprocess`, internal) or
+what is measured (`loadtest.benchmarks.serving_path.overhead`, `loadtest.benchmarks.loadgen`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import click
+
+POSITIVE_S = click.FloatRange(min=0.0, min_open=True)
+DIRECTORY = click.Path(path_type=Path, file_okay=False)
+FILE = click.Path(path_type=Path, dir_okay=False)
+
+
+def cpu_list(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A `taskset -c` core list of single cores, e.g. "0" or "0,2" (the client pins itself to it too)."""
+    cores = value.split(",")
+    if not all(core.strip().isdigit() for core in cores):
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of core numbers, e.g. 0 or 0,2")
+    return ",".join(core.strip() for core in cores)
+
+
+def require(*paths: Path | None) -> None:
+    """The model and samples `make export` writes: a missing one is a user error (exit 1), not bad usage."""
+    missing = [str(p) for p in paths if p is not None and not p.exists()]
+    if missing:
+        raise click.ClickException(f"{' and '.join(missing)} missing; run `make export` first")
+
+
+@click.group("bench")
+def bench() -> None:
+    """Benchmarks: the embedded server's own overhead, and the load generator's."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def model_and_cores(model_help: str, server_cpu_help: str):
+    """The options every server benchmark shares: the model, its samples, and the pinned cores."""
+    options = [
+        click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+                     help=model_help),
+        click.option("--samples", type=FILE, default=None, help="npz with `images` (default: random pixels)"),
+        click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0", show_default=True,
+                     help=server_cpu_help),
+        click.option("--client-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True,
+                     help="cores the load client (this process) is pinned to"),
+    ]
+
+    def decorate(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+    return decorate
+
+
+@bench.command("server")
+@model_and_cores("the model's base directory (version subdirectories), as `make export` writes it",
+                 "cores every server and the in-process baseline are pinned to")
+@click.option("--warmup-s", type=click.FloatRange(min=0.0), default=1.0, show_default=True)
+@click.option("--duration-s", type=POSITIVE_S, default=4.0, show_default=True, help="measured seconds per phase")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="rounds of all phases; the ratios are their medians")
+@click.option("--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="append the summary as one JSON line to this file")
+def server(**options) -> None:
+    """The server's three performance ratios (served vs in-process, batching vs none, model vs null)."""
+    from loadtest.benchmarks.serving_path.bench_records import BenchOptions
+    from loadtest.benchmarks.serving_path.bench_summary import format_summary
+    from loadtest.benchmarks.serving_path.inprocess import InProcessFailed
+    from loadtest.benchmarks.serving_path.overhead import BenchError, run
+    from serving.deploy.process import ServerNotReady
+
+    settings = BenchOptions(**options)
+    require(settings.model_base_path, settings.samples)
+    try:
+        summary = run(settings)
+    except (BenchError, InProcessFailed, ServerNotReady, OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(format_summary(summary))
+
+
+@bench.command("runtimes")
+@model_and_cores("the model's base directory; its newest version needs model.keras for the jax backend",
+                 "cores every server is pinned to")
+@click.option("--warmup-s", type=click.FloatRange(min=0.0), default=0.5, show_default=True)
+@click.option("--duration-s", type=POSITIVE_S, default=3.0, show_default=True, help="measured seconds per phase")
+@click.option("--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="append the summary as one JSON line to this file")
+def runtimes(**options) -> None:
+    """TensorFlow vs JAX as the server's runtime: served img/s at request batch 1 and 64, batching off and on."""
+    from loadtest.benchmarks.serving_path import runtime_compare as bench_runtimes
+    from loadtest.benchmarks.serving_path.bench_records import BenchOptions
+    from loadtest.benchmarks.serving_path.overhead import BenchError
+    from serving.deploy.process import ServerNotReady
+
+    settings = BenchOptions(**options, rounds=1)
+    require(settings.model_base_path, settings.samples)
+    try:
+        summary = bench_runtimes.run(settings)
+    except (BenchError, ServerNotReady, OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(bench_runtimes.format_summary(summary))
+
+
+@bench.command("loadgen")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the model's base directory (the null backend reads no weights, but the server needs it)")
+@click.option("--samples", type=FILE, default=Path("models/mnist-samples.npz"), show_default=True,
+              help="the digits Locust sends (written by `make export`)")
+@click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0", show_default=True,
+              help="cores the server is pinned to")
+@click.option("--loadgen-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True,
+              help="cores the Locust process is pinned to")
+@click.option("--seconds", type=POSITIVE_S, default=5.0, show_default=True, help="measured seconds per run")
+@click.option("--open-rate", type=POSITIVE_S, default=100.0, show_default=True,
+              help="open loop's requests/s: under the 5 ms server's 200/s")
+@click.option("--h2load/--no-h2load", "against_h2load", default=True, show_default=True,
+              help="also hold our figures against h2load's (Debian's nghttp2-client)")
+def loadgen(against_h2load: bool, **options) -> None:
+    """What one Locust process sustains and how exactly it measures, against the null backend and h2load."""
+    from loadtest.benchmarks import loadgen as bench_loadgen
+    from loadtest.benchmarks import reference
+    from loadtest.benchmarks.h2load import H2loadError
+    from loadtest.benchmarks.loadgen import LoadgenBenchError, LoadgenOptions
+    from serving.deploy.process import ServerNotReady
+
+    settings = LoadgenOptions(**options)
+    require(settings.model_base_path, settings.samples)
+    work = Path(tempfile.mkdtemp(prefix="loadtest-bench-"))
+    try:
+        bench_loadgen.run(settings, work, echo=click.echo)
+        if against_h2load:
+            reference.run(settings, work, echo=click.echo)
+    except (LoadgenBenchError, H2loadError, ServerNotReady, OSError, ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@bench.command("workers")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the model's base directory (version subdirectories), as `make export` writes it")
+@click.option("--samples", type=FILE, default=None, help="npz with `images` (default: random pixels)")
+@click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0,1", show_default=True,
+              help="cores both servers (1 and 2 workers) are pinned to")
+@click.option("--client-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True,
+              help="cores h2load is pinned to")
+@click.option("--warmup-s", type=click.FloatRange(min=0.0), default=1.0, show_default=True)
+@click.option("--duration-s", type=POSITIVE_S, default=4.0, show_default=True, help="measured seconds per run")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="interleaved pairs (1 worker, then 2); the ratios are their medians")
+def workers(**options) -> None:
+    """--workers 2 against 1: closed-loop throughput (null backend and the model), CPU per request, hand-off."""
+    from loadtest.benchmarks.h2load import H2loadError
+    from loadtest.benchmarks.serving_path import workers as bench_workers
+    from serving.deploy.process import ServerNotReady
+
+    settings = bench_workers.WorkersOptions(**options)
+    require(settings.model_base_path, settings.samples)
+    try:
+        bench_workers.run(settings, echo=click.echo)
+    except (H2loadError, ServerNotReady, OSError, ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@bench.command("runtime-calls")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the model's base directory; its newest version needs model.keras")
+@click.option("--cpu", callback=cpu_list, metavar="CORES", default="0", show_default=True,
+              help="cores every child process is pinned to")
+@click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True)
+@click.option("--seconds", type=POSITIVE_S, default=3.0, show_default=True, help="timed per request batch")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True)
+def runtime_calls(**options) -> None:
+    """JAX against PyTorch (the torch backend): µs a model call at request batch 1 and 32, same cores."""
+    from loadtest.benchmarks.serving_path import runtime_calls as calls
+
+    settings = calls.CallsOptions(**options)
+    try:
+        calls.run(settings, echo=click.echo)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@bench.command("soak")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the model's base directory (version subdirectories), as `make export` writes it")
+@click.option("--samples", type=FILE, default=Path("models/mnist-samples.npz"), show_default=True,
+              help="npz with `images` and `labels` (answers are checked)")
+@click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0,1", show_default=True)
+@click.option("--loadgen-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--p99-ms", type=click.FloatRange(min=0.0, min_open=True), default=25.0, show_default=True,
+              help="the objective the capacity is confirmed at")
+@click.option("--minutes", type=click.IntRange(min=2), default=10, show_default=True, help="one-minute cells held")
+def soak(**options) -> None:
+    """Capacity confirmed in this run, then minutes at 80% of it: p99 a minute, every request answered, no process
+    growing (RSS and descriptors at the end within 10% of minute 2). Exits 1 when any of that fails."""
+    from loadtest.benchmarks import soak as bench_soak
+    from serving.deploy.process import ServerNotReady
+
+    settings = bench_soak.SoakOptions(**options)
+    require(settings.model_base_path, settings.samples)
+    try:
+        passed = bench_soak.run(settings, Path(tempfile.mkdtemp(prefix="loadtest-soak-")), echo=click.echo)
+    except (ServerNotReady, OSError, ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not passed:
+        raise SystemExit(1)
+
+
+@bench.command("probe")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the model's base directory (the null backend reads no weights, but the server needs it)")
+@click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0", show_default=True,
+              help="cores the server and its probe are pinned to")
+@click.option("--client-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True,
+              help="cores the load client (this process) and its probe are pinned to")
+@click.option("--duration-s", type=POSITIVE_S, default=3.0, show_default=True, help="measured seconds per phase")
+@click.option("--rounds", type=click.IntRange(min=1), default=4, show_default=True,
+              help="rounds of A (no probe) then B (probe); the ratios are their medians")
+def probe(**options) -> None:
+    """What the host probe costs: its CPU, and the server's throughput and p99 with it against without it."""
+    from loadtest.benchmarks import host_probe
+    from serving.deploy.process import ServerNotReady
+
+    settings = host_probe.ProbeBenchOptions(**options)
+    require(settings.model_base_path)
+    try:
+        summary = host_probe.run(settings, echo=click.echo)
+    except (ServerNotReady, OSError, ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(host_probe.format_summary(summary))
+
+
+@bench.command("reproduce", context_settings={"ignore_unknown_options": True})
+@click.option("--runs", type=click.IntRange(min=2), default=5, show_default=True,
+              help="`mnist-bench capacity` runs in a row, the same arguments each time")
+@click.option("--results-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="where each run's results go (default: results/reproduce-<UTC time>)")
+@click.option("--read", "read_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
+              help="measure nothing: the summary of the runs already under this directory")
+@click.argument("capacity_args", nargs=-1, type=click.UNPROCESSED)
+def reproduce(runs: int, results_dir: Path | None, read_dir: Path | None, capacity_args: tuple[str, ...]) -> None:
+    """Does a comparison reproduce? The same `capacity` run several times: each run's ratios with their ranges and
+    drift, then whether every range overlaps every other and the largest ÷ smallest ratio.
+
+    Give capacity's arguments after `--`, e.g. `-- --plan loadtest/plans/demo.toml --p99-ms 50 --batch 16`."""
+    from loadtest.benchmarks import reproduce as repeats
+    from loadtest.measure.runner import utc_stamp
+
+    if read_dir is not None:
+        try:
+            click.echo(repeats.read(read_dir))
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        return
+    if not capacity_args:
+        raise click.UsageError("give capacity's arguments after `--` (or --read DIR)")
+    if "--results-dir" in capacity_args:
+        raise click.UsageError("give --results-dir before `--`: each run gets its own directory under it")
+    out = results_dir or Path("results") / f"reproduce-{utc_stamp()}"
+    click.echo(f"{runs} runs of `mnist-bench capacity {' '.join(capacity_args)}`; results under {out}")
+    click.echo(repeats.run(runs, out, capacity_args))
+
+
+@bench.command("drift")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="paired capacity runs")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the exported model both servers load")
+@click.option("--samples", type=FILE, default=Path("models/mnist-samples.npz"), show_default=True,
+              help="npz of the requests' images")
+@click.option("--results-dir", type=DIRECTORY, default=None, help="default: results/drift-<UTC time>")
+def drift(runs: int, model_base_path: Path, samples: Path, results_dir: Path | None) -> None:
+    """Two identical servers on core 0 compared paired while a SCHED_FIFO loop takes a growing share of core 0
+    (Locust on core 1): each run's ratio, whether it lies within ×0.87–×1.15 with a range holding ×1.0."""
+    from loadtest.benchmarks import drift as drifting
+    from loadtest.benchmarks.planted import Refused
+    from loadtest.measure.runner import utc_stamp
+
+    require(model_base_path, samples)
+    if not {0, 1} <= os.sched_getaffinity(0):
+        raise click.ClickException("needs cores 0 and 1: one for the servers, one for the load")
+    out = results_dir or Path("results") / f"drift-{utc_stamp()}"
+    click.echo(f"{runs} paired runs of two identical servers under a planted drift; results under {out}")
+    try:
+        click.echo(drifting.run(runs, out, drifting.Setup(model_base_path, samples)))
+    except Refused as exc:
+        raise click.ClickException(f"cannot plant the drift: {exc}") from None

@@ -1,0 +1,137 @@
+"""Whether measured cells meet a p99 objective: pass, fail, inconclusive, or the load generator's limit.
+
+One verdict for one cell, or for several cells measured at the same offered rate and pooled (their
+histograms merge exactly): a window too short for a verdict is measured longer and judged on all
+of its requests together.
+
+- `failed`: a cell that did not finish, or whose requests failed, fails (the server erred);
+- `loadgen`: a cell whose load generator did not keep up (a process near a full core, all its
+  cores near full, or late sends and dispatch lag in a cell where no send waited for a busy
+  server's free slot) says nothing about the server: neither a pass nor a fail;
+- `overloaded`: an open-loop cell whose server did not keep up with the rate offered
+  (`loadtest.judge.overload`) fails, whatever its latencies: what it served is no rate it sustains. Completions
+  short of the sends fail at once. Mean latency that grew between a cell's halves fails when the rate's
+  newest cell and an earlier one both show it; seen only in the newest, it is measured again
+  (inconclusive, `Verdict.again_s`: a burst of arrivals or a moment of the host's can double a short
+  cell's latency at a busy rate, a queue building shows again); seen only before, the newest cell
+  answered it and the requests of every cell are judged together;
+- `unstable`: a cell whose throughput moved between windows beyond counting noise fails (an open
+  loop's server that cannot keep its rate falls behind);
+- otherwise the p99 evidence decides at the stated confidence (`loadtest.judge.confidence.judge`).
+
+Pure functions over `CellResult`s. Not for: the search that asks for cells (`loadtest.search.capacity`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from loadtest.evidence.records import CellResult
+from loadtest.evidence.stats import merge_encoded
+from loadtest.evidence.vocab import CellStatus, Flag
+from loadtest.judge import confidence as conf
+from loadtest.judge import noise
+from loadtest.judge.overload import overloaded_reason, queue_growth_reason, shortfall_reason
+
+
+class Decision(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"  # too few requests to say either at the stated confidence
+    LOADGEN = "loadgen"  # the load generator was the limit: nothing said about the server
+
+
+@dataclass(frozen=True)
+class Verdict:
+    decision: Decision
+    reason: str  # why it did not pass; "" when it did
+    evidence: conf.Evidence | None = None  # None where the cells never got that far (failed, errors)
+    again_s: float = 0.0  # inconclusive because the latency grew: measure again, at least this many seconds
+
+    @property
+    def passed(self) -> bool:
+        return self.decision == Decision.PASS
+
+    def describe(self) -> str:
+        if self.passed:
+            return f"pass ({self.evidence.describe()})" if self.evidence else "pass"
+        return f"{self.decision.value}: {self.reason}"
+
+
+def client_limited(cell: CellResult) -> bool:
+    """Whether the load generator, not the server, limited this cell: a `saturated` flag for its CPU, or
+    for lateness (late sends, dispatch lag) in a cell where no send waited for a busy server's free slot
+    (where some did, the server fell behind and the lateness is its own: counted from the intended send)
+    and the host's stalls on the load generator's cores do not explain it (`noise.host_explains_lateness`:
+    then the host was the limit, and the latencies, timed from the intended send, count as evidence), nor
+    does an overloaded server (`loadtest.judge.overload`: its completions fell short of the sends, or its latency
+    grew window to window, while the load generator's CPU was not saturated: the server fell behind)."""
+    saturated = [f.reason for f in cell.flags if f.flag == Flag.SATURATED]
+    if any("load generator" in reason and "used" in reason for reason in saturated):
+        return True
+    return (bool(saturated) and not cell.pool_full_waits and not noise.host_explains_lateness(cell)
+            and overloaded_reason(cell) is None)
+
+
+def _flag_reason(cells: Sequence[CellResult], flag: Flag) -> str | None:
+    reasons = [f.reason for c in cells for f in c.flags if f.flag == flag]
+    return reasons[-1] if reasons else None
+
+
+def verdict_of(cells: Sequence[CellResult], p99_ms: float, confidence: float = conf.DEFAULT_CONFIDENCE) -> Verdict:
+    """The verdict of `cells`, measured at one offered rate, on p99 <= `p99_ms` at `confidence`."""
+    if not cells:
+        raise ValueError("a verdict needs at least one cell")
+    failed = next((c for c in cells if c.status != CellStatus.OK), None)
+    if failed is not None:
+        return Verdict(Decision.FAIL, f"failed: {failed.failure_reason}")
+    errors = _flag_reason(cells, Flag.ERRORS)
+    if errors is not None:
+        return Verdict(Decision.FAIL, f"errors: {errors}")
+    limited = next((c for c in cells if client_limited(c)), None)
+    if limited is not None:
+        return Verdict(Decision.LOADGEN, "the load generator was the limit: "
+                       + (_flag_reason([limited], Flag.SATURATED) or "its CPU or dispatch lag"))
+    evidence = conf.judge(merge_encoded(c.histogram_us for c in cells), p99_ms, confidence)
+    overloaded = _overloaded(cells, evidence)
+    if overloaded is not None:
+        return overloaded
+    unstable = _flag_reason(cells, Flag.UNSTABLE)
+    if unstable is not None and evidence.outcome != conf.Outcome.FAIL:
+        return Verdict(Decision.FAIL, f"unstable: {unstable}", evidence)
+    if evidence.outcome == conf.Outcome.PASS:
+        return Verdict(Decision.PASS, "", evidence)
+    if evidence.outcome == conf.Outcome.FAIL:
+        return Verdict(Decision.FAIL, evidence.describe(), evidence)
+    return Verdict(Decision.INCONCLUSIVE, evidence.describe(), evidence)
+
+
+def _overloaded(cells: Sequence[CellResult], evidence: conf.Evidence) -> Verdict | None:
+    """The rate's verdict where its server did not keep up, or is to be measured again to tell (see the module);
+    None where neither holds."""
+    short = next((reason for reason in map(shortfall_reason, cells) if reason is not None), None)
+    if short is not None:
+        return Verdict(Decision.FAIL, f"overloaded: {short}", evidence)
+    grew = queue_growth_reason(cells[-1])
+    if grew is None:
+        return None
+    seen = sum(queue_growth_reason(c) is not None for c in cells)
+    if seen > 1:
+        return Verdict(Decision.FAIL, f"overloaded: {grew} (seen in {seen} of {len(cells)} measurements at this rate)",
+                       evidence)
+    if evidence.outcome == conf.Outcome.FAIL:
+        return Verdict(Decision.FAIL, evidence.describe(), evidence)
+    return Verdict(Decision.INCONCLUSIVE, f"{grew.removesuffix(': a queue building')}: measured again to tell a "
+                   "queue building from a burst", evidence, again_s=cells[-1].load.duration_s)
+
+
+def evidence_record(verdict: Verdict) -> dict:
+    """What a search cell records of its rate's verdict so far (`CellResult.search["verdict"]`)."""
+    record: dict = {"decision": verdict.decision.value, "reason": verdict.reason}
+    e = verdict.evidence
+    if e is not None:
+        record.update(requests=e.requests, over=e.over, p99_estimate_ms=e.estimate_ms, confidence=e.confidence,
+                      requests_to_pass=e.requests_to_pass)
+    return record

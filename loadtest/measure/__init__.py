@@ -1,0 +1,1 @@
+"""One cell measured, with what surrounds it: servers, Locust, scrapes, telemetry, host probes, floors."""

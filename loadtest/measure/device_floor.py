@@ -1,0 +1,178 @@
+"""The device floor a cell records: what the model alone does on the serving device, per padded batch size.
+
+The embedded server measures its floor once at start, after warm-up (`serving.server.floor`), and
+reports it in its `server_info` (REST model metadata) and as gauges on its metrics page
+(`serving.protocol.names.DEVICE_FLOOR_*`, labelled `batch_size`). `FloorSource` asks the server_info
+once per server and falls back to the gauges of the scrape each cell already makes. A TF Serving
+container reports none, so for one the same SavedModel is measured here, in this process, with the
+project's own `savedmodel` backend and `serving.server.floor.measure_floor`, but only where that says
+something about the container's device: the container runs on this host, TensorFlow imports, and a GPU
+container's GPU is visible to it. That happens once per configuration, not once per cell. Anywhere
+else the record says `{"source": "unknown", "note": why}`.
+
+The record's `device_floor` is `serving.server.floor.DeviceFloor.as_dict()`: `{"source", "device",
+"runtime", "batches": [{"batch_size", "latency_us", "latency_p99_us", "images_per_s", "runs"}],
+"round_trip_us", "round_trip_note", "budget_s"}` (from the gauges: batch size, latency and images/s only).
+
+Not for: judging a result against its floor (`loadtest.report.bound`).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loadtest.measure.scrape import Snapshot
+from serving.endpoint import Device, ServedEndpoint, ServerKind
+from serving.protocol.names import DEVICE_FLOOR_IMAGES_SUFFIX as FLOOR_IMAGES
+from serving.protocol.names import DEVICE_FLOOR_LATENCY_SUFFIX as FLOOR_LATENCY
+from serving.protocol.names import DEVICE_ROUND_TRIP_SUFFIX as ROUND_TRIP
+
+UNKNOWN = "unknown"
+FROM_METRICS = "embedded server at start, after warm-up (its metrics page)"
+MEASURED_HERE = "measured in the load generator's process on this host: the container's SavedModel, savedmodel backend"
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
+FLOOR_BUDGET_S = 20.0  # the in-process measurement of a container's floor, all batch sizes together
+DEFAULT_BATCHES = (1, 8, 32, 64, 128, 256)
+
+
+def unknown(note: str) -> dict:
+    return {"source": UNKNOWN, "note": note}
+
+
+def _labels(text: str) -> dict[str, str]:
+    """`batch_size=8,model_name=mnist` (scrape's label text) back into a dict."""
+    return dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+
+
+def floor_from_snapshot(snapshot: Snapshot | None) -> dict | None:
+    """The floor the embedded server exported on its metrics page; None when it exported none."""
+    if snapshot is None:
+        return None
+    images = {_labels(k).get("batch_size"): v for k, v in snapshot.counters.get(FLOOR_IMAGES, {}).items()}
+    latency = {_labels(k).get("batch_size"): v for k, v in snapshot.counters.get(FLOOR_LATENCY, {}).items()}
+    batches = [{"batch_size": int(b), "latency_us": latency.get(b), "images_per_s": v}
+               for b, v in images.items() if b and b.isdigit() and v == v and v > 0]  # v == v: not NaN
+    if not batches:
+        return None
+    trip = [v for v in snapshot.counters.get(ROUND_TRIP, {}).values() if v == v and v > 0]
+    return {"source": FROM_METRICS, "device": snapshot.info.get("device", ""),
+            "device_name": snapshot.info.get("device_name", ""), "runtime": snapshot.info.get("runtime", ""),
+            "batches": sorted(batches, key=lambda e: e["batch_size"]),
+            "round_trip_us": trip[0] if trip else None}
+
+
+def floor_batch_sizes(batching: dict, extra: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """The padded batch sizes worth measuring for a configuration: its allowed batch sizes and maximum
+    (batching on), else the defaults, and any request batch sizes asked for."""
+    if batching.get("max_batch_size"):
+        sizes = {int(s) for s in batching.get("allowed_batch_sizes") or ()} | {int(batching["max_batch_size"])}
+    else:
+        sizes = set(DEFAULT_BATCHES)
+    return tuple(sorted({1, *sizes, *extra}))
+
+
+def why_not_here(target: ServedEndpoint, tf_gpus: Callable[[], int | None]) -> str:
+    """Why a container's floor cannot be measured here ("" when it can); `tf_gpus()`: the GPUs TensorFlow
+    sees, None when TensorFlow does not import (asked only for a container on this host)."""
+    if target.host not in LOCAL_HOSTS:
+        return f"the container runs on {target.host}, not on this host"
+    gpus = tf_gpus()
+    if gpus is None:
+        return ("TensorFlow does not import in the load generator's environment, so the container's model "
+                "could not be measured alone here")
+    if target.device == Device.GPU and gpus == 0:
+        return "the container serves on a GPU that TensorFlow does not see from here"
+    return ""
+
+
+def _tf_gpus() -> int | None:
+    try:
+        import tensorflow as tf
+    except Exception:  # noqa: BLE001 - any import failure means the same: no TensorFlow here
+        return None
+    return len(tf.config.list_physical_devices("GPU"))
+
+
+def _latest_version(base: Path) -> Path | None:
+    versions = sorted((int(p.name), p) for p in base.glob("*") if p.name.isdigit() and p.is_dir())
+    return versions[-1][1] if versions else None
+
+
+def server_info_floor(rest_url: str, model_name: str, timeout_s: float = 3.0) -> dict | None:
+    """`server_info["device_floor"]` from the embedded server's REST model metadata; None when it has none."""
+    if not rest_url:
+        return None
+    try:
+        with urllib.request.urlopen(f"{rest_url.rstrip('/')}/v1/models/{model_name}/metadata",
+                                    timeout=timeout_s) as response:
+            floor = json.loads(response.read().decode()).get("server_info", {}).get("device_floor")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return floor if isinstance(floor, dict) else None
+
+
+def measure_here(target: ServedEndpoint, base: Path, batch_sizes: tuple[int, ...]) -> dict:
+    """A container's SavedModel measured alone in this process on its device; `unknown` with why not."""
+    why = why_not_here(target, _tf_gpus)
+    version = _latest_version(base)
+    if not why and version is None:
+        why = f"no SavedModel version under {base}"
+    if why:
+        return unknown(why)
+    from serving.server.backends import DEFAULT_SIGNATURE, BackendOptions, load_model
+    from serving.server.floor import measure_floor, round_trip_for
+
+    assert version is not None
+    model = load_model("savedmodel", target.model_name, int(version.name), version,
+                       BackendOptions(device=target.device))
+    try:
+        trip, note = round_trip_for("savedmodel", target.device)
+        floor = measure_floor(model, DEFAULT_SIGNATURE, batch_sizes, FLOOR_BUDGET_S, trip, device=target.device,
+                              runtime="tensorflow", round_trip_note=note, source=MEASURED_HERE)
+    finally:
+        model.unload()
+    return floor.as_dict()
+
+
+@dataclass
+class FloorSource:
+    """Each cell's `device_floor`: the server's own, else a container's measured here once per configuration."""
+
+    models_base: Path | None = None  # <models_dir>/<model name>; None: the serving config's
+    _measured: dict = field(default_factory=dict)
+
+    def floor_for(self, target: ServedEndpoint, after: Snapshot | None) -> dict:
+        """The floor of the server `target` names, `after` its latest scrape."""
+        if target.kind == ServerKind.CONTAINER:
+            key: tuple = ("measured", target.name, target.container, target.device, target.batching_profile,
+                          repr(sorted(target.batching.items())))
+            if key not in self._measured:
+                self._measured[key] = self._measure(target)
+            return self._measured[key]
+        key = ("reported", target.name, target.pid, target.grpc_target, target.batching_profile)
+        if key in self._measured:
+            return self._measured[key]
+        reported = server_info_floor(target.rest_url, target.model_name)
+        if reported is not None:
+            self._measured[key] = reported  # measured once at the server's start: ask once
+            return reported
+        from_gauges = floor_from_snapshot(after)
+        if from_gauges is not None:
+            return from_gauges
+        return unknown("the server reported no device floor (neither in its server_info nor on its metrics page: "
+                       "a server from before it measured one, or not the embedded server)")
+
+    def _measure(self, target: ServedEndpoint) -> dict:
+        base = self.models_base
+        if base is None:
+            from serving.deploy.config import load_config
+
+            base = load_config().model.base_path
+        try:
+            return measure_here(target, base, floor_batch_sizes(target.batching))
+        except Exception as exc:  # noqa: BLE001 - a floor that cannot be measured is unknown, never a failed cell
+            return unknown(f"measuring the container's model here failed: {exc}")

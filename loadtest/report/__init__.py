@@ -1,0 +1,1 @@
+"""Results read back: answers, the decision, sizing, figures and the report's pages."""

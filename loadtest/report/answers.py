@@ -1,0 +1,355 @@
+"""Answers: what the capacity searches in a set of results say, derived once from the records.
+
+A capacity search (`mnist-bench capacity`) tags every cell it measures with `CellResult.search`
+(its id, role, objective, offered rate). From those records alone:
+
+- per search, its answer: its steps rebuilt with each rate's pooled verdict at the recorded
+  confidence, concluded by `loadtest.judge.conclusion.conclude` exactly as the search concluded:
+  the highest rate whose confirmation passed, with its uncertainty (the lowest rate above it that
+  did not pass, the estimate, stalls, a load generator's limit);
+- per device × request batch size × objective, the best configuration measured (highest capacity);
+- the batching gain there: best batching-enabled capacity ÷ batching-off capacity (None, with the
+  reason, when either is missing or batching off did not meet the objective), and its range from
+  the two brackets: lowest on ÷ highest off to highest on ÷ lowest off;
+- the GPU/CPU ratio of the best capacities at the same request batch size and objective;
+- per search, its cells answered at several p99 objectives (`objective_answers`: by default 5, 10, 25,
+  50 and 100 ms, besides its own) with the same confidence rule, every window at a rate pooled, and its
+  rate table (`rate_table`: per offered rate, what was achieved and the latency percentiles of all its
+  windows merged); the best configuration, the batching gain and the GPU/CPU ratio again at each of
+  those objectives (`Answers.objective_devices`, `Answers.objective_ratios`).
+
+A configuration (`loadtest.report.configs`) is what was measured, whatever the load: server kind, device,
+device name, batching profile and parameters, server versions, the load generator's host and server name.
+
+Pure functions over `CellResult`s: nothing here reads files, prints or draws. Not for: the report's layout
+(`loadtest.report.headline`), capacities from plain sweeps (`loadtest.report.sources`), or replicas and cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from loadtest.evidence.records import CellResult
+from loadtest.judge.conclusion import AnswerKind, Conclusion, Role, Step, conclude, step_after
+from loadtest.judge.confidence import DEFAULT_CONFIDENCE
+from loadtest.judge.objectives import (
+    ObjectiveAnswer,
+    RateRow,
+    objective_answers,
+    offered_rps,
+    rate_table,
+    rated,
+    search_objectives,
+)
+from loadtest.report.configs import Config, config_of
+
+# ----------------------------------------------------------------------------- one search
+
+
+@dataclass(frozen=True)
+class SearchAnswer:
+    """One capacity search's answer: capacity None when no confirmation passed (objective not met)."""
+
+    search_id: str
+    config: Config
+    request_batch_size: int
+    p99_objective_ms: float
+    capacity_rps: float | None  # the highest rate whose confirmation passed
+    capacity_ips: float | None  # images/s the answering cell achieved
+    p50_ms: float | None  # at the answering cell
+    p99_ms: float | None  # the answering cell's raw p99 (the verdict is on `estimate_ms`)
+    lowest_failing_rps: float | None  # the lowest rate above the answer that failed with confidence
+    cells: int
+    reason: str = ""  # why the objective was not met; "" when it was
+    server_cpu_percent: float | None = None  # at the answering cell (device telemetry), when measured
+    gpu_utilization_percent: float | None = None
+    conclusion: Conclusion | None = field(default=None, compare=False)  # with the uncertainty
+    objectives: tuple[ObjectiveAnswer, ...] = field(default=(), compare=False)  # its cells at each objective
+    rates: tuple[RateRow, ...] = field(default=(), compare=False)  # its rate table
+
+    @property
+    def met(self) -> bool:
+        return self.capacity_rps is not None
+
+    @property
+    def kind(self) -> AnswerKind:
+        """`confirmed` (capacity_rps), `passed, not confirmed` (only `passed_rps`), or `none`."""
+        if self.conclusion is None:
+            return AnswerKind.CONFIRMED if self.met else AnswerKind.NONE
+        return self.conclusion.kind
+
+    @property
+    def passed_rps(self) -> float | None:
+        """The highest rate above the capacity that passed but was not confirmed (a search cut short)."""
+        best_pass = self.conclusion.best_pass if self.conclusion else None
+        return best_pass.rate_rps if best_pass else None
+
+    @property
+    def upper_rps(self) -> float | None:
+        """The lowest rate above the capacity that did not pass; None when none was measured (or a lower bound)."""
+        if self.conclusion is None or self.conclusion.at_least:
+            return None
+        return self.conclusion.upper_rps()
+
+    @property
+    def estimate_ms(self) -> float | None:
+        """The confirmation's early-stopping estimate of the true p99."""
+        capacity = self.conclusion.capacity if self.conclusion else None
+        return capacity.verdict.evidence.estimate_ms if capacity and capacity.verdict.evidence else None
+
+    def uncertainty(self) -> str:
+        return self.conclusion.uncertainty() if self.conclusion else ""
+
+
+def steps_of(cells: Sequence[CellResult], objective: float) -> list[Step]:
+    """A search's steps rebuilt from its records, each with its rate's pooled verdict, as the search made them."""
+    steps: list[Step] = []
+    for cell in rated(cells):
+        rate = offered_rps(cell)
+        assert rate is not None
+        role = Role(cell.search["role"])
+        confirming = bool(cell.search.get("confirming", role == Role.CONFIRM))
+        confidence = float(cell.search.get("confidence", DEFAULT_CONFIDENCE))
+        attempt = int(cell.search.get("attempt", 0))
+        steps.append(step_after(steps, rate, role, cell, confirming, objective, confidence, attempt))
+    return steps
+
+
+def search_answer(cells: Sequence[CellResult]) -> SearchAnswer:
+    """The answer of one search's cells, concluded as `loadtest.search.capacity.CapacitySearch` concludes it,
+    with its cells answered at each of its objectives (`search_objectives`) and its rate table."""
+    first = cells[0]
+    objective = float(first.search["p99_objective_ms"])
+    steps = steps_of(cells, objective)
+    found = conclude(steps, objective)
+    cell = found.capacity.result if found.capacity else None
+    reason = "" if cell else (found.unmet_reason() if steps else _unmet(cells))
+    return SearchAnswer(str(first.search["id"]), config_of(first), first.load.request_batch_size, objective,
+                        found.capacity_rps, cell.throughput_ips if cell else None,
+                        cell.latency_p50_ms if cell else None, cell.latency_p99_ms if cell else None,
+                        found.lowest_failing_rps, len(cells), reason,
+                        cell.server_cpu_percent if cell else None, cell.gpu_utilization_percent if cell else None,
+                        found, objective_answers(cells, search_objectives(cells)), rate_table(cells))
+
+
+def _unmet(cells: Sequence[CellResult]) -> str:
+    """Why a search measured no rate at all (its server did not start)."""
+    failed = next((c.failure_reason for c in cells if c.failure_reason), "")
+    return "no rate measured" + (f": {failed}" if failed else "")
+
+
+def is_reference(cell: CellResult) -> bool:
+    """A paired comparison's reference cell: it measures the machine, not a configuration or a search."""
+    return cell.search.get("role") == Role.REFERENCE
+
+
+def search_answers(results: Sequence[CellResult]) -> list[SearchAnswer]:
+    """Every search in the results, one answer each, by configuration, batch, objective, id."""
+    groups: dict[str, list[CellResult]] = {}
+    for cell in results:
+        if cell.search and not is_reference(cell):
+            groups.setdefault(str(cell.search["id"]), []).append(cell)
+    answers = [search_answer(cells) for cells in groups.values()]
+    return sorted(answers, key=lambda a: (a.config, a.request_batch_size, a.p99_objective_ms, a.search_id))
+
+
+def capacity(search: SearchAnswer) -> float:
+    """A search's capacity in requests/s; 0 when it did not meet its objective (`best` never picks those)."""
+    return search.capacity_rps if search.capacity_rps is not None else 0.0
+
+
+def typical(searches: Iterable[SearchAnswer]) -> list[SearchAnswer]:
+    """One answer per configuration, request batch size and objective. A configuration searched several times
+    (a comparison's repeats) answers with its repeats' lower median, one that did not meet counting as 0: the
+    lower of two, the middle of three. Sizing on the best of several repeats would size on the luckiest."""
+    groups: dict[tuple[Config, int, float], list[SearchAnswer]] = {}
+    for s in searches:
+        groups.setdefault(_repeat_key(s), []).append(s)
+    return [sorted(group, key=capacity)[(len(group) - 1) // 2] for group in groups.values()]
+
+
+def repeats_of(answer: SearchAnswer, searches: Iterable[SearchAnswer]) -> list[SearchAnswer]:
+    """The searches of `answer`'s configuration at its request batch size and objective (itself included)."""
+    return [s for s in searches if _repeat_key(s) == _repeat_key(answer)]
+
+
+def _repeat_key(s: SearchAnswer) -> tuple[Config, int, float]:
+    """What makes two searches repeats of one another: the same configuration, request batch and objective."""
+    return s.config, s.request_batch_size, s.p99_objective_ms
+
+
+def best(searches: Iterable[SearchAnswer]) -> SearchAnswer | None:
+    """The highest capacity among the configurations that met their objective, each by its `typical` answer."""
+    return max((s for s in typical(searches) if s.met), key=capacity, default=None)
+
+
+# ----------------------------------------------------------------------------- comparisons
+
+
+LOWER_BOUND_NOTE = "%s's capacity is a lower bound: the load generator was the limit"
+
+
+def lower_bound(search: SearchAnswer | None) -> bool:
+    """The search's capacity is "at least": the load generator, not the server, stopped it."""
+    return search is not None and search.conclusion is not None and search.conclusion.at_least
+
+
+@dataclass(frozen=True)
+class Gain:
+    """Best batching-enabled capacity ÷ batching-off capacity; None with the reason when it cannot be said."""
+
+    ratio: float | None
+    batching: SearchAnswer | None  # the best batching-enabled answer, when one met the objective
+    off: SearchAnswer | None  # the best batching-off answer, when one met the objective
+    reason: str  # "" when ratio is set
+
+    @property
+    def low(self) -> float | None:
+        """The least the gain can be given both brackets: batching's capacity ÷ off's upper end."""
+        if self.ratio is None or self.batching is None or self.off is None or self.off.upper_rps is None:
+            return None
+        return capacity(self.batching) / self.off.upper_rps
+
+    @property
+    def high(self) -> float | None:
+        """The most the gain can be: batching's upper end ÷ off's capacity (None: no upper end measured)."""
+        if self.ratio is None or self.batching is None or self.off is None or self.batching.upper_rps is None:
+            return None
+        return self.batching.upper_rps / capacity(self.off)
+
+    def describe(self) -> str:
+        """`×1.56, between ×1.40 and ×1.70` (an open end says "at least" / "at most"). Where one capacity is a
+        lower bound (the load generator was the limit), only the bound that still holds is given."""
+        if self.ratio is None:
+            return f"— {self.reason}"
+        low, high = self.low, self.high
+        if lower_bound(self.batching):  # batching's capacity may be higher: only a least gain holds
+            return (f"at least ×{low:.2f}" if low is not None else "unknown") + f" ({LOWER_BOUND_NOTE % 'batching'})"
+        if lower_bound(self.off):  # off's capacity may be higher: only a most gain holds
+            return (f"at most ×{high:.2f}" if high is not None else "unknown") + f" ({LOWER_BOUND_NOTE % 'off'})"
+        if low is not None and high is not None:
+            return f"×{self.ratio:.2f}, between ×{low:.2f} and ×{high:.2f}"
+        if high is not None:
+            return f"×{self.ratio:.2f}, at most ×{high:.2f}"
+        if low is not None:
+            return f"×{self.ratio:.2f}, at least ×{low:.2f}"
+        return f"×{self.ratio:.2f} (no range: neither bracket has an upper end)"
+
+
+def batching_gain(searches: Sequence[SearchAnswer]) -> Gain:
+    """The gain among searches at one device, request batch size and objective."""
+    on = [s for s in searches if s.config.batching_on]
+    off = [s for s in searches if not s.config.batching_on]
+    best_on, best_off = best(on), best(off)
+    if not off:
+        reason = "no batching-off search to compare with"
+    elif best_off is None:
+        reason = "batching off did not meet the objective, so there is no baseline"
+    elif not on:
+        reason = "no batching-enabled search"
+    elif best_on is None:
+        reason = "no batching-enabled configuration met the objective"
+    elif lower_bound(best_on) and lower_bound(best_off):
+        reason = ("both capacities are lower bounds (the load generator was the limit for each), so their ratio "
+                  "says nothing")
+    else:
+        return Gain(capacity(best_on) / capacity(best_off), best_on, best_off, "")
+    return Gain(None, best_on, best_off, reason)
+
+
+@dataclass(frozen=True)
+class DeviceAnswer:
+    """One device at one request batch size and objective: its best configuration and batching gain."""
+
+    device: str
+    device_name: str
+    request_batch_size: int
+    p99_objective_ms: float
+    best: SearchAnswer | None  # None: no configuration met the objective
+    searches: tuple[SearchAnswer, ...]
+    gain: Gain
+
+
+def device_answers(searches: Sequence[SearchAnswer]) -> list[DeviceAnswer]:
+    groups: dict[tuple[str, str, int, float], list[SearchAnswer]] = {}
+    for s in searches:
+        key = (s.config.device, s.config.device_name, s.request_batch_size, s.p99_objective_ms)
+        groups.setdefault(key, []).append(s)
+    return [DeviceAnswer(*key, best(group), tuple(group), batching_gain(group))
+            for key, group in sorted(groups.items(), key=lambda kv: (kv[0][2], kv[0][3], kv[0][0], kv[0][1]))]
+
+
+@dataclass(frozen=True)
+class DeviceRatio:
+    """Best GPU capacity ÷ best CPU capacity at one request batch size and objective."""
+
+    request_batch_size: int
+    p99_objective_ms: float
+    ratio: float | None
+    gpu: SearchAnswer | None
+    cpu: SearchAnswer | None
+    reason: str  # "" when ratio is set
+
+
+def device_ratios(devices: Sequence[DeviceAnswer]) -> list[DeviceRatio]:
+    """Where both a CPU and a GPU were searched at the same request batch size and objective."""
+    keys = sorted({(d.request_batch_size, d.p99_objective_ms) for d in devices})
+    out = []
+    for batch, objective in keys:
+        here = [d for d in devices if (d.request_batch_size, d.p99_objective_ms) == (batch, objective)]
+        if not {"cpu", "gpu"} <= {d.device for d in here}:
+            continue
+        gpu = best(d.best for d in here if d.device == "gpu" and d.best)
+        cpu = best(d.best for d in here if d.device == "cpu" and d.best)
+        if gpu and cpu and lower_bound(gpu) and lower_bound(cpu):
+            out.append(DeviceRatio(batch, objective, None, gpu, cpu, "both capacities are lower bounds (the load "
+                                   "generator was the limit for each), so their ratio says nothing"))
+        elif gpu and cpu:
+            out.append(DeviceRatio(batch, objective, capacity(gpu) / capacity(cpu), gpu, cpu, ""))
+        else:
+            missing = " and ".join(kind.upper() for kind, b in (("cpu", cpu), ("gpu", gpu)) if b is None)
+            out.append(DeviceRatio(batch, objective, None, gpu, cpu, f"{missing} did not meet the objective"))
+    return out
+
+
+@dataclass(frozen=True)
+class Answers:
+    """Every search at its own objective (`searches`, `devices`, `ratios`), and every search at each objective
+    its cells were answered at (`objective_*`: `search_at`, so the same `Gain` and `DeviceRatio` there)."""
+
+    searches: tuple[SearchAnswer, ...]
+    devices: tuple[DeviceAnswer, ...]
+    ratios: tuple[DeviceRatio, ...]
+    objective_searches: tuple[SearchAnswer, ...] = ()  # one per search and objective, by objective
+    objective_devices: tuple[DeviceAnswer, ...] = ()  # keyed by each objective answered (p99_objective_ms)
+    objective_ratios: tuple[DeviceRatio, ...] = ()
+
+    def objectives_ms(self) -> tuple[float, ...]:
+        """Every objective some search was answered at, lowest first."""
+        return tuple(sorted({s.p99_objective_ms for s in self.objective_searches}))
+
+
+def answer(results: Sequence[CellResult]) -> Answers:
+    """Every search's answer, the best configuration per device, the batching gains and GPU/CPU ratios; and
+    the same at every objective the searches' cells were answered at."""
+    searches = search_answers(results)
+    devices = device_answers(searches)
+    at_objectives = [search_at(s, o) for s in searches for o in s.objectives]
+    at_objectives.sort(key=lambda a: (a.p99_objective_ms, a.config, a.request_batch_size, a.search_id))
+    objective_devices = device_answers(at_objectives)
+    return Answers(tuple(searches), tuple(devices), tuple(device_ratios(devices)), tuple(at_objectives),
+                   tuple(objective_devices), tuple(device_ratios(objective_devices)))
+
+
+def search_at(search: SearchAnswer, at: ObjectiveAnswer) -> SearchAnswer:
+    """`search` as answered at another objective (`at`, one of `search.objectives`): its capacity there, confirmed
+    or not, with that objective's bounds, so `best`, `Gain` and `DeviceRatio` compare searches there."""
+    cell = at.conclusion.capacity.result if at.conclusion and at.conclusion.capacity else None
+    row = next((r for r in search.rates if r.offered_rps == at.capacity_rps), None)
+    return replace(search, p99_objective_ms=at.p99_objective_ms, capacity_rps=at.capacity_rps,
+                   capacity_ips=at.capacity_ips, p50_ms=row.p50_ms if row else None,
+                   p99_ms=row.p99_ms if row else None, lowest_failing_rps=at.lowest_failing_rps, reason=at.reason,
+                   server_cpu_percent=cell.server_cpu_percent if cell else None,
+                   gpu_utilization_percent=cell.gpu_utilization_percent if cell else None,
+                   conclusion=at.conclusion, objectives=())

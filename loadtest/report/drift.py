@@ -1,0 +1,83 @@
+"""How far the machine's speed moved while a comparison ran, and whether its ratios moved with it.
+
+`Drift`: a comparison's reference cells (one request at a time on its first server), in the order measured,
+and how far they moved. `speed_link`: Pearson's r between ratios (per repeat, or per run) and the median speed
+their reference cells read; at |r| >= `SPEED_LINK` over `SPEED_MEASUREMENTS` or more, the ratio itself moves with
+the machine's speed (its servers answer a slower machine differently), which pairing does not cancel.
+
+Not for: the ratios themselves (`loadtest.report.paired`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+SPEED_LINK = 0.8  # |r| between ratios and their reference speeds from which the ratio is said to move with it
+SPEED_MEASUREMENTS = 4  # ratios needed before saying so
+
+
+class Measured(Protocol):
+    """A ratio measured beside its reference cells (a repeat's, or a run's comparison)."""
+
+    @property
+    def ratio(self) -> float | None: ...
+
+    @property
+    def drift(self) -> Drift | None: ...
+
+
+@dataclass(frozen=True)
+class Drift:
+    """The reference cell's throughput (req/s, one request at a time), in the order measured."""
+
+    server: str
+    speeds: tuple[float, ...]
+
+    @property
+    def moved(self) -> float | None:
+        """(fastest − slowest) ÷ slowest; None with fewer than two measurements."""
+        if len(self.speeds) < 2 or min(self.speeds) <= 0:
+            return None
+        return max(self.speeds) / min(self.speeds) - 1
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.speeds) if self.speeds else None
+
+
+@dataclass(frozen=True)
+class SpeedLink:
+    """How ratios went with the reference speed they were measured at: Pearson's r, and the ratio at the slowest
+    and at the fastest (reference req/s, ratio)."""
+
+    r: float
+    slow: tuple[float, float]
+    fast: tuple[float, float]
+    over: str = "runs"  # what the ratios are: "runs" or "repeats"
+
+    @property
+    def moves(self) -> bool:
+        return abs(self.r) >= SPEED_LINK
+
+    def describe(self) -> str:
+        (slow, at_slow), (fast, at_fast) = self.slow, self.fast
+        text = (f"against each {self.over.removesuffix('s')}'s reference speed: r = {self.r:+.2f} (×{at_slow:.2f} at "
+                f"{slow:,.0f} req/s, ×{at_fast:.2f} at {fast:,.0f} req/s)")
+        if self.moves:
+            text += ("; the ratio moves with the machine's speed: its servers answer a slower machine differently, "
+                     "which pairing does not cancel")
+        return text
+
+
+def speed_link(measured: Sequence[Measured], over: str = "runs") -> SpeedLink | None:
+    """How the ratios of `measured` (repeats, or one comparison's ratio per run) went with the median speed of each
+    one's reference cells; None with fewer than `SPEED_MEASUREMENTS` of both or nothing that varies."""
+    pairs = sorted((speed, m.ratio) for m in measured if m.ratio is not None and m.drift is not None
+                   and (speed := m.drift.median) is not None)
+    if len(pairs) < SPEED_MEASUREMENTS or len({s for s, _ in pairs}) < 2 or len({v for _, v in pairs}) < 2:
+        return None
+    r = statistics.correlation([s for s, _ in pairs], [v for _, v in pairs])
+    return SpeedLink(r, pairs[0], pairs[-1], over)

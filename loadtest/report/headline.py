@@ -1,0 +1,334 @@
+"""The answer the report leads with: its first screen in HTML, its first lines in Markdown.
+
+A headline (per device, first what bounded its answer, the model on the device or the serving path
+(`loadtest.report.bound`), then the batching gain at the smallest request batch size and objective
+searched, with both capacities; then the GPU/CPU ratio where both were searched) and one row per device, request batch
+size and objective: the best configuration, its capacity under the objective, the batching gain
+over batching off, the GPU/CPU ratio, and, given a target load and prices, replicas and cost
+(`loadtest.report.sizing.size`'s arithmetic). Without capacity searches it says so plainly and shows the
+best open-loop rate measured passing per configuration, as a lower bound.
+
+Not for: deriving the answers (`loadtest.report.answers`, `loadtest.report.sources`) or layout
+(`loadtest.report.page`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from loadtest.evidence.records import CellResult
+from loadtest.evidence.vocab import LoadMode
+from loadtest.report.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer
+from loadtest.report.blocks import OFFERED_VS_SERVED, Figure, Table, device_name
+from loadtest.report.bound import bound_line
+from loadtest.report.configs import Config, config_labels, config_of
+from loadtest.report.decision import decision_lines, priced_answer
+from loadtest.report.figures import Figures, console_lines, device_figures, figures_of
+from loadtest.report.formatting import money
+from loadtest.report.formatting import number as fmt
+from loadtest.report.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
+from loadtest.report.sections.device_use import busy_text
+from loadtest.report.sections.noise_table import host_floor_lines, host_floor_ms
+from loadtest.report.sections.objective_table import objective_headline, objective_table
+from loadtest.report.sizing.instances import Pricing, Replica, replicas_by_config
+from loadtest.report.sources import highest_passing
+
+DEFAULT_P99_MS = 50.0  # the objective without a capacity search or a p99 asked for (`make size`'s default)
+NO_SEARCH = "no capacity search in these results: run make capacity or make tune"
+Labels = Mapping[Config, str]
+
+
+@dataclass(frozen=True)
+class Summary:
+    headline: tuple[str, ...]  # sentences, the first one the answer
+    tables: tuple[Table, ...]
+    lead: str = ""  # the answer in one sentence: the first of the headline's first line (HTML's first screen)
+    chart: Figure | None = None  # the server against the device alone, per configuration (HTML's first screen)
+
+
+def _rps(s: SearchAnswer) -> str:
+    return f"{'at least ' if s.conclusion and s.conclusion.at_least else ''}{fmt(s.capacity_rps)} req/s"
+
+
+def _where(batch: int, p99_ms: float) -> str:
+    return f"at p99 ≤ {p99_ms:g} ms (request batch {batch})"
+
+
+def _device(d: DeviceAnswer) -> str:
+    return f"{d.device} ({device_name(d.device_name)})"
+
+
+def _here(devices: Sequence[DeviceAnswer]) -> list[DeviceAnswer]:
+    """The devices' answers at the smallest request batch and objective searched: the ones the headline gives."""
+    first = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
+    return [d for d in devices if (d.request_batch_size, d.p99_objective_ms) == first]
+
+
+def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels,
+             results: Sequence[CellResult], figures: Mapping[tuple[Config, int], Figures],
+             paired: Mapping[tuple, PairedRatio] | None = None) -> tuple[str, ...]:
+    """Per device at the smallest request batch and objective searched: what bounded its answer (from its
+    `figures`), then its batching gain; then GPU/CPU."""
+    batch, p99_ms = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
+    here = _here(devices)
+    where = _where(batch, p99_ms)
+    paired = by_key(paired_ratios(results)) if paired is None else paired
+    lines = []
+    for d in here:
+        bound = _bound(d, figures, results, labels)
+        if bound:
+            lines.append(bound)
+        on, off = d.gain.batching, d.gain.off
+        if (compared := paired.get((f"batching gain on {d.device}", batch, p99_ms))) is not None:
+            lines.append(_paired_text(compared, host_floor_ms(results, d.device, batch)))
+        elif d.gain.ratio is not None and on and off:
+            lines.append(f"batching gain {d.gain.describe()} on {_device(d)} {where}: {labels[on.config]} "
+                         f"{_rps(on)} ({on.uncertainty()}) vs {labels[off.config]} {_rps(off)} "
+                         f"({off.uncertainty()}).")
+        elif d.best:
+            lines.append(f"capacity on {_device(d)} {where}: {labels[d.best.config]} {_rps(d.best)} "
+                         f"({fmt(d.best.capacity_ips)} images/s served; {d.best.uncertainty()}); no batching gain: "
+                         f"{d.gain.reason}.")
+        elif (floor := host_floor_ms(results, d.device, batch)) is not None and floor > p99_ms:
+            lines.append(f"p99 ≤ {p99_ms:g} ms cannot be confirmed on this host for {_device(d)} (request batch "
+                         f"{batch}): the machine's own stalls put objectives below {floor:g} ms out of reach, "
+                         "whatever the server does (the machine held a 1 ms sleep loop beside it past them more than "
+                         "0.5% of the time).")
+        else:
+            why = "; ".join(dict.fromkeys(f"{labels[s.config]}: {s.reason}" for s in d.searches if s.reason))
+            lines.append(f"no configuration on {_device(d)} met p99 ≤ {p99_ms:g} ms (request batch {batch})"
+                         + (f": {why}." if why else "."))
+    if (compared := paired.get((GPU_CPU, batch, p99_ms))) is not None:
+        return (*lines, _paired_text(compared))
+    for r in ratios:
+        if (r.request_batch_size, r.p99_objective_ms) == (batch, p99_ms) and r.ratio and r.gpu and r.cpu:
+            lines.append(f"GPU/CPU ×{r.ratio:.2f} {where}: {labels[r.gpu.config]} {_rps(r.gpu)} vs "
+                         f"{labels[r.cpu.config]} {_rps(r.cpu)}.")
+    return tuple(lines)
+
+
+def _bound(d: DeviceAnswer, figures: Mapping[tuple[Config, int], Figures], results: Sequence[CellResult],
+           labels: Labels) -> str:
+    """What bounded a device's answer, from the figures its answer stands on."""
+    f = device_figures(figures, d.device, d.device_name, d.request_batch_size, d.best.config if d.best else None)
+    return bound_line(d, f.cell if f else None, f.at_words if f else "", results, labels)
+
+
+def _paired_text(compared: PairedRatio, host_floor: float | None = None) -> str:
+    """A comparison's ratio as the headline gives it, first letter up; where the host's own stalls reach its
+    objective, a warning that the ratio is as much the host's as the servers'."""
+    text = compared.describe()
+    if host_floor is not None and host_floor > compared.p99_objective_ms:
+        text = (text.removesuffix(".") + f"; but this host's own stalls put objectives below {host_floor:g} ms out of "
+                "reach, so at this objective the ratio is decided by the host as much as by the servers: compare at "
+                "a looser one.")
+    return text[0].upper() + text[1:]
+
+
+# ----------------------------------------------------------------------------- the answer table
+
+
+def _gain_text(d: DeviceAnswer, labels: Labels, paired: Mapping[tuple, PairedRatio] | None = None) -> str:
+    """The gain as the headline gives it: a paired comparison's ratio and range where there is one."""
+    g = d.gain
+    compared = (paired or {}).get((f"batching gain on {d.device}", d.request_batch_size, d.p99_objective_ms))
+    if compared is not None and compared.ratio is not None:
+        return compared.short()
+    if g.ratio is None or g.batching is None or g.off is None:
+        return f"— {g.reason}"
+    return f"{g.describe()} ({labels[g.batching.config]} vs {labels[g.off.config]} {_rps(g.off)})"
+
+
+def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio]) -> str:
+    r = next((r for r in ratios if (r.request_batch_size, r.p99_objective_ms)
+              == (d.request_batch_size, d.p99_objective_ms)), None)
+    if r is None:
+        return f"— no {'CPU' if d.device == 'gpu' else 'GPU'} search at this batch and objective"
+    return f"×{r.ratio:.2f}" if r.ratio is not None else f"— {r.reason}"
+
+
+def _cost_cells(d: DeviceAnswer, pricing: Pricing) -> tuple[str, ...]:
+    """Replicas, the instance (its size and price), replicas per instance, instances, per hour, per million: the
+    arithmetic in view (replicas ÷ per instance, rounded up, = instances; × its price = per hour)."""
+    p = priced_answer(d.best, d.request_batch_size, pricing) if d.best else None
+    if p is None:
+        return ("—",) * 6
+    c, placed = p.costs, p.placement
+    if p.refused:
+        replica = pricing.replicas.get(d.best.config, Replica(None, "", 0, "", "unknown")) if d.best else None
+        return (str(c.replicas), f"— not priced: {replica.describe() if replica else ''}: {p.refused}", "—", "—", "—",
+                "—")
+    if placed is None:
+        return (str(c.replicas), "— priced per replica", "—", "—", fmt(c.per_hour, 2), money(c.per_million))
+    i = placed.instance
+    return (str(c.replicas), f"{i.name} ({i.describe()}; {fmt(i.price_per_hour, 2)} {pricing.prices.currency}/h)",
+            str(placed.per_instance), str(placed.instances), fmt(c.per_hour, 2), money(c.per_million))
+
+
+def _pricing_caption(pricing: Pricing | None) -> str:
+    if pricing is None:
+        return " Give a target load (--target-rps) for replicas and cost."
+    p = pricing.prices
+    unit = ("replica-hour; this file prices replicas, not instances" if p.per_replica else
+            "instance-hour: the cheapest instance holding one replica, floor(vCPUs / replica cores) or GPUs / replica "
+            "GPUs per instance, assumed to scale linearly across its cores or GPUs; a replica no instance holds is "
+            "not priced")
+    return (f" Replicas for {pricing.target_rps:g} req/s = ceil(target / (capacity × {1 - pricing.headroom:g})), each "
+            f"replica (one measured server) assumed to perform as the measured one; prices from {p.source} "
+            f"({p.currency} per {unit}" + ("; EXAMPLE prices, not quotes" if p.example else "") + ").")
+
+
+def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels,
+                 pricing: Pricing | None, paired: Mapping[tuple, PairedRatio] | None = None) -> Table:
+    """One row per device, request batch size and objective searched."""
+    rows = []
+    for d in devices:
+        b = d.best
+        found = (labels[b.config], _rps(b).removesuffix(" req/s"), fmt(b.capacity_ips),
+                 busy_text(b.server_cpu_percent, b.gpu_utilization_percent), fmt(b.p50_ms, 2), fmt(b.estimate_ms, 2),
+                 fmt(b.upper_rps)) if b else ("none met the objective", *["—"] * 6)
+        rows.append((d.device, device_name(d.device_name, b.config.machine if b else ""), str(d.request_batch_size),
+                     f"{d.p99_objective_ms:g}",
+                     *found, _gain_text(d, labels, paired), _ratio_text(d, ratios),
+                     *(_cost_cells(d, pricing) if pricing else ())))
+    currency = pricing.prices.currency if pricing else ""
+    costs = ((f"replicas for {pricing.target_rps:g} req/s", "instance (size; price)", "replicas per instance",
+              "instances", f"{currency}/h", f"{currency}/M inferences") if pricing else ())
+    return Table("Capacity under the latency objective, per device",
+                 "Capacity: the highest offered rate (open loop) a capacity search confirmed with p99 within the "
+                 "objective at the stated confidence (MLPerf's early-stopping rule: p99 upper estimate is the "
+                 "confirmation's upper confidence bound on the true p99); " + OFFERED_VS_SERVED + ". Upper end: the "
+                 "lowest rate above it that did not pass (blank: none "
+                 "measured, or the load generator was the limit: \"at least\"); the best configuration is the one "
+                 "with the highest capacity on that device, request "
+                 "batch size and objective. Batching gain: best batching-enabled capacity ÷ batching-off capacity, "
+                 "same device, request batch and objective. GPU/CPU: best GPU ÷ best CPU capacity. Device busy: "
+                 "the server's CPU (% of its cores) and GPU utilisation at the capacity's cell."
+                 + _pricing_caption(pricing),
+                 ("device", "device name", "request batch", "p99 objective ms", "best configuration", "capacity req/s",
+                  "images/s served", "device busy", "p50 ms", "p99 upper estimate ms", "upper end req/s",
+                  "batching gain over off",
+                  "GPU/CPU", *costs), tuple(rows), tuple("" if d.best else "invalid" for d in devices))
+
+
+# ----------------------------------------------------------------------------- without searches
+
+
+def lower_bound_table(results: Sequence[CellResult], labels: Labels, p99_ms: float) -> Table:
+    """Per configuration and request batch: the highest open-loop rate measured passing, a lower bound."""
+    groups: dict[tuple[Config, int], list[CellResult]] = {}
+    for c in results:
+        if c.load.mode == LoadMode.OPEN and not c.search:
+            groups.setdefault((config_of(c), c.load.request_batch_size), []).append(c)
+    rows = []
+    for (config, batch), cells in sorted(groups.items()):
+        high = highest_passing(cells, p99_ms, LoadMode.OPEN)
+        top = high.cell
+        rows.append((labels[config], str(batch), fmt(high.rate_rps), fmt(top.throughput_rps if top else None),
+                     fmt(top.throughput_ips if top else None),
+                     busy_text(top.server_cpu_percent, top.gpu_utilization_percent) if top else "—",
+                     fmt(top.latency_p99_ms if top else None, 2),
+                     high.note))
+    return Table(f"Best measured open-loop rate at p99 ≤ {p99_ms:g} ms: a lower bound",
+                 "Not a capacity: the highest offered rate a sweep measured passing (valid, p99 within the "
+                 "objective); untried rates above it may pass too. A capacity search finds the real one. "
+                 + OFFERED_VS_SERVED + "."
+                 + ("" if rows else " No open-loop cells in these results either."),
+                 ("configuration", "request batch", "offered req/s", "achieved req/s", "images/s", "device busy",
+                  "p99 ms", "note"),
+                 tuple(rows))
+
+
+DEFAULT_MODEL = "mnist"  # the demo's model: its answers are not named
+
+
+def model_named(results: Sequence[CellResult], lines: tuple[str, ...]) -> tuple[str, ...]:
+    """`lines` with the first naming the model(s) measured ("model ranker: ..."), unless only the demo's."""
+    models = models_named(results)
+    return (f"model {models}: {lines[0]}", *lines[1:]) if lines and models else lines
+
+
+def models_named(results: Sequence[CellResult]) -> str:
+    """The models measured, "" when only the demo's."""
+    models = sorted({r.server.model_name for r in results})
+    return "" if models in ([], [DEFAULT_MODEL]) else ", ".join(models)
+
+
+def summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None = None,
+              pricing: Pricing | None = None, figures: Mapping[tuple[Config, int], Figures] | None = None) -> Summary:
+    """The answer at `p99_ms` (None: every objective searched), naming the model unless it is the demo's.
+    `figures`: `figures_of` these results, when the caller has them already."""
+    figures = figures_of(results, answers, labels) if figures is None else figures
+    summary = _summarise(results, answers, labels, p99_ms, pricing, figures)
+    models = models_named(results)
+    tables = tuple(replace(t, title=f"{t.title} (model {models})") for t in summary.tables) if models else \
+        summary.tables
+    return Summary(model_named(results, summary.headline), tables)
+
+
+def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None,
+               pricing: Pricing | None, figures: Mapping[tuple[Config, int], Figures]) -> Summary:
+    devices = [d for d in answers.devices if p99_ms is None or d.p99_objective_ms == p99_ms]
+    if pricing is not None and not pricing.replicas:
+        pricing = replace(pricing, replicas=replicas_by_config(results))
+    if devices:
+        by_objective = objective_table(answers, labels)
+        compared = paired_ratios(results)
+        keyed = by_key(compared)
+        lines = (*decision_lines(answers, results, labels, pricing, p99_ms),
+                 *headline(devices, answers.ratios, labels, results, figures, keyed), *objective_headline(answers),
+                 *host_floor_lines(results, answers.objectives_ms()))
+        table = paired_table(compared)
+        return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing, keyed),
+                                                     *((table,) if table else ()),
+                                                     *((by_objective,) if by_objective else ())))
+    objective = p99_ms if p99_ms is not None else DEFAULT_P99_MS
+    if answers.searches:
+        searched = ", ".join(sorted({f"{s.p99_objective_ms:g} ms" for s in answers.searches}))
+        first = f"no capacity search at p99 ≤ {objective:g} ms in these results (searched: {searched})."
+    else:
+        first = f"{NO_SEARCH}."
+    return Summary((first, f"Below: the best open-loop rate measured passing p99 ≤ {objective:g} ms per "
+                           "configuration, a lower bound."),
+                   (lower_bound_table(results, labels, objective),))
+
+
+def lead_of(headline: Sequence[str]) -> str:
+    """The first sentence of the first line (a sentence ends at a full stop before a capital)."""
+    return re.split(r"(?<=\.)\s+(?=[A-Z])", headline[0], maxsplit=1)[0] if headline else ""
+
+
+def headline_of(results: Sequence[CellResult], pricing: Pricing | None = None) -> tuple[str, ...]:
+    """The report's first sentences for these records alone (what `capacity` prints before its answers)."""
+    labels = config_labels(config_of(cell) for cell in results)
+    return summarise(results, answer(results), labels, pricing=pricing).headline
+
+
+def bound_lines(results: Sequence[CellResult]) -> tuple[str, ...]:
+    """Only what bounded each device's answer (what `capacity` prints before a single answer)."""
+    answers = answer(results)
+    labels = config_labels(config_of(cell) for cell in results)
+    return _bound_lines(results, answers, labels, figures_of(results, answers, labels))
+
+
+def _bound_lines(results: Sequence[CellResult], answers: Answers, labels: Labels,
+                 figures: Mapping[tuple[Config, int], Figures]) -> tuple[str, ...]:
+    if not answers.devices:  # no capacity search: nothing was answered, so nothing bounded an answer
+        return ()
+    return model_named(results, tuple(line for d in _here(answers.devices)
+                                      if (line := _bound(d, figures, results, labels))))
+
+
+def console_end(results: Sequence[CellResult], pricing: Pricing | None, several: bool) -> tuple[str, ...]:
+    """What `capacity` prints after its rate tables: with `several` servers the report's first sentences, else
+    the decision and what bounded each answer; then the figures table. The answers and figures are computed once."""
+    answers = answer(results)
+    labels = config_labels(config_of(cell) for cell in results)
+    figures = figures_of(results, answers, labels)
+    if several:
+        lines = summarise(results, answers, labels, pricing=pricing, figures=figures).headline
+    else:
+        lines = (*decision_lines(answers, results, labels, pricing), *_bound_lines(results, answers, labels, figures))
+    return (*lines, *console_lines(list(figures.values())))

@@ -1,0 +1,351 @@
+"""Comparisons read back: each repeat's ratio from its own searches, the ratios' spread over the repeats, and
+how far the machine's speed moved while they were measured (the reference cells, `loadtest.search.comparison`).
+
+A paired comparison's searches ran at the same time, their cells interleaved, so the machine's drift lands on
+both sides of the ratio; one searched one after the other is shown too (`paired` False), without a drift. Per
+repeat, the batching gain (best batching-enabled ÷ batching-off capacity on a device) and the GPU/CPU ratio are
+`loadtest.report.answers`' own, with their range from the two searches' brackets. Over the repeats the ratio
+is their median and its range spans every repeat's range: the pairs' spread. A range that holds ×1.0 is "no
+measurable difference", never a gain. Pairing cancels a drift that slows both servers alike; where the repeats'
+ratios follow their reference speed (|r| >= 0.8 over four or more: `SpeedLink`), the ratio itself moves with the
+machine's speed, and the description says so.
+
+Not for: running a comparison (`loadtest.search.capacity_search`) or the report's layout.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from loadtest.evidence.records import CellResult
+from loadtest.evidence.vocab import CellStatus
+from loadtest.report.answers import (
+    Gain,
+    SearchAnswer,
+    device_answers,
+    device_ratios,
+    is_reference,
+    lower_bound,
+    search_answers,
+)
+from loadtest.report.blocks import Table
+from loadtest.report.drift import Drift, SpeedLink, speed_link
+from loadtest.report.formatting import number as fmt
+
+GPU_CPU = "GPU/CPU"
+
+
+@dataclass(frozen=True)
+class RepeatRatio:
+    """One repeat's ratio with its range from the two searches' brackets (an end None: not bounded there)."""
+
+    repeat: int
+    ratio: float | None
+    low: float | None
+    high: float | None
+    numerator: SearchAnswer | None
+    denominator: SearchAnswer | None
+    reason: str = ""  # why there is no ratio
+    drift: Drift | None = None  # the reference cells of this repeat
+    residual: float = 0.0  # the speed change between the two answers' cells the range allows for (0.07: 7%)
+
+    def describe(self) -> str:
+        """`×2.50 (×1.12–×5.59)`, or only its bound where an end is open (`at least ×0.90`)."""
+        if self.ratio is None:
+            return f"— {self.reason}"
+        if self.low is None or self.high is None:
+            return _range(self.low, self.high)
+        return f"×{self.ratio:.2f} ({_range(self.low, self.high)})"
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """One comparison's ratio (a device's batching gain, or GPU/CPU) over its repeats."""
+
+    what: str  # "batching gain on cpu" or GPU_CPU
+    request_batch_size: int
+    p99_objective_ms: float
+    paired: bool  # interleaved (False: searched one after the other)
+    repeats: tuple[RepeatRatio, ...]
+    drift: Drift | None  # every reference cell of the comparison
+
+    @property
+    def key(self) -> tuple[str, int, float]:
+        """What is compared, at which request batch and objective: one ratio per key in a run."""
+        return self.what, self.request_batch_size, self.p99_objective_ms
+
+    @property
+    def ratios(self) -> list[float]:
+        return [r.ratio for r in self.repeats if r.ratio is not None]
+
+    @property
+    def ratio(self) -> float | None:
+        """The median of the repeats' ratios."""
+        return statistics.median(self.ratios) if self.ratios else None
+
+    @property
+    def low(self) -> float | None:
+        """The lowest end of the repeats' ranges; None (open) where a repeat's range has no low end."""
+        ends = [r.low for r in self.repeats if r.ratio is not None]
+        return None if not ends or None in ends else min(e for e in ends if e is not None)
+
+    @property
+    def high(self) -> float | None:
+        """The highest end of the repeats' ranges; None (open) where a repeat's has no high end."""
+        ends = [r.high for r in self.repeats if r.ratio is not None]
+        return None if not ends or None in ends else max(e for e in ends if e is not None)
+
+    @property
+    def residual(self) -> float:
+        return max((r.residual for r in self.repeats), default=0.0)
+
+    @property
+    def speed_link(self) -> SpeedLink | None:
+        """How the repeats' ratios went with their own reference cells' speed (None: too few to say)."""
+        return speed_link(self.repeats, "repeats")
+
+    @property
+    def no_difference(self) -> bool:
+        """A two-sided range that holds ×1.0: no measurable difference (an open range is a bound, not a verdict)."""
+        if self.ratio is None or self.low is None or self.high is None:
+            return False
+        return self.low <= 1.0 <= self.high
+
+    @property
+    def bounded(self) -> bool:
+        """Both ends known: the ratio has an estimate; else (a capacity a lower bound, or a pass cut by time) only
+        its known end is a figure."""
+        return self.low is not None and self.high is not None
+
+    def value(self) -> str:
+        """`×1.62 (×1.55–×1.70)`, or only the bound where an end is open (`at least ×0.50`): never a point estimate
+        beside an open range."""
+        if self.bounded:
+            return f"×{self.ratio:.2f} ({_range(self.low, self.high)})"
+        return _range(self.low, self.high)
+
+    def short(self) -> str:
+        """`×1.62 (×1.55–×1.70), paired, median of 3 repeats`: the ratio as a table cell gives it."""
+        n = len(self.repeats)
+        how = "paired" if self.paired else "not paired"
+        verdict = "no measurable difference: " if self.no_difference else ""
+        return f"{verdict}{self.value()}, {how}" + (f", median of {n} repeats" if n > 1 else "")
+
+    def describe(self) -> str:
+        """`batching gain on cpu at p99 ≤ 10 ms (request batch 1), paired over 5 repeats: ×1.62 (×1.55–×1.70;
+        each: ...); this machine's speed moved 18% ...`."""
+        how = "paired" if self.paired else "searched one after the other, not paired"
+        n = len(self.repeats)
+        head = (f"{self.what} at p99 ≤ {self.p99_objective_ms:g} ms (request batch {self.request_batch_size}), "
+                f"{how}{f' over {n} repeats' if n > 1 else ''}: ")
+        if self.ratio is None:
+            return head + "; ".join(dict.fromkeys(f"— {r.reason}" for r in self.repeats))
+        each = f"; each repeat: {', '.join(r.describe() for r in self.repeats)}" if n > 1 else ""
+        verdict = "no measurable difference, " if self.no_difference else ""
+        value = self.value()
+        if not self.bounded:
+            value += " (a capacity that is a lower bound has no estimate)"
+        link = self.speed_link
+        moved = f"; {link.describe()}" if link is not None and link.moves else ""
+        return f"{head}{verdict}{value}{each}; {self.drift_text()}{moved}."
+
+    def drift_text(self) -> str:
+        """The one drift figure a ratio carries: what its range allows for, else what the machine moved."""
+        if self.residual >= 0.005:
+            return f"its range allows for this machine's speed moving {self.residual:.0%} between the two answers"
+        if self.drift is None or self.drift.moved is None:
+            return "the machine's drift was not measured (no reference cell)"
+        return f"this machine's speed moved {self.drift.moved:.0%} during the comparison"
+
+
+def _range(low: float | None, high: float | None) -> str:
+    if low is not None and high is not None:
+        return f"×{low:.2f}–×{high:.2f}"
+    if low is not None:
+        return f"at least ×{low:.2f}"
+    if high is not None:
+        return f"at most ×{high:.2f}"
+    return "no range: neither bracket has an upper end"
+
+
+# ----------------------------------------------------------------------------- from the records
+
+
+def comparison_of(cell: CellResult) -> dict:
+    """The comparison a cell belongs to (`search["comparison"]`), {} for none."""
+    return cell.search.get("comparison") or {} if cell.search else {}
+
+
+def paired_ratios(results: Sequence[CellResult]) -> list[PairedRatio]:
+    """Every comparison's batching gains and GPU/CPU ratio over its repeats, by request batch size."""
+    groups: dict[str, list[CellResult]] = {}
+    for cell in results:
+        if (tag := comparison_of(cell)).get("id"):
+            groups.setdefault(str(tag["id"]), []).append(cell)
+    out = []
+    for cells in groups.values():
+        out += _comparison_ratios(cells)
+    return sorted(out, key=lambda p: (p.request_batch_size, p.p99_objective_ms, p.what))
+
+
+def _comparison_ratios(cells: Sequence[CellResult]) -> list[PairedRatio]:
+    searched = [c for c in cells if not is_reference(c)]
+    references = [c for c in cells if is_reference(c)]
+    paired = bool(comparison_of(cells[0]).get("paired"))
+    by_repeat: dict[int, list[SearchAnswer]] = {}
+    repeat_of = {str(c.search["id"]): int(comparison_of(c).get("repeat", 1)) for c in searched}
+    for answer in search_answers(searched):
+        by_repeat.setdefault(repeat_of[answer.search_id], []).append(answer)
+    ratios: dict[tuple[str, int, float], list[RepeatRatio]] = {}
+    servers = comparison_of(cells[0]).get("servers") or []
+    for repeat, answers in sorted(by_repeat.items()):
+        own = [c for c in references if int(comparison_of(c).get("repeat", 1)) == repeat]
+        for key, ratio in _repeat_ratios(repeat, answers, Speeds(own), servers):
+            ratios.setdefault(key, []).append(ratio)
+    whole = drift_of(references)
+    return [PairedRatio(what, batch, objective, paired, tuple(repeats), whole)
+            for (what, batch, objective), repeats in ratios.items()]
+
+
+def _repeat_ratios(repeat: int, answers: Sequence[SearchAnswer], speeds: Speeds, servers: Sequence[str]):
+    """(what, request batch, objective) and the repeat's ratio, for each batching gain and GPU/CPU ratio it has;
+    servers that are neither (the same device and batching): each one's capacity ÷ the first server's."""
+    devices = device_answers(answers)
+    found = False
+    for d in devices:
+        if any(s.config.batching_on for s in d.searches) and any(not s.config.batching_on for s in d.searches):
+            found = True
+            yield (f"batching gain on {d.device}", d.request_batch_size, d.p99_objective_ms), \
+                _from_gain(repeat, d.gain, speeds)
+    for r in device_ratios(devices):
+        found = True
+        if r.ratio is None or r.gpu is None or r.cpu is None:
+            yield (GPU_CPU, r.request_batch_size, r.p99_objective_ms), \
+                RepeatRatio(repeat, None, None, None, r.gpu, r.cpu, r.reason, speeds.drift)
+        else:
+            yield (GPU_CPU, r.request_batch_size, r.p99_objective_ms), _ratio_of(repeat, r.gpu, r.cpu, speeds)
+    if found:
+        return
+    order = {name: i for i, name in enumerate(servers)}
+    ranked = sorted(answers, key=lambda a: (order.get(a.config.name, len(order)), a.search_id))
+    for other in ranked[1:]:
+        base = ranked[0]
+        yield (f"{other.config.name} ÷ {base.config.name}", base.request_batch_size, base.p99_objective_ms), \
+            _ratio_of(repeat, other, base, speeds)
+
+
+def _from_gain(repeat: int, gain: Gain, speeds: Speeds) -> RepeatRatio:
+    if gain.ratio is None or gain.batching is None or gain.off is None:
+        return RepeatRatio(repeat, None, None, None, gain.batching, gain.off, gain.reason, speeds.drift)
+    return _ratio_of(repeat, gain.batching, gain.off, speeds)
+
+
+def _ratio_of(repeat: int, numerator: SearchAnswer, denominator: SearchAnswer, speeds: Speeds) -> RepeatRatio:
+    """numerator ÷ denominator capacity, its range from both brackets, widened by the machine's speed change
+    between the two answers' cells (the reference cells around each); an end left open where a capacity is a
+    lower bound (the load generator was the limit)."""
+    if not numerator.capacity_rps or not denominator.capacity_rps:
+        missing = " and ".join(s.config.name for s in (numerator, denominator) if not s.capacity_rps)
+        return RepeatRatio(repeat, None, None, None, numerator, denominator, f"{missing} met no objective here",
+                           speeds.drift)
+    residual = speeds.between(_answer_index(numerator), _answer_index(denominator))
+    low = numerator.capacity_rps / denominator.upper_rps / (1 + residual) if denominator.upper_rps else None
+    high = numerator.upper_rps / denominator.capacity_rps * (1 + residual) if numerator.upper_rps else None
+    return RepeatRatio(repeat, numerator.capacity_rps / denominator.capacity_rps,
+                       None if lower_bound(denominator) else low, None if lower_bound(numerator) else high,
+                       numerator, denominator, "", speeds.drift, residual)
+
+
+def _answer_index(search: SearchAnswer) -> int | None:
+    """The cell index of the cell that answered the search's capacity (its confirmation)."""
+    step = search.conclusion.capacity if search.conclusion else None
+    return step.result.cell_index if step is not None else None
+
+
+@dataclass(frozen=True)
+class Speeds:
+    """A comparison's reference cells: the machine's speed at any cell, interpolated between the two around it."""
+
+    references: Sequence[CellResult]
+
+    @property
+    def drift(self) -> Drift | None:
+        return drift_of(self.references)
+
+    @cached_property
+    def points(self) -> list[tuple[int, float]]:
+        """(cell index, throughput) of every reference cell that measured, in order."""
+        return sorted((c.cell_index, c.throughput_rps) for c in self.references
+                      if c.status == CellStatus.OK and c.throughput_rps > 0)
+
+    def at(self, index: int) -> float | None:
+        points = self.points
+        if not points:
+            return None
+        before = [p for p in points if p[0] <= index]
+        after = [p for p in points if p[0] >= index]
+        if not before or not after:
+            return (before or after)[-1 if before else 0][1]
+        (i0, s0), (i1, s1) = before[-1], after[0]
+        return s0 if i1 == i0 else s0 + (s1 - s0) * (index - i0) / (i1 - i0)
+
+    def between(self, a: int | None, b: int | None) -> float:
+        """How far the speed moved between cells `a` and `b` (0 where either is unknown)."""
+        if a is None or b is None:
+            return 0.0
+        sa, sb = self.at(a), self.at(b)
+        return abs(sa - sb) / min(sa, sb) if sa and sb else 0.0
+
+
+def drift_of(references: Sequence[CellResult]) -> Drift | None:
+    """The reference cells' throughput in the order measured; None without any."""
+    ok = sorted((c for c in references if c.status == CellStatus.OK and c.throughput_rps > 0),
+                key=lambda c: c.cell_index)
+    if not ok:
+        return None
+    return Drift(ok[0].server.name, tuple(c.throughput_rps for c in ok))
+
+
+# ----------------------------------------------------------------------------- shown
+
+
+def paired_lines(results: Sequence[CellResult]) -> tuple[str, ...]:
+    """One sentence per comparison's ratio (the report's headline and `capacity`'s console end)."""
+    return tuple(p.describe() for p in paired_ratios(results))
+
+
+def by_key(ratios: Sequence[PairedRatio]) -> dict[tuple[str, int, float], PairedRatio]:
+    return {p.key: p for p in ratios}
+
+
+def paired_table(ratios: Sequence[PairedRatio]) -> Table | None:
+    """Every repeat of every comparison (`paired_ratios`): its ratio, range, both capacities and the drift while
+    it ran."""
+    rows = []
+    for p in ratios:
+        for r in p.repeats:
+            moved = r.drift.moved if r.drift else None
+            rows.append((p.what, str(p.request_batch_size), f"{p.p99_objective_ms:g}", "yes" if p.paired else "no",
+                         str(r.repeat), r.describe(), _capacity(r.numerator), _capacity(r.denominator),
+                         "—" if moved is None else f"{moved:.0%}"))
+    if not rows:
+        return None
+    return Table("Comparisons: each repeat's ratio",
+                 "Paired: the servers compared were up at once and their cells alternated one server at a time "
+                 "(one order, then the reverse), so the machine's drift lands on both sides of each ratio. Range: "
+                 "from the two searches' brackets (the lowest and highest ratio their passing and failing rates "
+                 "allow), widened by the speed change between the two answers' cells (the drift the pairing left "
+                 "in). Drift: how far the machine's speed (the first server's throughput, one request at a time) "
+                 "moved within the repeat, fastest ÷ slowest − 1. A two-sided range holding ×1.0 is no measurable "
+                 "difference; a range open at one end is a bound, with no estimate.",
+                 ("ratio", "request batch", "p99 objective ms", "paired", "repeat", "ratio (range)",
+                  "numerator req/s", "denominator req/s", "drift"), tuple(rows))
+
+
+def _capacity(search: SearchAnswer | None) -> str:
+    if search is None or search.capacity_rps is None:
+        return "—"
+    return f"{search.config.name}: {fmt(search.capacity_rps)}"

@@ -1,0 +1,1 @@
+"""Replicas in the units people rent: sizing, instances, the price book."""

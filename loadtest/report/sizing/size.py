@@ -1,0 +1,369 @@
+"""Hardware sizing: how many replicas of which configuration meet a latency objective at a target load.
+
+At one request batch size (the smallest measured unless asked for), every configuration measured
+there (server kind × device × batching × versions: `loadtest.report.configs.Config`) gets a
+per-replica capacity from the best evidence it has, labelled with its source
+(`loadtest.report.sources`: a capacity search, else the open-loop grid, else a closed-loop lower
+bound), then replicas, and from a price file the user edits, the instances that hold them
+(`loadtest.report.sizing.instances`: a replica is the measured server, its cores or GPUs as recorded), their
+cost per hour and per million inferences. A replica no priced instance can hold is refused with the
+reason, not priced. An older price file prices replicas, not instances, and the answer says so.
+
+Devices and batching configurations are compared at that one request batch size only. Measured
+points are the evidence: nothing is interpolated or extrapolated, invalid or failed cells are never
+used (they are listed), a real capacity ranks before a lower bound, and where the measurements
+cannot answer, the answer says so.
+
+Not for: drawing plots or writing the report (`loadtest.report.page`), choosing the capacity's
+source (`loadtest.report.sources`), reading prices (`loadtest.report.sizing.prices`), or measuring.
+
+    mnist-bench size --p99-ms 50 --target-rps 5000 [--batch 1] [--headroom 0.2] \
+        [--prices loadtest/prices.example.toml] results/*/results.jsonl
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from rich.table import Table
+
+from loadtest.evidence.records import CellResult
+from loadtest.evidence.tables import plain_table
+from loadtest.report.configs import Config, config_labels, config_of
+from loadtest.report.formatting import money, number
+from loadtest.report.series import AnalysisError, read_all
+from loadtest.report.sizing.instances import Placement, Replica, linear_note, place, replicas_by_config
+from loadtest.report.sizing.prices import DEFAULT_PRICES, PriceBook, load_prices
+from loadtest.report.sources import ConfigCapacity, Source, capacities, request_batches
+from serving.endpoint import server_with_runtime
+
+UNITS = {"rps": "requests/s", "ips": "images/s"}
+
+
+# ----------------------------------------------------------------------------- arithmetic
+
+
+def replicas_needed(target: float, capacity: float, headroom: float) -> int:
+    """ceil(target / (capacity × (1 − headroom))), rounded first so 5.0000000001 stays 5."""
+    return math.ceil(round(target / (capacity * (1.0 - headroom)), 9))
+
+
+def cost_per_hour(price_per_hour: float, replicas: int) -> float:
+    return price_per_hour * replicas
+
+
+def cost_per_million(hourly_cost: float, inferences_per_s: float) -> float:
+    """Cost of one million inferences (images) when serving `inferences_per_s` for an hour."""
+    return hourly_cost / (inferences_per_s * 3600.0) * 1e6
+
+
+@dataclass(frozen=True)
+class Costs:
+    replicas: int
+    per_hour: float | None  # None without a price
+    per_million: float | None  # per million inferences (images) at the target load
+
+
+def costs(target: float, capacity: float, headroom: float, images_per_s: float, price: float | None) -> Costs:
+    """Replicas for `target` at `capacity` per replica, and their cost at `price` per replica-hour."""
+    replicas = replicas_needed(target, capacity, headroom)
+    hourly = cost_per_hour(price, replicas) if price is not None else None
+    return Costs(replicas, hourly, cost_per_million(hourly, images_per_s) if hourly is not None else None)
+
+
+@dataclass(frozen=True)
+class Priced:
+    """Replicas and what they cost: on instances (`placement`), or per replica (an older price file)."""
+
+    costs: Costs
+    price_per_hour: float | None  # one instance (one replica's machine in an older price file)
+    placement: Placement | None  # None: per replica, or refused
+    refused: str  # why the replica maps onto no priced instance ("" otherwise)
+
+
+def priced(target: float, capacity: float, headroom: float, images_per_s: float, prices: PriceBook,
+           config: Config, replica: Replica) -> Priced:
+    """Replicas of `replica` for `target`, priced per instance (or per replica for an older price file)."""
+    if prices.per_replica:
+        price = prices.lookup(config.device, config.device_name)
+        return Priced(costs(target, capacity, headroom, images_per_s, price), price, None, "")
+    replicas = replicas_needed(target, capacity, headroom)
+    placed = place(replica, replicas, prices.instances)
+    if isinstance(placed, str):
+        return Priced(Costs(replicas, None, None), None, None, placed)
+    per_million = cost_per_million(placed.cost_per_hour, images_per_s)
+    return Priced(Costs(replicas, placed.cost_per_hour, per_million), placed.instance.price_per_hour, placed, "")
+
+
+# ----------------------------------------------------------------------------- answers
+
+
+@dataclass(frozen=True)
+class Objective:
+    p99_ms: float
+    target: float
+    unit: str  # "rps" or "ips"
+    headroom: float
+
+    def describe(self) -> str:
+        return (f"p99 <= {self.p99_ms:g} ms at {self.target:g} {UNITS[self.unit]}, "
+                f"headroom {self.headroom:.0%}")
+
+    def images_per_s(self, request_batch_size: int) -> float:
+        return self.target * (request_batch_size if self.unit == "rps" else 1)
+
+
+@dataclass(frozen=True)
+class SizingAnswer:
+    """One option: a configuration at the chosen request batch size, sized for the objective."""
+
+    config: Config
+    label: str  # the configuration's short label (`configs.config_labels`)
+    request_batch_size: int
+    meets: bool  # False: the measurements cannot answer for this option (see note)
+    capacity: float | None  # per replica, in the objective's unit, p99 within the objective
+    source: str  # a `sources.Source` value; "" when there was no evidence
+    lower_bound: bool  # capacity may be higher (closed loop, all rates passed, or a stricter search)
+    replicas: int | None
+    price_per_hour: float | None  # one instance (an older price file: one replica's machine)
+    cost_per_hour: float | None
+    cost_per_million: float | None  # per million inferences (images) at the target load
+    note: str
+    cells_used: int
+    cells_not_used: tuple[str, ...]  # "level L: reason" for each invalid or failed cell
+    rank: int | None = None  # 1 = the preferred option among those that meet
+    replica: str = ""  # what one replica is: "1 core of AMD EPYC", "1 × NVIDIA H100 80GB HBM3 with 12 cores"
+    instance: str = ""  # the instance type the replicas are priced on ("" per replica, or refused)
+    per_instance: int | None = None  # replicas one instance holds
+    instances: int | None = None  # ceil(replicas / per_instance)
+    assumption: str = ""  # what the pricing assumes (linear scaling across an instance), "" when nothing
+    refused: str = ""  # why this replica maps onto no priced instance: not priced
+
+    @property
+    def how(self) -> str:
+        """The source, and "(lower bound)" where the source's label does not already say so."""
+        bound = self.lower_bound and self.source != Source.CLOSED
+        return self.source + (" (lower bound)" if bound else "")
+
+    def server(self) -> str:
+        config = self.config
+        return f"{config.device} {server_with_runtime(config.kind, config.runtime)}, batching {config.batching_profile}"
+
+
+def size_option(found: ConfigCapacity, label: str, objective: Objective, prices: PriceBook,
+                replica: Replica) -> SizingAnswer:
+    """Replicas, instances and cost of one configuration; `meets` False where the data cannot say."""
+    c = found.config
+    capacity = found.capacity_rps if objective.unit == "rps" else found.capacity_ips
+    base = SizingAnswer(c, label, found.request_batch_size, False, None, found.source or "", found.lower_bound,
+                        None, None, None, None, found.note, found.cells_used, found.cells_not_used,
+                        replica=replica.describe())
+    if capacity is None or capacity <= 0:
+        return base if capacity is None else replace(base, note=f"{found.note}; no throughput measured")
+    p = priced(objective.target, capacity, objective.headroom, objective.images_per_s(found.request_batch_size),
+               prices, c, replica)
+    placed = p.placement
+    unpriced = prices.per_replica and p.price_per_hour is None
+    note = found.note + (f"; no price for {c.device_name!r} or device {c.device!r}" if unpriced else "")
+    answer = replace(base, meets=True, capacity=capacity, replicas=p.costs.replicas, price_per_hour=p.price_per_hour,
+                     cost_per_hour=p.costs.per_hour, cost_per_million=p.costs.per_million, note=note,
+                     refused=p.refused)
+    if placed is None:
+        return answer
+    return replace(answer, instance=placed.instance.name, per_instance=placed.per_instance,
+                   instances=placed.instances, assumption=linear_note(replica, placed))
+
+
+def rank_answers(answers: Sequence[SizingAnswer]) -> list[SizingAnswer]:
+    """Real capacities first, then lower bounds; priced ones cheapest first; then those that cannot answer."""
+    def order(a: SizingAnswer):
+        return (not a.meets, a.lower_bound, a.cost_per_hour is None, a.cost_per_hour or 0.0,
+                a.replicas or 0, -(a.capacity or 0.0), a.label)
+    out, rank = [], 0
+    for answer in sorted(answers, key=order):
+        if answer.meets:
+            rank += 1
+            answer = replace(answer, rank=rank)
+        out.append(answer)
+    return out
+
+
+def chosen_batch(results: Sequence[CellResult], batch_size: int | None) -> int:
+    """The request batch size to size at: the one asked for, else the smallest measured."""
+    measured = request_batches(results)
+    if not measured:
+        raise AnalysisError("no cells to size from")
+    if batch_size is None:
+        return measured[0]
+    if batch_size not in measured:
+        raise AnalysisError(f"no cells at request batch {batch_size}; measured: {', '.join(map(str, measured))}")
+    return batch_size
+
+
+def size(results: Sequence[CellResult], objective: Objective, prices: PriceBook,
+         batch_size: int | None = None) -> list[SizingAnswer]:
+    """Every configuration measured at the chosen request batch size, sized and ranked."""
+    batch = chosen_batch(results, batch_size)
+    labels = config_labels(config_of(c) for c in results)
+    replicas = replicas_by_config(results)
+    return rank_answers([size_option(found, labels[found.config], objective, prices, replicas[found.config])
+                         for found in capacities(results, batch, objective.p99_ms)])
+
+
+def cheapest(answers: Sequence[SizingAnswer]) -> SizingAnswer | None:
+    """The cheapest priced option that meets, from a real capacity when any has one, else a lower bound."""
+    priced = [a for a in answers if a.meets and a.cost_per_hour is not None]
+    pool = [a for a in priced if not a.lower_bound] or priced
+    return min(pool, key=lambda a: (a.cost_per_hour, a.replicas)) if pool else None
+
+
+# ----------------------------------------------------------------------------- text
+
+
+def instances_text(a: SizingAnswer) -> str:
+    """ "1 × general-16 (16 per instance)"; "not priced" when refused; "—" per replica."""
+    if a.refused:
+        return "not priced: refused"
+    return f"{a.instances} × {a.instance} ({a.per_instance} per instance)" if a.instance else "—"
+
+
+def answer_table(answers: Sequence[SizingAnswer], unit: str, prices: PriceBook) -> str:
+    """The options that meet the objective, ranked, as a plain-text table ("" when none does)."""
+    table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 2, 0, 0))
+    on_instances = not prices.per_replica
+    for name in ("rank", "option", "server", "replica", f"capacity {unit}", "source", "replicas",
+                 *(("instances",) if on_instances else ()), f"{prices.currency}/h", f"{prices.currency}/M inferences"):
+        table.add_column(name, no_wrap=True)
+    for a in answers:
+        if a.meets:
+            table.add_row(str(a.rank), a.label, a.server(), a.replica, f"{a.capacity:,.1f}", a.how, str(a.replicas),
+                          *((instances_text(a),) if on_instances else ()), number(a.cost_per_hour, 2),
+                          money(a.cost_per_million))
+    return plain_table(table, 10_000) if table.row_count else ""
+
+
+SOURCES_LEGEND = ("source: capacity search = a search's confirmed answer; open-loop, measured grid = the highest "
+                  "passing offered rate a sweep measured; closed-loop: lower bound = a closed loop's throughput, "
+                  "not an open-loop capacity; (lower bound) = capacity may be higher.")
+
+
+def prices_line(prices: PriceBook) -> str:
+    example = "; EXAMPLE prices, not quotes" if prices.example else ""
+    if prices.per_replica:
+        return (f"Prices: {prices.source} ({prices.currency} per hour per replica{example}). This price file "
+                "prices replicas, not instances: each replica is priced as a whole machine, whatever its size; "
+                "price [instances] with their vCPUs and GPUs to size in instances.")
+    return (f"Prices: {prices.source} ({prices.currency} per hour per instance{example}). An instance holds "
+            "floor(its vCPUs / a replica's cores) CPU replicas, or its GPUs / a replica's GPUs; "
+            "instances = ceil(replicas / replicas per instance); the cheapest instance type that holds a replica.")
+
+
+def format_answers(answers: Sequence[SizingAnswer], objective: Objective, prices: PriceBook,
+                   measured_batches: Sequence[int] = ()) -> str:
+    """The plain-text answer: a ranked table, the cheapest option, and what could not be sized."""
+    batch = answers[0].request_batch_size if answers else None
+    others = [b for b in measured_batches if b != batch]
+    lines = [f"Sizing for {objective.describe()}, at request batch {batch}"
+             + (f" (also measured: {', '.join(map(str, others))}; pick one with --batch)" if others else "")
+             + f": replicas = ceil(target / (capacity x {1 - objective.headroom:g})); a replica is one measured "
+             "server (the cores it was pinned to or its container's CPU limit, its GPUs), each assumed to "
+             "perform as the measured one; a search's capacity is its confirmed rate (p99 within the objective at "
+             "its stated confidence), never an unconfirmed one.", prices_line(prices)]
+    table = answer_table(answers, UNITS[objective.unit], prices)
+    if table:
+        lines += ["", table, SOURCES_LEGEND]
+    lines += ["", _verdict(answers, prices.currency, UNITS[objective.unit], bool(table))]
+    return "\n".join(lines + _notes(answers))
+
+
+def _on_instances(a: SizingAnswer) -> str:
+    if not a.instance:
+        return ""
+    return f" of {a.replica} on {a.instances} × {a.instance} ({a.per_instance} replica(s) per instance)"
+
+
+def _verdict(answers: Sequence[SizingAnswer], currency: str, unit: str, any_meets: bool) -> str:
+    best = cheapest(answers)
+    if best is not None:
+        only_bounds = " (only lower bounds measured: a capacity search would say more)" if best.lower_bound else ""
+        cheaper = [a.label for a in answers if a.lower_bound and a.cost_per_hour is not None
+                   and a.cost_per_hour < (best.cost_per_hour or 0.0)]
+        bounds = (f" Cheaper with only a lower bound, so ranked after it: {', '.join(cheaper)}."
+                  if cheaper and not best.lower_bound else "")
+        assumed = f" Assumed: {best.assumption}." if best.assumption else ""
+        return (f"Cheapest meeting the objective{only_bounds}: {best.label} ({best.server()}) on "
+                f"{best.config.device_name}, request batch {best.request_batch_size}: {best.replicas} replica(s)"
+                f"{_on_instances(best)}, "
+                f"{number(best.cost_per_hour, 2)} {currency}/h, {money(best.cost_per_million)} {currency} per "
+                f"million inferences; capacity {best.capacity:,.1f} {unit} from {best.how}.{bounds}{assumed}")
+    if any(a.refused for a in answers):
+        return "Options meet the objective but none maps onto an instance in the price file: see Not priced below."
+    if any_meets:
+        return "Options meet the objective but none has a price in the price file."
+    return "No measured option meets the objective: the measurements cannot answer."
+
+
+def _notes(answers: Sequence[SizingAnswer]) -> list[str]:
+    lines = []
+    refused = [a for a in answers if a.refused]
+    if refused:
+        lines += ["", "Not priced (the replica maps onto no instance in the price file):"]
+        lines += [f"  {a.label} ({a.replica}): {a.refused}" for a in refused]
+    assumed = [a for a in answers if a.assumption]
+    if assumed:
+        lines += ["", "Assumed, not measured:"]
+        lines += [f"  {a.label}: {a.assumption}" for a in assumed]
+    cannot = [a for a in answers if not a.meets]
+    if cannot:
+        lines += ["", "Cannot answer from these measurements:"]
+        lines += [f"  {a.label} ({a.config.device_name or 'device name not recorded'}): "
+                  f"{a.source or 'no evidence'}: {a.note}" for a in cannot]
+    notes = [a for a in answers if a.meets]
+    if notes:
+        lines += ["", "Where each capacity comes from:"]
+        lines += [f"  {a.label}: {a.how}: {a.note}" for a in notes]
+    skipped = [(a, s) for a in answers for s in a.cells_not_used]
+    if skipped:
+        lines += ["", f"Not used ({len(skipped)} invalid or failed cells):"]
+        lines += [f"  {a.label}, {s}" for a, s in skipped]
+    return lines
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def check_objective(p99_ms: float, target: float, unit: str, headroom: float) -> None:
+    """AnalysisError naming the flag out of range."""
+    if not (math.isfinite(p99_ms) and p99_ms > 0):
+        raise AnalysisError(f"--p99-ms must be a positive number of milliseconds, got {p99_ms:g}")
+    if not (math.isfinite(target) and target > 0):
+        raise AnalysisError(f"--target-{unit} must be positive, got {target:g}")
+    if not (0 <= headroom < 1):
+        raise AnalysisError(f"--headroom must be in [0, 1), got {headroom:g}")
+
+
+def objective_from(p99_ms: float, target_rps: float | None, target_ips: float | None, headroom: float) -> Objective:
+    """The objective the flags describe; AnalysisError names a flag out of range."""
+    unit, target = ("rps", target_rps) if target_rps is not None else ("ips", target_ips)
+    if target is None:
+        raise AnalysisError("one of the arguments --target-rps --target-ips is required")
+    check_objective(p99_ms, target, unit, headroom)
+    return Objective(p99_ms, target, unit, headroom)
+
+
+def run(results: Sequence[Path], objective: Objective, prices: Path = DEFAULT_PRICES, as_json: bool = False, *,
+        batch_size: int | None = None) -> tuple[list[SizingAnswer], str]:
+    """Read, size at one request batch size; returns the answers and their text (JSON or the table).
+
+    `batch_size`: the request batch size to compare at (None: the smallest measured). Raises AnalysisError.
+    """
+    book = load_prices(prices)
+    cells = read_all(results)
+    answers = size(cells, objective, book, batch_size)
+    if as_json:
+        return answers, json.dumps([{**asdict(a), "how": a.how} for a in answers], indent=2)
+    return answers, format_answers(answers, objective, book, request_batches(cells))

@@ -1,0 +1,169 @@
+"""Where a configuration's capacity comes from, at one request batch size and one p99 objective.
+
+In order of preference, each labelled with its source:
+
+1. `capacity search`: the confirmed rate of a search of this configuration at this request batch size
+   (never an unconfirmed one) whose objective is the one asked for or, failing that, the loosest one
+   stricter than it (then a lower bound: capacity at the looser objective may be higher), or one the
+   load generator limited ("at least"). A search at a looser objective is not used.
+2. `open-loop, measured grid`: the highest offered rate among a plain sweep's open-loop cells that
+   passes (finished, valid, p99 within the objective at 99% confidence: `loadtest.judge.verdicts`), never
+   interpolated and never confirmed; a lower bound when no higher rate was measured failing.
+3. `closed-loop: lower bound`: the highest throughput of a closed-loop cell meeting the objective,
+   used only when there is no valid open-loop cell. Closed-loop points are never mixed into one
+   series with open-loop ones: a closed loop slows its senders when the server stalls.
+
+Pure functions over `CellResult`s. Not for: replicas and cost (`loadtest.report.sizing.size`) or what a
+search answered (`loadtest.report.answers`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from loadtest.evidence.records import CellResult
+from loadtest.evidence.vocab import LoadMode
+from loadtest.judge.verdicts import verdict_of
+from loadtest.report.answers import SearchAnswer, best, search_answers
+from loadtest.report.configs import Config, config_of
+from loadtest.report.series import level_name, load_level, unusable_reason, usable
+
+
+class Source(StrEnum):
+    SEARCH = "capacity search"
+    GRID = "open-loop, measured grid"
+    CLOSED = "closed-loop: lower bound"
+
+
+# ----------------------------------------------------------------------------- plain cells
+
+
+@dataclass(frozen=True)
+class Highest:
+    """The best passing cell among one configuration's plain (non-search) cells of one load mode."""
+
+    cell: CellResult | None  # None: no cell passed
+    rate_rps: float | None  # its offered rate (open loop) or achieved throughput (closed loop)
+    lower_bound: bool  # no higher load was measured failing: capacity may be higher
+    note: str
+    valid_cells: int
+    not_used: tuple[str, ...]  # "level: reason" of each invalid or failed cell
+
+
+def _rate(cell: CellResult) -> float:
+    return load_level(cell) if cell.load.mode == LoadMode.OPEN else cell.throughput_rps
+
+
+def highest_passing(cells: Sequence[CellResult], p99_ms: float, mode: LoadMode) -> Highest:
+    """The highest measured load of `mode` meeting p99 <= `p99_ms`; search cells are not a grid."""
+    plain = [c for c in cells if not c.search and c.load.mode == mode]
+    valid = [c for c in plain if usable(c)]
+    level = level_name(mode)
+    not_used = tuple(f"{level} {load_level(c):g}: {unusable_reason(c)}" for c in plain if not usable(c))
+    passed = {id(c): verdict_of([c], p99_ms).passed for c in plain}  # each cell judged once
+    passing = [c for c in valid if passed[id(c)]]
+    if not passing:
+        if not valid:
+            return Highest(None, None, False, f"no valid {mode}-loop cell", 0, not_used)
+        low = min(valid, key=lambda c: c.latency_p99_ms or 0.0)
+        return Highest(None, None, False, f"objective never met: lowest measured p99 is {low.latency_p99_ms:g} ms "
+                       f"(at {level} {load_level(low):g})", len(valid), not_used)
+    top = max(passing, key=_rate)
+    failing = [load_level(c) for c in plain if load_level(c) > load_level(top) and not passed[id(c)]]
+    if mode == LoadMode.CLOSED:
+        note = (f"highest closed-loop throughput meeting the objective ({level} {load_level(top):g}); "
+                "an open loop at this rate may queue more")
+    elif failing:
+        note = f"highest passing offered rate {load_level(top):g} req/s; {min(failing):g} req/s failed"
+    else:
+        note = f"passed at every measured rate, up to {load_level(top):g} req/s: capacity may be higher"
+    return Highest(top, _rate(top), mode == LoadMode.CLOSED or not failing, note, len(valid), not_used)
+
+
+# ----------------------------------------------------------------------------- one configuration
+
+
+@dataclass(frozen=True)
+class ConfigCapacity:
+    """One configuration's capacity at one request batch size and objective, and where it comes from."""
+
+    config: Config
+    request_batch_size: int
+    capacity_rps: float | None  # None: these measurements cannot say
+    capacity_ips: float | None
+    source: Source | None  # the evidence used; None when there was none
+    lower_bound: bool  # capacity may be higher
+    note: str
+    cells_used: int
+    cells_not_used: tuple[str, ...]
+
+
+def search_for(searches: Sequence[SearchAnswer], p99_ms: float) -> SearchAnswer | None:
+    """The best met search at the requested objective, else at the loosest stricter one."""
+    fitting = [s for s in searches if s.met and s.p99_objective_ms <= p99_ms]
+    if not fitting:
+        return None
+    closest = max(s.p99_objective_ms for s in fitting)
+    return best(s for s in fitting if s.p99_objective_ms == closest)
+
+
+def _unused_searches(searches: Sequence[SearchAnswer], used: SearchAnswer | None, p99_ms: float) -> str:
+    notes = [f"search {s.search_id} at p99 <= {s.p99_objective_ms:g} ms "
+             + ("not used: its objective is looser" if s.p99_objective_ms > p99_ms else "did not meet its objective")
+             for s in searches if s is not used and (not s.met or s.p99_objective_ms > p99_ms)]
+    return "".join(f"; {n}" for n in notes)
+
+
+def _from_search(config: Config, batch: int, search: SearchAnswer, p99_ms: float) -> ConfigCapacity:
+    stricter = search.p99_objective_ms < p99_ms
+    estimate = f"est. p99 {search.estimate_ms:g} ms" if search.estimate_ms is not None else f"p99 {search.p99_ms:g} ms"
+    note = (f"search {search.search_id}: its confirmed rate, {estimate} <= {search.p99_objective_ms:g} ms"
+            + (f"; {search.uncertainty()}" if search.uncertainty() else "")
+            + (f" (stricter than {p99_ms:g} ms: capacity there may be higher)" if stricter else ""))
+    at_least = search.conclusion is not None and search.conclusion.at_least  # the load generator's limit above it
+    return ConfigCapacity(config, batch, search.capacity_rps, search.capacity_ips, Source.SEARCH, stricter or at_least,
+                          note, search.cells, ())
+
+
+def _from_cells(config: Config, batch: int, source: Source, high: Highest) -> ConfigCapacity:
+    cell = high.cell
+    return ConfigCapacity(config, batch, high.rate_rps, cell.throughput_ips if cell else None, source,
+                          high.lower_bound, high.note, high.valid_cells, high.not_used)
+
+
+def _from_plain(config: Config, batch: int, cells: Sequence[CellResult], p99_ms: float) -> ConfigCapacity:
+    grid = highest_passing(cells, p99_ms, LoadMode.OPEN)
+    closed = highest_passing(cells, p99_ms, LoadMode.CLOSED)
+    if grid.valid_cells:
+        found = _from_cells(config, batch, Source.GRID, grid)
+        ignored = f"; {closed.valid_cells} closed-loop cell(s) not used (open-loop cells measured)"
+        return replace(found, note=found.note + ignored) if closed.valid_cells else found
+    if closed.valid_cells:
+        return _from_cells(config, batch, Source.CLOSED, closed)
+    return ConfigCapacity(config, batch, None, None, None, False, "no valid sweep cell", 0,
+                          grid.not_used + closed.not_used)
+
+
+def capacity_of(config: Config, batch: int, cells: Sequence[CellResult], searches: Sequence[SearchAnswer],
+                p99_ms: float) -> ConfigCapacity:
+    """`config`'s capacity at `batch` from its cells and searches there (see the module docstring)."""
+    search = search_for(searches, p99_ms)
+    found = _from_search(config, batch, search, p99_ms) if search else _from_plain(config, batch, cells, p99_ms)
+    return replace(found, note=found.note + _unused_searches(searches, search, p99_ms))
+
+
+def request_batches(results: Sequence[CellResult]) -> list[int]:
+    return sorted({c.load.request_batch_size for c in results})
+
+
+def capacities(results: Sequence[CellResult], batch: int, p99_ms: float) -> list[ConfigCapacity]:
+    """Every configuration measured at request batch `batch`: its capacity at p99 <= `p99_ms`."""
+    here = [c for c in results if c.load.request_batch_size == batch]
+    searches = search_answers(here)
+    by_config: dict[Config, list[CellResult]] = {}
+    for cell in here:
+        by_config.setdefault(config_of(cell), []).append(cell)
+    return [capacity_of(config, batch, cells, [s for s in searches if s.config == config], p99_ms)
+            for config, cells in sorted(by_config.items())]

@@ -1,0 +1,1 @@
+"""Choosing the next cell: capacity searches, paired comparisons, batching tuning."""

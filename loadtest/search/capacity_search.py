@@ -1,0 +1,392 @@
+"""`mnist-bench capacity`: capacity searches run against real servers, every probe a recorded cell.
+
+Wires `loadtest.search.capacity.CapacitySearch` to real measurements. `Capacities` runs one search
+per server and request batch size, all into one results directory (`results/<UTC time>/`, as a
+sweep's): the servers are the running ones, or configurations it starts one at a time
+(`loadtest.measure.servers`), each stopped before the next. A search measures one open-loop cell per
+rate it asks for (the confirmation `confirm_factor` times longer), each appended to `results.jsonl`
+tagged with the search's id, its role and the objective. Each cell at a rate the search measured before
+(an extension, a confirmation) takes the next arrival seed: its requests are new samples of the schedule,
+not the same bursts again. A cell whose load generator was the limit
+is measured again with one more Locust process while the load generator's cores allow (its pinned
+cores, or those beside a pinned server); otherwise the search answers "at least". Without a start
+rate, a short closed-loop probe cell (concurrency 4) measures what the server takes, and the search
+starts at half of it. A
+server that does not start, or does not answer, gets one failed cell (role `start`) with the
+reason, and the next search goes on.
+
+Not for: the search's decisions (`loadtest.search.capacity`) or a grid of cells (`loadtest.measure.runner`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from loadtest.evidence.tables import plain_table
+from loadtest.evidence.vocab import LoadMode
+from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS
+from loadtest.judge.confidence import DEFAULT_CONFIDENCE
+from loadtest.judge.verdicts import client_limited
+from loadtest.measure import plan as plans
+from loadtest.measure.probe import Probe, Prober
+from loadtest.measure.runner import CellRunner, Interrupted, cell_estimate_s
+from loadtest.measure.servers import Slot, StartFailed
+from loadtest.search.capacity import AnswerKind, CapacityAnswer, CapacitySearch, Measured, Pairing, Role, SearchSettings
+from loadtest.search.capacity_output import outcome_line, trail_table
+from loadtest.search.comparison import Reference, comparison_tag
+from loadtest.search.interleave import Turn, interleave
+from model_export.provenance import cpu_cores
+from serving.deploy.process import pinned_cores
+from serving.endpoint import ServedEndpoint
+
+PROBE_USERS = 4  # the start-rate probe: a short closed loop, enough users to keep a server busy
+
+
+@dataclass(frozen=True)
+class CapacityRequest:
+    """What to search: the objective, the request batch size, and the search's bounds."""
+
+    plan: plans.Plan  # its [run] settings: samples, check, protocol, windows
+    p99_ms: float
+    batch_size: int = 1
+    precision: float = 0.05
+    start_rps: float | None = None  # None: from a closed-loop probe
+    min_rps: float = 1.0
+    max_steps: int = 20
+    max_s: float = 900.0
+    confirm_factor: float = 3.0  # the confirmation's window, in measure_s
+    confidence: float = DEFAULT_CONFIDENCE  # every verdict's, on p99 <= the objective
+    max_rate_s: float = 30.0  # measured seconds at one rate, its extensions included
+    gate: bool = False  # start_rps is a rate to beat: a search that does not pass there ends at once
+    objectives: tuple[float, ...] = DEFAULT_OBJECTIVES_MS  # p99s its cells are also answered at (recorded)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One search's end: its answer, or why it could not run (`answer` None)."""
+
+    server: str
+    batch_size: int
+    answer: CapacityAnswer | None
+    failure: str = ""
+    p99_ms: float | None = None  # the search's objective (the plan's for its batch size, else --p99-ms)
+    search_id: str = ""  # its cells' `search["id"]`
+
+    @property
+    def met(self) -> bool:
+        """A confirmed capacity."""
+        return self.answer is not None and self.answer.met
+
+    @property
+    def passed(self) -> bool:
+        """A passing rate answered, confirmed or not."""
+        return self.answer is not None and self.answer.kind != AnswerKind.NONE
+
+
+@dataclass
+class CapacityRun:
+    """One search against one running server; every cell recorded by `cells` with the search's tag."""
+
+    request: CapacityRequest
+    cells: CellRunner
+    target: ServedEndpoint
+    search_id: str
+    prober: Prober
+    model_version: int | None = None
+    measure_cell: Callable[..., Any] | None = None  # CellRunner.measure, or a paired comparison's turn at it
+    clock: Callable[[], float] = time.monotonic  # the search's deadline runs on it
+    comparison: dict | None = None  # the paired comparison its cells belong to (`loadtest.search.comparison`)
+    pairing: Pairing | None = None  # paired: the comparison's seat, where the final answers are agreed
+    _confirming: bool = False  # the last measured rate was a confirmation: its extensions are too
+    _processes: int = 0  # Locust processes now: the plan's, plus any added where its client was the limit
+    _measured_at: dict[float, int] = field(default_factory=dict)  # cells measured so far at each rate
+
+    def run(self) -> CapacityAnswer:
+        r = self.request
+        start = r.start_rps if r.start_rps is not None else self._start_from_probe()
+        settings = SearchSettings(p99_ms=r.p99_ms, start_rps=start, precision=r.precision, min_rps=r.min_rps,
+                                  max_steps=r.max_steps, max_s=r.max_s, confidence=r.confidence,
+                                  max_rate_s=r.max_rate_s, gate=r.gate, window_s=r.plan.run.measure_s,
+                                  confirm_window_s=r.plan.run.measure_s * r.confirm_factor,
+                                  cell_overhead_s=cell_estimate_s(r.plan.run) - r.plan.run.measure_s)
+        return CapacitySearch(settings, self._measure, clock=self.clock,
+                              interrupts=(Interrupted, KeyboardInterrupt), pairing=self.pairing).run()
+
+    def _start_from_probe(self) -> float:
+        """Half the throughput a short closed loop gets (never below min_rps)."""
+        cell = plans.Cell(LoadMode.CLOSED, self.request.batch_size, PROBE_USERS, None)
+        result, probe = self._cell(cell, self.request.plan.run, Role.PROBE, None, False)
+        if not probe.ok or result.requests == 0:
+            raise _NotMeasured(f"the start-rate probe measured nothing: {result.failure_reason or probe.error}")
+        return max(self.request.min_rps, round(result.throughput_rps / 2, 1))
+
+    def _measure(self, rate_rps: float, role: Role, window_s: float | None, attempt: int = 0,
+                 held: bool = False) -> Measured:
+        self._processes = max(self._processes, self.request.plan.run.processes)
+        before = self._measured_at.get(rate_rps, 0)
+        self._measured_at[rate_rps] = before + 1
+        run = replace(self.request.plan.run, processes=self._processes,
+                      arrival_seed=self.request.plan.run.arrival_seed + before)
+        if window_s is not None:
+            run = replace(run, measure_s=window_s)
+        elif role == Role.CONFIRM:
+            run = replace(run, measure_s=run.measure_s * self.request.confirm_factor)
+        cell = plans.Cell(LoadMode.OPEN, self.request.batch_size, None, rate_rps)
+        confirming = role == Role.CONFIRM or (role == Role.EXTEND and self._confirming)
+        self._confirming = confirming
+        result, probe = self._cell(cell, run, role, rate_rps, confirming, attempt, held)
+        while probe.ok and client_limited(result) and self._processes < self._load_cores():
+            self._processes += 1
+            self.cells.say(f"the load generator was the limit at {rate_rps:g} req/s: measuring it again with "
+                           f"{self._processes} Locust processes")
+            run = replace(run, processes=self._processes)
+            result, probe = self._cell(cell, run, role, rate_rps, confirming, attempt)
+        return Measured(result, server_alive=probe.ok)
+
+    def _load_cores(self) -> int:
+        """Cores the load generator may use without taking the server's: its pinned cores; unpinned, the
+        cores beside a pinned server's; with neither pinned, only the processes it has (no way to tell)."""
+        plan = self.request.plan
+        pinned = pinned_cores(plan.run.loadgen_cpus)
+        if pinned:
+            return pinned
+        server = pinned_cores(plan.launch.server_cpus)
+        return max(1, cpu_cores() - server) if server else self._processes
+
+    def _cell(self, cell: plans.Cell, run: plans.RunSettings, role: Role, rate_rps: float | None, confirming: bool,
+              attempt: int = 0, held: bool = False):
+        tag = search_tag(self.search_id, role, self.request.p99_ms, rate_rps, self.request.confidence, confirming,
+                         self.request.objectives, self.comparison)
+        tag = {**tag, "attempt": attempt} if attempt else tag
+        measure = self.measure_cell or self.cells.measure
+        hold = {"held": True} if held else {}  # a paired comparison's final confirmation (`Turn.call`)
+        result, probe = measure(self.prober, self.target, cell, run, 0, self.model_version, search=tag, **hold)
+        self.model_version = probe.model_version or self.model_version
+        return result, probe
+
+
+def search_tag(search_id: str, role: Role, p99_ms: float, rate_rps: float | None,
+               confidence: float = DEFAULT_CONFIDENCE, confirming: bool = False,
+               objectives: tuple[float, ...] = DEFAULT_OBJECTIVES_MS, comparison: dict | None = None) -> dict:
+    """What a search's cell records about the search (`CellResult.search`); the runner adds the cell's own
+    evidence on the objective (`loadtest.judge.verdicts.evidence_record`). `objectives`: the p99s the report
+    answers the search's cells at, besides its own (`loadtest.report.answers.objective_answers`); `comparison`:
+    the comparison it is part of (`loadtest.search.comparison.comparison_tag`), when it is."""
+    tag = {"id": search_id, "role": role.value, "p99_objective_ms": p99_ms, "offered_rps": rate_rps,
+           "confidence": confidence, "confirming": confirming, "objectives": list(objectives)}
+    return {**tag, "comparison": comparison} if comparison else tag
+
+
+def not_answering(target: ServedEndpoint, probe: Probe) -> str:
+    return f"server {target.name} at {target.grpc_target} is not answering ({probe.error})"
+
+
+class _NotMeasured(Exception):
+    """A search that could not begin (its probe measured nothing)."""
+
+
+@dataclass
+class Capacities:
+    """One search per server and request batch size (and repeat), in one results directory. Several servers
+    are compared paired (`interleaved`): all up at once, their searches' cells alternating, a reference cell
+    between slices (`loadtest.search.comparison`); else one after the other, each server stopped before the next."""
+
+    request: CapacityRequest  # its batch_size is replaced by each of `batch_sizes`
+    servers: Sequence[Slot]
+    batch_sizes: Sequence[int]
+    results_root: Path
+    out: TextIO = sys.stdout
+    plan_path: str = ""
+    outcomes: list[Outcome] = field(default_factory=list)
+    repeats: int = 1  # the whole comparison, this many times
+    interleaved: bool = True  # several servers: paired (False: searched one after the other)
+
+    def __post_init__(self) -> None:
+        self.cells = CellRunner.new_run(self.results_root, self.request.plan, self.plan_path, self.out)
+        self.run_id, self.run_dir = self.cells.run_id, self.cells.run_dir
+        self.prober = Prober(self.request.plan.run)
+        self._ids = 0
+        self._comparisons = 0
+
+    @property
+    def paired(self) -> bool:
+        return self.interleaved and len(self.servers) > 1
+
+    def run(self) -> list[Outcome]:
+        """Every search; Interrupted (Ctrl-C, SIGTERM) propagates after the running cell was recorded and the
+        running searches answered from the cells before it (their outcomes kept in `outcomes`)."""
+        how = "paired: all up, their cells interleaved" if self.paired else "one after the other"
+        repeats = f" x {self.repeats} repeats" if self.repeats > 1 else ""
+        self.cells.say(f"capacity run {self.run_id}: {self._objectives()}, "
+                       f"{len(self.servers)} server(s) x request batch {', '.join(map(str, self.batch_sizes))}"
+                       f"{repeats} ({how}); results in {self.run_dir}")
+        if self.paired:
+            self._run_paired()
+        else:
+            for repeat in range(1, self.repeats + 1):
+                self._run_sequential(repeat)
+        return self.outcomes
+
+    def _run_sequential(self, repeat: int) -> None:
+        names = [slot.name for slot in self.servers]
+        for slot in self.servers:
+            try:
+                with slot.serve(self.run_dir / "servers", self.cells.say) as target:
+                    for batch in self.batch_sizes:
+                        self._search(target, batch, comparison=self._comparison(batch, repeat, False, names))
+            except StartFailed as failed:
+                self.cells.say(failed.reason)
+                for batch in self.batch_sizes:
+                    self._not_searched(failed.planned, batch, failed.reason)
+
+    def _run_paired(self) -> None:
+        with self._all_up(self.servers) as answering:
+            for batch in self.batch_sizes:
+                for repeat in range(1, self.repeats + 1):
+                    if answering:
+                        self._compare(answering, batch, repeat)
+
+    def compare(self, slots: Sequence[Slot], batch_size: int) -> list[Outcome]:
+        """One paired comparison of `slots` at `batch_size` (the tuner's unit: its incumbent and a challenger): all
+        started, searched interleaved, stopped; their outcomes in the slots' order."""
+        first = len(self.outcomes)
+        self._comparisons += 1
+        with self._all_up(slots) as answering:
+            if answering:
+                self._compare(answering, batch_size, 1, f"{self.run_id}/c{self._comparisons}")
+        ended = {o.server: o for o in self.outcomes[first:]}
+        return [ended[slot.name] for slot in slots]
+
+    @contextmanager
+    def _all_up(self, slots: Sequence[Slot]) -> Iterator[list[tuple[ServedEndpoint, int | None]]]:
+        """Every slot's server up for the block (stopped after it): those that answer, each with the model version
+        it reported; one that does not start or answer gets its failed cells, recorded."""
+        with ExitStack() as servers:
+            answering = []
+            for slot in slots:
+                try:
+                    target = servers.enter_context(slot.serve(self.run_dir / "servers", self.cells.say))
+                except StartFailed as failed:
+                    self.cells.say(failed.reason)
+                    for batch in self.batch_sizes:
+                        self._not_searched(failed.planned, batch, failed.reason)
+                    continue
+                probe = self.prober.probe(target)
+                if probe.ok:
+                    answering.append((target, probe.model_version))
+                else:
+                    for batch in self.batch_sizes:
+                        self._not_searched(target, batch, not_answering(target, probe))
+            yield answering
+
+    def _compare(self, answering: Sequence[tuple[ServedEndpoint, int | None]], batch: int, repeat: int,
+                 comparison_id: str = "") -> None:
+        """One paired comparison: every server's search at `batch`, interleaved, the reference cell around them."""
+        targets = [target for target, _ in answering]
+        comparison = comparison_tag(comparison_id or f"{self.run_id}/b{batch}", repeat, True,
+                                    [t.name for t in targets])
+        ids = [self._next_id() for _ in targets]
+        p99_ms = self.request.plan.capacity.p99_ms(batch, self.request.p99_ms)
+        reference = Reference(self.cells, self.prober, targets[0], self.request.plan.run,
+                              search_tag(f"{comparison['id']}/reference", Role.REFERENCE, p99_ms, None,
+                                         self.request.confidence, comparison=comparison))
+        self.cells.say(f"paired comparison {comparison['id']} (repeat {repeat}): "
+                       f"{' against '.join(t.name for t in targets)} at request batch {batch}, their cells "
+                       f"interleaved; reference cell: {targets[0].name}, one request at a time")
+        ended: dict[int, Outcome] = {}
+        bodies = [self._paired_body(t, batch, search_id, comparison, ended, i, version)
+                  for i, ((t, version), search_id) in enumerate(zip(answering, ids, strict=True))]
+        try:
+            reference.measure("start")
+            interleave(bodies, between=reference.between)
+            reference.measure("end")
+        finally:
+            for i in sorted(ended):
+                self._ended(ended[i])
+
+    def _paired_body(self, target: ServedEndpoint, batch: int, search_id: str, comparison: dict,
+                     ended: dict[int, Outcome], index: int, version: int | None) -> Callable[[Turn], Outcome]:
+        def body(turn: Turn) -> Outcome:
+            def measure_cell(*args: Any, held: bool = False, **kwargs: Any) -> Any:
+                return turn.call(lambda: self.cells.measure(*args, **kwargs), held=held)
+
+            outcome = self._searched(target, batch, search_id, comparison, model_version=version,
+                                     measure_cell=measure_cell, clock=turn.clock, pairing=turn)
+            ended[index] = outcome
+            return outcome
+        return body
+
+    def search(self, slot: Slot, batch_size: int, beat_rps: float | None = None) -> Outcome:
+        """One search on one server (started for it when it is a configuration); the tuner's unit. With
+        `beat_rps`, the search starts there and ends at once unless the server passes at it."""
+        try:
+            with slot.serve(self.run_dir / "servers", self.cells.say) as target:
+                return self._search(target, batch_size, beat_rps)
+        except StartFailed as failed:
+            return self._not_searched(failed.planned, batch_size, failed.reason)
+
+    def _search(self, target: ServedEndpoint, batch_size: int, beat_rps: float | None = None,
+                comparison: dict | None = None) -> Outcome:
+        search_id = self._next_id()
+        probe = self.prober.probe(target)
+        if not probe.ok:
+            return self._not_searched(target, batch_size, not_answering(target, probe), search_id)
+        outcome = self._ended(self._searched(target, batch_size, search_id, comparison, beat_rps,
+                                             model_version=probe.model_version))
+        if outcome.answer is not None and outcome.answer.interrupted:
+            raise Interrupted()
+        return outcome
+
+    def _searched(self, target: ServedEndpoint, batch_size: int, search_id: str, comparison: dict | None,
+                  beat_rps: float | None = None, model_version: int | None = None, **hooks: Any) -> Outcome:
+        """One search on an answering server, its trail and answer printed (not yet in `outcomes`)."""
+        p99_ms = self.request.plan.capacity.p99_ms(batch_size, self.request.p99_ms)
+        request = replace(self.request, batch_size=batch_size, p99_ms=p99_ms)
+        if beat_rps is not None:
+            request = replace(request, start_rps=beat_rps, gate=True)
+        self.cells.say(f"capacity search {search_id}: p99 <= {request.p99_ms:g} ms, request batch {batch_size}, "
+                       f"on {target.name} ({target.grpc_target})")
+        run = CapacityRun(request, self.cells, target, search_id, self.prober, model_version,
+                          comparison=comparison, **hooks)
+        try:
+            answer = run.run()
+        except _NotMeasured as exc:
+            return Outcome(target.name, batch_size, None, str(exc), p99_ms, search_id)
+        outcome = Outcome(target.name, batch_size, answer, p99_ms=p99_ms, search_id=search_id)
+        self.cells.say(plain_table(trail_table(answer), 10_000) + "\n" + outcome_line(outcome, request.p99_ms, True))
+        return outcome
+
+    def _comparison(self, batch: int, repeat: int, paired: bool, names: Sequence[str]) -> dict | None:
+        """The comparison tag of a run with several servers (None with one: nothing is compared)."""
+        if len(self.servers) < 2:
+            return None
+        return comparison_tag(f"{self.run_id}/b{batch}", repeat, paired, names)
+
+    def _next_id(self) -> str:
+        self._ids += 1
+        return f"{self.run_id}/{self._ids}"
+
+    def _objectives(self) -> str:
+        """`p99 <= 10 ms` and, where the plan sets another objective for a batch size, that one too."""
+        own = {b: self.request.plan.capacity.p99_ms(b, self.request.p99_ms) for b in self.batch_sizes}
+        others = ", ".join(f"{p99:g} ms at request batch {b}" for b, p99 in own.items() if p99 != self.request.p99_ms)
+        return f"p99 <= {self.request.p99_ms:g} ms" + (f" ({others}: the plan's [capacity])" if others else "")
+
+    def _not_searched(self, target: ServedEndpoint, batch_size: int, reason: str, search_id: str = "") -> Outcome:
+        search_id = search_id or self._next_id()
+        cell = plans.Cell(LoadMode.OPEN, batch_size, None, None)
+        p99_ms = self.request.plan.capacity.p99_ms(batch_size, self.request.p99_ms)
+        self.cells.not_run(target, cell, self.request.plan.run, reason, 0,
+                           search=search_tag(search_id, Role.START, p99_ms, None, self.request.confidence,
+                                             objectives=self.request.objectives))
+        return self._ended(Outcome(target.name, batch_size, None, reason, p99_ms, search_id))
+
+    def _ended(self, outcome: Outcome) -> Outcome:
+        self.outcomes.append(outcome)
+        return outcome

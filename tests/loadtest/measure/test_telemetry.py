@@ -1,0 +1,271 @@
+"""Device telemetry: the window's arithmetic from hand-made samples, the sources from fake files and a
+fake NVML, and old records that have no telemetry still reading back."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from loadtest.evidence.records import CSV_COLUMNS, CellResult, csv_row, read_results
+from loadtest.measure import device_sources as sources
+from loadtest.measure import telemetry
+from loadtest.measure.cell_results import telemetry_fields
+from loadtest.measure.device_sources import GpuReading, ServerReading
+from loadtest.measure.telemetry import Sample, Sampler, Telemetry
+from serving.endpoint import ServedEndpoint
+from tests.support.paths import ANALYSIS_FIXTURES
+
+MIB = 1024 * 1024
+
+
+def endpoint(**changes) -> ServedEndpoint:
+    base = ServedEndpoint(name="cpu", kind="embedded", device="cpu", device_name="Test CPU", host="127.0.0.1",
+                          grpc_port=8500, rest_port=8501, model_name="mnist", batching_profile="off")
+    return replace(base, **changes)
+
+
+def sample(t: float, cpu_s: float | None, rss_mib: float | None = None, gpu: GpuReading | None = None) -> Sample:
+    return Sample(t, ServerReading(cpu_s, None if rss_mib is None else int(rss_mib * MIB)), gpu)
+
+
+# ----------------------------------------------------------------------------- arithmetic
+
+
+def test_cpu_percent_is_cpu_seconds_over_wall_time_and_cores():
+    # 0.3 CPU s in 0.6 s on 2 cores = 25%; the intervals: 0.1/0.2/2 = 25%, 0.2/0.2/2 = 50%, 0%.
+    samples = [sample(0.0, 0.0), sample(0.2, 0.1), sample(0.4, 0.3), sample(0.6, 0.3)]
+    assert telemetry.cpu_percents(samples, 2.0) == (25.0, 50.0)
+    assert telemetry.cpu_percents(samples, 1.0) == (50.0, 100.0)
+    assert telemetry.cpu_percents(samples[:1], 2.0) == (None, None)  # one reading: no interval
+    assert telemetry.cpu_percents([sample(0.0, None), sample(1.0, 0.5)], 1.0) == (None, None)
+
+
+def test_the_mean_never_exceeds_the_busiest_interval_even_where_ticks_read_over_100():
+    # 10 ms ticks: 0.16 CPU s in a 0.15 s interval (107%), then 0.15 in 0.15 (100%): the mean reads 103%.
+    samples = [sample(0.0, 0.0), sample(0.15, 0.16), sample(0.30, 0.31)]
+    mean, peak = telemetry.cpu_percents(samples, 1.0)
+    assert (mean, peak) == (100.0, 100.0) and mean <= peak
+
+
+def test_window_keeps_only_the_samples_inside_it():
+    gpu = [GpuReading(30.0, 1000 * MIB, 100.0), GpuReading(50.0, 3000 * MIB, 200.0), GpuReading(None, None, None)]
+    samples = [sample(9.0, 0.0, 500.0),  # before the window: its RSS and CPU do not count
+               sample(10.0, 1.0, 100.0, gpu[0]), sample(11.0, 1.5, 120.0, gpu[1]), sample(12.0, 2.5, 110.0, gpu[2]),
+               sample(13.0, 9.0, 900.0)]  # after it
+    figures = telemetry.window_telemetry(samples, 10.0, 12.0, 1.0, {})
+    assert figures == Telemetry(server_cpu_percent=75.0, server_cpu_percent_max=100.0, server_cpu_cores=1.0,
+                                server_rss_mib=120.0, gpu_utilization_percent=40.0,
+                                gpu_utilization_percent_max=50.0, gpu_memory_mib=3000.0, gpu_power_w=150.0,
+                                notes={})
+
+
+def test_absent_parts_are_none_with_their_reason():
+    samples = [sample(0.0, None), sample(1.0, None)]
+    figures = telemetry.window_telemetry(samples, 0.0, 1.0, None, {"server": "no pid", "gpu": "no NVML: x"})
+    assert figures == Telemetry(notes={"server": "no pid", "gpu": "no NVML: x"})
+    short = telemetry.window_telemetry([sample(0.5, 1.0, 50.0)], 0.0, 1.0, 2.0, {"gpu": "not sampled"})
+    assert short.server_cpu_percent is None and short.server_rss_mib == 50.0
+    assert short.notes["server"] == "fewer than 2 CPU readings in the 1.0 s window"
+    silent_gpu = telemetry.window_telemetry([sample(0.0, 0.0), sample(1.0, 0.5, gpu=GpuReading(None, None, None))],
+                                            0.0, 1.0, 1.0, {})
+    assert silent_gpu.gpu_utilization_percent is None and "no utilisation reading" in silent_gpu.notes["gpu"]
+
+
+class FakeServer:
+    """A server that used 0.4 CPU s per 0.2 s tick (2 cores busy) and grows 1 MiB a tick."""
+
+    cores = 4.0
+    cpu_set: frozenset[int] = frozenset()
+
+    def __init__(self) -> None:
+        self.ticks = 0
+
+    def read(self) -> ServerReading:
+        self.ticks += 1
+        return ServerReading(0.4 * self.ticks, (100 + self.ticks) * MIB)
+
+
+def test_sampler_samples_with_its_clock_and_reports_the_window():
+    clock = iter([100.0, 100.2, 100.4, 100.6, 100.8])
+    sampler = Sampler(FakeServer(), None, {"gpu": "not sampled: the server's device is cpu"},
+                      clock=lambda: next(clock))
+    for _ in range(5):
+        sampler.take()
+    figures = sampler.window(100.2, 100.6)  # 3 samples: 0.8 CPU s over 0.4 s on 4 cores = 50%
+    assert (figures.server_cpu_percent, figures.server_cpu_percent_max) == (50.0, 50.0)
+    assert figures.server_cpu_cores == 4.0 and figures.server_rss_mib == 104.0
+    assert figures.gpu_utilization_percent is None
+    assert figures.notes == {"gpu": "not sampled: the server's device is cpu"}
+
+
+def test_sampler_thread_runs_until_stopped_and_measures_a_busy_process():
+    sampler = Sampler(sources.ProcessSource(os.getpid()), None, {}, interval_s=0.02)
+    sampler.start()
+    spin_until = sampler.clock() + 0.3
+    while sampler.clock() < spin_until:  # keep this process busy while sampled
+        pass
+    sampler.stop()
+    assert not sampler._thread.is_alive() and len(sampler.samples) >= 5
+    figures = sampler.window(sampler.samples[0].t_s, sampler.samples[-1].t_s)
+    cores = len(os.sched_getaffinity(0))
+    assert figures.server_cpu_percent is not None and figures.server_cpu_percent > 50 / cores
+    assert figures.server_rss_mib is not None and figures.server_rss_mib > 10
+
+
+def test_measured_window_is_the_one_locust_measured():
+    summary = SimpleNamespace(window_start_unix_s=1500.0)
+    assert telemetry.measured_window(summary, Path("/nonexistent"), 5.0, 3000.0) == (1500.0, 1505.0)
+
+
+def test_without_a_start_the_window_ends_when_locust_wrote_its_summary(tmp_path):
+    summary = tmp_path / "cell-000.json"
+    assert telemetry.measured_window(None, summary, 5.0, 1000.0) == (995.0, 1000.0)  # no summary: when Locust ended
+    summary.write_text("{}")
+    os.utime(summary, (2000.0, 2000.0))
+    assert telemetry.measured_window(None, summary, 5.0, 3000.0) == (1995.0, 2000.0)
+    no_start = SimpleNamespace(window_start_unix_s=None)
+    assert telemetry.measured_window(no_start, summary, 5.0, 3000.0) == (1995.0, 2000.0)
+
+
+def test_sampler_thread_keeps_off_the_servers_cores():
+    cores = os.sched_getaffinity(0)
+    if len(cores) < 2:
+        pytest.skip("needs two cores")
+    server = {min(cores)}
+    seen: list[set[int]] = []
+
+    def in_thread() -> None:
+        telemetry.keep_off(frozenset(server))
+        seen.append(os.sched_getaffinity(0))
+
+    thread = threading.Thread(target=in_thread)
+    thread.start()
+    thread.join()
+    assert seen == [cores - server] and os.sched_getaffinity(0) == cores  # this thread is untouched
+    telemetry.keep_off(frozenset(cores))  # a server on every core: nowhere else to go, nothing changes
+    assert os.sched_getaffinity(0) == cores
+
+
+# ----------------------------------------------------------------------------- sources
+
+
+def test_process_source_reads_cpu_time_memory_and_its_cores():
+    source = sources.ProcessSource(os.getpid())
+    reading = source.read()
+    assert reading.cpu_s is not None and reading.cpu_s > 0
+    assert reading.memory_bytes is not None and reading.memory_bytes > 10 * MIB
+    assert source.cores == len(os.sched_getaffinity(0))
+
+
+def test_cgroup_cores_from_quota_cpuset_or_machine():
+    assert sources.cgroup_cores("150000 100000\n", "0-3", 8) == 1.5
+    assert sources.cgroup_cores("max 100000\n", "0-3\n", 8) == 4.0
+    assert sources.cgroup_cores("", "", 8) == 8.0
+
+
+def test_cgroup_v2_and_v1_files(tmp_path):
+    v2 = tmp_path / "v2" / "system.slice" / "docker-abc.scope"
+    v2.mkdir(parents=True)
+    (v2 / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\n")
+    (v2 / "memory.current").write_text(f"{64 * MIB}\n")
+    (v2 / "cpu.max").write_text("200000 100000\n")
+    source = sources.cgroup_source("abc", tmp_path / "v2")
+    assert isinstance(source, sources.CgroupSource) and source.cores == 2.0
+    assert source.read() == ServerReading(2.5, 64 * MIB)
+    for part, name, text in (("cpuacct", "cpuacct.usage", "3000000000"), ("memory", "memory.usage_in_bytes", "4096"),
+                             ("cpu", "cpu.cfs_quota_us", "-1"), ("cpuset", "cpuset.effective_cpus", "0-2")):
+        folder = tmp_path / "v1" / part / "docker" / "def"
+        folder.mkdir(parents=True)
+        (folder / name).write_text(text + "\n")
+    v1 = sources.cgroup_source("def", tmp_path / "v1")
+    assert isinstance(v1, sources.CgroupSource) and v1.cores == 3.0 and v1.read() == ServerReading(3.0, 4096)
+    missing = sources.cgroup_source("0123", tmp_path)
+    assert isinstance(missing, sources.Unavailable) and "no cgroup found for container 0123" in missing.reason
+
+
+def test_server_source_by_pid_container_port_or_neither():
+    assert isinstance(sources.server_source(endpoint(pid=os.getpid())), sources.ProcessSource)
+    with socket.socket() as listening:  # a local server the tool did not start: found by the port it listens on
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        found = sources.server_source(endpoint(grpc_port=listening.getsockname()[1]))
+        assert isinstance(found, sources.ProcessSource) and found.process.pid == os.getpid()
+        assert found.cpu_set == frozenset(os.sched_getaffinity(0))
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))  # bound, not listening: nothing serves there
+        neither = sources.server_source(endpoint(grpc_port=bound.getsockname()[1]))
+    assert isinstance(neither, sources.Unavailable) and "no process on this host listens on port" in neither.reason
+    remote = sources.server_source(endpoint(host="10.1.2.3"))
+    assert isinstance(remote, sources.Unavailable) and "not on this host" in remote.reason
+    gone = sources.server_source(endpoint(kind="tfserving-container", container="no-such-container-here"))
+    assert isinstance(gone, sources.Unavailable) and "no-such-container-here" in gone.reason
+
+
+class FakeNvml:
+    def __init__(self) -> None:
+        self.shut = False
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        return SimpleNamespace(gpu=42, memory=10)
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return SimpleNamespace(used=2048 * MIB, total=80_000 * MIB)
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        raise RuntimeError("not supported")  # a query that fails is absent, not an error
+
+    def nvmlShutdown(self):
+        self.shut = True
+
+
+def test_gpu_source_reads_nvml_and_tolerates_a_failing_query():
+    nvml = FakeNvml()
+    gpu = sources.GpuSource(nvml, handle=object())
+    assert gpu.read() == GpuReading(42.0, 2048 * MIB, None)
+    gpu.close()
+    assert nvml.shut
+
+
+def test_no_gpu_sampled_for_a_cpu_server_and_no_nvml_is_a_note(monkeypatch):
+    cpu = sources.open_gpu(endpoint())
+    assert cpu == sources.Unavailable("not sampled: the server's device is cpu")
+    import pynvml
+
+    def no_library() -> None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", no_library)
+    gpu = sources.open_gpu(endpoint(device="gpu"))
+    assert isinstance(gpu, sources.Unavailable) and gpu.reason.startswith("no NVML: ")
+    sampler = telemetry.sampler_for(endpoint(device="gpu", pid=os.getpid()))
+    assert sampler.gpu is None and sampler.notes["gpu"].startswith("no NVML: ")
+
+
+# ----------------------------------------------------------------------------- records
+
+
+def test_records_without_telemetry_read_back_with_none():
+    old = read_results(ANALYSIS_FIXTURES / "cpu-run" / "results.jsonl")
+    assert old and all(c.server_cpu_percent is None and c.gpu_utilization_percent is None and c.telemetry_note == {}
+                       for c in old)
+    assert "server_cpu_percent" not in (ANALYSIS_FIXTURES / "cpu-run" / "results.jsonl").read_text()
+    assert csv_row(old[0])[CSV_COLUMNS.index("server_cpu_percent")] == ""
+
+
+def test_telemetry_goes_into_the_record_and_back():
+    old = read_results(ANALYSIS_FIXTURES / "cpu-run" / "results.jsonl")[0]
+    figures = Telemetry(server_cpu_percent=61.5, server_cpu_percent_max=90.0, server_cpu_cores=1.0,
+                        server_rss_mib=300.2, notes={"gpu": "not sampled: the server's device is cpu"})
+    cell = replace(old, **telemetry_fields(figures))
+    assert cell.telemetry_note == {"gpu": "not sampled: the server's device is cpu"}
+    import json
+
+    assert CellResult.from_dict(json.loads(cell.to_json())) == cell
+    row = dict(zip(CSV_COLUMNS, csv_row(cell)))
+    assert row["server_cpu_percent"] == 61.5 and row["server_rss_mib"] == 300.2 and row["gpu_power_w"] == ""

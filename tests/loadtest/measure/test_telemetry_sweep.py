@@ -1,0 +1,78 @@
+"""Device telemetry in real sweep cells: a real embedded server, pinned to one core, loaded by real Locust.
+
+A closed loop of a few users keeps the server busy; an open loop at 20 req/s on the null backend
+leaves it nearly idle. The CPU % is of the server's one core.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+from loadtest.evidence.records import read_results
+from loadtest.measure import plan as plans
+from loadtest.measure.runner import Sweep
+from serving.deploy.process import start_server
+from tests.loadtest.measure.test_sweep import short_plan, target_of
+
+pytestmark = pytest.mark.integration
+
+SERVER_CORE = 0
+
+
+def cores() -> set[int]:
+    found = os.sched_getaffinity(0)
+    if len(found) < 2:
+        pytest.skip("needs two cores: one for the server, one for the load")
+    return found
+
+
+def measured(server, plan: plans.Plan, tmp_path, backend: str):
+    """The records of a sweep of `plan` against `server` (its pid known, as the launcher records it)."""
+    target = replace(target_of(server), pid=server.proc.pid, name=backend)
+    sweep = Sweep(plan, [target], tmp_path, out=open(os.devnull, "w"))
+    results = sweep.run()
+    assert read_results(sweep.jsonl_path) == results
+    return results
+
+
+def test_a_loaded_server_is_busy_and_an_idle_one_is_not(exported_model, tmp_path):
+    loadgen = ",".join(str(c) for c in sorted(cores() - {SERVER_CORE}))
+    busy_plan = short_plan(exported_model.samples_path, measure_s=3.0, loadgen_cpus=loadgen,
+                           grid=plans.Grid(batch_sizes=(16,), concurrency=(4,), rates_rps=()))
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
+                      cpu=SERVER_CORE) as server:
+        [busy] = measured(server, busy_plan, tmp_path / "busy", "savedmodel")
+    idle_plan = short_plan(exported_model.samples_path, measure_s=3.0, loadgen_cpus=loadgen, check="shape",
+                           grid=plans.Grid(batch_sizes=(1,), concurrency=(), rates_rps=(20,)))
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
+                      backend="null", cpu=SERVER_CORE) as server:
+        [idle] = measured(server, idle_plan, tmp_path / "idle", "null")
+    for cell in (busy, idle):
+        assert cell.status == "ok", cell.failure_reason
+        assert cell.server_cpu_cores == 1.0  # pinned to one core
+        assert cell.server_resources["cpus"] == 1.0 and cell.server_resources["source"] == f"pinned cores {SERVER_CORE}"
+        assert cell.server_resources["gpus"] == 0 and cell.server_resources["cpu_model"]
+        assert cell.server_rss_mib is not None and cell.server_rss_mib > 10
+        assert cell.server_cpu_percent_max is not None and cell.server_cpu_percent_max >= cell.server_cpu_percent
+        assert cell.gpu_utilization_percent is None and cell.gpu_memory_mib is None and cell.gpu_power_w is None
+        assert cell.telemetry_note == {"gpu": "not sampled: the server's device is cpu"}
+    print(f"\nbusy: {busy.throughput_rps} req/s, server CPU {busy.server_cpu_percent}% "
+          f"(max {busy.server_cpu_percent_max}%), RSS {busy.server_rss_mib} MiB; "
+          f"idle: {idle.throughput_rps} req/s, server CPU {idle.server_cpu_percent}% "
+          f"(max {idle.server_cpu_percent_max}%), RSS {idle.server_rss_mib} MiB")
+    assert busy.server_cpu_percent > 20
+    assert idle.server_cpu_percent < 30
+
+
+def test_a_server_given_by_address_alone_records_why_it_has_no_telemetry(exported_model, tmp_path):
+    plan = short_plan(exported_model.samples_path, check="shape", measure_s=1.0,
+                      grid=plans.Grid(batch_sizes=(1,), concurrency=(1,), rates_rps=()))
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
+                      backend="null") as server:
+        sweep = Sweep(plan, [target_of(server)], tmp_path, out=open(os.devnull, "w"))
+        [cell] = sweep.run()
+    assert cell.status == "ok" and cell.server_cpu_percent is None and cell.server_rss_mib is None
+    assert cell.telemetry_note["server"] == "no server pid or container known (a server given by address)"

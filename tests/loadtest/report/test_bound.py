@@ -1,0 +1,189 @@
+"""What bounded an answer, the model on its device or the serving path, and where each request's time
+went: from hand-made records (figures computed by hand) and from the first real H100 run."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+import pytest
+
+from loadtest.evidence.records import append_result, read_results
+from loadtest.report import bound
+from loadtest.report import page as report
+from loadtest.report.answers import answer
+from loadtest.report.configs import config_labels, config_of
+from loadtest.report.figures import figures_of
+from loadtest.report.headline import bound_lines, headline_of
+from loadtest.report.sections.request_time import request_time_table
+from serving.protocol.names import REQUEST_PHASES
+from tests.loadtest.report.handmade import cell, search, server
+from tests.loadtest.report.test_report import table
+from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
+
+NULL = replace(server("cpu-off", "off"), versions={"runtime": "none (null backend)"})
+GPU = server("gpu-off", "off", device="gpu")
+
+def findings(cells) -> tuple[str, ...]:
+    """The headline after its decision lines: what bounded the answer comes first there."""
+    return tuple(line for line in headline_of(cells) if not line.startswith("Decision at"))
+
+
+def lead_finding(md: str) -> str:
+    """The report's first bold line after its decision lines."""
+    return next(line for line in md.splitlines() if line.startswith("**") and not line.startswith("**Decision at"))
+
+
+
+def floor(*entries: tuple[int, float]) -> dict:
+    return {"source": "embedded server at start, after warm-up", "device": "Test CPU", "runtime": "none",
+            "batches": [{"batch_size": b, "latency_us": b / ips * 1e6, "images_per_s": ips} for b, ips in entries]}
+
+
+def capacity(label, rate: float, **fields):
+    """A short search confirming `rate` req/s (1.1 × rate fails); every cell with `fields`."""
+    cells = search(label, "s", [("bracket", rate, 8.0), ("bracket", rate * 1.1, 12.0), ("confirm", rate, 9.0)])
+    return [replace(c, **fields) for c in cells]
+
+
+def test_the_floor_entry_covers_the_batch_the_server_ran():
+    f = floor((1, 2000.0), (8, 12000.0), (32, 30000.0))
+    assert bound.floor_at(f, 1).batch_size == 1
+    assert bound.floor_at(f, 7).batch_size == 8  # padded up to the next measured size
+    assert bound.floor_at(f, 64).batch_size == 32  # beyond the largest: the largest
+    assert bound.floor_at({"source": "unknown", "note": "why"}, 1) is None
+    one = cell(NULL, rate=100.0, batch=1)
+    assert bound.padded_batch(one) == 1
+    assert bound.padded_batch(replace(one, server_batch_size_mean=6.2)) == 7
+    served = bound.served_share(replace(one, server_batch_size_mean=6.2, device_floor=f))
+    assert (served.floor.batch_size, served.share, served.times) == (8, pytest.approx(99 / 12000),
+                                                                     pytest.approx(12000 / 99))
+
+
+def test_a_device_is_idle_only_when_every_cell_left_it_far_from_busy():
+    cells = [replace(cell(GPU, rate=r), gpu_utilization_percent=u) for r, u in ((10, 1.0), (20, 3.5))]
+    assert bound.idle_ceiling(cells) == 4.0  # the busiest mean, rounded up
+    assert bound.idle_ceiling([*cells, replace(cells[0], gpu_utilization_percent=50.0)]) is None
+    assert bound.idle_ceiling([*cells, replace(cells[0], gpu_utilization_percent=None)]) is None  # not measured
+    cpu = [replace(cell(NULL, rate=10), server_cpu_percent=59.0)]
+    assert bound.idle_ceiling(cpu) == 59.0
+    assert bound.idle_ceiling([replace(cpu[0], server_cpu_percent=60.0)]) is None
+
+
+def test_null_backend_far_below_its_floor_leads_with_the_serving_path():
+    # The null backend without delay: 25,000 images/s alone; the search confirmed 400 req/s (396 images/s).
+    cells = capacity(NULL, 400.0, device_floor=floor((1, 25000.0)), server_cpu_percent=95.0)
+    lines = findings(cells)
+    assert lines[0] == ("the serving path bounded this answer, not the device: cpu (Test CPU) alone runs the model "
+                        "at 25,000.0 images/s at batch 1, ×63 what cpu-off served (396.0 images/s at capacity).")
+    assert lines[1].startswith("capacity on cpu (Test CPU)")
+    assert bound_lines(cells) == lines[:1]
+
+
+def test_a_serialised_delay_near_its_floor_names_the_model_calls_not_the_idle_cpu():
+    # A 10 ms delay, one request at a time: 100 images/s alone; 96 req/s confirmed (95.04 images/s); CPU 3% busy:
+    # the model's calls bounded it, but the device was not busy, so it is not the device's bound.
+    cells = capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=3.0)
+    lines = findings(cells)
+    assert lines[0] == ("the model's calls bounded this answer, not the cpu (Test CPU)'s compute (CPU 3% busy): "
+                        "cpu-off served 95.0 images/s at capacity = 95% of the model alone (100.0 images/s at "
+                        "batch 1).")
+    assert not any("serving path" in line or "on the device bounded" in line for line in lines)
+
+
+def test_a_busy_device_near_its_floor_bounded_the_answer():
+    cells = capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=85.0)
+    assert findings(cells)[0] == ("the model on the device bounded this answer: cpu-off served 95.0 images/s at "
+                                     "capacity = 95% of cpu (Test CPU) alone (100.0 images/s at batch 1).")
+
+
+def test_a_floor_within_twice_the_runtime_round_trip_names_the_runtime():
+    # The floor: 1,600 images/s at batch 1 = 625 µs a call; JAX's trivial round trip 620 µs (within 2×), PyTorch's
+    # 44 µs; 1,000 req/s confirmed (990 images/s = 62% of the floor), the GPU 4% busy.
+    jax_floor = {**floor((1, 1600.0)), "runtime": "jax", "round_trip_us": 620.0, "device_round_trip_us": 44.0}
+    cells = capacity(GPU, 1000.0, device_floor=jax_floor, gpu_utilization_percent=4.0)
+    assert findings(cells)[0] == ("the runtime (JAX, 0.62 ms per call) bounded this answer, not the gpu (Test "
+                                     "GPU) (GPU 4% busy, its own round trip 0.044 ms): 990.0 images/s served = 62% "
+                                     "of the floor, which timed the runtime's own round trip.")
+    slow_model = {**jax_floor, "round_trip_us": 300.0}  # 625 µs > 2 × 300 µs: the floor timed the model
+    busy = [replace(c, device_floor=slow_model, gpu_utilization_percent=80.0) for c in cells]
+    assert findings(busy)[0].startswith("the model on the device bounded this answer")
+
+
+def test_when_the_load_generator_was_the_limit_it_is_named_instead():
+    steps = [("bracket", 400, 8.0), ("bracket", 440, 8.0, "saturated", "2% of sends left late"),
+             ("confirm", 400, 9.0)]
+    cells = [replace(c, device_floor=floor((1, 25000.0))) for c in search(NULL, "s", steps)]
+    assert findings(cells)[0] == ("the load generator bounded this answer, not the device: cpu-off served at "
+                                     "least 396.0 images/s, 2% of cpu (Test CPU) alone (25,000.0 images/s at batch 1).")
+
+
+def test_without_a_floor_a_busy_device_gets_no_bound_sentence():
+    cells = capacity(NULL, 400.0, server_cpu_percent=90.0)
+    assert findings(cells)[0].startswith("capacity on cpu (Test CPU)")
+    assert bound_lines(cells) == ()
+
+
+def test_the_h100_run_opens_by_saying_the_gpu_did_not_bound_it(tmp_path):
+    shutil.copytree(FIXTURES / "h100-run", tmp_path / "h100-run")
+    md = report.run([tmp_path / "h100-run" / "results.jsonl"])[1].read_text()
+    assert lead_finding(md) == ("**the gpu (NVIDIA H100 80GB HBM3) did not bound this run (it was ≤ 4% busy), so "
+                                  "what it measured is the serving path on that machine.**")
+    rows = {(r[0], r[1]): r for r in table(md, "Where each request's time went, and the device alone")}
+    assert rows[("gpu-off", "1")][2:6] == ["peak 367.5 req/s", "5.868", "3.144", "2.724"]
+    assert rows[("gpu-off", "1")][-1] == "no device floor in this record (made before floors were recorded)"
+
+
+def phases_record(means_us: dict, request_us: float, not_exported=()) -> dict:
+    return {"source": "test", "request_latency": {"mean_us": request_us, "p99_us": None, "count": 1000.0},
+            "phases": {p: {"mean_us": m, "p99_us": None, "count": 1000.0} for p, m in means_us.items()},
+            "not_exported": list(not_exported), "note": ""}
+
+
+def test_where_the_time_went_at_the_capacity():
+    means = dict(zip(REQUEST_PHASES, (100.0, 20.0, 300.0, 30.0, 50.0, 1000.0, 50.0, 150.0, 100.0, 0.0)))  # 1.8 ms
+    gc = {"mean_us": 310.0, "p99_us": None, "count": 12.0, "max_us": 1200.0}  # 12 collections in the cell
+    embedded = capacity(NULL, 400.0, device_floor=floor((1, 25000.0)), latency_mean_ms=2.5,
+                        server_phases={**phases_record(means, 1800.0), "gc_pauses": gc})
+    tfs_label = replace(server("tfs", "off"), kind="tfserving-container", name="tfs")
+    tfs = capacity(tfs_label, 300.0, latency_mean_ms=3.0, device_floor={"source": "unknown", "note": "no TF here"},
+                   server_phases=phases_record({"queue": 400.0}, 2000.0,
+                                               [p for p in REQUEST_PHASES if p != "queue"]))
+    cells = embedded + tfs
+    t = request_time_table(figures_of(cells, answer(cells), config_labels(config_of(c) for c in cells)))
+    rows = {r[0]: r for r in t.rows}
+    assert rows["cpu-off"][2:6] == ("capacity 400.0 req/s", "2.500", "0.700", "1.800")
+    assert rows["cpu-off"][6:17] == ("0.100", "0.020", "0.300", "0.030", "0.050", "1.000", "0.050", "0.150",
+                                     "0.100", "0.000", "1.800")
+    assert rows["cpu-off"][17:21] == ("12 (mean 0.31 ms, slowest ≤ 1.20 ms)", "396.0", "25,000.0 (batch 1)", "1.6%")
+    assert rows["tfs"][6:9] == ("not exported", "not exported", "0.400")
+    assert rows["tfs"][16] == rows["tfs"][17] == "—" and rows["tfs"][-1] == "device floor unknown: no TF here"
+
+
+def test_records_from_before_phases_and_floors_read_with_empty_ones(tmp_path):
+    old = read_results(FIXTURES / "h100-run" / "results.jsonl")
+    assert len(old) == 44 and all(c.server_phases == {} and c.device_floor == {} for c in old)
+    path = tmp_path / "results.jsonl"
+    append_result(path, replace(old[0], device_floor=floor((1, 100.0))))
+    assert read_results(path)[0].device_floor == floor((1, 100.0))
+
+
+def test_the_second_h100_run_never_says_the_gpu_bounded_it(tmp_path):
+    """Verbatim records of the second H100 run. Its closed-loop gpu-off cell at batch 1 served 940.5 images/s,
+    82% of the floor at batch 1 (1,149.7 images/s, 870 µs a call), with the GPU 4% busy; the floor per call is
+    within 2× of JAX's own trivial round trip (679 µs). Cleared of its `unstable` flag (so that it is the peak
+    the bound line stands on), it must name JAX's dispatch, never the device."""
+    cells = read_results(FIXTURES / "h100-run-b" / "results.jsonl")
+    closed = next(c for c in cells if c.server.name == "gpu-off" and c.load.mode == "closed"
+                  and c.load.request_batch_size == 1)
+    assert closed.device_floor["round_trip_us"] == pytest.approx(678.9, abs=0.1)
+    cleared = [replace(c, valid=True, flags=[]) if c is closed else c for c in cells]
+    for c in cleared:
+        append_result(tmp_path / "results.jsonl", c)
+    md = report.run([tmp_path / "results.jsonl"])[1].read_text()
+    lead = lead_finding(md)
+    assert "on the device bounded" not in md
+    assert lead.startswith("**the runtime (JAX, 0.68 ms per call) bounded this answer, not the gpu (NVIDIA H100 80GB "
+                           "HBM3) (GPU 4% busy): 940.5 images/s served = 82% of the floor"), lead
+    verbatim = bound_lines(cells)
+    assert verbatim and not any("on the device bounded" in line for line in verbatim)

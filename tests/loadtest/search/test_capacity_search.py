@@ -1,0 +1,156 @@
+"""`mnist-bench capacity` against real servers whose truth is known.
+
+- The null backend with a fixed 10 ms delay serves its calls one at a time, so it cannot take more
+  than 100 requests/s: its capacity is a confirmed rate under that, within the search's precision.
+- The null backend with a planted stall (every 0.5 s, every call waits out 60 ms; 1 ms a call
+  otherwise) misses p99 <= 10 ms at every rate by the same share (~10% of requests land in a stall):
+  the search names the stalls instead of bisecting towards zero.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from loadtest.evidence.records import read_results
+from loadtest.judge.verdicts import Decision
+from loadtest.report.answers import search_answers
+from serving.deploy.process import start_server
+from serving.protocol.names import REQUEST_PHASES
+from tests.support.cli import command
+from tests.support.paths import REPO
+
+pytestmark = pytest.mark.integration
+
+DELAY_MS = 10.0
+LIMIT_RPS = 1000 / DELAY_MS
+STALL_MS, STALL_EVERY_S = 60.0, 0.5
+QUICK = ("--check", "shape", "--warmup-s", "0.5", "--measure-s", "2")
+
+
+@pytest.fixture(scope="module")
+def slow_server(exported_model):
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
+                      "--null_delay_ms", str(DELAY_MS), backend="null") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def stalling_server(exported_model):
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
+                      "--null_delay_ms", "1", "--null_stall_ms", str(STALL_MS),
+                      "--null_stall_every_s", str(STALL_EVERY_S), backend="null") as server:
+        yield server
+
+
+def capacity(server, exported_model, tmp_path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*command("capacity"), "--target", server.grpc_target, "--rest-url", server.rest_url,
+                           "--samples", str(exported_model.samples_path), "--results-dir", str(tmp_path), *QUICK,
+                           *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_capacity_is_a_confirmed_rate_under_the_servers_limit_within_precision(slow_server, exported_model, tmp_path):
+    # 30 s at a rate: at ~half the limit about 0.3% of requests wait past 60 ms (M/D/1), so a verdict there can
+    # need ~1,000 requests, and a quarter of the limit (25 req/s) must hold the 459 a pass needs with room
+    # for Poisson's variation (20 s held 458 in one run).
+    done = capacity(slow_server, exported_model, tmp_path, "--p99-ms", "60", "--precision", "0.2",
+                    "--max-rate-s", "30")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("capacity: ") and "req/s" in last and "img/s" in last and "<= 60 ms" in last
+    assert "confirmed: p99 <= " in last and "at 99% confidence (N=" in last
+    cells = read_results(next(tmp_path.glob("*/results.jsonl")))
+    assert len({c.search["id"] for c in cells}) == 1 and all(c.search["p99_objective_ms"] == 60 for c in cells)
+    roles = [c.search["role"] for c in cells]
+    assert roles[0] == "probe" and "bracket" in roles and "confirm" in roles and "retry" not in roles
+    for c in cells[1:]:  # every search cell records its verdict: N, k and estimate at the run's confidence, or why
+        evidence = c.search["evidence"]
+        assert c.search["confidence"] == 0.99 and evidence["decision"]
+        if "requests" in evidence:
+            assert evidence["requests"] > 0 and {"over", "p99_estimate_ms", "requests_to_pass"} <= set(evidence)
+        else:  # no binomial evidence: the load generator was the limit, or the cell was not valid evidence
+            assert evidence["decision"] != "pass" and evidence["reason"], evidence
+            assert not c.valid or evidence["decision"] == "loadgen", evidence
+    [answer] = search_answers(cells)
+    assert answer.met and last.startswith(f"capacity: {answer.capacity_rps:g} req/s")
+    assert 0 < answer.capacity_rps <= LIMIT_RPS  # never above what the server can do
+    confirmation = answer.conclusion.capacity
+    assert confirmation.confirming and confirmation.verdict.decision == Decision.PASS
+    assert confirmation.verdict.evidence.requests >= 459  # a p99 at 99% needs at least that many
+    assert confirmation.verdict.evidence.estimate_ms <= 60
+    upper = answer.upper_rps  # the lowest rate above it that did not pass, measured
+    assert upper is not None and answer.capacity_rps < upper
+    assert (upper - answer.capacity_rps) / answer.capacity_rps <= 0.2 or "step limit" in last
+
+
+def test_an_objective_the_server_cannot_meet_is_answered_so(slow_server, exported_model, tmp_path):
+    done = capacity(slow_server, exported_model, tmp_path, "--p99-ms", "5", "--start-rps", "4", "--min-rps", "1",
+                    "--max-rate-s", "4")
+    assert done.returncode == 1
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("capacity: none at p99 <= 5 ms")
+    cells = read_results(next(tmp_path.glob("*/results.jsonl")))
+    # every request takes 10 ms > 5 ms: a fail with confidence at once; below, 4 s cannot hold 459 requests
+    assert [(c.search["offered_rps"], c.search["role"]) for c in cells] == [(4, "bracket")]
+    assert cells[0].search["evidence"]["decision"] == "fail"
+    assert "cannot hold the 459 requests a pass needs at 99% confidence" in last
+
+
+def test_stalls_independent_of_the_load_are_named_not_bisected(stalling_server, exported_model, tmp_path):
+    # Rates low enough that the server is rarely busy (a 1 ms service time at 200, 100, 50 req/s): behind each 60 ms
+    # stall a busy server's queue adds about u / (1 - u) of the stall, so at the probe's ~380 req/s the share over
+    # 10 ms read 17.3% against 8.2% at 95 req/s in one CI run, under the rule's half; at u <= 0.2 the shares
+    # stay within ~20% of each other, as a stall's should.
+    done = capacity(stalling_server, exported_model, tmp_path, "--p99-ms", "10", "--start-rps", "200",
+                    "--max-rate-s", "20")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("capacity: unmet at p99 <= 10 ms: stalls of about "), last
+    assert "independent of the load" in last
+    cells = read_results(next(tmp_path.glob("*/results.jsonl")))
+    [answer] = search_answers(cells)
+    stalls = answer.conclusion.stalls
+    assert stalls is not None and not answer.met
+    assert STALL_MS * 0.8 <= stalls.stall_ms <= STALL_MS * 1.6  # the slowest request waits out a whole stall
+    assert 1.0 <= stalls.per_s <= 4.0  # 2 per second planted
+    rated = [c.search["offered_rps"] for c in cells if c.search["role"] != "probe"]
+    # three halvings at most (200 -> 100 -> 50 -> 25 < 200 / 8), never a bisection towards zero
+    assert len(rated) <= 6 and min(rated) >= max(rated) / 8 * 0.99  # no bisection towards zero
+
+
+@pytest.fixture(scope="module")
+def slower_server(exported_model):
+    """25 ms a call, one at a time: 40 requests/s at most, a rate any load generator keeps up with."""
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
+                      "--null_delay_ms", "25", backend="null") as server:
+        yield server
+
+
+def test_each_cell_records_where_the_servers_time_went_and_the_device_floor(slower_server, exported_model, tmp_path):
+    """The delay is the "model": the server's phases sum to its request latency, its floor says 40 images/s
+    at batch 1, and a capacity near that floor is said to be bounded by the model's calls, not by the serving
+    path, and not by the device's compute (the server's CPU is idle). A generous objective and a 50% confidence
+    keep the search short."""
+    done = capacity(slower_server, exported_model, tmp_path, "--p99-ms", "500", "--start-rps", "30", "--max-steps",
+                    "3", "--confidence", "0.5", "--confirm-factor", "1", "--measure-s", "3", "--unmet-ok")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    cells = read_results(next(tmp_path.glob("*/results.jsonl")))
+    for c in cells:
+        request = c.server_phases["request_latency"]
+        phases = c.server_phases["phases"]
+        assert sorted(phases) == sorted(REQUEST_PHASES) and c.server_phases["not_exported"] == []
+        assert sum(p["mean_us"] for p in phases.values()) == pytest.approx(request["mean_us"], rel=0.01)
+        assert phases["compute_infer"]["mean_us"] >= 25_000 * 0.95  # the delay is the model's time
+        assert c.device_floor["source"] == "embedded server at start, after warm-up"  # its server_info's, in full
+        [one] = [b for b in c.device_floor["batches"] if b["batch_size"] == 1]
+        assert 40 * 0.9 <= one["images_per_s"] <= 40 * 1.01 and one["runs"] >= 1
+    [answer] = search_answers(cells)
+    [bound] = [line for line in done.stdout.splitlines() if "bounded this answer" in line]  # after the decision
+    assert "serving path" not in done.stdout
+    if answer.conclusion is not None and answer.conclusion.at_least:  # a loaded machine: the client fell behind
+        pytest.skip(f"the load generator was the limit on this machine ({answer.conclusion.loadgen_limited_rps} "
+                    "req/s): the planted model bound could not be measured")
+    assert answer.met and answer.capacity_ips >= 40 * 0.5, answer  # the planted case: near the floor
+    # the delay is a sleep, so the CPU stays idle: the model's calls bounded it, not the device's compute
+    assert bound.startswith("the model's calls bounded this answer, not the cpu"), done.stdout[-2000:]

@@ -1,0 +1,89 @@
+"""A paired comparison's final confirmations run in the same rounds (issue #41), with hand-made cells: two
+simulated servers of the same true capacity on one simulated machine whose speed falls to 55% part-way through.
+The search that converges first waits for the other's final confirmation; both are measured in one round, and
+one that passed while the other failed confirms again in the round where the other confirms its next answer,
+so the two answers come from the same minutes and their ratio is the true one (×1.0), not the drift."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadtest.search.capacity import CapacityAnswer, CapacitySearch, Role, SearchSettings
+from loadtest.search.interleave import Turn, interleave
+from tests.loadtest.search.test_capacity import OBJECTIVE_MS, Server
+
+SLOW_AFTER = 12  # cells measured on the machine before its speed falls
+SLOW = 0.55
+
+
+class Machine:
+    """Every cell of every server, in the order measured; its speed falls after `SLOW_AFTER` cells."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, float, Role, int]] = []  # (server, rate, role, attempt)
+
+    @property
+    def speed(self) -> float:
+        return 1.0 if len(self.log) < SLOW_AFTER else SLOW
+
+
+class OnMachine(Server):
+    """A server whose capacity is its own times the machine's speed at each cell."""
+
+    def __init__(self, name: str, capacity: float, machine: Machine) -> None:
+        super().__init__(capacity)
+        self.name, self.true_capacity, self.machine = name, capacity, machine
+
+    def measure_on(self, rate: float, role: Role, window_s: float | None, attempt: int):
+        self.capacity = self.true_capacity * self.machine.speed
+        self.machine.log.append((self.name, rate, role, attempt))
+        return self.measure(rate, role, window_s)
+
+
+def paired_body(server: OnMachine, start: float, paired: bool):
+    def body(turn: Turn) -> CapacityAnswer:
+        def measure(rate: float, role: Role, window_s: float | None, attempt: int = 0, held: bool = False):
+            return turn.call(lambda: server.measure_on(rate, role, window_s, attempt), held=held)
+
+        settings = SearchSettings(p99_ms=OBJECTIVE_MS, start_rps=start, max_steps=40, max_s=10_000)
+        return CapacitySearch(settings, measure, clock=server.clock, pairing=turn if paired else None).run()
+    return body
+
+
+def compare(paired: bool) -> tuple[Machine, list[CapacityAnswer]]:
+    machine = Machine()
+    servers = [OnMachine("A", 1000.0, machine), OnMachine("B", 1000.0, machine)]
+    # A starts near its capacity and converges in the fast minutes; B climbs from far below
+    answers = interleave([paired_body(servers[0], 900.0, paired), paired_body(servers[1], 60.0, paired)])
+    return machine, answers
+
+
+def answer_index(machine: Machine, name: str, answer: CapacityAnswer) -> int:
+    """Where the cell that confirmed `answer` sits in the machine's log."""
+    assert answer.capacity is not None
+    confirms = [i for i, (who, rate, role, attempt) in enumerate(machine.log)
+                if who == name and role == Role.CONFIRM and rate == answer.capacity.rate_rps
+                and attempt == answer.capacity.attempt]
+    return confirms[-1]
+
+
+def test_alone_each_search_confirms_in_its_own_minutes_and_the_ratio_carries_the_drift():
+    machine, (a, b) = compare(paired=False)
+    assert a.capacity is not None and b.capacity is not None
+    assert b.capacity.rate_rps / a.capacity.rate_rps < 0.7  # the drift, read as a ratio
+    assert abs(answer_index(machine, "A", a) - answer_index(machine, "B", b)) > 2
+
+
+def test_paired_final_confirmations_run_in_the_same_round_and_the_ratio_is_the_true_one():
+    machine, (a, b) = compare(paired=True)
+    assert a.capacity is not None and b.capacity is not None
+    assert abs(answer_index(machine, "A", a) - answer_index(machine, "B", b)) == 1  # one round
+    assert b.capacity.rate_rps / a.capacity.rate_rps == pytest.approx(1.0, abs=0.12)
+    assert a.capacity.rate_rps <= 1000.0 * SLOW  # both answered the machine of the last minutes
+
+
+def test_a_search_that_passed_confirms_again_at_its_rate_with_its_own_verdict():
+    machine, (a, _) = compare(paired=True)
+    attempts = [(rate, attempt) for who, rate, role, attempt in machine.log if who == "A" and role == Role.CONFIRM]
+    assert attempts[0][1] == 0 and any(attempt > 0 for _, attempt in attempts), attempts
+    assert a.capacity is not None and a.capacity.verdict.passed
