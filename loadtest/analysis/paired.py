@@ -367,9 +367,10 @@ def paired_table(ratios: Sequence[PairedRatio]) -> Table | None:
                  "(one order, then the reverse), so the machine's drift lands on both sides of each ratio. Range: "
                  "from the two searches' brackets (the lowest and highest ratio their passing and failing rates "
                  "allow), widened by the speed change between the two answers' cells (the drift the pairing left "
-                 "in) and between each answer and its upper end. Drift: how far the machine's speed (the first server's throughput, one request at a time) "
-                 "moved within the repeat, fastest ÷ slowest − 1. A two-sided range holding ×1.0 is no measurable "
-                 "difference; a range open at one end is a bound, with no estimate.",
+                 "in) and between each answer and its upper end. Drift: how far the machine's speed (the first "
+                 "server's throughput, one request at a time) moved within the repeat, fastest ÷ slowest − 1. "
+                 "A two-sided range holding ×1.0 is no measurable difference; a range open at one end is a bound, "
+                 "with no estimate.",
                  ("ratio", "request batch", "p99 objective ms", "paired", "repeat", "ratio (range)",
                   "numerator req/s", "denominator req/s", "drift"), tuple(rows))
 
