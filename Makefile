@@ -222,7 +222,7 @@ bench-demo: setup
 
 # Do compared answers hold when the machine moves? Two identical servers (the real model, batching off, core 0)
 # compared paired while a SCHED_FIFO loop takes a growing share of core 0 (0% to 70% over 200 s), RUNS times
-# (default 3, ~4 min a run, as root): each ratio within x0.87-x1.15 with its range holding x1.0 (issue #41).
+# (default 3, ~3 min a run, as root): each ratio within x0.87-x1.15 with its range holding x1.0 (issue #41).
 bench-drift: RUNS = 3
 bench-drift: setup
 	@if ! ls -d $(MODELS)/mnist/[0-9]* >/dev/null 2>&1; then $(MAKE) --no-print-directory export; fi

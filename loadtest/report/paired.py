@@ -16,8 +16,8 @@ Not for: running a comparison (`loadtest.search.capacity_search`) or the report'
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from loadtest.evidence.records import CellResult
@@ -50,7 +50,8 @@ class RepeatRatio:
     denominator: SearchAnswer | None
     reason: str = ""  # why there is no ratio
     drift: Drift | None = None  # the reference cells of this repeat
-    residual: float = 0.0  # the speed change between the two answers' cells the range allows for (0.07: 7%)
+    residual: float = 0.0  # the speed change between the cells the range stands on that it allows for (0.07: 7%)
+    upper_moved: float = 0.0  # of it, the speed change between an answer's cell and its upper end's
 
     def describe(self) -> str:
         """`×2.50 (×1.12–×5.59)`, or only its bound where an end is open (`at least ×0.90`)."""
@@ -101,6 +102,10 @@ class PairedRatio:
     @property
     def residual(self) -> float:
         return max((r.residual for r in self.repeats), default=0.0)
+
+    @property
+    def upper_moved(self) -> float:
+        return max((r.upper_moved for r in self.repeats), default=0.0)
 
     @property
     def speed_link(self) -> SpeedLink | None:
@@ -154,6 +159,9 @@ class PairedRatio:
 
     def drift_text(self) -> str:
         """The one drift figure a ratio carries: what its range allows for, else what the machine moved."""
+        if self.residual >= 0.005 and self.upper_moved >= 0.005:
+            return (f"its range allows for this machine's speed moving {self.residual:.0%} between the cells it stands "
+                    "on (the two answers and their upper ends)")
         if self.residual >= 0.005:
             return f"its range allows for this machine's speed moving {self.residual:.0%} between the two answers"
         if self.drift is None or self.drift.moved is None:
@@ -203,7 +211,7 @@ def _comparison_ratios(cells: Sequence[CellResult]) -> list[PairedRatio]:
     servers = comparison_of(cells[0]).get("servers") or []
     for repeat, answers in sorted(by_repeat.items()):
         own = [c for c in references if int(comparison_of(c).get("repeat", 1)) == repeat]
-        for key, ratio in _repeat_ratios(repeat, answers, Speeds(own), servers):
+        for key, ratio in _repeat_ratios(repeat, answers, Speeds(own, _upper_cells(searched, answers)), servers):
             ratios.setdefault(key, []).append(ratio)
     whole = drift_of(references)
     return [PairedRatio(what, batch, objective, paired, tuple(repeats), whole)
@@ -245,18 +253,34 @@ def _from_gain(repeat: int, gain: Gain, speeds: Speeds) -> RepeatRatio:
 
 def _ratio_of(repeat: int, numerator: SearchAnswer, denominator: SearchAnswer, speeds: Speeds) -> RepeatRatio:
     """numerator ÷ denominator capacity, its range from both brackets, widened by the machine's speed change
-    between the two answers' cells (the reference cells around each); an end left open where a capacity is a
-    lower bound (the load generator was the limit)."""
+    between the two answers' cells (the reference cells around each) and, on each end, between that end's answer
+    and its upper end (a bracket whose fail came from slower minutes than its pass says less); an end left open
+    where a capacity is a lower bound (the load generator was the limit)."""
     if not numerator.capacity_rps or not denominator.capacity_rps:
         missing = " and ".join(s.config.name for s in (numerator, denominator) if not s.capacity_rps)
         return RepeatRatio(repeat, None, None, None, numerator, denominator, f"{missing} met no objective here",
                            speeds.drift)
-    residual = speeds.between(_answer_index(numerator), _answer_index(denominator))
-    low = numerator.capacity_rps / denominator.upper_rps / (1 + residual) if denominator.upper_rps else None
-    high = numerator.upper_rps / denominator.capacity_rps * (1 + residual) if numerator.upper_rps else None
+    between = speeds.between(_answer_index(numerator), _answer_index(denominator))
+    num_gap, den_gap = speeds.to_upper(numerator), speeds.to_upper(denominator)
+    low = numerator.capacity_rps / denominator.upper_rps / ((1 + between) * (1 + den_gap)) \
+        if denominator.upper_rps else None
+    high = numerator.upper_rps / denominator.capacity_rps * (1 + between) * (1 + num_gap) \
+        if numerator.upper_rps else None
+    residual = (1 + between) * (1 + max(num_gap, den_gap)) - 1
     return RepeatRatio(repeat, numerator.capacity_rps / denominator.capacity_rps,
                        None if lower_bound(denominator) else low, None if lower_bound(numerator) else high,
-                       numerator, denominator, "", speeds.drift, residual)
+                       numerator, denominator, "", speeds.drift, residual, max(num_gap, den_gap))
+
+
+def _upper_cells(cells: Sequence[CellResult], answers: Sequence[SearchAnswer]) -> dict[str, int]:
+    """Each search's last cell at its upper end (the lowest rate above its answer that did not pass)."""
+    out = {}
+    for a in answers:
+        at = [c.cell_index for c in cells if str(c.search.get("id")) == a.search_id
+              and a.upper_rps is not None and c.search.get("offered_rps") == a.upper_rps]
+        if at:
+            out[a.search_id] = max(at)
+    return out
 
 
 def _answer_index(search: SearchAnswer) -> int | None:
@@ -270,6 +294,11 @@ class Speeds:
     """A comparison's reference cells: the machine's speed at any cell, interpolated between the two around it."""
 
     references: Sequence[CellResult]
+    uppers: Mapping[str, int] = field(default_factory=dict)  # each search's last cell at its upper end
+
+    def to_upper(self, search: SearchAnswer) -> float:
+        """How far the speed moved between the search's answer and its upper end (0 where either is unknown)."""
+        return self.between(_answer_index(search), self.uppers.get(search.search_id))
 
     @property
     def drift(self) -> Drift | None:
@@ -338,9 +367,10 @@ def paired_table(ratios: Sequence[PairedRatio]) -> Table | None:
                  "(one order, then the reverse), so the machine's drift lands on both sides of each ratio. Range: "
                  "from the two searches' brackets (the lowest and highest ratio their passing and failing rates "
                  "allow), widened by the speed change between the two answers' cells (the drift the pairing left "
-                 "in). Drift: how far the machine's speed (the first server's throughput, one request at a time) "
-                 "moved within the repeat, fastest ÷ slowest − 1. A two-sided range holding ×1.0 is no measurable "
-                 "difference; a range open at one end is a bound, with no estimate.",
+                 "in) and between each answer and its upper end. Drift: how far the machine's speed (the first "
+                 "server's throughput, one request at a time) moved within the repeat, fastest ÷ slowest − 1. "
+                 "A two-sided range holding ×1.0 is no measurable difference; a range open at one end is a bound, "
+                 "with no estimate.",
                  ("ratio", "request batch", "p99 objective ms", "paired", "repeat", "ratio (range)",
                   "numerator req/s", "denominator req/s", "drift"), tuple(rows))
 

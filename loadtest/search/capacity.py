@@ -17,12 +17,12 @@ do it (LoadGen's peak finding confirms a lower rate before it searches upward), 
    kept for the confirmation.
 5. in a paired comparison (`pairing` given: `loadtest.search.interleave.Turn`), the searches agree on their
    answers before they end: each says whether its answer passed and the round its confirmation was
-   measured in. Answers confirmed in the same round (or the next) stand. Otherwise every search
-   confirms its answer again, all in one round (a held call: a new attempt at the same rate, its own
-   verdict), so that the ratio's two answers come from the same minutes; one that did not pass
-   searches on below, and the others confirm again in the round where it confirms its next answer,
-   while their time allows. A search whose time runs out answers with its last confirmation (the
-   ratio's range then carries the machine's drift between the two answers: `loadtest.report.paired`).
+   measured in. Answers that all passed, confirmed in the same round (or the next), stand. All passed
+   in different minutes: each confirms its answer again, all in one round (a held call: a new attempt
+   at the same rate, its own verdict), so that the ratio's two answers come from the same minutes. One
+   did not pass: it searches on below, and the others wait for its next answer, then agree again. A
+   search whose time runs out answers with its last confirmation (the ratio's range then carries the
+   machine's drift between the two answers: `loadtest.report.paired`).
 
 Whatever stops it (its step limit, its deadline, Ctrl-C or SIGTERM: `interrupts`) it answers with its
 best evidence: the highest confirmed rate; above it, the highest rate that passed but was not
@@ -65,7 +65,14 @@ from typing import Protocol
 from loadtest.judge import confidence as conf
 from loadtest.judge.conclusion import AnswerKind, Role, Step, conclude, final_verdicts, stalls, step_after
 from loadtest.judge.verdicts import Decision, Verdict
-from loadtest.search.search_settings import FIRST_WINDOW_MARGIN, CapacityAnswer, Measure, Measured, SearchSettings
+from loadtest.search.search_settings import (
+    FIRST_WINDOW_MARGIN,
+    Agreement,
+    CapacityAnswer,
+    Measure,
+    Measured,
+    SearchSettings,
+)
 
 CLOCK_SLACK_S = 0.5  # a confirmation shortened to the time left leaves this for the clock to move before it starts
 
@@ -77,7 +84,7 @@ class Pairing(Protocol):
 
     last_round: int | None
 
-    def agree(self, passed: bool, round_: int | None) -> bool: ...
+    def agree(self, passed: bool, round_: int | None) -> Agreement: ...
 
 
 @dataclass
@@ -196,11 +203,12 @@ class CapacitySearch:
         measure = not self._confirmed(rate)
         while True:
             passed = self._judge(rate, Role.CONFIRM, self._next_attempt(rate), held=True).passed if measure else True
-            if self.pairing.agree(passed, self._standing_round(rate)) or not passed:
+            said = self.pairing.agree(passed, self._standing_round(rate))
+            if not passed or said == Agreement.STAND:
                 return passed
-            if not self._room_to_confirm(rate):
+            measure = said == Agreement.AGAIN  # else another searches on below: agree again on its next answer
+            if measure and not self._room_to_confirm(rate):
                 return True
-            measure = True
 
     def _standing_round(self, rate: float) -> int | None:
         """The round the latest confirmation at `rate` began in, where it passed; None otherwise."""

@@ -6,14 +6,12 @@ sweep's): the servers are the running ones, or configurations it starts one at a
 (`loadtest.measure.servers`), each stopped before the next. A search measures one open-loop cell per
 rate it asks for (the confirmation `confirm_factor` times longer), each appended to `results.jsonl`
 tagged with the search's id, its role and the objective. Each cell at a rate the search measured before
-(an extension, a confirmation) takes the next arrival seed: its requests are new samples of the schedule,
-not the same bursts again. A cell whose load generator was the limit
-is measured again with one more Locust process while the load generator's cores allow (its pinned
-cores, or those beside a pinned server); otherwise the search answers "at least". Without a start
-rate, a short closed-loop probe cell (concurrency 4) measures what the server takes, and the search
-starts at half of it. A
-server that does not start, or does not answer, gets one failed cell (role `start`) with the
-reason, and the next search goes on.
+(an extension, a confirmation) takes the next arrival seed: new samples of the schedule, not the same
+bursts. A cell whose load generator was the limit is measured again with one more Locust process while the
+load generator's cores allow (its pinned cores, or those beside a pinned server); otherwise the search
+answers "at least". Without a start rate, a short closed-loop probe cell (concurrency 4) measures what the
+server takes, and the search starts at half of it (paired, every search starts at the lowest of those). A
+server that does not start, or does not answer, gets one failed cell (role `start`), and the next goes on.
 
 Not for: the search's decisions (`loadtest.search.capacity`) or a grid of cells (`loadtest.measure.runner`).
 """
@@ -103,6 +101,7 @@ class CapacityRun:
     clock: Callable[[], float] = time.monotonic  # the search's deadline runs on it
     comparison: dict | None = None  # the paired comparison its cells belong to (`loadtest.search.comparison`)
     pairing: Pairing | None = None  # paired: the comparison's seat, where the final answers are agreed
+    start_of: Callable[[float], float] | None = None  # paired: the comparison's common start, from this one's own
     _confirming: bool = False  # the last measured rate was a confirmation: its extensions are too
     _processes: int = 0  # Locust processes now: the plan's, plus any added where its client was the limit
     _measured_at: dict[float, int] = field(default_factory=dict)  # cells measured so far at each rate
@@ -110,6 +109,8 @@ class CapacityRun:
     def run(self) -> CapacityAnswer:
         r = self.request
         start = r.start_rps if r.start_rps is not None else self._start_from_probe()
+        if r.start_rps is None and self.start_of is not None:
+            start = self.start_of(start)
         settings = SearchSettings(p99_ms=r.p99_ms, start_rps=start, precision=r.precision, min_rps=r.min_rps,
                                   max_steps=r.max_steps, max_s=r.max_s, confidence=r.confidence,
                                   max_rate_s=r.max_rate_s, gate=r.gate, window_s=r.plan.run.measure_s,
@@ -286,8 +287,7 @@ class Capacities:
             yield answering
 
     def _compare(self, answering: Sequence[tuple[ServedEndpoint, int | None]], batch: int, repeat: int,
-                 comparison_id: str = "") -> None:
-        """One paired comparison: every server's search at `batch`, interleaved, the reference cell around them."""
+                 comparison_id: str = "") -> None:  # every server's search at `batch`, interleaved, a reference cell
         targets = [target for target, _ in answering]
         comparison = comparison_tag(comparison_id or f"{self.run_id}/b{batch}", repeat, True,
                                     [t.name for t in targets])
@@ -300,7 +300,8 @@ class Capacities:
                        f"{' against '.join(t.name for t in targets)} at request batch {batch}, their cells "
                        f"interleaved; reference cell: {targets[0].name}, one request at a time")
         ended: dict[int, Outcome] = {}
-        bodies = [self._paired_body(t, batch, search_id, comparison, ended, i, version)
+        starts: dict[int, float] = {}
+        bodies = [self._paired_body(t, batch, search_id, comparison, ended, i, version, starts)
                   for i, ((t, version), search_id) in enumerate(zip(answering, ids, strict=True))]
         try:
             reference.measure("start")
@@ -311,13 +312,20 @@ class Capacities:
                 self._ended(ended[i])
 
     def _paired_body(self, target: ServedEndpoint, batch: int, search_id: str, comparison: dict,
-                     ended: dict[int, Outcome], index: int, version: int | None) -> Callable[[Turn], Outcome]:
+                     ended: dict[int, Outcome], index: int, version: int | None,
+                     starts: dict[int, float]) -> Callable[[Turn], Outcome]:
         def body(turn: Turn) -> Outcome:
             def measure_cell(*args: Any, held: bool = False, **kwargs: Any) -> Any:
                 return turn.call(lambda: self.cells.measure(*args, **kwargs), held=held)
 
+            def common_start(own: float) -> float:  # the lowest probe's: anchors confirmed side by side compare
+                turn.call(lambda: starts.__setitem__(index, own), held=True)
+                turn.agree(True, None)  # answered once every search still going has said its own
+                return min(starts.values())
+
             outcome = self._searched(target, batch, search_id, comparison, model_version=version,
-                                     measure_cell=measure_cell, clock=turn.clock, pairing=turn)
+                                     measure_cell=measure_cell, clock=turn.clock, pairing=turn,
+                                     start_of=common_start)
             ended[index] = outcome
             return outcome
         return body

@@ -12,11 +12,13 @@ waits for the others, so a per-search time budget means the same with one server
 
 A call may be *held* (`turn.call(measure, held=True)`, a search's final confirmation) or be an *agreement*
 (`turn.agree(passed, round)`): a held call waits until every body still going has a held call or an agreement
-waiting, then all of them run in one round, so that final confirmations are measured in the same minutes; an
-agreement answers, to each body, whether every body said its answer passed and every answer was confirmed in the
-same round or the next (`turn.last_round`: the round of the body's last call). A body whose confirmation passed
-while another's failed confirms again in the round where the other confirms its next answer
-(`loadtest.search.capacity`). Waiting while held is not on the body's clock.
+waiting, then all of them run in one round, so that final confirmations are measured in the same minutes. The
+agreements, once every body still going has one waiting, are answered together (`Agreement`): `STAND` where every
+answer passed, confirmed within `SAME_MINUTES` rounds of each other (`turn.last_round`: the round of a body's
+last call); `AGAIN` where every answer passed in different minutes (each confirms again, held, so all in one
+round); `WAIT` where one did not pass (it searches on below; the others agree again when it has its next answer:
+`loadtest.search.capacity`).
+Waiting while held is not on the body's clock.
 
 Ctrl-C (or the runner's `Interrupted`) in a call or in `between` stops every body at its next call (the call
 raises `Interrupted`): each answers from what it measured, and `interleave` raises `Interrupted` after all have
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from loadtest.measure.runner import Interrupted
+from loadtest.search.search_settings import Agreement
 
 T = TypeVar("T")
 POLL_S = 0.2  # the scheduler's wait for a body, in slices short enough for Ctrl-C to land
@@ -85,9 +88,9 @@ class Turn:
         in a round where every body still going has a held call or an agreement waiting."""
         return self._ask(_Ask(measure, held))
 
-    def agree(self, passed: bool, round_: int | None) -> bool:
-        """Whether every body still going said its final answer passed, each confirmed in round `round_` (None: not
-        confirmed), all within `SAME_MINUTES` rounds of each other (this one's included)."""
+    def agree(self, passed: bool, round_: int | None) -> Agreement:
+        """`STAND`, `AGAIN` or `WAIT` (`Agreement`, see the module), once every body still going has said whether
+        its final answer passed and the round it was confirmed in (`round_`; None: not confirmed)."""
         return self._ask(_Agree(passed, round_))
 
     def _ask(self, item: _Ask | _Agree) -> Any:
@@ -198,7 +201,7 @@ def _round(order: list[Turn], active: list[Turn], done: dict[int, _Done], number
 
 def _together(order: list[Turn], number: int) -> bool:
     """Every body holds: their held calls run in this one round; where none does, their agreements are answered
-    (each: whether all passed, confirmed within `SAME_MINUTES` rounds). A mix runs the calls first."""
+    (`_agreement`). A mix runs the calls first."""
     calls = [turn for turn in order if isinstance(turn._held, _Ask)]
     if calls:
         for turn in calls:
@@ -207,12 +210,19 @@ def _together(order: list[Turn], number: int) -> bool:
             _serve(turn, item.measure, number)
         return True
     said = [item for item in (turn._release() for turn in order) if isinstance(item, _Agree)]
-    rounds = [item.round for item in said]
-    everyone = all(item.passed for item in said) and None not in rounds and \
-        max(r for r in rounds if r is not None) - min(r for r in rounds if r is not None) <= SAME_MINUTES
+    answer = _agreement(said)
     for turn in order:
-        turn._answer(True, everyone)
+        turn._answer(True, answer)
     return False
+
+
+def _agreement(said: Sequence[_Agree]) -> Agreement:
+    if not all(item.passed for item in said):
+        return Agreement.WAIT
+    rounds = [item.round for item in said]
+    known = [r for r in rounds if r is not None]
+    same = len(known) == len(rounds) and max(known) - min(known) <= SAME_MINUTES
+    return Agreement.STAND if same else Agreement.AGAIN
 
 
 def _serve(turn: Turn, measure: Callable[[], Any], number: int) -> None:

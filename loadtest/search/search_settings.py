@@ -8,10 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 
 from loadtest.evidence.records import CellResult
 from loadtest.judge import confidence as conf
 from loadtest.judge.conclusion import AnswerKind, Conclusion, Step
+
+
+class Agreement(StrEnum):
+    """What a paired comparison's searches agree on their answers (`loadtest.search.interleave`)."""
+
+    STAND = "stand"  # every answer passed, confirmed in the same minutes
+    AGAIN = "again"  # every answer passed, in different minutes: each confirms again, all in one round
+    WAIT = "wait"  # one did not pass: it searches on below, the others wait for its next answer
+
 
 FIRST_WINDOW_MARGIN = 1.1  # a first window holds 10% more than the requests a pass needs at the offered rate
 

@@ -95,17 +95,28 @@ def test_a_gpu_against_a_cpu_gives_the_gpu_cpu_ratio_per_repeat():
     assert paired.paired_table(paired.paired_ratios(cells)).rows[0][6] == "gpu-off: 300.0"
 
 
-def test_the_range_allows_for_the_speed_moving_between_the_two_answers():
-    # off answers at cell 1, on at cell 7; the reference reads 1,000 req/s at cell 0 and 1,240 at cell 12:
-    # 1,020 at cell 1 and 1,140 at cell 7, an 11.8% change between the two answers the pairing left in
+def test_the_range_allows_for_the_speed_moving_between_the_cells_it_stands_on():
+    # off answers at cell 1 (its upper end, 200 req/s, at cell 2), on at cell 7 (upper end at cell 8); the reference
+    # reads 1,000 req/s at cell 0 and 1,240 at cell 12: 1,020 at cell 1 and 1,140 at cell 7, an 11.8% change between
+    # the two answers the pairing left in, and 20 req/s between each answer and its upper end (issue #41: a bracket
+    # whose fail came from slower minutes than its pass bounds less)
     cells = [*comparison(1, 2.5), reference(0, 1000.0), reference(12, 1240.0)]
     (found,) = paired.paired_ratios(cells)
     (repeat,) = found.repeats
-    assert repeat.residual == pytest.approx(120 / 1020)
-    assert found.low == pytest.approx(1.25 / (1 + 120 / 1020)) and found.high == pytest.approx(5.0 * (1 + 120 / 1020))
+    between, off_gap, on_gap = 120 / 1020, 20 / 1020, 20 / 1140
+    assert repeat.residual == pytest.approx((1 + between) * (1 + off_gap) - 1)
+    assert found.low == pytest.approx(1.25 / ((1 + between) * (1 + off_gap)))
+    assert found.high == pytest.approx(5.0 * (1 + between) * (1 + on_gap))
     text = found.describe()
-    assert text.endswith("; its range allows for this machine's speed moving 12% between the two answers.")
+    assert text.endswith("; its range allows for this machine's speed moving 14% between the cells it stands on "
+                         "(the two answers and their upper ends).")
     assert "during the comparison" not in text  # one drift figure per ratio
+
+
+def test_answers_and_upper_ends_of_the_same_minutes_widen_nothing():
+    cells = [*comparison(1, 2.5), reference(0, 1000.0), reference(12, 1000.0)]
+    (found,) = paired.paired_ratios(cells)
+    assert found.repeats[0].residual == 0.0 and (found.low, found.high) == (pytest.approx(1.25), pytest.approx(5.0))
 
 
 def test_a_repeat_whose_numerator_is_a_lower_bound_gives_a_bound_not_an_estimate():

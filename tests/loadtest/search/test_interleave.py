@@ -91,7 +91,7 @@ def test_ctrl_c_ends_every_body_with_its_answer_then_raises_interrupted():
 
 def test_held_calls_wait_for_every_body_and_run_in_one_round_then_the_bodies_agree():
     log: list[str] = []
-    agreed: dict[str, bool] = {}
+    agreed: dict[str, str] = {}
 
     def final(name: str, before: int, passed: bool):
         def run(turn: Turn) -> None:
@@ -104,7 +104,7 @@ def test_held_calls_wait_for_every_body_and_run_in_one_round_then_the_bodies_agr
     interleave([final("A", 0, True), final("B", 3, True)])
     assert log[:3] == ["B0", "B1", "B2"]  # A's final waited for B's: both in one round (its order ABBA's)
     assert sorted(log[3:]) == ["A-final", "B-final"]
-    assert agreed == {"A": True, "B": True}
+    assert agreed == {"A": "stand", "B": "stand"}  # both passed, confirmed in one round
     log.clear()
     interleave([final("A", 1, True), final("B", 1, False)])
-    assert agreed == {"A": False, "B": False}  # one did not pass: neither answer stands as agreed
+    assert agreed == {"A": "wait", "B": "wait"}  # one did not pass: it searches on, the other waits for it

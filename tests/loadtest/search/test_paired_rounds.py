@@ -87,3 +87,27 @@ def test_a_search_that_passed_confirms_again_at_its_rate_with_its_own_verdict():
     attempts = [(rate, attempt) for who, rate, role, attempt in machine.log if who == "A" and role == Role.CONFIRM]
     assert attempts[0][1] == 0 and any(attempt > 0 for _, attempt in attempts), attempts
     assert a.capacity is not None and a.capacity.verdict.passed
+
+
+def test_a_search_that_passed_waits_without_measuring_while_another_searches_on_below(monkeypatch):
+    """A's confirmation at 1,350 req/s fails (that rate is not A's), B's passes: B waits, measuring nothing, while A
+    falls back to its anchor; their answers then come from different rounds, so both confirm again in one."""
+    monkeypatch.setattr(f"{__name__}.SLOW_AFTER", 10_000)  # a machine that does not move
+    machine = Machine()
+    a, b = OnMachine("A", 1400.0, machine), OnMachine("B", 1400.0, machine)
+    a.fail_confirm_at = (1350.0,)
+
+    def body(server: OnMachine):
+        def run(turn: Turn) -> CapacityAnswer:
+            def measure(rate, role, window_s, attempt=0, held=False):
+                return turn.call(lambda: server.measure_on(rate, role, window_s, attempt), held=held)
+            settings = SearchSettings(p99_ms=OBJECTIVE_MS, start_rps=900.0, precision=0.5, max_s=10_000)
+            return CapacitySearch(settings, measure, clock=server.clock, pairing=turn).run()
+        return run
+
+    found_a, found_b = interleave([body(a), body(b)])
+    confirms = [(who, rate, attempt) for who, rate, role, attempt in machine.log if role == Role.CONFIRM]
+    assert [c for c in confirms if c[0] == "B"] == [("B", 900.0, 0), ("B", 1350.0, 0), ("B", 1350.0, 1)]
+    assert [c for c in confirms if c[0] == "A"] == [("A", 900.0, 0), ("A", 1350.0, 0), ("A", 900.0, 1)]
+    assert (found_a.capacity.rate_rps, found_b.capacity.rate_rps) == (900.0, 1350.0)
+    assert abs(answer_index(machine, "A", found_a) - answer_index(machine, "B", found_b)) == 1  # one round
