@@ -269,3 +269,18 @@ def test_telemetry_goes_into_the_record_and_back():
     assert CellResult.from_dict(json.loads(cell.to_json())) == cell
     row = dict(zip(CSV_COLUMNS, csv_row(cell)))
     assert row["server_cpu_percent"] == 61.5 and row["server_rss_mib"] == 300.2 and row["gpu_power_w"] == ""
+
+
+def test_a_local_server_whose_processes_were_not_found_is_said_not_probed_never_quiet():
+    from loadtest.sweep.plan import RunSettings
+    from loadtest.sweep.runner import probe_cores
+
+    cores, unprobed = probe_cores(RunSettings(loadgen_cpus="1"), endpoint(), None,
+                                  "no process on this host listens on port 8500")
+    assert cores == {"loadgen": frozenset({1})} and "server" not in cores  # no probe called the server's
+    assert unprobed["server"]["note"] == ("the server's cores were not probed: its processes were not found (no "
+                                          "process on this host listens on port 8500); the host probe ran on the "
+                                          "load generator's cores (1)")
+    found = sources.ProcessSource(os.getpid())
+    cores, unprobed = probe_cores(RunSettings(loadgen_cpus="1"), endpoint(), found)
+    assert cores["server"] == found.cpu_set and unprobed == {}

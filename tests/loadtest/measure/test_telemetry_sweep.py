@@ -67,12 +67,15 @@ def test_a_loaded_server_is_busy_and_an_idle_one_is_not(exported_model, tmp_path
     assert idle.server_cpu_percent < 30
 
 
-def test_a_server_given_by_address_alone_records_why_it_has_no_telemetry(exported_model, tmp_path):
+def test_a_local_server_given_by_address_alone_is_found_by_its_port_and_sampled(exported_model, tmp_path):
+    """Issue #41: a server the tool did not start, on this host, is found by the port it listens on (before, it
+    recorded "no server pid or container known" and no telemetry); a remote one says it is not on this host
+    (`test_telemetry.test_server_source_by_pid_container_port_or_neither`)."""
     plan = short_plan(exported_model.samples_path, check="shape", measure_s=1.0,
                       grid=plans.Grid(batch_sizes=(1,), concurrency=(1,), rates_rps=()))
     with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
                       backend="null") as server:
         sweep = Sweep(plan, [target_of(server)], tmp_path, out=open(os.devnull, "w"))
         [cell] = sweep.run()
-    assert cell.status == "ok" and cell.server_cpu_percent is None and cell.server_rss_mib is None
-    assert cell.telemetry_note["server"] == "no server pid or container known (a server given by address)"
+    assert cell.status == "ok" and cell.server_cpu_percent is not None and cell.server_rss_mib is not None
+    assert "server" not in cell.telemetry_note
