@@ -1,28 +1,19 @@
 """Answers: what the capacity searches in a set of results say, derived once from the records.
 
-A capacity search (`mnist-bench capacity`) tags every cell it measures with `CellResult.search`
-(its id, role, objective, offered rate). From those records alone:
+From the records alone (a capacity search tags its cells with `CellResult.search`: id, role, objective, rate):
 
-- per search, its answer: its steps rebuilt with each rate's pooled verdict at the recorded
-  confidence, concluded by `loadtest.sweep.conclusion.conclude` exactly as the search concluded:
-  the highest rate whose confirmation passed, with its uncertainty (the lowest rate above it that
-  did not pass, the estimate, stalls, a load generator's limit);
-- per device × request batch size × objective, the best configuration measured (highest capacity);
-- the batching gain there: best batching-enabled capacity ÷ batching-off capacity (None, with the
-  reason, when either is missing or batching off did not meet the objective), and its range from
-  the two brackets: lowest on ÷ highest off to highest on ÷ lowest off;
-- the GPU/CPU ratio of the best capacities at the same request batch size and objective;
-- per search, its cells answered at several p99 objectives (`objective_answers`: by default 5, 10, 25,
-  50 and 100 ms, besides its own) with the same confidence rule, every window at a rate pooled, and its
-  rate table (`rate_table`: per offered rate, what was achieved and the latency percentiles of all its
-  windows merged); the best configuration, the batching gain and the GPU/CPU ratio again at each of
-  those objectives (`Answers.objective_devices`, `Answers.objective_ratios`).
+- per search, its answer: its steps rebuilt with each rate's pooled verdict at the recorded confidence,
+  concluded by `loadtest.sweep.conclusion.conclude` exactly as the search concluded, with its uncertainty;
+- per device × request batch × objective, the best configuration; the batching gain there (best batching-on ÷
+  batching-off capacity, its range from the two brackets; None with the reason) and the GPU/CPU ratio;
+- per search, its cells answered at several p99 objectives (`objective_answers`, by default 5, 10, 25, 50 and
+  100 ms) and its rate table (`rate_table`); the best configuration, the gain and the GPU/CPU ratio again at
+  each of those objectives (`Answers.objective_devices`, `Answers.objective_ratios`).
 
-A configuration is what was measured, whatever the load: server kind, device, device name, batching
-profile and parameters, server versions, the load generator's host (and, unkeyed, a CPU's machine).
-
-Pure functions over `CellResult`s: nothing here reads files, prints or draws. Not for: the report's layout
-(`loadtest.analysis.summary`), capacities from plain sweeps (`loadtest.analysis.sources`), or replicas and cost.
+A configuration is what was measured, whatever the load: server kind and name, device, device name, batching
+profile and parameters, server versions, the load generator's host (and, unkeyed, a CPU's machine). Pure
+functions: nothing here reads files, prints or draws. Not for: the report's layout (`loadtest.analysis.summary`),
+capacities from plain sweeps (`loadtest.analysis.sources`), or replicas and cost.
 """
 
 from __future__ import annotations
