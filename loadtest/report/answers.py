@@ -1,7 +1,6 @@
 """Answers: what the capacity searches in a set of results say, derived once from the records.
 
-A capacity search (`mnist-bench capacity`) tags every cell it measures with `CellResult.search`
-(its id, role, objective, offered rate). From those records alone:
+From the records alone (a capacity search tags its cells with `CellResult.search`: id, role, objective, rate):
 
 - per search, its answer: its steps rebuilt with each rate's pooled verdict at the recorded
   confidence, concluded by `loadtest.judge.conclusion.conclude` exactly as the search concluded:
@@ -19,7 +18,8 @@ A capacity search (`mnist-bench capacity`) tags every cell it measures with `Cel
   those objectives (`Answers.objective_devices`, `Answers.objective_ratios`).
 
 A configuration (`loadtest.report.configs`) is what was measured, whatever the load: server kind, device,
-device name, batching profile and parameters, server versions, the load generator's host and server name.
+device name, batching profile and parameters, server versions, the load generator's host and server name
+(the name is part of it: two servers of one configuration are compared, not merged).
 
 Pure functions over `CellResult`s: nothing here reads files, prints or draws. Not for: the report's layout
 (`loadtest.report.headline`), capacities from plain sweeps (`loadtest.report.sources`), or replicas and cost.

@@ -224,9 +224,12 @@ class CapacitySearch:
         return max(attempts) + 1 if attempts else 0
 
     def _room_to_confirm(self, rate: float) -> bool:
+        return self._steps_left() > 0 and self._confirm_s(rate) <= self._time_left()
+
+    def _confirm_s(self, rate: float) -> float:
+        """The least a confirmation at `rate` takes: its window (holding a pass's requests) and overhead."""
         s = self.settings
-        confirm_s = self._cell_s(rate, max(s.confirm_window_s or 0.0, min(self._wanted_s(rate), s.max_rate_s)))
-        return self._steps_left() > 0 and confirm_s <= self._time_left()
+        return self._cell_s(rate, max(s.confirm_window_s or 0.0, min(self._wanted_s(rate), s.max_rate_s)))
 
     def _confirmed(self, rate: float) -> bool:
         step = final_verdicts(self.steps).get((rate, True))
@@ -338,12 +341,10 @@ class CapacitySearch:
         """Whether a step at `rate` fits and, while the passing rate `low` below it is not confirmed yet, still
         leaves a step and the time to confirm it (the answer). Once `low` is confirmed, what is left is spent
         higher up: a pass there is answered too, as "passed, not confirmed"."""
-        s = self.settings
         step_s = self._cell_s(rate, self._first_window_s(rate, False))
         if self._confirmed(low) and self.pairing is None:  # paired, the final confirmation is measured again
             return self._steps_left() > 0 and step_s <= self._time_left()
-        confirm_s = self._cell_s(low, max(s.confirm_window_s or 0.0, min(self._wanted_s(low), s.max_rate_s)))
-        return self._steps_left() > 1 and step_s + confirm_s <= self._time_left()
+        return self._steps_left() > 1 and step_s + self._confirm_s(low) <= self._time_left()
 
     def _cut_short(self) -> str:
         """Why a search that converged nowhere near the precision stopped: its steps, or its time."""
