@@ -18,7 +18,7 @@ import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
@@ -36,6 +36,7 @@ from loadtest.commands.sweep_commands import (
     server_choices,
     sizing_options,
 )
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE
 from loadtest.measure import plan as plans
@@ -44,12 +45,15 @@ from loadtest.report.series import AnalysisError
 from serving.deploy.process import pinned_cores
 from serving.endpoint import Device
 
+if TYPE_CHECKING:
+    from loadtest.search.capacity_search import CapacityRequest
+
 
 def search_options(function: Any) -> Any:
     """The objective, the request batch sizes and the bounds of every capacity search."""
     options = [
-        click.option("--p99-ms", type=click.FloatRange(min=0, min_open=True), required=True,
-                     help="the latency objective"),
+        click.option("--p99-ms", "objective", type=click.FloatRange(min=0, min_open=True), required=True,
+                     callback=lambda ctx, param, value: Objective(value), help="the latency objective"),
         click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=DEFAULT_PLAN,
                      show_default=True, help="plan file whose [run] settings every cell uses (its grid is not used)"),
         click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True),
@@ -94,14 +98,16 @@ def parse_objectives(text: str | None, plan: plans.Plan) -> tuple[float, ...]:
     return objectives
 
 
-def capacity_request(plan: plans.Plan, values: dict[str, Any]):
-    """The search's settings from the shared flags (popped from `values`)."""
+SEARCH_BOUNDS = ("precision", "start_rps", "min_rps", "max_steps", "confirm_factor", "confidence", "max_rate_s")
+
+
+def capacity_request(plan: plans.Plan, values: dict[str, Any]) -> CapacityRequest:
+    """What to search, built once from the parsed flags (`search_options`) and the layered plan."""
     from loadtest.search.capacity_search import CapacityRequest
 
-    return CapacityRequest(plan, values.pop("p99_ms"), 1, values.pop("precision"), values.pop("start_rps"),
-                           values.pop("min_rps"), values.pop("max_steps"), values.pop("max_minutes") * 60,
-                           values.pop("confirm_factor"), values.pop("confidence"), values.pop("max_rate_s"),
-                           objectives=parse_objectives(values.pop("objectives"), plan))
+    return CapacityRequest(plan=plan, objective=values["objective"], max_s=values["max_minutes"] * 60,
+                           objectives=parse_objectives(values["objectives"], plan),
+                           **{name: values[name] for name in SEARCH_BOUNDS})
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -134,7 +140,8 @@ def objective_lines(results: Sequence[CellResult], outcomes: Sequence[Any], obje
         if not rows:
             continue
         title = f"search {outcome.search_id}: {outcome.server}, request batch {outcome.batch_size}"
-        answers = objective_answers(cells, {*objectives, outcome.p99_ms or objectives[0]})
+        own = outcome.objective.p99_ms if outcome.objective else objectives[0]
+        answers = objective_answers(cells, {*objectives, own})
         noise = search_noise_lines(cells, [(a.p99_objective_ms, a.capacity_rps is not None) for a in answers])
         blocks.append("\n".join([title, plain_table(rate_view(rows), 10_000), *(a.line() for a in answers), *noise]))
     return "\n\n".join(blocks)
@@ -180,7 +187,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     choice = server_choice(values)
     run = None
     try:  # a bad target or price file is said before anything is measured
-        pricing = pricing_from(values["p99_ms"], target_rps, prices, headroom)
+        pricing = pricing_from(values["objective"].p99_ms, target_rps, prices, headroom)
     except (AnalysisError, OSError) as exc:
         raise click.UsageError(str(exc)) from None
     try:
@@ -220,7 +227,7 @@ def _capacity_end(results: Sequence[CellResult], outcomes: Sequence[Any], reques
     lines = console_end(results, pricing, named) if bounds else paired_lines(results)
     if lines:
         click.echo("\n".join(lines))
-    click.echo("\n".join(outcome_line(o, request.p99_ms, named) for o in outcomes))
+    click.echo("\n".join(outcome_line(o, request.objective, named) for o in outcomes))
 
 
 def _run_flags(values: dict[str, Any]) -> dict[str, Any]:
@@ -278,12 +285,13 @@ def tune_command(ctx: click.Context, device: str, batch_size: int, budget_min: f
         raise click.UsageError("tune starts its own servers: --serve/--target/--server do not apply")
     try:
         plan = layered_plan(plan_path, choice, _run_flags(values), starts_servers=True)
-        settings = TuneSettings(p99_ms=plan.capacity.p99_ms(batch_size, values["p99_ms"]), device=Device(device),
+        searches = capacity_request(plan, values)
+        settings = TuneSettings(objective=searches.objective_at(batch_size), device=Device(device),
                                 cores=pinned_cores(plan.launch.server_cpus), batch_size=batch_size,
                                 ladders=parse_ladders(ladders), min_gain=min_gain, max_evaluations=max_configs,
                                 max_s=budget_min * 60)
         settings.check()
-        request = TuneRequest(capacity_request(plan, values), settings, start_profile or device, not sequential)
+        request = TuneRequest(searches, settings, start_profile or device, not sequential)
         tune = TuneRun(request, results_dir, plan_path=str(plan_path))
         answer, files = tune.run()
     except Interrupted:

@@ -54,3 +54,15 @@ class Flag(StrEnum):
     UNSTABLE = "unstable"
     ERRORS = "errors"
     FAILED = "failed"
+
+class Role(StrEnum):
+    """Why a search measured a cell; recorded with the cell."""
+
+    PROBE = "probe"  # a short closed loop that picks the start rate
+    BRACKET = "bracket"
+    BISECT = "bisect"
+    CONFIRM = "confirm"
+    EXTEND = "extend"  # the same rate measured longer: its verdict pools every window at that rate
+    START = "start"  # the search's server did not start or answer: its one cell, recorded failed
+    RETRY = "retry"  # older searches: a failing rate measured once more (pooled like an extension)
+    REFERENCE = "reference"  # a paired comparison's reference cell (`loadtest.search.comparison`): not a search's

@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from loadtest.evidence.records import CellResult
-from loadtest.judge.verdicts import Decision, Verdict, client_limited, verdict_of
+from loadtest.evidence.objective import Objective
+from loadtest.judge.verdicts import Decision, Step
 
 STALL_P50_SHARE = 0.6  # p50 at most this share of the objective: not an overloaded (or merely slow) server
 STALL_RATE_SPAN = 3.8  # the rates that did not pass span about a factor of 4 (two halvings, rates rounded to 0.1)
@@ -52,53 +52,6 @@ class AnswerKind(StrEnum):
     NONE = "none"  # nothing passed
 
 
-class Role(StrEnum):
-    """Why a search measured a cell; recorded with the cell."""
-
-    PROBE = "probe"  # a short closed loop that picks the start rate
-    BRACKET = "bracket"
-    BISECT = "bisect"
-    CONFIRM = "confirm"
-    EXTEND = "extend"  # the same rate measured longer: its verdict pools every window at that rate
-    START = "start"  # the search's server did not start or answer: its one cell, recorded failed
-    RETRY = "retry"  # older searches: a failing rate measured once more (pooled like an extension)
-    REFERENCE = "reference"  # a paired comparison's reference cell (`loadtest.search.comparison`): not a search's
-
-
-@dataclass(frozen=True)
-class Step:
-    """One measured cell; `verdict` is its rate's verdict pooled over the cells of its group so far."""
-
-    rate_rps: float
-    role: Role
-    result: CellResult
-    verdict: Verdict
-    confirming: bool = False  # the cell belongs to a confirmation (its own, or an extension of one)
-    attempt: int = 0  # a confirmation measured again at its rate (a paired comparison's final round): its own verdict
-
-    @property
-    def group(self) -> tuple[float, bool, int]:
-        """The cells its verdict pools: the rate's windows, or one confirmation's (an attempt's) windows."""
-        return (self.rate_rps, self.confirming, self.attempt)
-
-    @property
-    def key(self) -> tuple[float, bool]:
-        """The rate and whether it is its confirmation: the latest attempt's verdict is the rate's."""
-        return (self.rate_rps, self.confirming)
-
-
-def pooled_verdict(cells: Sequence[CellResult], p99_ms: float, confidence: float) -> Verdict:
-    """A rate's verdict on every cell measured at it: cells the load generator limited are left out
-    (their latencies are the client's), unless every one was."""
-    server_bound = [c for c in cells if not client_limited(c)]
-    return verdict_of(server_bound or cells, p99_ms, confidence)
-
-
-def step_after(steps: Sequence[Step], rate: float, role: Role, result: CellResult, confirming: bool, p99_ms: float,
-               confidence: float, attempt: int = 0) -> Step:
-    """The step `result` makes after `steps`: its verdict pools it with the earlier cells of its group."""
-    group = [s.result for s in steps if s.group == (rate, confirming, attempt)] + [result]
-    return Step(rate, role, result, pooled_verdict(group, p99_ms, confidence), confirming, attempt)
 
 
 def final_verdicts(steps: Sequence[Step]) -> dict[tuple[float, bool], Step]:
@@ -118,19 +71,19 @@ class Stalls:
     per_s: float | None  # about how often: the over-objective share / (stall - objective)
     over_shares: tuple[tuple[float, float], ...]  # (rate, share over the objective), highest rate first
 
-    def describe(self, p99_ms: float) -> str:
+    def describe(self, objective: Objective) -> str:
         shares = ", ".join(f"{share:.1%} at {rate:g} req/s" for rate, share in self.over_shares)
         pace = f", about {self.per_s:.1f} per second" if self.per_s else ""
         return (f"stalls of about {self.stall_ms:.0f} ms{pace}, independent of the load: the share of requests over "
-                f"{p99_ms:g} ms did not fall as the rate fell ({shares})")
+                f"{objective.p99_ms:g} ms did not fall as the rate fell ({shares})")
 
 
-def stalls(steps: Sequence[Step], p99_ms: float) -> Stalls | None:
+def stalls(steps: Sequence[Step], objective: Objective) -> Stalls | None:
     """The stall finding, or None when the rates that did not pass look like a queue (or are too few)."""
     groups = [s for s in final_verdicts(steps).values() if not s.confirming
               and s.verdict.decision in (Decision.FAIL, Decision.INCONCLUSIVE) and s.verdict.evidence is not None]
     quiet = sorted((s for s in groups if s.result.latency_p50_ms is not None
-                    and s.result.latency_p50_ms <= STALL_P50_SHARE * p99_ms), key=lambda s: -s.rate_rps)
+                    and s.result.latency_p50_ms <= STALL_P50_SHARE * objective.p99_ms), key=lambda s: -s.rate_rps)
     if len(quiet) < STALL_MIN_RATES:
         return None
     high, low = quiet[0], quiet[-1]
@@ -145,7 +98,7 @@ def stalls(steps: Sequence[Step], p99_ms: float) -> Stalls | None:
         return None
     stall_ms = statistics.median(slowest)
     share = statistics.fmean(s.verdict.evidence.over_share for s in quiet if s.verdict.evidence)
-    per_s = share / ((stall_ms - p99_ms) / 1000.0) if stall_ms > p99_ms else None
+    per_s = share / ((stall_ms - objective.p99_ms) / 1000.0) if stall_ms > objective.p99_ms else None
     return Stalls(stall_ms, per_s, tuple((s.rate_rps, s.verdict.evidence.over_share) for s in quiet
                                          if s.verdict.evidence))
 
@@ -154,7 +107,7 @@ def stalls(steps: Sequence[Step], p99_ms: float) -> Stalls | None:
 class Conclusion:
     """A search's capacity with its uncertainty."""
 
-    p99_ms: float
+    objective: Objective
     capacity: Step | None  # the highest rate whose confirmation passed
     lowest_failing_rps: float | None  # lowest rate above it that failed with confidence (or whose confirmation did)
     inconclusive: tuple[Step, ...] = ()  # rates above the capacity that neither passed nor failed
@@ -219,7 +172,7 @@ class Conclusion:
     def unmet_reason(self) -> str:
         """Why there is no capacity: stalls, or what was measured above, with N where inconclusive."""
         if self.stalls is not None:
-            return f"unmet: {self.stalls.describe(self.p99_ms)}"
+            return f"unmet: {self.stalls.describe(self.objective)}"
         parts = [describe_unsteady(pair) for pair in self.unsteady]
         if self.lowest_failing_rps is not None:
             parts.append(f"lowest failing rate {self.lowest_failing_rps:g} req/s")
@@ -254,7 +207,7 @@ def _best_pass(last: dict[tuple[float, bool], Step], floor: float, failing: floa
     return max(passes, key=lambda s: s.rate_rps, default=None)
 
 
-def conclude(steps: Sequence[Step], p99_ms: float) -> Conclusion:
+def conclude(steps: Sequence[Step], objective: Objective) -> Conclusion:
     """The capacity, its bounds, and what else the steps show (see the module docstring)."""
     last = final_verdicts(steps)
     confirmed = [s for s in last.values() if s.confirming and s.verdict.passed]
@@ -265,8 +218,8 @@ def conclude(steps: Sequence[Step], p99_ms: float) -> Conclusion:
     inconclusive = tuple(sorted((s for s in above if s.verdict.decision == Decision.INCONCLUSIVE),
                                 key=lambda s: s.rate_rps))
     limited = [s.rate_rps for s in above if s.verdict.decision == Decision.LOADGEN]
-    return Conclusion(p99_ms, capacity, failing, inconclusive, min(limited, default=None),
-                      _not_monotone(last), stalls(steps, p99_ms), _best_pass(last, floor, failing), _unsteady(last))
+    return Conclusion(objective, capacity, failing, inconclusive, min(limited, default=None),
+                      _not_monotone(last), stalls(steps, objective), _best_pass(last, floor, failing), _unsteady(last))
 
 
 def describe_unsteady(pair: tuple[Step, Step]) -> str:

@@ -21,13 +21,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.stats import merge_encoded
-from loadtest.evidence.vocab import CellStatus
-from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS, AnswerKind, Conclusion, Role, Step, pooled_verdict
+from loadtest.evidence.vocab import CellStatus, Role
+from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS, AnswerKind, Conclusion
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE, Evidence
 from loadtest.judge.overload import overloaded_reason
-from loadtest.judge.verdicts import Decision, client_limited, verdict_of
+from loadtest.judge.verdicts import Decision, Step, client_limited, pooled_verdict, verdict_of
 
 
 def offered_rps(cell: CellResult) -> float | None:
@@ -156,7 +157,7 @@ class ObjectiveAnswer:
         return f"p99 <= {self.p99_objective_ms:g} ms: {self.describe()}"
 
 
-def _rate_step(rate: float, group: Sequence[CellResult], objective: float, confidence: float) -> Step:
+def _rate_step(rate: float, group: Sequence[CellResult], objective: Objective, confidence: float) -> Step:
     """A rate's pooled step at `objective`: every window together (represented by its confirmation, if any)."""
     confirming = [c for c in group if c.search.get("confirming")]
     shown = (confirming or list(group))[-1]
@@ -164,14 +165,14 @@ def _rate_step(rate: float, group: Sequence[CellResult], objective: float, confi
                 pooled_verdict(group, objective, confidence), bool(confirming))
 
 
-def _confirmed_at(group: Sequence[CellResult], objective: float, confidence: float) -> bool:
+def _confirmed_at(group: Sequence[CellResult], objective: Objective, confidence: float) -> bool:
     confirming = [c for c in group if c.search.get("confirming")]
     if confirming and pooled_verdict(confirming, objective, confidence).passed:
         return True
     return sum(verdict_of([c], objective, confidence).passed for c in group if c.status == CellStatus.OK) >= 2
 
 
-def objective_answer(cells: Sequence[CellResult], objective: float) -> ObjectiveAnswer:
+def objective_answer(cells: Sequence[CellResult], objective: Objective) -> ObjectiveAnswer:
     """One search's cells at one p99 objective (see `ObjectiveAnswer`)."""
     confidence = float(next((c.search.get("confidence", DEFAULT_CONFIDENCE) for c in cells if c.search),
                             DEFAULT_CONFIDENCE))
@@ -190,16 +191,16 @@ def objective_answer(cells: Sequence[CellResult], objective: float) -> Objective
                             tuple((steps[p], steps[f]) for p, f in pairs))
     if top is None:
         reason = conclusion.unmet_reason() if steps else "no rate measured"
-        return ObjectiveAnswer(objective, AnswerKind.NONE, None, None, None, min(not_passing, default=None),
+        return ObjectiveAnswer(objective.p99_ms, AnswerKind.NONE, None, None, None, min(not_passing, default=None),
                                failing, pairs, reason, conclusion)
     confirmed = max((rate for rate in passing if _confirmed_at(groups[rate], objective, confidence)), default=None)
     kind = AnswerKind.CONFIRMED if confirmed == top else AnswerKind.PASSED
     row = next(r for r in rate_table(groups[top]))
-    return ObjectiveAnswer(objective, kind, top, row.achieved_ips, steps[top].verdict.evidence,
+    return ObjectiveAnswer(objective.p99_ms, kind, top, row.achieved_ips, steps[top].verdict.evidence,
                            min(not_passing, default=None), failing, pairs, "", conclusion, confirmed)
 
 
 def objective_answers(cells: Sequence[CellResult], objectives: Iterable[float]) -> tuple[ObjectiveAnswer, ...]:
     """One search's cells (`CellResult.search` of one id) answered at each objective, lowest first: pure, for
     the console's and the report's multi-objective tables."""
-    return tuple(objective_answer(cells, objective) for objective in sorted(set(objectives)))
+    return tuple(objective_answer(cells, Objective(ms)) for ms in sorted(set(objectives)))

@@ -19,6 +19,8 @@ of its requests together.
   loop's server that cannot keep its rate falls behind);
 - otherwise the p99 evidence decides at the stated confidence (`loadtest.judge.confidence.judge`).
 
+A search's `Step` is one cell with its rate's verdict so far (`step_after`: the cells at its rate pooled).
+
 Pure functions over `CellResult`s. Not for: the search that asks for cells (`loadtest.search.capacity`).
 """
 
@@ -28,9 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.stats import merge_encoded
-from loadtest.evidence.vocab import CellStatus, Flag
+from loadtest.evidence.vocab import CellStatus, Flag, Role
 from loadtest.judge import confidence as conf
 from loadtest.judge import noise
 from loadtest.judge.overload import overloaded_reason, queue_growth_reason, shortfall_reason
@@ -80,8 +83,9 @@ def _flag_reason(cells: Sequence[CellResult], flag: Flag) -> str | None:
     return reasons[-1] if reasons else None
 
 
-def verdict_of(cells: Sequence[CellResult], p99_ms: float, confidence: float = conf.DEFAULT_CONFIDENCE) -> Verdict:
-    """The verdict of `cells`, measured at one offered rate, on p99 <= `p99_ms` at `confidence`."""
+def verdict_of(cells: Sequence[CellResult], objective: Objective,
+               confidence: float = conf.DEFAULT_CONFIDENCE) -> Verdict:
+    """The verdict of `cells`, measured at one offered rate, on `objective` at `confidence`."""
     if not cells:
         raise ValueError("a verdict needs at least one cell")
     failed = next((c for c in cells if c.status != CellStatus.OK), None)
@@ -94,7 +98,7 @@ def verdict_of(cells: Sequence[CellResult], p99_ms: float, confidence: float = c
     if limited is not None:
         return Verdict(Decision.LOADGEN, "the load generator was the limit: "
                        + (_flag_reason([limited], Flag.SATURATED) or "its CPU or dispatch lag"))
-    evidence = conf.judge(merge_encoded(c.histogram_us for c in cells), p99_ms, confidence)
+    evidence = conf.judge(merge_encoded(c.histogram_us for c in cells), objective.p99_ms, confidence)
     overloaded = _overloaded(cells, evidence)
     if overloaded is not None:
         return overloaded
@@ -106,6 +110,42 @@ def verdict_of(cells: Sequence[CellResult], p99_ms: float, confidence: float = c
     if evidence.outcome == conf.Outcome.FAIL:
         return Verdict(Decision.FAIL, evidence.describe(), evidence)
     return Verdict(Decision.INCONCLUSIVE, evidence.describe(), evidence)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One measured cell; `verdict` is its rate's verdict pooled over the cells of its group so far."""
+
+    rate_rps: float
+    role: Role
+    result: CellResult
+    verdict: Verdict
+    confirming: bool = False  # the cell belongs to a confirmation (its own, or an extension of one)
+    attempt: int = 0  # a confirmation measured again at its rate (a paired comparison's final round): its own verdict
+
+    @property
+    def group(self) -> tuple[float, bool, int]:
+        """The cells its verdict pools: the rate's windows, or one confirmation's (an attempt's) windows."""
+        return (self.rate_rps, self.confirming, self.attempt)
+
+    @property
+    def key(self) -> tuple[float, bool]:
+        """The rate and whether it is its confirmation: the latest attempt's verdict is the rate's."""
+        return (self.rate_rps, self.confirming)
+
+
+def pooled_verdict(cells: Sequence[CellResult], objective: Objective, confidence: float) -> Verdict:
+    """A rate's verdict on every cell measured at it: cells the load generator limited are left out
+    (their latencies are the client's), unless every one was."""
+    server_bound = [c for c in cells if not client_limited(c)]
+    return verdict_of(server_bound or cells, objective, confidence)
+
+
+def step_after(steps: Sequence[Step], rate: float, role: Role, result: CellResult, confirming: bool,
+               objective: Objective, confidence: float, attempt: int = 0) -> Step:
+    """The step `result` makes after `steps`: its verdict pools it with the earlier cells of its group."""
+    group = [s.result for s in steps if s.group == (rate, confirming, attempt)] + [result]
+    return Step(rate, role, result, pooled_verdict(group, objective, confidence), confirming, attempt)
 
 
 def _overloaded(cells: Sequence[CellResult], evidence: conf.Evidence) -> Verdict | None:

@@ -22,6 +22,9 @@ class Probe:
     model_version: int | None
     error: str  # "" when ok
 
+    def not_answering(self, target: ServedEndpoint) -> str:
+        return f"server {target.name} at {target.grpc_target} is not answering ({self.error})"
+
 
 class Prober:
     """Probes servers over the plan's protocol with the plan's sample digits."""

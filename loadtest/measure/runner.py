@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult, append_csv, append_result
 from loadtest.evidence.vocab import CellStatus
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE
@@ -222,7 +223,7 @@ def with_evidence(search: dict, result: CellResult) -> dict:
     early-stopping estimate of its p99 (`loadtest.judge.verdicts`); its rate's pooled verdict is the search's."""
     if search.get("p99_objective_ms") is None or result.status != CellStatus.OK or search.get("role") == "probe":
         return search
-    verdict = verdict_of([result], float(search["p99_objective_ms"]),
+    verdict = verdict_of([result], Objective(float(search["p99_objective_ms"])),
                          float(search.get("confidence", DEFAULT_CONFIDENCE)))
     return {**search, "evidence": evidence_record(verdict)}
 

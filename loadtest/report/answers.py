@@ -30,8 +30,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
-from loadtest.judge.conclusion import AnswerKind, Conclusion, Role, Step, conclude, step_after
+from loadtest.evidence.vocab import Role
+from loadtest.judge.conclusion import AnswerKind, Conclusion, conclude
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE
 from loadtest.judge.objectives import (
     ObjectiveAnswer,
@@ -42,6 +44,7 @@ from loadtest.judge.objectives import (
     rated,
     search_objectives,
 )
+from loadtest.judge.verdicts import Step, step_after
 from loadtest.report.configs import Config, config_of
 
 # ----------------------------------------------------------------------------- one search
@@ -102,7 +105,7 @@ class SearchAnswer:
         return self.conclusion.uncertainty() if self.conclusion else ""
 
 
-def steps_of(cells: Sequence[CellResult], objective: float) -> list[Step]:
+def steps_of(cells: Sequence[CellResult], objective: Objective) -> list[Step]:
     """A search's steps rebuilt from its records, each with its rate's pooled verdict, as the search made them."""
     steps: list[Step] = []
     for cell in rated(cells):
@@ -120,13 +123,13 @@ def search_answer(cells: Sequence[CellResult]) -> SearchAnswer:
     """The answer of one search's cells, concluded as `loadtest.search.capacity.CapacitySearch` concludes it,
     with its cells answered at each of its objectives (`search_objectives`) and its rate table."""
     first = cells[0]
-    objective = float(first.search["p99_objective_ms"])
+    objective = Objective(float(first.search["p99_objective_ms"]))
     steps = steps_of(cells, objective)
     found = conclude(steps, objective)
     cell = found.capacity.result if found.capacity else None
     reason = "" if cell else (found.unmet_reason() if steps else _unmet(cells))
-    return SearchAnswer(str(first.search["id"]), config_of(first), first.load.request_batch_size, objective,
-                        found.capacity_rps, cell.throughput_ips if cell else None,
+    return SearchAnswer(str(first.search["id"]), config_of(first), first.load.request_batch_size,
+                        objective.p99_ms, found.capacity_rps, cell.throughput_ips if cell else None,
                         cell.latency_p50_ms if cell else None, cell.latency_p99_ms if cell else None,
                         found.lowest_failing_rps, len(cells), reason,
                         cell.server_cpu_percent if cell else None, cell.gpu_utilization_percent if cell else None,

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
 from loadtest.judge.verdicts import verdict_of
@@ -62,7 +63,7 @@ def highest_passing(cells: Sequence[CellResult], p99_ms: float, mode: LoadMode) 
     valid = [c for c in plain if usable(c)]
     level = level_name(mode)
     not_used = tuple(f"{level} {load_level(c):g}: {unusable_reason(c)}" for c in plain if not usable(c))
-    passed = {id(c): verdict_of([c], p99_ms).passed for c in plain}  # each cell judged once
+    passed = {id(c): verdict_of([c], Objective(p99_ms)).passed for c in plain}  # each cell judged once
     passing = [c for c in valid if passed[id(c)]]
     if not passing:
         if not valid:

@@ -62,21 +62,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from loadtest.evidence.vocab import Role
 from loadtest.judge import confidence as conf
-from loadtest.judge.conclusion import AnswerKind, Role, Step, conclude, final_verdicts, stalls, step_after
-from loadtest.judge.verdicts import Decision, Verdict
+from loadtest.judge.conclusion import conclude, final_verdicts, stalls
+from loadtest.judge.verdicts import Decision, Step, Verdict, step_after
 from loadtest.search.search_settings import (
     FIRST_WINDOW_MARGIN,
     Agreement,
     CapacityAnswer,
     Measure,
-    Measured,
     SearchSettings,
 )
 
 CLOCK_SLACK_S = 0.5  # a confirmation shortened to the time left leaves this for the clock to move before it starts
 
-__all__ = ["AnswerKind", "CapacityAnswer", "CapacitySearch", "Measured", "Role", "SearchSettings", "Step"]
 
 
 class Pairing(Protocol):
@@ -115,7 +114,7 @@ class CapacitySearch:
             ended = str(stop)
         except self.interrupts:
             ended, interrupted = "interrupted", True
-        return CapacityAnswer(self.settings.p99_ms, conclude(self.steps, self.settings.p99_ms), tuple(self.steps),
+        return CapacityAnswer(self.settings.objective, conclude(self.steps, self.settings.objective), tuple(self.steps),
                               ended, interrupted)
 
     # ------------------------------------------------------------------ anchor, bracket, bisect, confirm
@@ -155,9 +154,9 @@ class CapacitySearch:
         """The next rate down from one that did not pass (or did not hold); stops where no lower rate can
         show a pass, or where the rates that did not pass show stalls independent of the load."""
         s = self.settings
-        found = stalls(self.steps, s.p99_ms)
+        found = stalls(self.steps, s.objective)
         if found is not None:
-            raise _Stop(f"unmet: {found.describe(s.p99_ms)}")
+            raise _Stop(f"unmet: {found.describe(s.objective)}")
         if rate <= s.min_rps:
             raise _Stop(f"objective not met even at {s.min_rps:g} req/s")
         lower = max(round(rate / 2, 1), s.min_rps)
@@ -308,7 +307,7 @@ class CapacitySearch:
         self._check_bounds(rate, window_s)
         paired = {"attempt": attempt, "held": held} if self.pairing is not None else {}
         measured = self.measure(rate, role, window_s, **paired)
-        step = step_after(self.steps, rate, role, measured.result, confirming, self.settings.p99_ms,
+        step = step_after(self.steps, rate, role, measured.result, confirming, self.settings.objective,
                           self.settings.confidence, attempt)
         self.steps.append(step)
         self._rounds.append(self.pairing.last_round if self.pairing is not None else None)
@@ -320,7 +319,7 @@ class CapacitySearch:
 
     def _bracket_too_wide(self) -> bool:
         """Whether the answer's bracket is wider than the precision asked for (or has no upper end)."""
-        conclusion = conclude(self.steps, self.settings.p99_ms)
+        conclusion = conclude(self.steps, self.settings.objective)
         upper = conclusion.upper_rps()
         if conclusion.capacity is None or upper is None:
             return True
@@ -351,7 +350,7 @@ class CapacitySearch:
         s = self.settings
         if self._steps_left() <= 0:
             return f"step limit ({s.max_steps} cells)"
-        answer = conclude(self.steps, s.p99_ms).capacity
+        answer = conclude(self.steps, s.objective).capacity
         if answer is not None and not self._room_to_climb(answer.rate_rps * (1 + s.precision), answer.rate_rps):
             return f"time limit ({s.max_s:g} s): {self._time_left():.1f} s left, too little for a higher rate"
         return "converged"

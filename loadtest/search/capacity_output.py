@@ -10,9 +10,12 @@ from typing import Any
 
 from rich.table import Table
 
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
+from loadtest.evidence.vocab import Role
 from loadtest.judge.conclusion import describe_pair, describe_unsteady
-from loadtest.search.capacity import CapacityAnswer, Role, Step
+from loadtest.judge.verdicts import Step
+from loadtest.search.search_settings import CapacityAnswer
 
 
 def trail_table(answer: CapacityAnswer) -> Table:
@@ -45,15 +48,15 @@ def answer_line(answer: CapacityAnswer, what: str = "") -> str:
     step = c.answer
     if step is None:  # the reason names any unsteady rate
         if c.stalls is not None:
-            return f"{prefix}unmet at p99 <= {answer.p99_ms:g} ms: {c.stalls.describe(answer.p99_ms)} ({cells}){extra}"
-        return f"{prefix}none at p99 <= {answer.p99_ms:g} ms: {c.unmet_reason()} ({cells}){extra}"
+            return f"{prefix}unmet at {answer.objective}: {c.stalls.describe(answer.objective)} ({cells}){extra}"
+        return f"{prefix}none at {answer.objective}: {c.unmet_reason()} ({cells}){extra}"
     extra = "".join(f"; {describe_unsteady(pair)}" for pair in c.unsteady) + extra
     if c.capacity is not None and c.best_pass is not None:
         extra = f"; higher, passed, not confirmed: {_rests_on(c.best_pass)}" + extra
     r: CellResult = step.result
     bound = "at least " if c.at_least else ""
     return (f"{prefix}{bound}{step.rate_rps:g} req/s ({r.throughput_ips:.1f} img/s), {c.kind.value}: "
-            f"{_evidence(step)} <= {answer.p99_ms:g} ms (p50 {r.latency_p50_ms} ms); {c.uncertainty()} "
+            f"{_evidence(step)} <= {answer.objective.p99_ms:g} ms (p50 {r.latency_p50_ms} ms); {c.uncertainty()} "
             f"({cells}){extra}")
 
 
@@ -67,11 +70,10 @@ def _rests_on(step: Step) -> str:
     return f"{step.rate_rps:g} req/s ({_evidence(step)})"
 
 
-def outcome_line(outcome: Any, p99_ms: float, named: bool) -> str:
+def outcome_line(outcome: Any, objective: Objective, named: bool) -> str:
     """One search's last word; `named` prefixes the server and batch (several searches in one run)."""
     what = f"{outcome.server}, request batch {outcome.batch_size}" if named else ""
     if outcome.answer is not None:
         return answer_line(outcome.answer, what)
-    objective = outcome.p99_ms if outcome.p99_ms is not None else p99_ms
-    return f"capacity: {what + ': ' if what else ''}none at p99 <= {objective:g} ms: {outcome.failure}"
+    return f"capacity: {what + ': ' if what else ''}none at {outcome.objective or objective}: {outcome.failure}"
 

@@ -1,17 +1,13 @@
 """`mnist-bench capacity`: capacity searches run against real servers, every probe a recorded cell.
 
-Wires `loadtest.search.capacity.CapacitySearch` to real measurements. `Capacities` runs one search
-per server and request batch size, all into one results directory (`results/<UTC time>/`, as a
-sweep's): the servers are the running ones, or configurations it starts one at a time
-(`loadtest.measure.servers`), each stopped before the next. A search measures one open-loop cell per
-rate it asks for (the confirmation `confirm_factor` times longer), each appended to `results.jsonl`
-tagged with the search's id, its role and the objective. Each cell at a rate the search measured before
-(an extension, a confirmation) takes the next arrival seed: new samples of the schedule, not the same
-bursts. A cell whose load generator was the limit is measured again with one more Locust process while the
-load generator's cores allow (its pinned cores, or those beside a pinned server); otherwise the search
-answers "at least". Without a start rate, a short closed-loop probe cell (concurrency 4) measures what the
-server takes, and the search starts at half of it (paired, every search starts at the lowest of those). A
-server that does not start, or does not answer, gets one failed cell (role `start`), and the next goes on.
+`Capacities` runs `loadtest.search.capacity.CapacitySearch` once per server and request batch, all into one
+results directory: on the running servers, or on configurations it starts (`loadtest.measure.servers`). Each
+rate asked for is one open-loop cell (a confirmation `confirm_factor` times longer) appended to `results.jsonl`
+with the search's tag; a rate measured again takes the next arrival seed (new bursts, not the same). A cell
+the load generator limited is measured again with one more Locust process while its cores allow, else the
+answer is "at least". Without a start rate a short closed-loop probe (concurrency 4) measures what the server
+takes and the search starts at half of it (paired: every search at the lowest of those). A server that does
+not start or answer gets one failed cell (role `start`), and the next goes on.
 
 Not for: the search's decisions (`loadtest.search.capacity`) or a grid of cells (`loadtest.measure.runner`).
 """
@@ -26,19 +22,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.tables import plain_table
-from loadtest.evidence.vocab import LoadMode
-from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS
+from loadtest.evidence.vocab import LoadMode, Role
+from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS, AnswerKind
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE
 from loadtest.judge.verdicts import client_limited
 from loadtest.measure import plan as plans
-from loadtest.measure.probe import Probe, Prober
+from loadtest.measure.probe import Prober
 from loadtest.measure.runner import CellRunner, Interrupted, cell_estimate_s
 from loadtest.measure.servers import Slot, StartFailed
-from loadtest.search.capacity import AnswerKind, CapacityAnswer, CapacitySearch, Measured, Pairing, Role, SearchSettings
+from loadtest.search.capacity import CapacitySearch, Pairing
 from loadtest.search.capacity_output import outcome_line, trail_table
 from loadtest.search.comparison import Reference, comparison_tag
 from loadtest.search.interleave import Turn, interleave
+from loadtest.search.search_settings import CapacityAnswer, Measured, SearchSettings
 from model_export.provenance import cpu_cores
 from serving.deploy.process import pinned_cores
 from serving.endpoint import ServedEndpoint
@@ -50,9 +48,8 @@ PROBE_USERS = 4  # the start-rate probe: a short closed loop, enough users to ke
 class CapacityRequest:
     """What to search: the objective, the request batch size, and the search's bounds."""
 
-    plan: plans.Plan  # its [run] settings: samples, check, protocol, windows
-    p99_ms: float
-    batch_size: int = 1
+    plan: plans.Plan  # its [run] settings: samples, check, protocol, windows; its [capacity] objective per batch
+    objective: Objective  # `--p99-ms`: each search's, where the plan's [capacity] sets none for its request batch
     precision: float = 0.05
     start_rps: float | None = None  # None: from a closed-loop probe
     min_rps: float = 1.0
@@ -61,8 +58,11 @@ class CapacityRequest:
     confirm_factor: float = 3.0  # the confirmation's window, in measure_s
     confidence: float = DEFAULT_CONFIDENCE  # every verdict's, on p99 <= the objective
     max_rate_s: float = 30.0  # measured seconds at one rate, its extensions included
-    gate: bool = False  # start_rps is a rate to beat: a search that does not pass there ends at once
     objectives: tuple[float, ...] = DEFAULT_OBJECTIVES_MS  # p99s its cells are also answered at (recorded)
+
+    def objective_at(self, batch_size: int) -> Objective:
+        """The objective of a search at this request batch: the one place it is derived."""
+        return Objective(self.plan.capacity.p99_ms(batch_size, self.objective.p99_ms))
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class Outcome:
     batch_size: int
     answer: CapacityAnswer | None
     failure: str = ""
-    p99_ms: float | None = None  # the search's objective (the plan's for its batch size, else --p99-ms)
+    objective: Objective | None = None  # the search's (`CapacityRequest.objective_at`)
     search_id: str = ""  # its cells' `search["id"]`
 
     @property
@@ -96,6 +96,8 @@ class CapacityRun:
     target: ServedEndpoint
     search_id: str
     prober: Prober
+    batch_size: int = 1
+    beat_rps: float | None = None  # a rate to beat (the tuner's incumbent): no pass there ends the search at once
     model_version: int | None = None
     measure_cell: Callable[..., Any] | None = None  # CellRunner.measure, or a paired comparison's turn at it
     clock: Callable[[], float] = time.monotonic  # the search's deadline runs on it
@@ -108,20 +110,25 @@ class CapacityRun:
 
     def run(self) -> CapacityAnswer:
         r = self.request
-        start = r.start_rps if r.start_rps is not None else self._start_from_probe()
-        if r.start_rps is None and self.start_of is not None:
+        start = self.beat_rps or r.start_rps or self._start_from_probe()
+        if self.beat_rps is None and r.start_rps is None and self.start_of is not None:
             start = self.start_of(start)
-        settings = SearchSettings(p99_ms=r.p99_ms, start_rps=start, precision=r.precision, min_rps=r.min_rps,
-                                  max_steps=r.max_steps, max_s=r.max_s, confidence=r.confidence,
-                                  max_rate_s=r.max_rate_s, gate=r.gate, window_s=r.plan.run.measure_s,
+        settings = SearchSettings(objective=self.objective, start_rps=start, precision=r.precision,
+                                  min_rps=r.min_rps, max_steps=r.max_steps, max_s=r.max_s, confidence=r.confidence,
+                                  max_rate_s=r.max_rate_s, gate=self.beat_rps is not None,
+                                  window_s=r.plan.run.measure_s,
                                   confirm_window_s=r.plan.run.measure_s * r.confirm_factor,
                                   cell_overhead_s=cell_estimate_s(r.plan.run) - r.plan.run.measure_s)
         return CapacitySearch(settings, self._measure, clock=self.clock,
                               interrupts=(Interrupted, KeyboardInterrupt), pairing=self.pairing).run()
 
+    @property
+    def objective(self) -> Objective:
+        return self.request.objective_at(self.batch_size)
+
     def _start_from_probe(self) -> float:
         """Half the throughput a short closed loop gets (never below min_rps)."""
-        cell = plans.Cell(LoadMode.CLOSED, self.request.batch_size, PROBE_USERS, None)
+        cell = plans.Cell(LoadMode.CLOSED, self.batch_size, PROBE_USERS, None)
         result, probe = self._cell(cell, self.request.plan.run, Role.PROBE, None, False)
         if not probe.ok or result.requests == 0:
             raise _NotMeasured(f"the start-rate probe measured nothing: {result.failure_reason or probe.error}")
@@ -138,7 +145,7 @@ class CapacityRun:
             run = replace(run, measure_s=window_s)
         elif role == Role.CONFIRM:
             run = replace(run, measure_s=run.measure_s * self.request.confirm_factor)
-        cell = plans.Cell(LoadMode.OPEN, self.request.batch_size, None, rate_rps)
+        cell = plans.Cell(LoadMode.OPEN, self.batch_size, None, rate_rps)
         confirming = role == Role.CONFIRM or (role == Role.EXTEND and self._confirming)
         self._confirming = confirming
         result, probe = self._cell(cell, run, role, rate_rps, confirming, attempt, held)
@@ -162,7 +169,7 @@ class CapacityRun:
 
     def _cell(self, cell: plans.Cell, run: plans.RunSettings, role: Role, rate_rps: float | None, confirming: bool,
               attempt: int = 0, held: bool = False):
-        tag = search_tag(self.search_id, role, self.request.p99_ms, rate_rps, self.request.confidence, confirming,
+        tag = search_tag(self.search_id, role, self.objective, rate_rps, self.request.confidence, confirming,
                          self.request.objectives, self.comparison)
         tag = {**tag, "attempt": attempt} if attempt else tag
         measure = self.measure_cell or self.cells.measure
@@ -172,20 +179,16 @@ class CapacityRun:
         return result, probe
 
 
-def search_tag(search_id: str, role: Role, p99_ms: float, rate_rps: float | None,
+def search_tag(search_id: str, role: Role, objective: Objective, rate_rps: float | None,
                confidence: float = DEFAULT_CONFIDENCE, confirming: bool = False,
                objectives: tuple[float, ...] = DEFAULT_OBJECTIVES_MS, comparison: dict | None = None) -> dict:
     """What a search's cell records about the search (`CellResult.search`); the runner adds the cell's own
     evidence on the objective (`loadtest.judge.verdicts.evidence_record`). `objectives`: the p99s the report
     answers the search's cells at, besides its own (`loadtest.report.answers.objective_answers`); `comparison`:
     the comparison it is part of (`loadtest.search.comparison.comparison_tag`), when it is."""
-    tag = {"id": search_id, "role": role.value, "p99_objective_ms": p99_ms, "offered_rps": rate_rps,
+    tag = {"id": search_id, "role": role.value, "p99_objective_ms": objective.p99_ms, "offered_rps": rate_rps,
            "confidence": confidence, "confirming": confirming, "objectives": list(objectives)}
     return {**tag, "comparison": comparison} if comparison else tag
-
-
-def not_answering(target: ServedEndpoint, probe: Probe) -> str:
-    return f"server {target.name} at {target.grpc_target} is not answering ({probe.error})"
 
 
 class _NotMeasured(Exception):
@@ -198,7 +201,7 @@ class Capacities:
     are compared paired (`interleaved`): all up at once, their searches' cells alternating, a reference cell
     between slices (`loadtest.search.comparison`); else one after the other, each server stopped before the next."""
 
-    request: CapacityRequest  # its batch_size is replaced by each of `batch_sizes`
+    request: CapacityRequest  # one search per server and each of `batch_sizes`
     servers: Sequence[Slot]
     batch_sizes: Sequence[int]
     results_root: Path
@@ -283,7 +286,7 @@ class Capacities:
                     answering.append((target, probe.model_version))
                 else:
                     for batch in self.batch_sizes:
-                        self._not_searched(target, batch, not_answering(target, probe))
+                        self._not_searched(target, batch, probe.not_answering(target))
             yield answering
 
     def _compare(self, answering: Sequence[tuple[ServedEndpoint, int | None]], batch: int, repeat: int,
@@ -292,9 +295,9 @@ class Capacities:
         comparison = comparison_tag(comparison_id or f"{self.run_id}/b{batch}", repeat, True,
                                     [t.name for t in targets])
         ids = [self._next_id() for _ in targets]
-        p99_ms = self.request.plan.capacity.p99_ms(batch, self.request.p99_ms)
         reference = Reference(self.cells, self.prober, targets[0], self.request.plan.run,
-                              search_tag(f"{comparison['id']}/reference", Role.REFERENCE, p99_ms, None,
+                              search_tag(f"{comparison['id']}/reference", Role.REFERENCE,
+                                         self.request.objective_at(batch), None,
                                          self.request.confidence, comparison=comparison))
         self.cells.say(f"paired comparison {comparison['id']} (repeat {repeat}): "
                        f"{' against '.join(t.name for t in targets)} at request batch {batch}, their cells "
@@ -344,7 +347,7 @@ class Capacities:
         search_id = self._next_id()
         probe = self.prober.probe(target)
         if not probe.ok:
-            return self._not_searched(target, batch_size, not_answering(target, probe), search_id)
+            return self._not_searched(target, batch_size, probe.not_answering(target), search_id)
         outcome = self._ended(self._searched(target, batch_size, search_id, comparison, beat_rps,
                                              model_version=probe.model_version))
         if outcome.answer is not None and outcome.answer.interrupted:
@@ -354,20 +357,16 @@ class Capacities:
     def _searched(self, target: ServedEndpoint, batch_size: int, search_id: str, comparison: dict | None,
                   beat_rps: float | None = None, model_version: int | None = None, **hooks: Any) -> Outcome:
         """One search on an answering server, its trail and answer printed (not yet in `outcomes`)."""
-        p99_ms = self.request.plan.capacity.p99_ms(batch_size, self.request.p99_ms)
-        request = replace(self.request, batch_size=batch_size, p99_ms=p99_ms)
-        if beat_rps is not None:
-            request = replace(request, start_rps=beat_rps, gate=True)
-        self.cells.say(f"capacity search {search_id}: p99 <= {request.p99_ms:g} ms, request batch {batch_size}, "
+        run = CapacityRun(self.request, self.cells, target, search_id, self.prober, batch_size, beat_rps,
+                          model_version, comparison=comparison, **hooks)
+        self.cells.say(f"capacity search {search_id}: {run.objective}, request batch {batch_size}, "
                        f"on {target.name} ({target.grpc_target})")
-        run = CapacityRun(request, self.cells, target, search_id, self.prober, model_version,
-                          comparison=comparison, **hooks)
         try:
             answer = run.run()
         except _NotMeasured as exc:
-            return Outcome(target.name, batch_size, None, str(exc), p99_ms, search_id)
-        outcome = Outcome(target.name, batch_size, answer, p99_ms=p99_ms, search_id=search_id)
-        self.cells.say(plain_table(trail_table(answer), 10_000) + "\n" + outcome_line(outcome, request.p99_ms, True))
+            return Outcome(target.name, batch_size, None, str(exc), run.objective, search_id)
+        outcome = Outcome(target.name, batch_size, answer, objective=run.objective, search_id=search_id)
+        self.cells.say(plain_table(trail_table(answer), 10_000) + "\n" + outcome_line(outcome, run.objective, True))
         return outcome
 
     def _comparison(self, batch: int, repeat: int, paired: bool, names: Sequence[str]) -> dict | None:
@@ -382,18 +381,19 @@ class Capacities:
 
     def _objectives(self) -> str:
         """`p99 <= 10 ms` and, where the plan sets another objective for a batch size, that one too."""
-        own = {b: self.request.plan.capacity.p99_ms(b, self.request.p99_ms) for b in self.batch_sizes}
-        others = ", ".join(f"{p99:g} ms at request batch {b}" for b, p99 in own.items() if p99 != self.request.p99_ms)
-        return f"p99 <= {self.request.p99_ms:g} ms" + (f" ({others}: the plan's [capacity])" if others else "")
+        own = {b: self.request.objective_at(b) for b in self.batch_sizes}
+        others = ", ".join(f"{o.p99_ms:g} ms at request batch {b}" for b, o in own.items()
+                           if o != self.request.objective)
+        return f"{self.request.objective}" + (f" ({others}: the plan's [capacity])" if others else "")
 
     def _not_searched(self, target: ServedEndpoint, batch_size: int, reason: str, search_id: str = "") -> Outcome:
         search_id = search_id or self._next_id()
         cell = plans.Cell(LoadMode.OPEN, batch_size, None, None)
-        p99_ms = self.request.plan.capacity.p99_ms(batch_size, self.request.p99_ms)
+        objective = self.request.objective_at(batch_size)
         self.cells.not_run(target, cell, self.request.plan.run, reason, 0,
-                           search=search_tag(search_id, Role.START, p99_ms, None, self.request.confidence,
+                           search=search_tag(search_id, Role.START, objective, None, self.request.confidence,
                                              objectives=self.request.objectives))
-        return self._ended(Outcome(target.name, batch_size, None, reason, p99_ms, search_id))
+        return self._ended(Outcome(target.name, batch_size, None, reason, objective, search_id))
 
     def _ended(self, outcome: Outcome) -> Outcome:
         self.outcomes.append(outcome)

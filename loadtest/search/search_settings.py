@@ -10,9 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
 from loadtest.judge import confidence as conf
-from loadtest.judge.conclusion import AnswerKind, Conclusion, Step
+from loadtest.judge.conclusion import AnswerKind, Conclusion
+from loadtest.judge.verdicts import Step
 
 
 class Agreement(StrEnum):
@@ -28,7 +30,7 @@ FIRST_WINDOW_MARGIN = 1.1  # a first window holds 10% more than the requests a p
 
 @dataclass(frozen=True)
 class SearchSettings:
-    p99_ms: float  # the objective
+    objective: Objective
     start_rps: float
     precision: float = 0.05  # stop bisecting when (upper - passing) / passing <= this
     min_rps: float = 1.0  # below this the objective is called unmet
@@ -43,8 +45,6 @@ class SearchSettings:
     cell_overhead_s: float = 0.0  # a cell's seconds beyond its window: warm-up, Locust's start-up, the scrapes
 
     def check(self) -> None:
-        if not self.p99_ms > 0:
-            raise ValueError(f"the p99 objective must be positive, got {self.p99_ms} ms")
         if not self.min_rps <= self.start_rps <= self.max_rps:
             raise ValueError(f"start rate {self.start_rps} req/s outside [{self.min_rps}, {self.max_rps}]")
         if not 0 < self.precision < 1:
@@ -77,7 +77,7 @@ class CapacityAnswer:
     """The search's best evidence: the highest confirmed passing rate, else the highest unconfirmed pass
     (`kind`), with its uncertainty, and how it was found."""
 
-    p99_ms: float
+    objective: Objective
     conclusion: Conclusion
     steps: tuple[Step, ...]
     ended_because: str  # "converged", "step limit", "time limit", "interrupted", "stalls ...", ...

@@ -49,7 +49,7 @@ class TuneRun:
 
     def run(self) -> tuple[TuneAnswer, TuneFiles]:
         s = self.request.settings
-        self.searches.cells.say(f"tune {self.searches.run_id}: {s.device}, p99 <= {s.p99_ms:g} ms, request batch "
+        self.searches.cells.say(f"tune {self.searches.run_id}: {s.device}, {s.objective}, request batch "
                                 f"{s.batch_size}, from profile {self.start.name}; results in {self.run_dir}")
         answer = Tuner(s, self.start, self.evaluate,
                        evaluate_pair=self.evaluate_pair if self.request.paired else None).run()

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from loadtest.evidence.objective import Objective
 from loadtest.search.ladders import (
     OFF,
     TUNED_FIELDS,
@@ -116,7 +117,7 @@ class Gain:
 
 @dataclass(frozen=True)
 class TuneSettings:
-    p99_ms: float  # the objective each capacity was measured under (carried into the answer)
+    objective: Objective  # each capacity was measured under it (carried into the answer)
     device: Device = Device.CPU
     cores: int | None = None  # None: the cores this process may run on
     batch_size: int = 1  # images per request; max_batch_size never goes below it
@@ -127,8 +128,6 @@ class TuneSettings:
     max_passes: int = 3  # coordinate-ascent passes over the fields
 
     def check(self) -> None:
-        if not self.p99_ms > 0:
-            raise ValueError(f"the p99 objective must be positive, got {self.p99_ms} ms")
         if self.batch_size < 1:
             raise ValueError(f"the request batch size must be >= 1, got {self.batch_size}")
         if not 0 <= self.min_gain < 1:
@@ -150,7 +149,7 @@ class TuneSettings:
 class TuneAnswer:
     """The best batching configuration found (None when none met the objective) and how it was found."""
 
-    p99_ms: float
+    objective: Objective
     batch_size: int
     winner: Visit | None  # the best batching configuration; may serve less than `off`
     off: Visit | None  # None when the search ended before measuring it
@@ -336,7 +335,7 @@ class Tuner:
     def _answer(self, ended: str) -> TuneAnswer:
         by_stage = {visit.stage: visit for visit in self.trail if visit.stage != Stage.ASCENT}
         winner = self.incumbent if self.incumbent is not None and self.incumbent.result.met else None
-        return TuneAnswer(self.settings.p99_ms, self.settings.batch_size, winner, by_stage.get(Stage.OFF),
+        return TuneAnswer(self.settings.objective, self.settings.batch_size, winner, by_stage.get(Stage.OFF),
                           by_stage.get(Stage.ADVICE), tuple(self.trail), ended,
                           grid_size(self.start, self.ladders), self.settings.min_gain)
 

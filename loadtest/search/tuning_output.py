@@ -94,7 +94,7 @@ def _write_new(directory: Path, name: str, text: str) -> Path:
 def tune_record(answer: TuneAnswer) -> dict[str, Any]:
     """The answer as `tune.json` holds it: objective, how it ended, gains, and the whole trail."""
     return {
-        "p99_objective_ms": answer.p99_ms,
+        "p99_objective_ms": answer.objective.p99_ms,
         "batch_size": answer.batch_size,
         "ended_because": answer.ended_because,
         "min_gain": answer.min_gain,
@@ -166,13 +166,14 @@ def answer_lines(answer: TuneAnswer, file: Path | None) -> list[str]:
 
 
 def _winner_line(answer: TuneAnswer) -> str:
-    objective = f"p99 <= {answer.p99_ms:g} ms, request batch {answer.batch_size}"
+    objective = f"{answer.objective}, request batch {answer.batch_size}"
     if answer.winner is None:
         return f"tuned: no batching configuration met {objective} ({len(answer.trail)} evaluated)"
     r = answer.winner.result
     bound = "at least " if r.at_least else ""
     return (f"tuned: winner {answer.winner.profile.name} {bound}{_number(r.capacity_rps, '.1f')} req/s "
-            f"({_number(r.capacity_ips, '.1f')} img/s) at p99 {_number(r.p99_ms, '.1f')} ms <= {answer.p99_ms:g} ms, "
+            f"({_number(r.capacity_ips, '.1f')} img/s) at p99 {_number(r.p99_ms, '.1f')} ms "
+            f"<= {answer.objective.p99_ms:g} ms, "
             f"request batch {answer.batch_size}")
 
 
@@ -201,6 +202,6 @@ def answer_text(answer: TuneAnswer, files: TuneFiles, block_name: str = "tuned")
     parts = [plain_table(trail_table(answer), 10_000)]
     if answer.winner is not None:
         parts.append(profile_block(answer.winner.profile, block_name,
-                                   comment=f"{answer.winner.profile.name}, tuned for p99 <= {answer.p99_ms:g} ms"))
+                                   comment=f"{answer.winner.profile.name}, tuned for {answer.objective}"))
     parts.append("\n".join(answer_lines(answer, files.parameters_file)))
     return "\n\n".join(part.rstrip("\n") for part in parts)

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import ValidityFlag
 from loadtest.evidence.stats import encode, histogram_of
 from loadtest.evidence.vocab import Flag
@@ -153,7 +154,7 @@ def test_lateness_the_host_explains_is_not_the_load_generators_limit():
     explained = late_cell(HOST_STALLS)
     assert noise.host_explains_lateness(explained)
     assert not verdicts.client_limited(explained)
-    assert verdicts.verdict_of([explained], 10.0).decision != verdicts.Decision.LOADGEN
+    assert verdicts.verdict_of([explained], Objective(10.0)).decision != verdicts.Decision.LOADGEN
 
 
 def test_lateness_in_a_cell_whose_server_fell_behind_is_the_servers():
@@ -161,7 +162,7 @@ def test_lateness_in_a_cell_whose_server_fell_behind_is_the_servers():
     fail, not the load generator's limit; with a load generator at a full core it stays the generator's."""
     behind = replace(late_cell(None), throughput_rps=round(470.2 * 0.83, 1))
     assert not verdicts.client_limited(behind)
-    verdict = verdicts.verdict_of([behind], 10.0)
+    verdict = verdicts.verdict_of([behind], Objective(10.0))
     assert verdict.decision == verdicts.Decision.FAIL and verdict.reason.startswith("overloaded: ")
     busy = replace(behind, flags=[*behind.flags, ValidityFlag(Flag.SATURATED, "a load generator process used 97% "
                                                                              "of a core")])

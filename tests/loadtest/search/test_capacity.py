@@ -12,16 +12,19 @@ from functools import cache
 
 import pytest
 
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult, ValidityFlag, read_results
 from loadtest.evidence.stats import encode, new_histogram
-from loadtest.evidence.vocab import Arrival, CellStatus, Flag, LoadMode
+from loadtest.evidence.vocab import Arrival, CellStatus, Flag, LoadMode, Role
 from loadtest.judge import confidence as conf
-from loadtest.judge.conclusion import AnswerKind, Step, conclude, describe_unsteady
-from loadtest.judge.verdicts import Decision, verdict_of
-from loadtest.search.capacity import CapacitySearch, Measured, Role, SearchSettings
+from loadtest.judge.conclusion import AnswerKind, conclude, describe_unsteady
+from loadtest.judge.verdicts import Decision, Step, verdict_of
+from loadtest.search.capacity import CapacitySearch
+from loadtest.search.search_settings import Measured, SearchSettings
 from tests.support.paths import ANALYSIS_FIXTURES
 
 OBJECTIVE_MS = 50.0
+OBJECTIVE = Objective(OBJECTIVE_MS)
 FAST_US = 5_000
 SLOW_US = 500_000
 WINDOW_S = {Role.CONFIRM: 6.0}  # every other role: 2 s
@@ -135,7 +138,7 @@ class QueueingServer(Server):
 
 
 def search(server: Server, start: float, p99_ms: float = OBJECTIVE_MS, **settings) -> CapacitySearch:
-    return CapacitySearch(SearchSettings(p99_ms=p99_ms, start_rps=start, **settings), server.measure,
+    return CapacitySearch(SearchSettings(objective=Objective(p99_ms), start_rps=start, **settings), server.measure,
                           clock=server.clock)
 
 
@@ -208,7 +211,7 @@ def test_a_rate_that_cannot_hold_a_pass_within_its_cap_stays_inconclusive():
     """With 2.2 s at most per rate, 200 req/s can never gather 459 requests: it stays inconclusive, is
     never taken as a pass, and the search stops below the lowest rate whose cap could hold a pass."""
     server = Server(capacity=730)
-    settings = SearchSettings(p99_ms=OBJECTIVE_MS, start_rps=200, max_rate_s=2.2)
+    settings = SearchSettings(objective=OBJECTIVE, start_rps=200, max_rate_s=2.2)
     assert settings.lowest_conclusive_rps() == pytest.approx(1.1 * 459 / 2.2)  # with 10% to spare
     answer = CapacitySearch(settings, server.measure, clock=server.clock).run()
     assert server.offered == [(200, Role.BRACKET)]  # 0.2 s of room left: not worth a window
@@ -273,7 +276,7 @@ def test_a_queue_is_not_taken_for_stalls():
 def _step(rate: float, over: int, role: Role = Role.BRACKET, confirming: bool = False) -> Step:
     requests = round(rate * 2)
     measured = cell(rate, 2.0, {FAST_US: requests - over, SLOW_US: over})
-    return Step(rate, role, measured, verdict_of([measured], OBJECTIVE_MS), confirming)
+    return Step(rate, role, measured, verdict_of([measured], OBJECTIVE), confirming)
 
 
 def test_a_pass_above_a_fail_is_reported_as_not_monotone():
@@ -281,7 +284,7 @@ def test_a_pass_above_a_fail_is_reported_as_not_monotone():
     spike = _step(400, over=400)  # a stall in one window at 400 req/s
     steps = [_step(300, 0), spike, _step(600, 0, Role.BISECT), _step(600, 0, Role.CONFIRM, confirming=True)]
     assert spike.verdict.decision == Decision.FAIL
-    conclusion = conclude(steps, OBJECTIVE_MS)
+    conclusion = conclude(steps, OBJECTIVE)
     assert conclusion.capacity_rps == 600
     pairs = {(p.rate_rps, p.confirming, f.rate_rps) for p, f in conclusion.not_monotone}
     assert pairs == {(600, False, 400), (600, True, 400)}
@@ -381,7 +384,7 @@ def overhead_clock(server: Server, overhead_s: float):
 
 def timed_search(server: Server, max_s: float) -> CapacitySearch:
     """2 s windows, 6 s confirmations and 1 s of overhead a cell, against `max_s`."""
-    settings = SearchSettings(p99_ms=OBJECTIVE_MS, start_rps=400, max_s=max_s, window_s=2.0, confirm_window_s=6.0,
+    settings = SearchSettings(objective=OBJECTIVE, start_rps=400, max_s=max_s, window_s=2.0, confirm_window_s=6.0,
                               cell_overhead_s=1.0)
     return CapacitySearch(settings, server.measure, clock=overhead_clock(server, 1.0))
 
@@ -420,7 +423,7 @@ def test_a_confirmation_is_shortened_to_the_time_left_where_that_still_holds_a_v
 def test_a_rate_that_cannot_reach_a_verdict_in_the_time_left_is_not_started():
     """With 2 s left, 100 req/s would need 4.6 s for the 459 requests a pass needs: it is not measured."""
     server = Server(capacity=730)
-    settings = SearchSettings(p99_ms=OBJECTIVE_MS, start_rps=100, max_s=2.0)
+    settings = SearchSettings(objective=OBJECTIVE, start_rps=100, max_s=2.0)
     answer = CapacitySearch(settings, server.measure, clock=server.clock).run()
     assert server.offered == [] and answer.kind == AnswerKind.NONE
     assert answer.ended_because == "time limit (2 s): 100 req/s not started, its cell needs ~4.6 s and 2.0 s were left"
@@ -435,7 +438,7 @@ def test_an_interruption_mid_search_still_answers():
             raise Interrupted()
         return server.measure(rate, role, window_s)
 
-    settings = SearchSettings(p99_ms=OBJECTIVE_MS, start_rps=400)
+    settings = SearchSettings(objective=OBJECTIVE, start_rps=400)
     answer = CapacitySearch(settings, measure, clock=server.clock, interrupts=(Interrupted,)).run()
     assert answer.interrupted and answer.ended_because == "interrupted" and len(answer.steps) == 4
     assert answer.met and answer.capacity.rate_rps == 400  # 400, its confirmation, 800 failing, 600 passing
@@ -456,7 +459,7 @@ def test_a_server_that_dies_ends_the_search_keeping_what_was_measured():
 
 
 @pytest.mark.parametrize("bad, message", [
-    ({"p99_ms": 0}, "objective must be positive"),
+    ({"objective": 0}, "objective must be positive"),
     ({"start_rps": 0.5}, "outside"),
     ({"precision": 1.5}, "precision"),
     ({"max_steps": 1}, "at least 2 steps"),
@@ -465,10 +468,11 @@ def test_a_server_that_dies_ends_the_search_keeping_what_was_measured():
     ({"max_rate_s": 0}, "max_rate_s"),
 ])
 def test_bad_settings_are_refused(bad, message):
-    settings = {"p99_ms": OBJECTIVE_MS, "start_rps": 100, **bad}
+    settings = {"objective": OBJECTIVE_MS, "start_rps": 100, **bad}
     server = Server(730)
     with pytest.raises(ValueError, match=message):
-        CapacitySearch(SearchSettings(**settings), server.measure, clock=server.clock).run()
+        typed = {**settings, "objective": Objective(settings["objective"])}
+        CapacitySearch(SearchSettings(**typed), server.measure, clock=server.clock).run()
     assert server.offered == []
 
 
@@ -477,21 +481,21 @@ def test_bad_settings_are_refused(bad, message):
 
 def test_invalid_or_failed_cells_never_pass():
     good = cell(300, 2.0, {FAST_US: 600})
-    assert verdict_of([good], OBJECTIVE_MS).passed
+    assert verdict_of([good], OBJECTIVE).passed
     unstable = replace(good, valid=False, flags=[ValidityFlag(Flag.UNSTABLE, "windows differ by 18%")])
-    assert verdict_of([unstable], OBJECTIVE_MS).reason == "unstable: windows differ by 18%"
+    assert verdict_of([unstable], OBJECTIVE).reason == "unstable: windows differ by 18%"
     errors = replace(good, valid=False, flags=[ValidityFlag(Flag.ERRORS, "3% of requests failed")])
-    assert verdict_of([errors], OBJECTIVE_MS).reason == "errors: 3% of requests failed"
+    assert verdict_of([errors], OBJECTIVE).reason == "errors: 3% of requests failed"
     failed = replace(good, status=CellStatus.FAILED, failure_reason="Locust missed its deadline", valid=False)
-    assert verdict_of([failed], OBJECTIVE_MS).reason == "failed: Locust missed its deadline"
+    assert verdict_of([failed], OBJECTIVE).reason == "failed: Locust missed its deadline"
     limited = cell(300, 2.0, {FAST_US: 600}, loadgen_cpu=99.0)
-    assert verdict_of([limited], OBJECTIVE_MS).decision == Decision.LOADGEN
+    assert verdict_of([limited], OBJECTIVE).decision == Decision.LOADGEN
 
 
 def test_cells_at_one_rate_pool_their_requests():
     short = cell(100, 2.0, {FAST_US: 200})
-    assert verdict_of([short], OBJECTIVE_MS).decision == Decision.INCONCLUSIVE
-    pooled = verdict_of([short, short, short], OBJECTIVE_MS)
+    assert verdict_of([short], OBJECTIVE).decision == Decision.INCONCLUSIVE
+    pooled = verdict_of([short, short, short], OBJECTIVE)
     assert pooled.passed and pooled.evidence.requests == 600
 
 
@@ -499,27 +503,27 @@ def test_an_overloaded_cell_fails_whatever_its_latencies():
     """Every request fast, but 300 req/s were scheduled in each window and 200 req/s completed: the server did
     not keep up, so what it served is no rate it sustains."""
     good = cell(300, 4.0, {FAST_US: 1200})
-    assert verdict_of([good], OBJECTIVE_MS).passed
+    assert verdict_of([good], OBJECTIVE).passed
     behind = replace(good, window_scheduled_rps=[300.0] * 4, window_throughput_rps=[200.0] * 4)
-    verdict = verdict_of([behind], OBJECTIVE_MS)
+    verdict = verdict_of([behind], OBJECTIVE)
     assert verdict.decision == Decision.FAIL and verdict.reason.startswith("overloaded: ")
     assert verdict.evidence.over == 0  # its latencies alone would have passed
-    assert verdict_of([good, behind], OBJECTIVE_MS).decision == Decision.FAIL  # pooled: still never a pass
+    assert verdict_of([good, behind], OBJECTIVE).decision == Decision.FAIL  # pooled: still never a pass
 
 
 def test_a_pass_whose_confirmation_stayed_inconclusive_is_not_the_answer():
     """400 req/s passed (N=800, k=0), its confirmation did not (N=605, k=5: a pass needs N >= 1,307, a fail more
     over): all its windows no longer support the pass, so it is listed inconclusive; 200 req/s's pass answers."""
-    from loadtest.judge.conclusion import step_after
+    from loadtest.judge.verdicts import step_after
 
     steps: list[Step] = []
     for rate, role, counts, confirming in ((400, Role.BRACKET, {FAST_US: 800}, False),
                                            (400, Role.CONFIRM, {FAST_US: 600, SLOW_US: 5}, True),
                                            (200, Role.BRACKET, {FAST_US: 500}, False)):
-        steps.append(step_after(steps, rate, role, cell(rate, 2.0, counts), confirming, OBJECTIVE_MS,
+        steps.append(step_after(steps, rate, role, cell(rate, 2.0, counts), confirming, OBJECTIVE,
                                 conf.DEFAULT_CONFIDENCE))
     assert [s.verdict.decision for s in steps] == [Decision.PASS, Decision.INCONCLUSIVE, Decision.PASS]
-    found = conclude(steps, OBJECTIVE_MS)
+    found = conclude(steps, OBJECTIVE)
     assert found.kind == AnswerKind.PASSED and found.best_pass.rate_rps == 200
     assert [(s.rate_rps, s.confirming) for s in found.inconclusive] == [(400, True)]
 
@@ -527,14 +531,14 @@ def test_a_pass_whose_confirmation_stayed_inconclusive_is_not_the_answer():
 def test_a_load_generator_limit_below_the_answer_does_not_make_it_a_lower_bound():
     """170 req/s was limited by the load generator, 340 passed (not confirmed) and 680 failed: between 340 and
     680, not "at least 340: the load generator was the limit at 170"."""
-    from loadtest.judge.conclusion import step_after
+    from loadtest.judge.verdicts import step_after
 
     steps: list[Step] = []
     for rate, counts, cpu in ((170, {FAST_US: 500}, 97.0), (340, {FAST_US: 700}, None),
                               (680, {FAST_US: 900, SLOW_US: 100}, None)):
         steps.append(step_after(steps, rate, Role.BRACKET, cell(rate, 2.0, counts, loadgen_cpu=cpu), False,
-                                OBJECTIVE_MS, conf.DEFAULT_CONFIDENCE))
-    found = conclude(steps, OBJECTIVE_MS)
+                                OBJECTIVE, conf.DEFAULT_CONFIDENCE))
+    found = conclude(steps, OBJECTIVE)
     assert found.best_pass.rate_rps == 340 and not found.at_least
     assert found.uncertainty() == "between 340 and 680 req/s (680 failed)"
 
@@ -574,16 +578,16 @@ def test_latency_growing_in_one_cell_is_measured_again_before_it_is_called_a_que
     grew = replace(burst, load=replace(burst.load, window_s=0.5), window_latency_ms=GROWING_MS,
                    window_scheduled_rps=[], window_throughput_rps=[400.0] * 4)
     steady = replace(grew, window_latency_ms=STEADY_MS)
-    first = verdict_of([grew], OBJECTIVE_MS)
+    first = verdict_of([grew], OBJECTIVE)
     assert first.decision == Decision.INCONCLUSIVE and first.again_s == 2.0
     assert first.reason == ("mean latency grew from 7.75 ms to 15.75 ms between the cell's halves: measured again "
                             "to tell a queue building from a burst")
-    assert verdict_of([grew, steady], OBJECTIVE_MS).passed
-    again = verdict_of([grew, grew], OBJECTIVE_MS)
+    assert verdict_of([grew, steady], OBJECTIVE).passed
+    again = verdict_of([grew, grew], OBJECTIVE)
     assert again.decision == Decision.FAIL and again.reason.endswith("(seen in 2 of 2 measurements at this rate)")
-    assert verdict_of([steady, grew], OBJECTIVE_MS).decision == Decision.INCONCLUSIVE  # the newest grew: again
+    assert verdict_of([steady, grew], OBJECTIVE).decision == Decision.INCONCLUSIVE  # the newest grew: again
     slow = replace(grew, histogram_us=encoded(((FAST_US, 700), (SLOW_US, 100))))
-    assert verdict_of([slow], OBJECTIVE_MS).decision == Decision.FAIL  # its p99 fails anyway: no second look
+    assert verdict_of([slow], OBJECTIVE).decision == Decision.FAIL  # its p99 fails anyway: no second look
 
 
 def test_a_burst_does_not_cap_the_search_and_a_queue_still_does():

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
+from loadtest.evidence.objective import Objective
 from loadtest.measure import plan as plans
 from loadtest.measure.probe import Probe
 from loadtest.measure.runner import Interrupted
@@ -41,7 +42,7 @@ class Cells:
 def capacity_run(cells: Cells, loadgen_cpus: str, server_cpus: str = "") -> CapacityRun:
     plan = plans.Plan(run=plans.RunSettings(measure_s=2.0, loadgen_cpus=loadgen_cpus),
                       launch=plans.LaunchSettings(server_cpus=server_cpus))
-    request = CapacityRequest(plan, p99_ms=50.0, start_rps=1000.0, max_steps=6, precision=0.5)
+    request = CapacityRequest(plan, objective=Objective(50.0), start_rps=1000.0, max_steps=6, precision=0.5)
     return CapacityRun(request, cells, target=None, search_id="s/1", prober=None)  # type: ignore[arg-type]
 
 

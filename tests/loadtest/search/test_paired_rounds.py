@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest.search.capacity import CapacityAnswer, CapacitySearch, Role, SearchSettings
+from loadtest.evidence.vocab import Role
+from loadtest.search.capacity import CapacitySearch
 from loadtest.search.interleave import Turn, interleave
-from tests.loadtest.search.test_capacity import OBJECTIVE_MS, Server
+from loadtest.search.search_settings import CapacityAnswer, SearchSettings
+from tests.loadtest.search.test_capacity import OBJECTIVE, Server
 
 SLOW_AFTER = 12  # cells measured on the machine before its speed falls
 SLOW = 0.55
@@ -45,7 +47,7 @@ def paired_body(server: OnMachine, start: float, paired: bool):
         def measure(rate: float, role: Role, window_s: float | None, attempt: int = 0, held: bool = False):
             return turn.call(lambda: server.measure_on(rate, role, window_s, attempt), held=held)
 
-        settings = SearchSettings(p99_ms=OBJECTIVE_MS, start_rps=start, max_steps=40, max_s=10_000)
+        settings = SearchSettings(objective=OBJECTIVE, start_rps=start, max_steps=40, max_s=10_000)
         return CapacitySearch(settings, measure, clock=server.clock, pairing=turn if paired else None).run()
     return body
 
@@ -101,7 +103,7 @@ def test_a_search_that_passed_waits_without_measuring_while_another_searches_on_
         def run(turn: Turn) -> CapacityAnswer:
             def measure(rate, role, window_s, attempt=0, held=False):
                 return turn.call(lambda: server.measure_on(rate, role, window_s, attempt), held=held)
-            settings = SearchSettings(p99_ms=OBJECTIVE_MS, start_rps=900.0, precision=0.5, max_s=10_000)
+            settings = SearchSettings(objective=OBJECTIVE, start_rps=900.0, precision=0.5, max_s=10_000)
             return CapacitySearch(settings, measure, clock=server.clock, pairing=turn).run()
         return run
 

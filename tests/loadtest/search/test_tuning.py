@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.tables import plain_table
 from loadtest.search.ladders import check_start, default_ladders, neighbour, with_field
 from loadtest.search.tuning import (
@@ -116,7 +117,7 @@ class Clock:
 def tune(fake: Fake, start: BatchingProfile = CPU, clock: Callable[[], float] | None = None, **settings):
     settings.setdefault("cores", 4 if start is GPU else 2)
     settings.setdefault("device", Device.GPU if start is GPU else Device.CPU)
-    tuner = Tuner(TuneSettings(p99_ms=10, **settings), start, fake)
+    tuner = Tuner(TuneSettings(objective=Objective(10), **settings), start, fake)
     if clock:
         tuner.clock = clock
     return tuner.run()
@@ -170,7 +171,7 @@ class Drifting:
 
 
 def test_paired_evaluations_find_the_best_on_a_drifting_machine_where_evaluations_in_turn_do_not():
-    settings = TuneSettings(p99_ms=10, cores=2, device=Device.CPU)
+    settings = TuneSettings(objective=Objective(10), cores=2, device=Device.CPU)
     in_turn = Drifting(surface(), factor=0.75)
     alone = Tuner(settings, CPU, in_turn.single).run()
     assert alone.winner is not None and tuned(alone.winner.profile) != BEST  # each step up read 25% slower
@@ -398,7 +399,7 @@ def test_default_ladders_follow_the_device_and_cores():
 
 
 def test_given_ladders_replace_the_defaults_sorted_and_unique():
-    ladders = ladders_for(TuneSettings(p99_ms=10, cores=2, ladders={"max_batch_size": (64, 16, 64)}))
+    ladders = ladders_for(TuneSettings(objective=Objective(10), cores=2, ladders={"max_batch_size": (64, 16, 64)}))
     assert ladders["max_batch_size"] == (16, 64) and ladders["num_batch_threads"] == (1, 2)
 
 
@@ -424,7 +425,7 @@ def test_a_smaller_execution_batch_size_is_kept_but_never_above_the_maximum():
 def test_the_profiles_of_serving_toml_are_valid_starts():
     config = build_config(read_toml(DEFAULT_CONFIG_FILE, "serving config"), cores=2)
     for name in ("cpu", "gpu"):
-        check_start(config.profile(name), ladders_for(TuneSettings(p99_ms=10, cores=2)))
+        check_start(config.profile(name), ladders_for(TuneSettings(objective=Objective(10), cores=2)))
 
 
 @pytest.mark.parametrize(("start", "message"), [
@@ -491,7 +492,7 @@ def hand_made_answer(off_rps: float = 351.2) -> TuneAnswer:
     off = Visit(1, Stage.OFF, OFF, Evaluated(off_rps, off_rps, 4.0), "baseline")
     advice = Visit(2, Stage.ADVICE, CPU, Evaluated(725.0, 725.0, 9.1), "start")
     winner = Visit(3, Stage.ASCENT, winner_profile, Evaluated(812.4, 812.4, 8.2), "kept: +12%", "batch_timeout_micros")
-    return TuneAnswer(10, 1, winner, off, advice, (off, advice, winner), "converged", 480)
+    return TuneAnswer(Objective(10), 1, winner, off, advice, (off, advice, winner), "converged", 480)
 
 
 def test_the_last_lines_name_the_winner_its_gains_and_the_file():
