@@ -15,9 +15,10 @@ A call may be *held* (`turn.call(measure, held=True)`, a search's final confirma
 waiting, then all of them run in one round, so that final confirmations are measured in the same minutes. The
 agreements, once every body still going has one waiting, are answered together (`Agreement`): `STAND` where every
 answer passed, confirmed within `SAME_MINUTES` rounds of each other (`turn.last_round`: the round of a body's
-last call); `AGAIN` where every answer passed in different minutes (each confirms again, held, so all in one
-round); `WAIT` where one did not pass (it searches on below; the others agree again when it has its next answer:
-`loadtest.search.capacity`).
+last call); `AGAIN` where every answer passed in different minutes, to those confirmed before the newest one's
+minutes (they confirm again, held, so all in one round, while the newest waits: each confirmation more at a knee
+is one more chance to fail, so none is measured that the same minutes do not need); `WAIT` where one did not pass
+(it searches on below; the others agree again when it has its next answer: `loadtest.search.capacity`).
 Waiting while held is not on the body's clock.
 
 Ctrl-C (or the runner's `Interrupted`) in a call or in `between` stops every body at its next call (the call
@@ -209,20 +210,23 @@ def _together(order: list[Turn], number: int) -> bool:
             assert isinstance(item, _Ask)
             _serve(turn, item.measure, number)
         return True
-    said = [item for item in (turn._release() for turn in order) if isinstance(item, _Agree)]
-    answer = _agreement(said)
-    for turn in order:
+    said = [turn._release() for turn in order]
+    for turn, answer in zip(order, _agreements([item for item in said if isinstance(item, _Agree)]), strict=True):
         turn._answer(True, answer)
     return False
 
 
-def _agreement(said: Sequence[_Agree]) -> Agreement:
+def _agreements(said: Sequence[_Agree]) -> list[Agreement]:
+    """Each body's answer (see the module): where the answers passed in different minutes, only those confirmed
+    before the newest's minutes confirm again; the newest waits for them, measuring nothing."""
     if not all(item.passed for item in said):
-        return Agreement.WAIT
-    rounds = [item.round for item in said]
-    known = [r for r in rounds if r is not None]
-    same = len(known) == len(rounds) and max(known) - min(known) <= SAME_MINUTES
-    return Agreement.STAND if same else Agreement.AGAIN
+        return [Agreement.WAIT] * len(said)
+    known = [item.round for item in said if item.round is not None]
+    if len(known) == len(said) and max(known) - min(known) <= SAME_MINUTES:
+        return [Agreement.STAND] * len(said)
+    newest = max(known, default=None)
+    return [Agreement.WAIT if item.round is not None and newest is not None and newest - item.round <= SAME_MINUTES
+            else Agreement.AGAIN for item in said]
 
 
 def _serve(turn: Turn, measure: Callable[[], Any], number: int) -> None:

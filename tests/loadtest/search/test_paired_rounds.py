@@ -93,7 +93,8 @@ def test_a_search_that_passed_confirms_again_at_its_rate_with_its_own_verdict():
 
 def test_a_search_that_passed_waits_without_measuring_while_another_searches_on_below(monkeypatch):
     """A's confirmation at 1,350 req/s fails (that rate is not A's), B's passes: B waits, measuring nothing, while A
-    falls back to its anchor; their answers then come from different rounds, so both confirm again in one."""
+    falls back to its anchor, confirmed minutes before: A's anchor confirms again, in the round after B's answer, and
+    B's answer, the newest, is not measured again."""
     monkeypatch.setattr(f"{__name__}.SLOW_AFTER", 10_000)  # a machine that does not move
     machine = Machine()
     a, b = OnMachine("A", 1400.0, machine), OnMachine("B", 1400.0, machine)
@@ -109,7 +110,47 @@ def test_a_search_that_passed_waits_without_measuring_while_another_searches_on_
 
     found_a, found_b = interleave([body(a), body(b)])
     confirms = [(who, rate, attempt) for who, rate, role, attempt in machine.log if role == Role.CONFIRM]
-    assert [c for c in confirms if c[0] == "B"] == [("B", 900.0, 0), ("B", 1350.0, 0), ("B", 1350.0, 1)]
+    assert [c for c in confirms if c[0] == "B"] == [("B", 900.0, 0), ("B", 1350.0, 0)]
     assert [c for c in confirms if c[0] == "A"] == [("A", 900.0, 0), ("A", 1350.0, 0), ("A", 900.0, 1)]
     assert (found_a.capacity.rate_rps, found_b.capacity.rate_rps) == (900.0, 1350.0)
     assert abs(answer_index(machine, "A", found_a) - answer_index(machine, "B", found_b)) == 1  # one round
+
+
+
+class FailsOnce(OnMachine):
+    """A server whose confirmations fail at the (rate, attempt) pairs given, whatever its capacity."""
+
+    def __init__(self, name: str, capacity: float, machine: Machine, fails: set[tuple[float, int]]) -> None:
+        super().__init__(name, capacity, machine)
+        self.fails = fails
+
+    def measure_on(self, rate: float, role: Role, window_s: float | None, attempt: int):
+        self.fail_confirm_at = (rate,) if (rate, attempt) in self.fails else ()
+        return super().measure_on(rate, role, window_s, attempt)
+
+
+def test_only_answers_confirmed_before_the_newest_confirm_again(monkeypatch):
+    """A's confirmation at 1,350 req/s fails, then its anchor's confirmation again fails too, so A searches on below
+    and confirms a third answer, the newest. Only B's 1,350, confirmed before it, is measured again (once), in the
+    round after A's: every answer rests on the same minutes, and no rate is tested more than the minutes need (at a
+    knee each confirmation more is one more chance to fail)."""
+    monkeypatch.setattr(f"{__name__}.SLOW_AFTER", 10_000)
+    machine = Machine()
+    a = FailsOnce("A", 1400.0, machine, {(1350.0, 0), (900.0, 1)})
+    b = OnMachine("B", 1400.0, machine)
+
+    def body(server: OnMachine):
+        def run(turn: Turn) -> CapacityAnswer:
+            def measure(rate, role, window_s, attempt=0, held=False):
+                return turn.call(lambda: server.measure_on(rate, role, window_s, attempt), held=held)
+            settings = SearchSettings(objective=OBJECTIVE, start_rps=900.0, precision=0.5, max_s=10_000)
+            return CapacitySearch(settings, measure, clock=server.clock, pairing=turn).run()
+        return run
+
+    found_a, found_b = interleave([body(a), body(b)])
+    confirms = [(who, rate, attempt) for who, rate, role, attempt in machine.log if role == Role.CONFIRM]
+    assert [c for c in confirms if c[0] == "B"] == [("B", 900.0, 0), ("B", 1350.0, 0), ("B", 1350.0, 1)]
+    a_final = [c for c in confirms if c[0] == "A"][-1]
+    assert a_final[1] < 900.0 and a_final[2] == 0, confirms  # A's newest answer: confirmed once
+    assert found_b.capacity.rate_rps == 1350.0 and found_a.capacity.rate_rps == a_final[1]
+    assert abs(answer_index(machine, "A", found_a) - answer_index(machine, "B", found_b)) == 1  # one round apart
