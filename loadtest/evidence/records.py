@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from loadtest.evidence.search_tag import SearchTag
 from loadtest.evidence.vocab import Arrival, CellStatus, Check, Flag, LoadMode, Protocol
 
 
@@ -108,7 +109,7 @@ class CellResult:
     server_metrics: dict = field(default_factory=dict)  # server-side request counts/latency, server info
     locust_stats: dict = field(default_factory=dict)  # Locust's own (ms-rounded) totals, for comparison
     pool_full_waits: int = 0  # open loop: sends held back because max_in_flight calls were outstanding
-    search: dict = field(default_factory=dict)  # a capacity search's cell: its id, role, objective; else empty
+    search: SearchTag | None = None  # a capacity search's cell: its id, role, objective; else None (written {})
     dispatch_lag_p50_us: float | None = None  # open loop: actual - intended send time; None for closed loop
     dispatch_lag_p99_us: float | None = None
     dispatch_lag_max_us: float | None = None
@@ -147,8 +148,17 @@ class CellResult:
     window_latency_ms: list = field(default_factory=list)
     window_scheduled_rps: list = field(default_factory=list)  # open loop: sends the schedule put in each window
 
+    @property
+    def tag(self) -> SearchTag:
+        """`search` of a cell a capacity search measured, for readers of a search's cells (ValueError otherwise)."""
+        if self.search is None:
+            raise ValueError(f"cell {self.cell_index} of run {self.run_id} was not measured by a capacity search")
+        return self.search
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        raw = asdict(self)
+        raw["search"] = self.search.to_dict() if self.search else {}
+        return json.dumps(raw, sort_keys=True)
 
     @classmethod
     def from_dict(cls, raw: dict) -> CellResult:
@@ -157,6 +167,7 @@ class CellResult:
         values["load"] = _load_spec(raw["load"])
         values["status"] = CellStatus(raw["status"])
         values["flags"] = [ValidityFlag(Flag(flag["flag"]), flag["reason"]) for flag in raw["flags"]]
+        values["search"] = SearchTag.from_dict(raw["search"]) if raw.get("search") else None
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TextIO
 
 from loadtest.evidence.records import CellResult, append_csv, append_result
+from loadtest.evidence.search_tag import SearchTag
 from loadtest.evidence.vocab import CellStatus
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE
 from loadtest.judge.verdicts import evidence_record, verdict_of
@@ -88,7 +89,7 @@ class CellRunner:
         return self.run_dir / "results.jsonl"
 
     def measure(self, prober: Prober, target: ServedEndpoint, cell: plans.Cell, run: plans.RunSettings,
-                total: int, model_version: int | None, search: dict | None = None) -> tuple[CellResult, Probe]:
+                total: int, model_version: int | None, search: SearchTag | None = None) -> tuple[CellResult, Probe]:
         """One cell under `run`; the record written and the server's probe after it. `model_version`
         is the one the server last reported (a cell's own responses say it, if it gets any).
 
@@ -136,13 +137,13 @@ class CellRunner:
         return self.record(result, total, search), probe
 
     def not_run(self, target: ServedEndpoint, cell: plans.Cell, run: plans.RunSettings, reason: str,
-                total: int, model_version: int | None = None, search: dict | None = None) -> CellResult:
+                total: int, model_version: int | None = None, search: SearchTag | None = None) -> CellResult:
         """The record of a cell skipped because its server did not start or stopped answering."""
         label = server_label(target, protocol=run.protocol, model_version=model_version)
         result = failed_result(self.ctx, len(self.results), label, load_spec(run, cell), f"not run: {reason}")
         return self.record(result, total, search)
 
-    def record(self, result: CellResult, total: int, search: dict | None = None) -> CellResult:
+    def record(self, result: CellResult, total: int, search: SearchTag | None = None) -> CellResult:
         if search:
             result = replace(result, search=with_evidence(search, result))
         append_result(self.jsonl_path, result)
@@ -217,14 +218,13 @@ class Sweep:
         return self.total * cell_estimate_s(self.plan.run)
 
 
-def with_evidence(search: dict, result: CellResult) -> dict:
+def with_evidence(search: SearchTag, result: CellResult) -> SearchTag:
     """A search cell's tag with the cell's own verdict on the search's objective: N, k over it, the
     early-stopping estimate of its p99 (`loadtest.judge.verdicts`); its rate's pooled verdict is the search's."""
-    if search.get("p99_objective_ms") is None or result.status != CellStatus.OK or search.get("role") == "probe":
+    if search.p99_objective_ms is None or result.status != CellStatus.OK or search.role == "probe":
         return search
-    verdict = verdict_of([result], float(search["p99_objective_ms"]),
-                         float(search.get("confidence", DEFAULT_CONFIDENCE)))
-    return {**search, "evidence": evidence_record(verdict)}
+    verdict = verdict_of([result], float(search.p99_objective_ms), search.confidence_or(DEFAULT_CONFIDENCE))
+    return replace(search, evidence=evidence_record(verdict))
 
 
 def probe_cores(run: plans.RunSettings, target: ServedEndpoint, server: ServerSource | None,
