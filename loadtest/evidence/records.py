@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from loadtest.evidence.cell_parts import HostProbe, ServerLatency, ServerResources, TelemetryNote
 from loadtest.evidence.search_tag import SearchTag
 from loadtest.evidence.vocab import Arrival, CellStatus, Check, Flag, LoadMode, Protocol
 
@@ -123,7 +124,7 @@ class CellResult:
     gpu_utilization_percent_max: float | None = None
     gpu_memory_mib: float | None = None  # highest GPU memory used
     gpu_power_w: float | None = None  # mean power draw
-    telemetry_note: dict = field(default_factory=dict)
+    telemetry_note: TelemetryNote = field(default_factory=TelemetryNote)
     # Where the server's time went and what the device alone does ({} in records made before them).
     # server_phases (`loadtest.measure.server_phases`): {"source", "request_latency": {mean_us, p99_us, count},
     # "phases": {phase: {mean_us, p99_us, count}}, "not_exported": [phase], "note"}, over the cell's scrapes.
@@ -131,20 +132,17 @@ class CellResult:
     # latency_us, images_per_s, ...}], "round_trip_us", ...}, or {"source": "unknown", "note": why}.
     server_phases: dict = field(default_factory=dict)
     device_floor: dict = field(default_factory=dict)
-    # What one replica of this server had (`loadtest.measure.resources`; {} in records made before it, where
-    # sizing falls back on server_cpu_cores and the device): {"cpus": cores pinned to or the container's CPU
-    # limit, or None; "cpu_model"; "gpus": count; "gpu_name"; "source": where "cpus" comes from}.
-    server_resources: dict = field(default_factory=dict)
-    # Noise told apart (`loadtest.judge.noise`; {} / [] in records made before them):
+    # What one replica of this server had (`loadtest.measure.resources`; None, written {}, in records made before
+    # it, where sizing falls back on server_cpu_cores and the device).
+    server_resources: ServerResources | None = None
+    # Noise told apart (`loadtest.judge.noise`; None, written {}, / [] in records made before them):
     # host_probe (`loadtest.measure.hiccups`): a 1 ms sleep loop in its own process on the server's cores and on
-    # the load generator's, over the cell: {"server": {...}, "loadgen": {...}} each with its cpus, samples,
-    # duration_s, oversleep percentiles and the encoded HdrHistogram of its oversleeps (µs).
-    # server_latency: the server's own request-latency percentiles over the cell, from its histogram's
-    # buckets ({"source", "count", "p50_us", "p90_us", "p99_us", "p999_us", "buckets": [[upper_us, count]]}).
+    # the load generator's, over the cell. server_latency: the server's own request-latency percentiles over the
+    # cell, from its histogram's buckets.
     # window_latency_ms: mean latency of the requests sent in each throughput window, in order: a queue
     # that builds shows as latency growing window to window (`loadtest.judge.overload`).
-    host_probe: dict = field(default_factory=dict)
-    server_latency: dict = field(default_factory=dict)
+    host_probe: HostProbe | None = None
+    server_latency: ServerLatency | None = None
     window_latency_ms: list = field(default_factory=list)
     window_scheduled_rps: list = field(default_factory=list)  # open loop: sends the schedule put in each window
 
@@ -157,7 +155,9 @@ class CellResult:
 
     def to_json(self) -> str:
         raw = asdict(self)
-        raw["search"] = self.search.to_dict() if self.search else {}
+        for name in _PARTS:
+            part = getattr(self, name)
+            raw[name] = {} if part is None else part.to_dict()
         return json.dumps(raw, sort_keys=True)
 
     @classmethod
@@ -167,9 +167,18 @@ class CellResult:
         values["load"] = _load_spec(raw["load"])
         values["status"] = CellStatus(raw["status"])
         values["flags"] = [ValidityFlag(Flag(flag["flag"]), flag["reason"]) for flag in raw["flags"]]
-        values["search"] = SearchTag.from_dict(raw["search"]) if raw.get("search") else None
+        for name, part in _PARTS.items():
+            if raw.get(name):
+                values[name] = part.from_dict(raw[name])
+            else:  # {} (or absent): the field's default, None or an empty note
+                values.pop(name, None)
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+# The typed parts of a record, by field, each written by its `to_dict` (None as {}).
+_PARTS: dict[str, Any] = {"search": SearchTag, "server_resources": ServerResources, "server_latency": ServerLatency,
+                          "host_probe": HostProbe, "telemetry_note": TelemetryNote}
 
 
 def _server_label(raw: dict) -> ServerLabel:

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from loadtest.evidence.cell_parts import ProbeSide
 from loadtest.evidence.records import CellResult, append_csv, append_result
 from loadtest.evidence.search_tag import SearchTag
 from loadtest.evidence.vocab import CellStatus
@@ -116,7 +117,7 @@ class CellRunner:
                                         cell_deadline_s(run))
                     self.loadgen.learn(locust.summary)
                     window = telemetry.measured_window(locust.summary, summary_path, run.measure_s, sampler.clock())
-                    host_probe = ({**probes.record(*window), **unprobed} if run.host_probe
+                    host_probe = (probes.record(*window).with_sides(unprobed) if run.host_probe
                                   else hiccups.off_record())
                 device = sampler.window(*window)
         except KeyboardInterrupt:
@@ -228,7 +229,7 @@ def with_evidence(search: SearchTag, result: CellResult) -> SearchTag:
 
 
 def probe_cores(run: plans.RunSettings, target: ServedEndpoint, server: ServerSource | None,
-                not_found: str = "") -> tuple[dict[str, frozenset[int]], dict[str, dict]]:
+                not_found: str = "") -> tuple[dict[str, frozenset[int]], dict[str, ProbeSide]]:
     """The cores each side's host probe is pinned to, and the sides it cannot probe with why: the server's (its
     processes' affinities: the tool's own server, or a local one found by the port it listens on; all of this
     host's cores for a container) and the load generator's (`loadgen_cpus`, else all). A server whose processes
@@ -238,16 +239,16 @@ def probe_cores(run: plans.RunSettings, target: ServedEndpoint, server: ServerSo
         return {}, {}
     everywhere = frozenset(os.sched_getaffinity(0))
     cores = {"loadgen": frozenset(cpu_list(run.loadgen_cpus)) if run.loadgen_cpus else everywhere}
-    unprobed = {}
+    unprobed: dict[str, ProbeSide] = {}
     if server is not None:
         cores["server"] = server.cpu_set or frozenset(range(os.cpu_count() or 1))
     elif target.host in LOCAL_HOSTS:
         ran = ",".join(map(str, sorted(cores["loadgen"])))
-        unprobed["server"] = {"note": f"the server's cores were not probed: its processes were not found "
-                                      f"({not_found or 'no process listens on its port'}); the host probe ran "
-                                      f"on the load generator's cores ({ran})"}
+        unprobed["server"] = ProbeSide(note=f"the server's cores were not probed: its processes were not found "
+                                            f"({not_found or 'no process listens on its port'}); the host probe "
+                                            f"ran on the load generator's cores ({ran})")
     else:
-        unprobed["server"] = {"note": f"the server at {target.host} is not on this host"}
+        unprobed["server"] = ProbeSide(note=f"the server at {target.host} is not on this host")
     return cores, unprobed
 
 
