@@ -135,7 +135,7 @@ def objective_lines(results: Sequence[CellResult], outcomes: Sequence[Any], obje
 
     blocks = []
     for outcome in outcomes:
-        cells = [c for c in results if c.search.get("id") == outcome.search_id]
+        cells = [c for c in results if c.search and c.search.id == outcome.search_id]
         rows = rate_table(cells)
         if not rows:
             continue

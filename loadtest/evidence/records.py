@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from loadtest.evidence.cell_parts import HostProbe, ServerLatency, ServerResources, TelemetryNote
+from loadtest.evidence.search_tag import SearchTag
 from loadtest.evidence.vocab import Arrival, CellStatus, Check, Flag, LoadMode, Protocol
 
 
@@ -108,7 +110,7 @@ class CellResult:
     server_metrics: dict = field(default_factory=dict)  # server-side request counts/latency, server info
     locust_stats: dict = field(default_factory=dict)  # Locust's own (ms-rounded) totals, for comparison
     pool_full_waits: int = 0  # open loop: sends held back because max_in_flight calls were outstanding
-    search: dict = field(default_factory=dict)  # a capacity search's cell: its id, role, objective; else empty
+    search: SearchTag | None = None  # a capacity search's cell: its id, role, objective; else None (written {})
     dispatch_lag_p50_us: float | None = None  # open loop: actual - intended send time; None for closed loop
     dispatch_lag_p99_us: float | None = None
     dispatch_lag_max_us: float | None = None
@@ -122,7 +124,7 @@ class CellResult:
     gpu_utilization_percent_max: float | None = None
     gpu_memory_mib: float | None = None  # highest GPU memory used
     gpu_power_w: float | None = None  # mean power draw
-    telemetry_note: dict = field(default_factory=dict)
+    telemetry_note: TelemetryNote = field(default_factory=TelemetryNote)
     # Where the server's time went and what the device alone does ({} in records made before them).
     # server_phases (`loadtest.measure.server_phases`): {"source", "request_latency": {mean_us, p99_us, count},
     # "phases": {phase: {mean_us, p99_us, count}}, "not_exported": [phase], "note"}, over the cell's scrapes.
@@ -130,25 +132,33 @@ class CellResult:
     # latency_us, images_per_s, ...}], "round_trip_us", ...}, or {"source": "unknown", "note": why}.
     server_phases: dict = field(default_factory=dict)
     device_floor: dict = field(default_factory=dict)
-    # What one replica of this server had (`loadtest.measure.resources`; {} in records made before it, where
-    # sizing falls back on server_cpu_cores and the device): {"cpus": cores pinned to or the container's CPU
-    # limit, or None; "cpu_model"; "gpus": count; "gpu_name"; "source": where "cpus" comes from}.
-    server_resources: dict = field(default_factory=dict)
-    # Noise told apart (`loadtest.judge.noise`; {} / [] in records made before them):
+    # What one replica of this server had (`loadtest.measure.resources`; None, written {}, in records made before
+    # it, where sizing falls back on server_cpu_cores and the device).
+    server_resources: ServerResources | None = None
+    # Noise told apart (`loadtest.judge.noise`; None, written {}, / [] in records made before them):
     # host_probe (`loadtest.measure.hiccups`): a 1 ms sleep loop in its own process on the server's cores and on
-    # the load generator's, over the cell: {"server": {...}, "loadgen": {...}} each with its cpus, samples,
-    # duration_s, oversleep percentiles and the encoded HdrHistogram of its oversleeps (µs).
-    # server_latency: the server's own request-latency percentiles over the cell, from its histogram's
-    # buckets ({"source", "count", "p50_us", "p90_us", "p99_us", "p999_us", "buckets": [[upper_us, count]]}).
+    # the load generator's, over the cell. server_latency: the server's own request-latency percentiles over the
+    # cell, from its histogram's buckets.
     # window_latency_ms: mean latency of the requests sent in each throughput window, in order: a queue
     # that builds shows as latency growing window to window (`loadtest.judge.overload`).
-    host_probe: dict = field(default_factory=dict)
-    server_latency: dict = field(default_factory=dict)
+    host_probe: HostProbe | None = None
+    server_latency: ServerLatency | None = None
     window_latency_ms: list = field(default_factory=list)
     window_scheduled_rps: list = field(default_factory=list)  # open loop: sends the schedule put in each window
 
+    @property
+    def tag(self) -> SearchTag:
+        """`search` of a cell a capacity search measured, for readers of a search's cells (ValueError otherwise)."""
+        if self.search is None:
+            raise ValueError(f"cell {self.cell_index} of run {self.run_id} was not measured by a capacity search")
+        return self.search
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        raw = asdict(self)
+        for name in _PARTS:
+            part = getattr(self, name)
+            raw[name] = {} if part is None else part.to_dict()
+        return json.dumps(raw, sort_keys=True)
 
     @classmethod
     def from_dict(cls, raw: dict) -> CellResult:
@@ -157,8 +167,18 @@ class CellResult:
         values["load"] = _load_spec(raw["load"])
         values["status"] = CellStatus(raw["status"])
         values["flags"] = [ValidityFlag(Flag(flag["flag"]), flag["reason"]) for flag in raw["flags"]]
+        for name, part in _PARTS.items():
+            if raw.get(name):
+                values[name] = part.from_dict(raw[name])
+            else:  # {} (or absent): the field's default, None or an empty note
+                values.pop(name, None)
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+# The typed parts of a record, by field, each written by its `to_dict` (None as {}).
+_PARTS: dict[str, Any] = {"search": SearchTag, "server_resources": ServerResources, "server_latency": ServerLatency,
+                          "host_probe": HostProbe, "telemetry_note": TelemetryNote}
 
 
 def _server_label(raw: dict) -> ServerLabel:

@@ -34,6 +34,7 @@ from enum import StrEnum
 from functools import lru_cache
 
 from loadtest.evidence import stats
+from loadtest.evidence.cell_parts import ProbeSide
 from loadtest.evidence.records import CellResult
 
 ALLOWED_SHARE = 0.01  # of requests a p99 allows over its objective
@@ -55,10 +56,10 @@ class NoiseSource(StrEnum):
 # ----------------------------------------------------------------------------- the host probe
 
 
-def probe_sides(cell: CellResult) -> dict[str, dict]:
+def probe_sides(cell: CellResult) -> dict[str, ProbeSide]:
     """The probe's sides that recorded a histogram ({} for a cell without the probe, or where it could not run)."""
-    return {side: cell.host_probe[side] for side in SIDES
-            if isinstance(cell.host_probe.get(side), dict) and cell.host_probe[side].get("histogram")}
+    probe = cell.host_probe
+    return {name: side for name in SIDES if probe and (side := probe.side(name)) is not None and side.histogram}
 
 
 @lru_cache(maxsize=8192)
@@ -73,17 +74,17 @@ def count_over(encoded: str, limit_us: float) -> int:
     return sum(count for value, count in recorded(encoded) if value > limit_us)
 
 
-def host_time_over_us(probe_side: dict, objective_ms: float) -> float:
+def host_time_over_us(probe_side: ProbeSide, objective_ms: float) -> float:
     """The µs of the side's measured time in which the host alone held a sleeper longer than the objective."""
     limit_us = objective_ms * 1000.0
-    return sum(count * (value - limit_us) for value, count in recorded(probe_side.get("histogram", ""))
+    return sum(count * (value - limit_us) for value, count in recorded(probe_side.histogram or "")
                if value > limit_us)
 
 
-def host_time_over_share(probe_side: dict, objective_ms: float) -> float:
+def host_time_over_share(probe_side: ProbeSide, objective_ms: float) -> float:
     """The share of the side's measured time in which a request arriving at a random moment would have
     waited more than `objective_ms` because of the host alone: sum(max(0, oversleep - L)) / duration."""
-    duration_us = float(probe_side.get("duration_s") or 0.0) * 1e6
+    duration_us = float(probe_side.duration_s or 0.0) * 1e6
     return host_time_over_us(probe_side, objective_ms) / duration_us if duration_us > 0 else 0.0
 
 
@@ -92,16 +93,16 @@ def host_share(cells: Sequence[CellResult], objective_ms: float) -> tuple[float,
     side; None when no cell recorded the probe."""
     shares = []
     for side in SIDES:
-        recorded = [c.host_probe[side] for c in cells if side in probe_sides(c)]
-        duration_us = sum(float(s["duration_s"]) * 1e6 for s in recorded)
+        recorded = [probe_sides(c)[side] for c in cells if side in probe_sides(c)]
+        duration_us = sum(float(s.duration_s or 0.0) * 1e6 for s in recorded)
         if recorded and duration_us > 0:
             shares.append((sum(host_time_over_us(s, objective_ms) for s in recorded) / duration_us, side))
     return max(shares) if shares else None
 
 
-def lowest_objective_ms(probe_side: dict, limit: float = HOST_SHARE_LIMIT) -> float:
+def lowest_objective_ms(probe_side: ProbeSide, limit: float = HOST_SHARE_LIMIT) -> float:
     """The smallest objective (ms, to 0.1 ms above) at which the side's host share is at most `limit`."""
-    values = recorded(probe_side.get("histogram", ""))
+    values = recorded(probe_side.histogram or "")
     high = max((value for value, _ in values), default=0) / 1000.0
     if host_time_over_share(probe_side, 0.0) <= limit:
         return 0.0
@@ -145,8 +146,8 @@ def bucket_share_over(buckets: Sequence[Sequence], limit_us: float) -> tuple[flo
 
 def server_share(cells: Sequence[CellResult], objective_ms: float) -> float | None:
     """The share of the server's own requests over the objective across the cells; None where it exported none."""
-    counted = [bucket_share_over(c.server_latency["buckets"], objective_ms * 1000.0)
-               for c in cells if c.server_latency.get("buckets")]
+    counted = [bucket_share_over(c.server_latency.buckets, objective_ms * 1000.0)
+               for c in cells if c.server_latency and c.server_latency.buckets]
     total = sum(t for _, t in counted)
     return sum(o for o, _ in counted) / total if counted and total > 0 else None
 

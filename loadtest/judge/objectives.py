@@ -33,7 +33,7 @@ from loadtest.judge.verdicts import Decision, Step, client_limited, pooled_verdi
 
 def offered_rps(cell: CellResult) -> float | None:
     """The rate a search offered (None for its closed-loop probe); else the open-loop rate."""
-    value = cell.search.get("offered_rps", cell.load.rate_rps) if cell.search else cell.load.rate_rps
+    value = cell.search.offered_rps if cell.search else cell.load.rate_rps
     return None if value is None else float(value)
 
 
@@ -45,7 +45,7 @@ def interrupted(cell: CellResult) -> bool:
 def rated(cells: Sequence[CellResult]) -> list[CellResult]:
     """A search's cells that measured an offered rate: not its probe, its start, or a cell it was interrupted in."""
     return [c for c in cells if offered_rps(c) is not None
-            and c.search.get("role") not in (Role.PROBE, Role.START, Role.REFERENCE) and not interrupted(c)]
+            and not (c.search and c.search.role in (Role.PROBE, Role.START, Role.REFERENCE)) and not interrupted(c)]
 
 
 
@@ -101,9 +101,9 @@ def rate_table(cells: Sequence[CellResult]) -> tuple[RateRow, ...]:
 def search_objectives(cells: Sequence[CellResult]) -> tuple[float, ...]:
     """The objectives a search's cells are answered at: those it recorded (else `DEFAULT_OBJECTIVES_MS`) and
     its own, lowest first."""
-    tag = next((c.search for c in cells if c.search), {})
-    recorded = tag.get("objectives") or DEFAULT_OBJECTIVES_MS
-    own = [float(tag["p99_objective_ms"])] if tag.get("p99_objective_ms") is not None else []
+    tag = next((c.search for c in cells if c.search), None)
+    recorded = (tag and tag.objectives) or DEFAULT_OBJECTIVES_MS
+    own = [tag.objective.p99_ms] if tag else []
     return tuple(sorted({float(o) for o in recorded} | set(own)))
 
 
@@ -159,14 +159,14 @@ class ObjectiveAnswer:
 
 def _rate_step(rate: float, group: Sequence[CellResult], objective: Objective, confidence: float) -> Step:
     """A rate's pooled step at `objective`: every window together (represented by its confirmation, if any)."""
-    confirming = [c for c in group if c.search.get("confirming")]
+    confirming = [c for c in group if c.search and c.search.confirming]
     shown = (confirming or list(group))[-1]
-    return Step(rate, Role(shown.search.get("role", Role.BRACKET)), shown,
+    return Step(rate, Role(shown.search.role if shown.search else Role.BRACKET), shown,
                 pooled_verdict(group, objective, confidence), bool(confirming))
 
 
 def _confirmed_at(group: Sequence[CellResult], objective: Objective, confidence: float) -> bool:
-    confirming = [c for c in group if c.search.get("confirming")]
+    confirming = [c for c in group if c.search and c.search.confirming]
     if confirming and pooled_verdict(confirming, objective, confidence).passed:
         return True
     return sum(verdict_of([c], objective, confidence).passed for c in group if c.status == CellStatus.OK) >= 2
@@ -174,8 +174,7 @@ def _confirmed_at(group: Sequence[CellResult], objective: Objective, confidence:
 
 def objective_answer(cells: Sequence[CellResult], objective: Objective) -> ObjectiveAnswer:
     """One search's cells at one p99 objective (see `ObjectiveAnswer`)."""
-    confidence = float(next((c.search.get("confidence", DEFAULT_CONFIDENCE) for c in cells if c.search),
-                            DEFAULT_CONFIDENCE))
+    confidence = next((c.search.confidence_or(DEFAULT_CONFIDENCE) for c in cells if c.search), DEFAULT_CONFIDENCE)
     groups = _by_rate(cells)
     steps = {rate: _rate_step(rate, group, objective, confidence) for rate, group in groups.items()}
     passing = [rate for rate, step in steps.items() if step.verdict.passed]

@@ -32,6 +32,7 @@ from enum import StrEnum
 
 from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
+from loadtest.evidence.search_tag import CellEvidence
 from loadtest.evidence.stats import merge_encoded
 from loadtest.evidence.vocab import CellStatus, Flag, Role
 from loadtest.judge import confidence as conf
@@ -167,11 +168,10 @@ def _overloaded(cells: Sequence[CellResult], evidence: conf.Evidence) -> Verdict
                    "queue building from a burst", evidence, again_s=cells[-1].load.duration_s)
 
 
-def evidence_record(verdict: Verdict) -> dict:
-    """What a search cell records of its rate's verdict so far (`CellResult.search["verdict"]`)."""
-    record: dict = {"decision": verdict.decision.value, "reason": verdict.reason}
+def evidence_record(verdict: Verdict) -> CellEvidence:
+    """What a search cell records of its own verdict (`CellResult.search.evidence`)."""
     e = verdict.evidence
-    if e is not None:
-        record.update(requests=e.requests, over=e.over, p99_estimate_ms=e.estimate_ms, confidence=e.confidence,
-                      requests_to_pass=e.requests_to_pass)
-    return record
+    if e is None:
+        return CellEvidence(verdict.decision.value, verdict.reason)
+    return CellEvidence(verdict.decision.value, verdict.reason, e.requests, e.over, e.estimate_ms, e.confidence,
+                        e.requests_to_pass)

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from loadtest.evidence import stats
+from loadtest.evidence.cell_parts import TelemetryNote
 from loadtest.evidence.records import CellResult, LoadSpec, ServerLabel, ValidityFlag
 from loadtest.evidence.vocab import Arrival, CellStatus, Flag, InputKind, LoadMode
 from loadtest.load.collector import WRONG_ANSWER
@@ -103,7 +104,7 @@ def measured_result(ctx: CellContext, index: int, label: ServerLabel, spec: Load
 def telemetry_fields(device: Telemetry) -> dict:
     """The record's telemetry fields: the same names, `notes` as telemetry_note."""
     figures = asdict(device)
-    figures["telemetry_note"] = figures.pop("notes")
+    figures["telemetry_note"] = TelemetryNote.from_dict(figures.pop("notes"))
     return figures
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.evidence import stats
+from loadtest.evidence.cell_parts import HostProbe, ProbeSide
 
 INTERVAL_S = 0.001
 INTERVAL_MS = INTERVAL_S * 1000
@@ -89,9 +90,8 @@ def child_main(argv: list[str] | None = None) -> int:
 # ----------------------------------------------------------------------------- the record (pure)
 
 
-def side_record(samples: array, cpus: Collection[int], start_s: float, end_s: float) -> dict:
-    """One side's record from its raw samples, keeping those that woke inside [start_s, end_s]:
-    {"cpus", "samples", "duration_s", "p50_us", "p99_us", "p999_us", "max_us", "histogram"}."""
+def side_record(samples: array, cpus: Collection[int], start_s: float, end_s: float) -> ProbeSide:
+    """One side's record from its raw samples, keeping those that woke inside [start_s, end_s]."""
     from loadtest.measure.resources import core_list  # here: the child itself never needs it (nor psutil)
 
     histogram = stats.new_histogram()
@@ -103,16 +103,15 @@ def side_record(samples: array, cpus: Collection[int], start_s: float, end_s: fl
             last = samples[i]
     count = histogram.get_total_count()
     if first is None or last is None or count == 0:
-        return {"cpus": core_list(cpus), "note": "no sample inside the measured window"}
-    return {"cpus": core_list(cpus), "samples": count, "duration_s": round(last - first + INTERVAL_S, 3),
-            "p50_us": histogram.get_value_at_percentile(50.0), "p99_us": histogram.get_value_at_percentile(99.0),
-            "p999_us": histogram.get_value_at_percentile(99.9), "max_us": histogram.get_max_value(),
-            "histogram": stats.encode(histogram)}
+        return ProbeSide(core_list(cpus), note="no sample inside the measured window")
+    return ProbeSide(core_list(cpus), count, round(last - first + INTERVAL_S, 3),
+                     histogram.get_value_at_percentile(50.0), histogram.get_value_at_percentile(99.0),
+                     histogram.get_value_at_percentile(99.9), histogram.get_max_value(), stats.encode(histogram))
 
 
-def off_record(reason: str = OFF_NOTE) -> dict:
+def off_record(reason: str = OFF_NOTE) -> HostProbe:
     """The record of a cell measured without the probe, or where it could not run."""
-    return {"interval_ms": INTERVAL_MS, "note": reason}
+    return HostProbe(INTERVAL_MS, note=reason)
 
 
 # ----------------------------------------------------------------------------- the parent
@@ -146,16 +145,16 @@ class ProbeProcess:
             self.proc.kill()
             self.proc.communicate()
 
-    def record(self, start_s: float, end_s: float) -> dict:
+    def record(self, start_s: float, end_s: float) -> ProbeSide:
         """Stop it (if still running) and summarise its samples inside [start_s, end_s]."""
         self.stop()
         if self.note:
-            return {"note": self.note}
+            return ProbeSide(note=self.note)
         try:
             samples = array("d")
             samples.frombytes(self.out.read_bytes())
         except (OSError, ValueError) as exc:
-            return {"note": f"the probe wrote no samples ({exc.__class__.__name__}: {exc})"}
+            return ProbeSide(note=f"the probe wrote no samples ({exc.__class__.__name__}: {exc})")
         return side_record(samples, self.cpus, start_s, end_s)
 
 
@@ -189,9 +188,9 @@ class HostProbes:
 
     processes: list[ProbeProcess]
 
-    def record(self, start_s: float, end_s: float) -> dict:
-        """`{"interval_ms": 1.0, side: {...}}` over the measured window [start_s, end_s] (unix s)."""
-        return {"interval_ms": INTERVAL_MS, **{p.side: p.record(start_s, end_s) for p in self.processes}}
+    def record(self, start_s: float, end_s: float) -> HostProbe:
+        """Each side's record over the measured window [start_s, end_s] (unix s)."""
+        return HostProbe(INTERVAL_MS).with_sides({p.side: p.record(start_s, end_s) for p in self.processes})
 
     def stop(self) -> None:
         for process in self.processes:

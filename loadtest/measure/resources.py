@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from loadtest.evidence.cell_parts import ServerResources
 from loadtest.measure.device_sources import CgroupSource, ProcessSource, ServerSource
 from serving.endpoint import Device, ServedEndpoint
 
@@ -44,8 +45,8 @@ def cpu_resources(source: ServerSource | None, machine_cores: int) -> tuple[floa
 
 
 def server_resources(endpoint: ServedEndpoint, source: ServerSource | None, machine_cores: int,
-                     host_cpu_model: str) -> dict:
-    """The record's `server_resources`: {"cpus", "cpu_model", "gpus", "gpu_name", "source"}.
+                     host_cpu_model: str) -> ServerResources:
+    """The record's `server_resources`.
 
     A local server (its pid or container known) runs on this host's CPU; a GPU server is taken to
     use one GPU, the one it reported (`device_name`), which is the one the telemetry samples."""
@@ -53,5 +54,4 @@ def server_resources(endpoint: ServedEndpoint, source: ServerSource | None, mach
     local = endpoint.pid is not None or endpoint.container is not None
     cpu_model = host_cpu_model if local else (endpoint.device_name if endpoint.device == Device.CPU else "")
     gpu = endpoint.device == Device.GPU
-    return {"cpus": cpus, "cpu_model": cpu_model, "gpus": 1 if gpu else 0,
-            "gpu_name": endpoint.device_name if gpu else "", "source": where}
+    return ServerResources(cpus, cpu_model, 1 if gpu else 0, endpoint.device_name if gpu else "", where)

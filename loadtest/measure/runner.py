@@ -27,9 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from loadtest.evidence.objective import Objective
+from loadtest.evidence.cell_parts import ProbeSide
 from loadtest.evidence.records import CellResult, append_csv, append_result
-from loadtest.evidence.vocab import CellStatus
+from loadtest.evidence.search_tag import SearchTag
+from loadtest.evidence.vocab import CellStatus, Role
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE
 from loadtest.judge.verdicts import evidence_record, verdict_of
 from loadtest.measure import hiccups, scrape, telemetry
@@ -89,7 +90,7 @@ class CellRunner:
         return self.run_dir / "results.jsonl"
 
     def measure(self, prober: Prober, target: ServedEndpoint, cell: plans.Cell, run: plans.RunSettings,
-                total: int, model_version: int | None, search: dict | None = None) -> tuple[CellResult, Probe]:
+                total: int, model_version: int | None, search: SearchTag | None = None) -> tuple[CellResult, Probe]:
         """One cell under `run`; the record written and the server's probe after it. `model_version`
         is the one the server last reported (a cell's own responses say it, if it gets any).
 
@@ -116,7 +117,7 @@ class CellRunner:
                                         cell_deadline_s(run))
                     self.loadgen.learn(locust.summary)
                     window = telemetry.measured_window(locust.summary, summary_path, run.measure_s, sampler.clock())
-                    host_probe = ({**probes.record(*window), **unprobed} if run.host_probe
+                    host_probe = (probes.record(*window).with_sides(unprobed) if run.host_probe
                                   else hiccups.off_record())
                 device = sampler.window(*window)
         except KeyboardInterrupt:
@@ -137,13 +138,13 @@ class CellRunner:
         return self.record(result, total, search), probe
 
     def not_run(self, target: ServedEndpoint, cell: plans.Cell, run: plans.RunSettings, reason: str,
-                total: int, model_version: int | None = None, search: dict | None = None) -> CellResult:
+                total: int, model_version: int | None = None, search: SearchTag | None = None) -> CellResult:
         """The record of a cell skipped because its server did not start or stopped answering."""
         label = server_label(target, protocol=run.protocol, model_version=model_version)
         result = failed_result(self.ctx, len(self.results), label, load_spec(run, cell), f"not run: {reason}")
         return self.record(result, total, search)
 
-    def record(self, result: CellResult, total: int, search: dict | None = None) -> CellResult:
+    def record(self, result: CellResult, total: int, search: SearchTag | None = None) -> CellResult:
         if search:
             result = replace(result, search=with_evidence(search, result))
         append_result(self.jsonl_path, result)
@@ -218,18 +219,17 @@ class Sweep:
         return self.total * cell_estimate_s(self.plan.run)
 
 
-def with_evidence(search: dict, result: CellResult) -> dict:
+def with_evidence(search: SearchTag, result: CellResult) -> SearchTag:
     """A search cell's tag with the cell's own verdict on the search's objective: N, k over it, the
     early-stopping estimate of its p99 (`loadtest.judge.verdicts`); its rate's pooled verdict is the search's."""
-    if search.get("p99_objective_ms") is None or result.status != CellStatus.OK or search.get("role") == "probe":
+    if result.status != CellStatus.OK or search.role == Role.PROBE:
         return search
-    verdict = verdict_of([result], Objective(float(search["p99_objective_ms"])),
-                         float(search.get("confidence", DEFAULT_CONFIDENCE)))
-    return {**search, "evidence": evidence_record(verdict)}
+    verdict = verdict_of([result], search.objective, search.confidence_or(DEFAULT_CONFIDENCE))
+    return replace(search, evidence=evidence_record(verdict))
 
 
 def probe_cores(run: plans.RunSettings, target: ServedEndpoint, server: ServerSource | None,
-                not_found: str = "") -> tuple[dict[str, frozenset[int]], dict[str, dict]]:
+                not_found: str = "") -> tuple[dict[str, frozenset[int]], dict[str, ProbeSide]]:
     """The cores each side's host probe is pinned to, and the sides it cannot probe with why: the server's (its
     processes' affinities: the tool's own server, or a local one found by the port it listens on; all of this
     host's cores for a container) and the load generator's (`loadgen_cpus`, else all). A server whose processes
@@ -239,16 +239,16 @@ def probe_cores(run: plans.RunSettings, target: ServedEndpoint, server: ServerSo
         return {}, {}
     everywhere = frozenset(os.sched_getaffinity(0))
     cores = {"loadgen": frozenset(cpu_list(run.loadgen_cpus)) if run.loadgen_cpus else everywhere}
-    unprobed = {}
+    unprobed: dict[str, ProbeSide] = {}
     if server is not None:
         cores["server"] = server.cpu_set or frozenset(range(os.cpu_count() or 1))
     elif target.host in LOCAL_HOSTS:
         ran = ",".join(map(str, sorted(cores["loadgen"])))
-        unprobed["server"] = {"note": f"the server's cores were not probed: its processes were not found "
-                                      f"({not_found or 'no process listens on its port'}); the host probe ran "
-                                      f"on the load generator's cores ({ran})"}
+        unprobed["server"] = ProbeSide(note=f"the server's cores were not probed: its processes were not found "
+                                            f"({not_found or 'no process listens on its port'}); the host probe "
+                                            f"ran on the load generator's cores ({ran})")
     else:
-        unprobed["server"] = {"note": f"the server at {target.host} is not on this host"}
+        unprobed["server"] = ProbeSide(note=f"the server at {target.host} is not on this host")
     return cores, unprobed
 
 

@@ -14,6 +14,7 @@ Not for: scraping or bucket arithmetic (`loadtest.measure.scrape`) or presenting
 
 from __future__ import annotations
 
+from loadtest.evidence.cell_parts import ServerLatency
 from loadtest.measure.scrape import (
     HistogramSnapshot,
     Snapshot,
@@ -91,19 +92,19 @@ PERCENTILE_MIN_COUNTS = {"p50_us": (0.50, 1), "p90_us": (0.90, 10), "p99_us": (0
                          "p999_us": (0.999, 10 * MIN_P99_COUNT)}
 
 
-def server_latency(before: Snapshot | None, after: Snapshot | None) -> dict:
+def server_latency(before: Snapshot | None, after: Snapshot | None) -> ServerLatency | None:
     """The record's `server_latency`: the server's own request latency over the cell, from its
     `request_latency` histogram (the embedded server and TF Serving both export it), as
     `{"source", "count", "p50_us", "p90_us", "p99_us", "p999_us", "buckets": [[upper_us, count], ...]}`.
     Percentiles are bucket upper bounds (as coarse as the buckets: 80% apart for this metric); the
     buckets are the window's own counts, every bucket in ascending order, +Inf written as None, so the share over any
-    objective can be counted later. {} when the server could not be scraped or exports no such histogram."""
+    objective can be counted later. None when the server could not be scraped or exports no such histogram."""
     if before is None or after is None or REQUEST_LATENCY not in after.histograms:
-        return {}
+        return None
     old, new = before.histograms.get(REQUEST_LATENCY, HistogramSnapshot()), after.histograms[REQUEST_LATENCY]
     deltas = histogram_bucket_deltas(old.buckets, new.buckets)
     percentiles = {name: bucket_quantile(deltas, q, least) for name, (q, least) in PERCENTILE_MIN_COUNTS.items()}
     # Every bucket, empty ones too: a bucket's lower bound is the one before it.
-    buckets = [[None if bound == float("inf") else bound, deltas.get(bound, 0.0)] for bound in sorted(new.buckets)]
-    return {"source": "the server's request_latency histogram", "count": max(new.count - old.count, 0.0),
-            **percentiles, "buckets": buckets}
+    buckets = tuple((None if bound == float("inf") else bound, deltas.get(bound, 0.0)) for bound in sorted(new.buckets))
+    return ServerLatency("the server's request_latency histogram", max(new.count - old.count, 0.0), **percentiles,
+                         buckets=buckets)

@@ -111,11 +111,11 @@ def steps_of(cells: Sequence[CellResult], objective: Objective) -> list[Step]:
     for cell in rated(cells):
         rate = offered_rps(cell)
         assert rate is not None
-        role = Role(cell.search["role"])
-        confirming = bool(cell.search.get("confirming", role == Role.CONFIRM))
-        confidence = float(cell.search.get("confidence", DEFAULT_CONFIDENCE))
-        attempt = int(cell.search.get("attempt", 0))
-        steps.append(step_after(steps, rate, role, cell, confirming, objective, confidence, attempt))
+        tag = cell.tag
+        role = Role(tag.role)
+        confirming = role == Role.CONFIRM if tag.confirming is None else bool(tag.confirming)
+        steps.append(step_after(steps, rate, role, cell, confirming, objective, tag.confidence_or(DEFAULT_CONFIDENCE),
+                                tag.attempt))
     return steps
 
 
@@ -123,13 +123,13 @@ def search_answer(cells: Sequence[CellResult]) -> SearchAnswer:
     """The answer of one search's cells, concluded as `loadtest.search.capacity.CapacitySearch` concludes it,
     with its cells answered at each of its objectives (`search_objectives`) and its rate table."""
     first = cells[0]
-    objective = Objective(float(first.search["p99_objective_ms"]))
+    objective = first.tag.objective
     steps = steps_of(cells, objective)
     found = conclude(steps, objective)
     cell = found.capacity.result if found.capacity else None
     reason = "" if cell else (found.unmet_reason() if steps else _unmet(cells))
-    return SearchAnswer(str(first.search["id"]), config_of(first), first.load.request_batch_size,
-                        objective.p99_ms, found.capacity_rps, cell.throughput_ips if cell else None,
+    return SearchAnswer(first.tag.id, config_of(first), first.load.request_batch_size, objective.p99_ms,
+                        found.capacity_rps, cell.throughput_ips if cell else None,
                         cell.latency_p50_ms if cell else None, cell.latency_p99_ms if cell else None,
                         found.lowest_failing_rps, len(cells), reason,
                         cell.server_cpu_percent if cell else None, cell.gpu_utilization_percent if cell else None,
@@ -144,7 +144,7 @@ def _unmet(cells: Sequence[CellResult]) -> str:
 
 def is_reference(cell: CellResult) -> bool:
     """A paired comparison's reference cell: it measures the machine, not a configuration or a search."""
-    return cell.search.get("role") == Role.REFERENCE
+    return cell.search is not None and cell.search.role == Role.REFERENCE
 
 
 def search_answers(results: Sequence[CellResult]) -> list[SearchAnswer]:
@@ -152,7 +152,7 @@ def search_answers(results: Sequence[CellResult]) -> list[SearchAnswer]:
     groups: dict[str, list[CellResult]] = {}
     for cell in results:
         if cell.search and not is_reference(cell):
-            groups.setdefault(str(cell.search["id"]), []).append(cell)
+            groups.setdefault(cell.search.id, []).append(cell)
     answers = [search_answer(cells) for cells in groups.values()]
     return sorted(answers, key=lambda a: (a.config, a.request_batch_size, a.p99_objective_ms, a.search_id))
 

@@ -53,7 +53,7 @@ def machine_words(cell: CellResult) -> str:
     a server on another machine than the load generator's (whose provenance this is), or a record made before
     these facts were recorded."""
     prov, s = cell.provenance, cell.server
-    local = cell.server_resources.get("source", "unknown") != "unknown"
+    local = cell.server_resources is not None and cell.server_resources.source != "unknown"
     if s.device != "cpu" or "cpu_virtualization" not in prov or not local or s.device_name != prov.get("cpu_model"):
         return ""
     return cpu_count_words(prov.get("cpu_count"), prov.get("cpu_physical_cores"), str(prov["cpu_virtualization"]))

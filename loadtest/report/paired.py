@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from loadtest.evidence.records import CellResult
+from loadtest.evidence.search_tag import ComparisonTag
 from loadtest.evidence.vocab import CellStatus
 from loadtest.report.answers import (
     Gain,
@@ -182,17 +183,17 @@ def _range(low: float | None, high: float | None) -> str:
 # ----------------------------------------------------------------------------- from the records
 
 
-def comparison_of(cell: CellResult) -> dict:
-    """The comparison a cell belongs to (`search["comparison"]`), {} for none."""
-    return cell.search.get("comparison") or {} if cell.search else {}
+def comparison_of(cell: CellResult) -> ComparisonTag | None:
+    """The comparison a cell belongs to (`search.comparison`), None for none."""
+    return cell.search.comparison if cell.search else None
 
 
 def paired_ratios(results: Sequence[CellResult]) -> list[PairedRatio]:
     """Every comparison's batching gains and GPU/CPU ratio over its repeats, by request batch size."""
     groups: dict[str, list[CellResult]] = {}
     for cell in results:
-        if (tag := comparison_of(cell)).get("id"):
-            groups.setdefault(str(tag["id"]), []).append(cell)
+        if (tag := comparison_of(cell)) and tag.id:
+            groups.setdefault(tag.id, []).append(cell)
     out = []
     for cells in groups.values():
         out += _comparison_ratios(cells)
@@ -202,15 +203,17 @@ def paired_ratios(results: Sequence[CellResult]) -> list[PairedRatio]:
 def _comparison_ratios(cells: Sequence[CellResult]) -> list[PairedRatio]:
     searched = [c for c in cells if not is_reference(c)]
     references = [c for c in cells if is_reference(c)]
-    paired = bool(comparison_of(cells[0]).get("paired"))
+    comparison = comparison_of(cells[0])
+    assert comparison is not None  # `paired_ratios` groups cells by their comparison
     by_repeat: dict[int, list[SearchAnswer]] = {}
-    repeat_of = {str(c.search["id"]): int(comparison_of(c).get("repeat", 1)) for c in searched}
+    repeat_of = {c.tag.id: _repeat(c) for c in searched}
+    paired = comparison.paired
     for answer in search_answers(searched):
         by_repeat.setdefault(repeat_of[answer.search_id], []).append(answer)
     ratios: dict[tuple[str, int, float], list[RepeatRatio]] = {}
-    servers = comparison_of(cells[0]).get("servers") or []
+    servers = list(comparison.servers)
     for repeat, answers in sorted(by_repeat.items()):
-        own = [c for c in references if int(comparison_of(c).get("repeat", 1)) == repeat]
+        own = [c for c in references if _repeat(c) == repeat]
         for key, ratio in _repeat_ratios(repeat, answers, Speeds(own, _upper_cells(searched, answers)), servers):
             ratios.setdefault(key, []).append(ratio)
     whole = drift_of(references)
@@ -272,12 +275,17 @@ def _ratio_of(repeat: int, numerator: SearchAnswer, denominator: SearchAnswer, s
                        numerator, denominator, "", speeds.drift, residual, max(num_gap, den_gap))
 
 
+def _repeat(cell: CellResult) -> int:
+    comparison = comparison_of(cell)
+    return comparison.repeat if comparison else 1
+
+
 def _upper_cells(cells: Sequence[CellResult], answers: Sequence[SearchAnswer]) -> dict[str, int]:
     """Each search's last cell at its upper end (the lowest rate above its answer that did not pass)."""
     out = {}
     for a in answers:
-        at = [c.cell_index for c in cells if str(c.search.get("id")) == a.search_id
-              and a.upper_rps is not None and c.search.get("offered_rps") == a.upper_rps]
+        at = [c.cell_index for c in cells if c.tag.id == a.search_id
+              and a.upper_rps is not None and c.tag.offered_rps == a.upper_rps]
         if at:
             out[a.search_id] = max(at)
     return out

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from loadtest.evidence.objective import Objective
+from loadtest.evidence.search_tag import ComparisonTag, SearchTag
 from loadtest.evidence.tables import plain_table
 from loadtest.evidence.vocab import LoadMode, Role
 from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS, AnswerKind
@@ -101,7 +102,7 @@ class CapacityRun:
     model_version: int | None = None
     measure_cell: Callable[..., Any] | None = None  # CellRunner.measure, or a paired comparison's turn at it
     clock: Callable[[], float] = time.monotonic  # the search's deadline runs on it
-    comparison: dict | None = None  # the paired comparison its cells belong to (`loadtest.search.comparison`)
+    comparison: ComparisonTag | None = None  # the paired comparison its cells belong to (`loadtest.search.comparison`)
     pairing: Pairing | None = None  # paired: the comparison's seat, where the final answers are agreed
     start_of: Callable[[float], float] | None = None  # paired: the comparison's common start, from this one's own
     _confirming: bool = False  # the last measured rate was a confirmation: its extensions are too
@@ -171,7 +172,7 @@ class CapacityRun:
               attempt: int = 0, held: bool = False):
         tag = search_tag(self.search_id, role, self.objective, rate_rps, self.request.confidence, confirming,
                          self.request.objectives, self.comparison)
-        tag = {**tag, "attempt": attempt} if attempt else tag
+        tag = replace(tag, attempt=attempt)
         measure = self.measure_cell or self.cells.measure
         hold = {"held": True} if held else {}  # a paired comparison's final confirmation (`Turn.call`)
         result, probe = measure(self.prober, self.target, cell, run, 0, self.model_version, search=tag, **hold)
@@ -181,14 +182,13 @@ class CapacityRun:
 
 def search_tag(search_id: str, role: Role, objective: Objective, rate_rps: float | None,
                confidence: float = DEFAULT_CONFIDENCE, confirming: bool = False,
-               objectives: tuple[float, ...] = DEFAULT_OBJECTIVES_MS, comparison: dict | None = None) -> dict:
+               objectives: tuple[float, ...] = DEFAULT_OBJECTIVES_MS,
+               comparison: ComparisonTag | None = None) -> SearchTag:
     """What a search's cell records about the search (`CellResult.search`); the runner adds the cell's own
     evidence on the objective (`loadtest.judge.verdicts.evidence_record`). `objectives`: the p99s the report
     answers the search's cells at, besides its own (`loadtest.report.answers.objective_answers`); `comparison`:
     the comparison it is part of (`loadtest.search.comparison.comparison_tag`), when it is."""
-    tag = {"id": search_id, "role": role.value, "p99_objective_ms": objective.p99_ms, "offered_rps": rate_rps,
-           "confidence": confidence, "confirming": confirming, "objectives": list(objectives)}
-    return {**tag, "comparison": comparison} if comparison else tag
+    return SearchTag(search_id, role, objective, rate_rps, confidence, confirming, tuple(objectives), comparison)
 
 
 class _NotMeasured(Exception):
@@ -296,10 +296,10 @@ class Capacities:
                                     [t.name for t in targets])
         ids = [self._next_id() for _ in targets]
         reference = Reference(self.cells, self.prober, targets[0], self.request.plan.run,
-                              search_tag(f"{comparison['id']}/reference", Role.REFERENCE,
+                              search_tag(f"{comparison.id}/reference", Role.REFERENCE,
                                          self.request.objective_at(batch), None,
                                          self.request.confidence, comparison=comparison))
-        self.cells.say(f"paired comparison {comparison['id']} (repeat {repeat}): "
+        self.cells.say(f"paired comparison {comparison.id} (repeat {repeat}): "
                        f"{' against '.join(t.name for t in targets)} at request batch {batch}, their cells "
                        f"interleaved; reference cell: {targets[0].name}, one request at a time")
         ended: dict[int, Outcome] = {}
@@ -314,7 +314,7 @@ class Capacities:
             for i in sorted(ended):
                 self._ended(ended[i])
 
-    def _paired_body(self, target: ServedEndpoint, batch: int, search_id: str, comparison: dict,
+    def _paired_body(self, target: ServedEndpoint, batch: int, search_id: str, comparison: ComparisonTag,
                      ended: dict[int, Outcome], index: int, version: int | None,
                      starts: dict[int, float]) -> Callable[[Turn], Outcome]:
         def body(turn: Turn) -> Outcome:
@@ -343,7 +343,7 @@ class Capacities:
             return self._not_searched(failed.planned, batch_size, failed.reason)
 
     def _search(self, target: ServedEndpoint, batch_size: int, beat_rps: float | None = None,
-                comparison: dict | None = None) -> Outcome:
+                comparison: ComparisonTag | None = None) -> Outcome:
         search_id = self._next_id()
         probe = self.prober.probe(target)
         if not probe.ok:
@@ -354,7 +354,7 @@ class Capacities:
             raise Interrupted()
         return outcome
 
-    def _searched(self, target: ServedEndpoint, batch_size: int, search_id: str, comparison: dict | None,
+    def _searched(self, target: ServedEndpoint, batch_size: int, search_id: str, comparison: ComparisonTag | None,
                   beat_rps: float | None = None, model_version: int | None = None, **hooks: Any) -> Outcome:
         """One search on an answering server, its trail and answer printed (not yet in `outcomes`)."""
         run = CapacityRun(self.request, self.cells, target, search_id, self.prober, batch_size, beat_rps,
@@ -369,7 +369,7 @@ class Capacities:
         self.cells.say(plain_table(trail_table(answer), 10_000) + "\n" + outcome_line(outcome, run.objective, True))
         return outcome
 
-    def _comparison(self, batch: int, repeat: int, paired: bool, names: Sequence[str]) -> dict | None:
+    def _comparison(self, batch: int, repeat: int, paired: bool, names: Sequence[str]) -> ComparisonTag | None:
         """The comparison tag of a run with several servers (None with one: nothing is compared)."""
         if len(self.servers) < 2:
             return None

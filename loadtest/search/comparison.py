@@ -5,7 +5,7 @@ slices and at the end, which shows how far this machine's speed moved while they
 The reference cell is the same every time: the comparison's first server, one request at a time (closed
 loop, 1 user) at request batch 1 for `REFERENCE_S` seconds. Its throughput is the machine's speed as this
 server sees it; `loadtest.report.paired` reads the drift from it. Every cell of a comparison, searches and
-reference alike, records `search["comparison"]`: its id (one per request batch size), the repeat, whether it
+reference alike, records `search.comparison`: its id (one per request batch size), the repeat, whether it
 was paired (interleaved) or searched one after the other, and the servers compared.
 
 Not for: the searches (`loadtest.search.capacity_search`) or reading the ratio (`loadtest.report.paired`).
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from loadtest.evidence.search_tag import ComparisonTag, SearchTag
 from loadtest.evidence.vocab import LoadMode
 from loadtest.measure import plan as plans
 from loadtest.measure.probe import Prober
@@ -27,9 +28,9 @@ REFERENCE_WARMUP_S = 0.3
 REFERENCE_EVERY = 3  # rounds between reference cells (a round: one cell of each server)
 
 
-def comparison_tag(comparison_id: str, repeat: int, paired: bool, servers: Sequence[str]) -> dict:
-    """What every cell of one comparison records (`search["comparison"]`)."""
-    return {"id": comparison_id, "repeat": repeat, "paired": paired, "servers": list(servers)}
+def comparison_tag(comparison_id: str, repeat: int, paired: bool, servers: Sequence[str]) -> ComparisonTag:
+    """What every cell of one comparison records (`search.comparison`)."""
+    return ComparisonTag(comparison_id, repeat, paired, tuple(servers))
 
 
 @dataclass
@@ -40,14 +41,14 @@ class Reference:
     prober: Prober
     target: ServedEndpoint
     run: plans.RunSettings
-    tag: dict  # search_tag(...) of role `reference`, its comparison included
+    tag: SearchTag  # search_tag(...) of role `reference`, its comparison included
     every: int = REFERENCE_EVERY
 
     def measure(self, when: str) -> None:
         """One reference cell (`when`: "start", "between", "end", recorded in its tag)."""
         cell = plans.Cell(LoadMode.CLOSED, 1, 1, None)
         run = replace(self.run, measure_s=REFERENCE_S, warmup_s=REFERENCE_WARMUP_S, processes=1)
-        self.cells.measure(self.prober, self.target, cell, run, 0, None, search={**self.tag, "when": when})
+        self.cells.measure(self.prober, self.target, cell, run, 0, None, search=replace(self.tag, when=when))
 
     def between(self, round_number: int) -> None:
         """After every `every` rounds of the interleaved searches."""

@@ -44,4 +44,5 @@ def idle_note(cell: CellResult) -> str:
 def unmeasured_reason(cell: CellResult) -> str:
     """Why a cell has no busy figure for its device (records made before telemetry say nothing)."""
     part = "gpu" if cell.server.device == "gpu" else "server"
-    return f"not measured: {cell.telemetry_note.get(part, 'no device telemetry in this record')}"
+    note = cell.telemetry_note.gpu if part == "gpu" else cell.telemetry_note.server
+    return f"not measured: {'no device telemetry in this record' if note is None else note}"

@@ -48,7 +48,7 @@ def oversleep_text(cells: Sequence[CellResult], side: str) -> str:
     sides = [noise.probe_sides(c)[side] for c in cells if side in noise.probe_sides(c)]
     if not sides:
         return "—"
-    histograms = [decode(s["histogram"]) for s in sides]
+    histograms = [decode(s.histogram or "") for s in sides]
     p999 = max(h.get_value_at_percentile(99.9) for h in histograms) / 1000.0
     peak = max(h.get_max_value() for h in histograms) / 1000.0
     return f"{p999:.1f} / {peak:.1f}"
@@ -59,9 +59,9 @@ def stalls_per_s(cells: Sequence[CellResult], objective_ms: float) -> str:
     rates = []
     for side in noise.SIDES:
         recorded = [noise.probe_sides(c)[side] for c in cells if side in noise.probe_sides(c)]
-        seconds = sum(float(r.get("duration_s") or 0.0) for r in recorded)
+        seconds = sum(float(r.duration_s or 0.0) for r in recorded)
         if seconds > 0:
-            over = sum(noise.count_over(r["histogram"], objective_ms * 1000.0) for r in recorded)
+            over = sum(noise.count_over(r.histogram or "", objective_ms * 1000.0) for r in recorded)
             rates.append(over / seconds)
     return f"{max(rates):.2f}" if rates else "—"
 

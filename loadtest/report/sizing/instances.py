@@ -79,9 +79,7 @@ def replica_of(cell: CellResult) -> Replica:
     r = cell.server_resources
     if not r:
         return _fallback(cell)
-    cpus = r.get("cpus")
-    return Replica(None if cpus is None else float(cpus), str(r.get("cpu_model", "")), int(r.get("gpus", 0)),
-                   str(r.get("gpu_name", "")), str(r.get("source", "unknown")))
+    return Replica(None if r.cpus is None else float(r.cpus), r.cpu_model, int(r.gpus), r.gpu_name, r.source)
 
 
 def replicas_by_config(results: Sequence[CellResult]) -> dict[Config, Replica]:

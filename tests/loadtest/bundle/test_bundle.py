@@ -208,9 +208,9 @@ def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cp
     assert cells and all(c.provenance["git_commit"] == source["commit"] for c in cells)
     assert all(c.server.versions.get("runtime") == "jax" and "tensorflow" not in c.server.versions for c in cells)
     # one comparison per request batch: both searches' cells and the reference cells tagged with it, interleaved
-    tags = {json.dumps(c.search["comparison"], sort_keys=True) for c in cells}
+    tags = {json.dumps(c.tag.comparison.to_dict(), sort_keys=True) for c in cells}
     assert len(tags) == len({b for _, _, b in kept}) and all(json.loads(t)["paired"] for t in tags)  # one a batch
-    assert {c.search.get("role") for c in cells} >= {"reference", "probe"}
+    assert {c.search and c.search.role for c in cells} >= {"reference", "probe"}
     assert summary["results_lines"] == len(cells) and set(summary["by_configuration"]) <= {"cpu-off", "cpu-cpu"}
     report = (out / "report.md").read_text()
     # the decision opens the report, the record and the console's end; the record's figures are the report's

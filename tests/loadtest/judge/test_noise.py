@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from loadtest.evidence.cell_parts import HostProbe, ProbeSide, ServerLatency
 from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import ValidityFlag
 from loadtest.evidence.stats import encode, histogram_of
@@ -22,16 +23,20 @@ from tests.loadtest.report.handmade import cell, server
 QUIET_US = 100
 
 
-def side(stalls_us: list[int], samples: int, duration_s: float) -> dict:
+def side(stalls_us: list[int], samples: int, duration_s: float) -> ProbeSide:
     """A probe side: `samples` oversleeps, the stalls among them and the rest 100 µs."""
     values = stalls_us + [QUIET_US] * (samples - len(stalls_us))
-    return {"cpus": "0", "samples": samples, "duration_s": duration_s, "histogram": encode(histogram_of(values))}
+    return ProbeSide("0", samples, duration_s, histogram=encode(histogram_of(values)))
 
 
-def probed(base, server_side: dict | None = None, loadgen_side: dict | None = None, **changes):
-    probe = {"interval_ms": 1.0, **({"server": server_side} if server_side else {}),
-             **({"loadgen": loadgen_side} if loadgen_side else {})}
-    return replace(base, host_probe=probe, **changes)
+def probed(base, server_side: ProbeSide | None = None, loadgen_side: ProbeSide | None = None, **changes):
+    return replace(base, host_probe=HostProbe(1.0, server_side, loadgen_side), **changes)
+
+
+def latency_record(buckets: list) -> ServerLatency:
+    """A cell's `server_latency` of these [upper µs | None, count] buckets (what the server's share counts)."""
+    return ServerLatency("the server's request_latency histogram", sum(count for _, count in buckets), None, None,
+                         None, None, tuple((upper, count) for upper, count in buckets))
 
 
 def client_histogram(slow: int, slow_us: int = 20479, requests: int = 1000) -> str:
@@ -47,7 +52,7 @@ def test_host_share_is_the_time_a_random_arrival_waits_past_the_objective():
     assert noise.host_time_over_share(STALLED, 10.0) == pytest.approx(0.012766)
     assert noise.host_time_over_share(STALLED, 15.0) == pytest.approx(0.005479)  # 20479 - 15000 only
     assert noise.host_time_over_share(STALLED, 25.0) == 0.0
-    assert noise.host_time_over_share({"note": "could not pin"}, 10.0) == 0.0
+    assert noise.host_time_over_share(ProbeSide(note="could not pin"), 10.0) == 0.0
 
 
 def test_lowest_confirmable_objective_is_where_the_host_share_falls_to_half_a_percent():
@@ -70,9 +75,9 @@ def test_host_share_of_several_cells_is_time_weighted_and_takes_the_worse_side()
 
 def test_server_share_counts_a_straddling_bucket_in_proportion():
     # objective 10 ms: 4 x (15000 - 10000) / (15000 - 5000) = 2 from the straddling bucket, + 1 in +Inf, of 100
-    latency = {"buckets": [[1000.0, 90.0], [5000.0, 5.0], [15000.0, 4.0], [None, 1.0]]}
+    latency = latency_record([[1000.0, 90.0], [5000.0, 5.0], [15000.0, 4.0], [None, 1.0]])
     assert noise.server_share([replace(cell(LABEL), server_latency=latency)], 10.0) == pytest.approx(0.03)
-    assert noise.bucket_share_over(latency["buckets"], 20_000) == (1.0, 100.0)
+    assert noise.bucket_share_over(latency.buckets, 20_000) == (1.0, 100.0)
     assert noise.server_share([cell(LABEL)], 10.0) is None
 
 
@@ -82,8 +87,8 @@ def test_client_share_is_the_requests_over_the_objective():
     assert noise.client_share([slow], 25.0) == 0.0
 
 
-SERVER_SLOW = {"buckets": [[5000.0, 970.0], [15000.0, 20.0], [25000.0, 10.0], [None, 0.0]]}  # 2% over 10 ms
-SERVER_FAST = {"buckets": [[5000.0, 998.0], [15000.0, 2.0], [None, 0.0]]}  # 0.1% over 10 ms
+SERVER_SLOW = latency_record([[5000.0, 970.0], [15000.0, 20.0], [25000.0, 10.0], [None, 0.0]])  # 2% over 10 ms
+SERVER_FAST = latency_record([[5000.0, 998.0], [15000.0, 2.0], [None, 0.0]])  # 0.1% over 10 ms
 
 
 def test_attribution_names_the_host_when_its_stalls_explain_the_client():
@@ -107,7 +112,7 @@ def test_attribution_names_the_server_when_its_own_tail_matches_and_the_host_is_
 
 
 # Behind a host's stall the server drains the queue it left (its own latency counts it): 4.5% over 10 ms.
-SERVER_DRAINING = {"buckets": [[10000.0, 955.0], [25000.0, 45.0], [None, 0.0]]}
+SERVER_DRAINING = latency_record([[10000.0, 955.0], [25000.0, 45.0], [None, 0.0]])
 
 
 def test_a_host_that_alone_puts_more_than_a_p99_allows_over_the_objective_is_named():
@@ -128,7 +133,7 @@ def test_attribution_falls_to_client_and_wire_and_to_none():
     quiet = side([], samples=1000, duration_s=1.0)
     base = replace(cell(LABEL), histogram_us=client_histogram(30), server_latency=SERVER_FAST)
     assert noise.attribute([probed(base, quiet, quiet)], 10.0).source == NoiseSource.CLIENT_WIRE
-    unprobed = noise.attribute([replace(base, server_latency={})], 10.0)
+    unprobed = noise.attribute([replace(base, server_latency=None)], 10.0)
     assert unprobed.source == NoiseSource.CLIENT_WIRE and unprobed.host_share is None
     assert "not exported" in unprobed.describe() and "not probed" in unprobed.describe()
     none = noise.attribute([probed(base, quiet, quiet)], 25.0)
@@ -188,7 +193,8 @@ def test_the_servers_own_latency_is_its_histograms_delta_over_the_cell():
 
     # 100 requests in the cell: 90 under 1 ms, 5 to 5 ms, 4 to 15 ms, 1 beyond
     latency = server_latency(scraped([10, 10, 10, 10]), scraped([100, 105, 109, 110]))
-    assert latency["count"] == 100 and latency["buckets"] == [[1000.0, 90], [5000.0, 5], [15000.0, 4], [None, 1]]
-    assert latency["p50_us"] == 1000.0 and latency["p90_us"] == 1000.0 and latency["p99_us"] == 15000.0
-    assert latency["p999_us"] is None  # fewer than 1000 requests
-    assert server_latency(None, scraped([1, 1, 1, 1])) == {}
+    assert latency is not None
+    assert latency.count == 100 and latency.to_dict()["buckets"] == [[1000.0, 90], [5000.0, 5], [15000.0, 4], [None, 1]]
+    assert latency.p50_us == 1000.0 and latency.p90_us == 1000.0 and latency.p99_us == 15000.0
+    assert latency.p999_us is None  # fewer than 1000 requests
+    assert server_latency(None, scraped([1, 1, 1, 1])) is None

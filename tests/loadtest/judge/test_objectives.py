@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from loadtest.evidence.search_tag import SearchTag
 from loadtest.judge.conclusion import AnswerKind
 from loadtest.judge.objectives import objective_answers, rate_table
 from loadtest.report import answers
@@ -35,7 +36,7 @@ def search_cells(label=OFF, search_id="s1", scale: float = 1.0, steps=STEPS):
         measured = cell(rate * scale, window_s, counts)
         tag = {"id": search_id, "role": role, "p99_objective_ms": 10.0, "offered_rps": rate * scale,
                "confidence": 0.99, "confirming": confirming, "objectives": list(OBJECTIVES)}
-        cells.append(replace(measured, server=label, cell_index=index, search=tag,
+        cells.append(replace(measured, server=label, cell_index=index, search=SearchTag.from_dict(tag),
                              provenance={"host": "bench"}))
     return cells
 

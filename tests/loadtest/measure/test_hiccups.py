@@ -26,12 +26,12 @@ def two_cores() -> tuple[int, int]:
 def test_the_record_keeps_only_samples_inside_the_window():
     samples = array("d", [10.0, 50.0, 10.5, 200.0, 11.0, 30_000.0, 12.0, 900.0])  # (unix s, oversleep µs) pairs
     record = hiccups.side_record(samples, {0, 1, 2}, 10.2, 11.5)
-    assert record["cpus"] == "0-2" and record["samples"] == 2 and record["duration_s"] == 0.501
-    assert record["max_us"] == pytest.approx(30_000, rel=1e-3) and record["p50_us"] == 200
-    assert stats.decode(record["histogram"]).get_total_count() == 2
-    assert hiccups.side_record(samples, {0}, 20.0, 21.0) == {"cpus": "0",
-                                                             "note": "no sample inside the measured window"}
-    assert hiccups.off_record() == {"interval_ms": 1.0, "note": "off ([run] host_probe = false)"}
+    assert record.cpus == "0-2" and record.samples == 2 and record.duration_s == 0.501
+    assert record.max_us == pytest.approx(30_000, rel=1e-3) and record.p50_us == 200
+    assert stats.decode(record.histogram).get_total_count() == 2
+    assert hiccups.side_record(samples, {0}, 20.0, 21.0).to_dict() == {"cpus": "0",
+                                                                       "note": "no sample inside the measured window"}
+    assert hiccups.off_record().to_dict() == {"interval_ms": 1.0, "note": "off ([run] host_probe = false)"}
 
 
 @pytest.mark.integration
@@ -41,12 +41,12 @@ def test_a_probe_on_an_idle_core_records_a_sample_a_millisecond(tmp_path):
         start = time.time()
         time.sleep(2.0)
         record = probes.record(start, time.time())
-    side = record["loadgen"]
+    side = record.loadgen
     print(f"\nidle core {idle}: {side}")
-    assert record["interval_ms"] == 1.0 and side["cpus"] == str(idle)
-    assert 1500 <= side["samples"] <= 2000  # 1 ms plus ~0.1 ms of oversleep and the loop each time
-    assert 1.8 <= side["duration_s"] <= 2.1
-    assert side["p50_us"] < 1000
+    assert record.interval_ms == 1.0 and side.cpus == str(idle)
+    assert 1500 <= side.samples <= 2000  # 1 ms plus ~0.1 ms of oversleep and the loop each time
+    assert 1.8 <= side.duration_s <= 2.1
+    assert side.p50_us < 1000
 
 
 @pytest.mark.integration
@@ -57,10 +57,10 @@ def test_a_planted_stall_on_the_probed_core_shows_as_oversleep(tmp_path):
             start = time.time()
             time.sleep(2.0)
             record = probes.record(start, time.time())
-    side = record["server"]
+    side = record.server
     print(f"\nstalled core {stalled}: {side}")
-    assert side["max_us"] >= 15_000  # a 20 ms stall, caught part way through at worst
-    assert side["p50_us"] < 1000  # between the stalls, the core is as before
+    assert side.max_us >= 15_000  # a 20 ms stall, caught part way through at worst
+    assert side.p50_us < 1000  # between the stalls, the core is as before
 
 
 @pytest.mark.integration
@@ -69,8 +69,8 @@ def test_a_probe_ends_by_itself_at_its_deadline_and_says_when_it_cannot_pin(tmp_
     probe.started()
     assert probe.proc is not None
     wait_for(lambda: probe.proc.poll() is not None, 10.0, "the probe to exit at its deadline")
-    assert probe.proc.returncode == 0 and 300 <= probe.record(0, 2e9)["samples"] <= 500
+    assert probe.proc.returncode == 0 and 300 <= probe.record(0, 2e9).samples <= 500
     unpinnable = hiccups.start_probe("server", {4095}, tmp_path / "none.bin", max_s=5.0)
     unpinnable.started()
     assert unpinnable.proc is None and unpinnable.note.startswith("cannot pin to cores 4095")
-    assert unpinnable.record(0, 2e9) == {"note": unpinnable.note}
+    assert unpinnable.record(0, 2e9).to_dict() == {"note": unpinnable.note}

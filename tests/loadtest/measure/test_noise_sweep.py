@@ -46,8 +46,9 @@ def one_cell(exported_model, tmp_path, *server_flags: str):
 
 
 def shown(cell, found) -> str:
-    probe = {side: {k: v for k, v in cell.host_probe[side].items() if k != "histogram"} for side in noise.SIDES}
-    server = {k: v for k, v in cell.server_latency.items() if k != "buckets"}
+    probe = {side: {k: v for k, v in cell.host_probe.side(side).to_dict().items() if k != "histogram"}
+             for side in noise.SIDES}
+    server = {k: v for k, v in cell.server_latency.to_dict().items() if k != "buckets"}
     return f"\n{found.describe()}\nprobe {probe}\nserver {server}\nclient p99 {cell.latency_p99_ms} ms"
 
 
@@ -58,8 +59,8 @@ def test_a_stall_of_the_host_is_named_the_hosts(exported_model, tmp_path):
         cell = one_cell(exported_model, tmp_path)
     found = noise.attribute([cell], OBJECTIVE_MS)
     print(shown(cell, found))
-    assert cell.host_probe["server"]["cpus"] == str(SERVER_CORE) and cell.host_probe["server"]["max_us"] >= 15_000
-    assert cell.host_probe["loadgen"]["cpus"] == str(LOADGEN_CORE)
+    assert cell.host_probe.server.cpus == str(SERVER_CORE) and cell.host_probe.server.max_us >= 15_000
+    assert cell.host_probe.loadgen.cpus == str(LOADGEN_CORE)
     assert found.source == NoiseSource.HOST and found.host_side == "server"
     assert found.client_share > 0.01
     assert noise.lowest_confirmable_ms([cell]) >= 10.0  # 15 ms of each 500 over 5 ms: 3% > half a percent
@@ -69,6 +70,6 @@ def test_a_stall_of_the_server_is_named_the_servers(exported_model, tmp_path):
     cell = one_cell(exported_model, tmp_path, "--null_stall_ms", STALL[0], "--null_stall_every_s", STALL[1])
     found = noise.attribute([cell], OBJECTIVE_MS)
     print(shown(cell, found))
-    assert cell.server_latency["count"] >= 300 and cell.server_latency["p999_us"] is None  # < 1000 requests
+    assert cell.server_latency.count >= 300 and cell.server_latency.p999_us is None  # < 1000 requests
     assert found.source == NoiseSource.SERVER
     assert found.server_share > 0.01 and found.host_share < 0.005

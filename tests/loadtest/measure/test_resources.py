@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.evidence.cell_parts import ServerResources
 from loadtest.evidence.records import CellResult, read_results
 from loadtest.measure import device_sources as sources
 from loadtest.measure.resources import core_list, cpu_resources, server_resources
@@ -48,23 +49,23 @@ def test_cores_from_affinity_container_limit_or_unknown():
 def test_this_process_as_the_server():
     mine = sources.ProcessSource(os.getpid())
     resources = server_resources(endpoint(pid=os.getpid()), mine, len(os.sched_getaffinity(0)), "Host CPU")
-    assert resources["cpus"] == float(len(os.sched_getaffinity(0))) and resources["cpu_model"] == "Host CPU"
+    assert resources.cpus == float(len(os.sched_getaffinity(0))) and resources.cpu_model == "Host CPU"
 
 
 def test_server_resources_for_cpu_gpu_and_an_address():
     cpu = server_resources(endpoint(pid=123), process_source({0}), 2, "AMD EPYC 7B13")
-    assert cpu == {"cpus": 1.0, "cpu_model": "AMD EPYC 7B13", "gpus": 0, "gpu_name": "", "source": "pinned cores 0"}
+    assert cpu.to_dict() == {"cpus": 1.0, "cpu_model": "AMD EPYC 7B13", "gpus": 0, "gpu_name": "",
+                             "source": "pinned cores 0"}
     gpu = server_resources(endpoint(device="gpu", device_name="NVIDIA H100 80GB HBM3", pid=123),
                            process_source(set(range(12))), 12, "AMD EPYC 7B13")
-    assert gpu == {"cpus": 12.0, "cpu_model": "AMD EPYC 7B13", "gpus": 1, "gpu_name": "NVIDIA H100 80GB HBM3",
+    assert gpu.to_dict() == {"cpus": 12.0, "cpu_model": "AMD EPYC 7B13", "gpus": 1, "gpu_name": "NVIDIA H100 80GB HBM3",
                    "source": "affinity (all 12 cores)"}
     remote = server_resources(endpoint(device_name="Remote CPU"), None, 2, "AMD EPYC 7B13")
-    assert remote == {"cpus": None, "cpu_model": "Remote CPU", "gpus": 0, "gpu_name": "", "source": "unknown"}
+    assert remote.to_dict() == {"cpus": None, "cpu_model": "Remote CPU", "gpus": 0, "gpu_name": "", "source": "unknown"}
 
 
 def test_records_round_trip_the_field_and_old_records_read_it_as_empty(tmp_path):
     [old, *_] = read_results(ANALYSIS_FIXTURES / "demo-run" / "results.jsonl")
-    assert old.server_resources == {}
-    new = replace(old, server_resources={"cpus": 1.0, "cpu_model": "AMD EPYC", "gpus": 0, "gpu_name": "",
-                                         "source": "pinned cores 0"})
+    assert old.server_resources is None
+    new = replace(old, server_resources=ServerResources(1.0, "AMD EPYC", 0, "", "pinned cores 0"))
     assert CellResult.from_dict(json.loads(new.to_json())) == new

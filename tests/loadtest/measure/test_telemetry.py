@@ -252,8 +252,8 @@ def test_no_gpu_sampled_for_a_cpu_server_and_no_nvml_is_a_note(monkeypatch):
 
 def test_records_without_telemetry_read_back_with_none():
     old = read_results(ANALYSIS_FIXTURES / "cpu-run" / "results.jsonl")
-    assert old and all(c.server_cpu_percent is None and c.gpu_utilization_percent is None and c.telemetry_note == {}
-                       for c in old)
+    assert old and all(c.server_cpu_percent is None and c.gpu_utilization_percent is None
+                       and c.telemetry_note.to_dict() == {} for c in old)
     assert "server_cpu_percent" not in (ANALYSIS_FIXTURES / "cpu-run" / "results.jsonl").read_text()
     assert csv_row(old[0])[CSV_COLUMNS.index("server_cpu_percent")] == ""
 
@@ -263,7 +263,7 @@ def test_telemetry_goes_into_the_record_and_back():
     figures = Telemetry(server_cpu_percent=61.5, server_cpu_percent_max=90.0, server_cpu_cores=1.0,
                         server_rss_mib=300.2, notes={"gpu": "not sampled: the server's device is cpu"})
     cell = replace(old, **telemetry_fields(figures))
-    assert cell.telemetry_note == {"gpu": "not sampled: the server's device is cpu"}
+    assert cell.telemetry_note.to_dict() == {"gpu": "not sampled: the server's device is cpu"}
     import json
 
     assert CellResult.from_dict(json.loads(cell.to_json())) == cell
@@ -278,7 +278,7 @@ def test_a_local_server_whose_processes_were_not_found_is_said_not_probed_never_
     cores, unprobed = probe_cores(RunSettings(loadgen_cpus="1"), endpoint(), None,
                                   "no process on this host listens on port 8500")
     assert cores == {"loadgen": frozenset({1})} and "server" not in cores  # no probe called the server's
-    assert unprobed["server"]["note"] == ("the server's cores were not probed: its processes were not found (no "
+    assert unprobed["server"].note == ("the server's cores were not probed: its processes were not found (no "
                                           "process on this host listens on port 8500); the host probe ran on the "
                                           "load generator's cores (1)")
     found = sources.ProcessSource(os.getpid())

@@ -53,12 +53,12 @@ def test_a_loaded_server_is_busy_and_an_idle_one_is_not(exported_model, tmp_path
     for cell in (busy, idle):
         assert cell.status == "ok", cell.failure_reason
         assert cell.server_cpu_cores == 1.0  # pinned to one core
-        assert cell.server_resources["cpus"] == 1.0 and cell.server_resources["source"] == f"pinned cores {SERVER_CORE}"
-        assert cell.server_resources["gpus"] == 0 and cell.server_resources["cpu_model"]
+        assert cell.server_resources.cpus == 1.0 and cell.server_resources.source == f"pinned cores {SERVER_CORE}"
+        assert cell.server_resources.gpus == 0 and cell.server_resources.cpu_model
         assert cell.server_rss_mib is not None and cell.server_rss_mib > 10
         assert cell.server_cpu_percent_max is not None and cell.server_cpu_percent_max >= cell.server_cpu_percent
         assert cell.gpu_utilization_percent is None and cell.gpu_memory_mib is None and cell.gpu_power_w is None
-        assert cell.telemetry_note == {"gpu": "not sampled: the server's device is cpu"}
+        assert cell.telemetry_note.to_dict() == {"gpu": "not sampled: the server's device is cpu"}
     print(f"\nbusy: {busy.throughput_rps} req/s, server CPU {busy.server_cpu_percent}% "
           f"(max {busy.server_cpu_percent_max}%), RSS {busy.server_rss_mib} MiB; "
           f"idle: {idle.throughput_rps} req/s, server CPU {idle.server_cpu_percent}% "
@@ -78,4 +78,4 @@ def test_a_local_server_given_by_address_alone_is_found_by_its_port_and_sampled(
         sweep = Sweep(plan, [target_of(server)], tmp_path, out=open(os.devnull, "w"))
         [cell] = sweep.run()
     assert cell.status == "ok" and cell.server_cpu_percent is not None and cell.server_rss_mib is not None
-    assert "server" not in cell.telemetry_note
+    assert "server" not in cell.telemetry_note.to_dict()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from loadtest.evidence.cell_parts import TelemetryNote
 from loadtest.evidence.records import append_result, read_results
 from loadtest.report import page as report
 from loadtest.report.answers import answer
@@ -50,7 +51,8 @@ def test_report_shows_device_use_beside_throughput(tmp_path):
     path = tmp_path / "run" / "results.jsonl"
     cells = [measured(CPU, 100.0, 20.0), measured(CPU, 400.0, 41.6, server_cpu_percent_max=70.0,
                                                    server_cpu_cores=1.0, server_rss_mib=812.4,
-                                                   telemetry_note={"gpu": "not sampled: the server's device is cpu"}),
+                                                   telemetry_note=TelemetryNote(
+                                                       gpu="not sampled: the server's device is cpu")),
              measured(GPU, 300.0, 12.0, 85.0, gpu_utilization_percent_max=97.0, gpu_memory_mib=1536.0,
                       gpu_power_w=180.4)]
     old = read_results(FIXTURES / "cpu-run" / "results.jsonl")[0]  # a record from before telemetry

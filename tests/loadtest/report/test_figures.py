@@ -146,7 +146,7 @@ def test_a_paired_comparisons_reference_cells_are_no_configurations_figures():
     gpu-off's own searches left out, gpu-off at request batch 1 has no figures (the demo, compared at batch 16,
     had printed a `cpu-off 1 peak` row from its reference cells alone)."""
     cells = read_results(FIXTURES / "h200-paired" / "results.jsonl")
-    kept = [c for c in cells if c.server.name != "gpu-off" or c.search.get("role") == "reference"]
+    kept = [c for c in cells if c.server.name != "gpu-off" or (c.search and c.search.role) == "reference"]
     assert any(c.server.name == "gpu-off" for c in kept)
     labels = config_labels(config_of(c) for c in kept)
     figures = figures_of(kept, answer(kept), labels)

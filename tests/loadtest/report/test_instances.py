@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.evidence.cell_parts import ServerResources
 from loadtest.report import headline as summary
 from loadtest.report.answers import answer
 from loadtest.report.configs import config_labels, config_of
@@ -70,8 +71,8 @@ def test_a_replica_says_what_it_is():
 
 def test_a_replica_from_its_record_else_the_telemetry_else_the_plan():
     label = server("cpu-off", "off")
-    recorded = replace(cell(label, rate=100), server_resources={
-        "cpus": 2.0, "cpu_model": "AMD EPYC", "gpus": 0, "gpu_name": "", "source": "pinned cores 0-1"})
+    recorded = replace(cell(label, rate=100), server_resources=ServerResources(
+        2.0, "AMD EPYC", 0, "", "pinned cores 0-1"))
     assert instances.replica_of(recorded) == Replica(2.0, "AMD EPYC", 0, "", "pinned cores 0-1")
     old = replace(cell(label, rate=100), server_cpu_cores=1.0)  # a record from before server_resources
     assert instances.replica_of(old) == Replica(1.0, "Test CPU", 0, "", "the telemetry's server_cpu_cores")

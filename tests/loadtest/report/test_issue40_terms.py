@@ -7,6 +7,7 @@ import re
 import shutil
 from dataclasses import replace
 
+from loadtest.evidence.cell_parts import ServerResources
 from loadtest.report import page as report
 from loadtest.report.answers import answer
 from loadtest.report.blocks import OFFERED_VS_SERVED, cpu_count_words, machine_words
@@ -20,7 +21,7 @@ from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 from tests.support.paths import REPO
 
 VM = {"cpu_model": "Test CPU", "cpu_count": 16, "cpu_physical_cores": 16, "cpu_virtualization": "kvm"}
-LOCAL = {"cpus": 1.0, "cpu_model": "Test CPU", "gpus": 0, "gpu_name": "", "source": "pinned cores 0"}
+LOCAL = ServerResources(1.0, "Test CPU", 0, "", "pinned cores 0")
 INTERNAL = ("ABBA", "reference cell", "oversleep", "overslept", "host allows", "est. p99")
 
 
@@ -40,7 +41,7 @@ def test_the_cpu_is_named_with_its_vcpus_and_as_a_vm():
 
 def test_old_records_and_servers_elsewhere_say_less():
     old = rates(server("cpu-off", "off"), 400.0, "s1")  # no machine facts recorded
-    elsewhere = on_machine(old, resources={**LOCAL, "source": "unknown"})  # a server given by address
+    elsewhere = on_machine(old, resources=replace(LOCAL, source="unknown"))  # a server given by address
     gpu = on_machine(rates(server("gpu-off", "off", device="gpu"), 400.0, "s2"))
     assert machine_words(old[0]) == machine_words(elsewhere[0]) == machine_words(gpu[0]) == ""
     labels = config_labels(config_of(c) for c in old)

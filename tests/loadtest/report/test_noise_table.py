@@ -8,7 +8,7 @@ from loadtest.evidence.records import ValidityFlag
 from loadtest.evidence.vocab import Flag
 from loadtest.report.configs import config_labels, config_of
 from loadtest.report.sections.noise_table import host_floor_lines, noise_table
-from tests.loadtest.judge.test_noise import client_histogram, probed, side
+from tests.loadtest.judge.test_noise import client_histogram, latency_record, probed, side
 from tests.loadtest.report.handmade import cell, server
 
 LABEL = server("cpu-off", "off")
@@ -36,7 +36,7 @@ def test_a_host_that_stalls_is_named_and_its_floor_stated():
 
 
 def test_a_server_that_stalls_on_a_quiet_host_is_the_servers():
-    latency = {"buckets": [[5000.0, 970.0], [25000.0, 30.0], [None, 0.0]]}  # 30 x (25-10)/(25-5) = 22.5 of 1000
+    latency = latency_record([[5000.0, 970.0], [25000.0, 30.0], [None, 0.0]])  # 30 x (25-10)/(25-5) = 22.5 of 1000
     slow = probed(cell(LABEL, rate=100.0), QUIET, QUIET, histogram_us=client_histogram(30), server_latency=latency)
     rows = rows_by_objective([slow], (10.0,))
     assert rows["10"]["whose"] == "server" and rows["10"]["server over"] == "2.25%"

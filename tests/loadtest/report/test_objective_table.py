@@ -33,7 +33,7 @@ def test_each_configuration_gets_a_capacity_per_objective_with_what_it_rests_on(
 
 def test_the_gpu_cpu_ratio_says_which_side_is_only_a_lower_bound():
     gpu = [replace(c, server=GPU) for c in search_cells(GPU, "gpu", scale=3.0)]
-    cut = [c for c in search_cells(OFF, "cpu") if c.search["offered_rps"] <= 300]  # cpu never measured 400
+    cut = [c for c in search_cells(OFF, "cpu") if c.tag.offered_rps <= 300]  # cpu never measured 400
     rows, _ = table_rows(gpu + cut)
     # at 50 ms: the CPU's 300 has nothing above it failing (≥), the GPU's 900 is bounded by 1200: at most ×3
     assert rows[("GPU/CPU", "1")] == ("×3.00", "×3.00", "×3.00", "≤ ×3.00", "—")

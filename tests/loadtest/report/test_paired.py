@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from loadtest.evidence.search_tag import SearchTag
 from loadtest.evidence.vocab import LoadMode
 from loadtest.report import answers, configs, paired
 from loadtest.report.headline import headline_of, summarise
@@ -22,14 +23,14 @@ def comparison(repeat: int, on_scale: float, paired_run: bool = True, off_scale:
                first_index: int = 0) -> list:
     tag = comparison_tag("run/b1", repeat, paired_run, ["cpu-off", "cpu-cpu"])
     cells = [*search_cells(OFF, f"off{repeat}", off_scale), *search_cells(ON, f"on{repeat}", on_scale)]
-    return [replace(c, cell_index=first_index + i, search={**c.search, "comparison": tag})
+    return [replace(c, cell_index=first_index + i, search=replace(c.tag, comparison=tag))
             for i, c in enumerate(cells)]
 
 
 def reference(index: int, speed: float, repeat: int = 1) -> object:
     cell = search_cells(OFF, "x")[0]
-    tag = {"id": "run/b1/reference", "role": "reference", "p99_objective_ms": 10.0, "offered_rps": None,
-           "comparison": comparison_tag("run/b1", repeat, True, ["cpu-off", "cpu-cpu"])}
+    tag = SearchTag("run/b1/reference", "reference", 10.0, None,
+                    comparison=comparison_tag("run/b1", repeat, True, ["cpu-off", "cpu-cpu"]))
     return replace(cell, cell_index=index, search=tag, throughput_rps=speed,
                    load=replace(cell.load, mode=LoadMode.CLOSED, concurrency=1, rate_rps=None))
 
@@ -87,7 +88,7 @@ def test_the_headline_gives_the_paired_gain_instead_of_the_best_of_each_side():
 def test_a_gpu_against_a_cpu_gives_the_gpu_cpu_ratio_per_repeat():
     gpu = server("gpu-off", "off", device="gpu")
     tag = comparison_tag("run/b1", 1, True, ["gpu-off", "cpu-off"])
-    cells = [replace(c, cell_index=i, search={**c.search, "comparison": tag})
+    cells = [replace(c, cell_index=i, search=replace(c.tag, comparison=tag))
              for i, c in enumerate([*search_cells(gpu, "g", 3.0), *search_cells(OFF, "c", 1.0)])]
     (found,) = paired.paired_ratios(cells)
     assert found.what == paired.GPU_CPU and found.ratio == pytest.approx(3.0)
@@ -144,7 +145,7 @@ def test_repeats_whose_gain_follows_the_machines_speed_say_so():
     assert found.describe().endswith("against each repeat's reference speed: r = -1.00 (×2.60 at 900 req/s, ×2.00 "
                                      "at 1,050 req/s); the ratio moves with the machine's speed: its servers answer "
                                      "a slower machine differently, which pairing does not cancel.")
-    steady = [replace(c, throughput_rps=1000.0) if c.search.get("role") == "reference" else c for c in cells]
+    steady = [replace(c, throughput_rps=1000.0) if c.tag.role == "reference" else c for c in cells]
     (found,) = paired.paired_ratios(steady)
     assert found.speed_link is None and "moves with the machine's speed" not in found.describe()
 
@@ -152,7 +153,7 @@ def test_repeats_whose_gain_follows_the_machines_speed_say_so():
 def test_two_servers_of_one_configuration_in_one_run_are_compared_not_merged_as_repeats():
     twin = server("cpu-off#2", "off")
     tag = comparison_tag("run/b1", 1, True, ["cpu-off", "cpu-off#2"])
-    cells = [replace(c, cell_index=i, search={**c.search, "comparison": tag})
+    cells = [replace(c, cell_index=i, search=replace(c.tag, comparison=tag))
              for i, c in enumerate([*search_cells(OFF, "a", 1.0), *search_cells(twin, "b", 0.5)])]
     (found,) = paired.paired_ratios(cells)
     assert found.what == "cpu-off#2 ÷ cpu-off" and found.ratio == pytest.approx(0.5)

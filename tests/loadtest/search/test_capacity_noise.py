@@ -22,6 +22,7 @@ import subprocess
 
 import pytest
 
+from loadtest.evidence.cell_parts import ProbeSide
 from loadtest.evidence.records import CellResult, read_results
 from loadtest.judge import noise
 from loadtest.judge.noise import NoiseSource
@@ -87,7 +88,7 @@ def why_none(lines: list[str], objective_ms: float) -> str:
 def server_core_share(cells: list[CellResult], objective_ms: float) -> float:
     """The share of the cells' time the host alone held the probe on the server's cores over the objective."""
     sides = [noise.probe_sides(c)["server"] for c in cells if "server" in noise.probe_sides(c)]
-    duration_us = sum(float(side["duration_s"]) * 1e6 for side in sides)
+    duration_us = sum(float(side.duration_s) * 1e6 for side in sides)
     return sum(noise.host_time_over_us(side, objective_ms) for side in sides) / duration_us
 
 
@@ -157,8 +158,8 @@ def test_a_host_stall_on_a_target_servers_core_is_named_the_hosts(exported_model
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
     cells = read_results(next(tmp_path.glob("*/results.jsonl")))
-    probed = [noise.probe_sides(c).get("server", {}) for c in cells if c.host_probe]
-    assert probed and all(side.get("cpus") == str(SERVER_CORE) for side in probed), probed[:2]
+    probed = [noise.probe_sides(c).get("server", ProbeSide()) for c in cells if c.host_probe]
+    assert probed and all(side.cpus == str(SERVER_CORE) for side in probed), probed[:2]
     slow = measured_slow(cells, lines[-1])
     found = noise.attribute(slow, OUT_OF_REACH_MS)
     print(shares(found, slow))

@@ -61,12 +61,12 @@ def test_capacity_is_a_confirmed_rate_under_the_servers_limit_within_precision(s
     assert last.startswith("capacity: ") and "req/s" in last and "img/s" in last and "<= 60 ms" in last
     assert "confirmed: p99 <= " in last and "at 99% confidence (N=" in last
     cells = read_results(next(tmp_path.glob("*/results.jsonl")))
-    assert len({c.search["id"] for c in cells}) == 1 and all(c.search["p99_objective_ms"] == 60 for c in cells)
-    roles = [c.search["role"] for c in cells]
+    assert len({c.tag.id for c in cells}) == 1 and all(c.tag.p99_objective_ms == 60 for c in cells)
+    roles = [c.tag.role for c in cells]
     assert roles[0] == "probe" and "bracket" in roles and "confirm" in roles and "retry" not in roles
     for c in cells[1:]:  # every search cell records its verdict: N, k and estimate at the run's confidence, or why
-        evidence = c.search["evidence"]
-        assert c.search["confidence"] == 0.99 and evidence["decision"]
+        evidence = c.tag.evidence.to_dict()
+        assert c.tag.confidence == 0.99 and evidence["decision"]
         if "requests" in evidence:
             assert evidence["requests"] > 0 and {"over", "p99_estimate_ms", "requests_to_pass"} <= set(evidence)
         else:  # no binomial evidence: the load generator was the limit, or the cell was not valid evidence
@@ -92,8 +92,8 @@ def test_an_objective_the_server_cannot_meet_is_answered_so(slow_server, exporte
     assert last.startswith("capacity: none at p99 <= 5 ms")
     cells = read_results(next(tmp_path.glob("*/results.jsonl")))
     # every request takes 10 ms > 5 ms: a fail with confidence at once; below, 4 s cannot hold 459 requests
-    assert [(c.search["offered_rps"], c.search["role"]) for c in cells] == [(4, "bracket")]
-    assert cells[0].search["evidence"]["decision"] == "fail"
+    assert [(c.tag.offered_rps, c.tag.role) for c in cells] == [(4, "bracket")]
+    assert cells[0].tag.evidence.decision == "fail"
     assert "cannot hold the 459 requests a pass needs at 99% confidence" in last
 
 
@@ -114,7 +114,7 @@ def test_stalls_independent_of_the_load_are_named_not_bisected(stalling_server, 
     assert stalls is not None and not answer.met
     assert STALL_MS * 0.8 <= stalls.stall_ms <= STALL_MS * 1.6  # the slowest request waits out a whole stall
     assert 1.0 <= stalls.per_s <= 4.0  # 2 per second planted
-    rated = [c.search["offered_rps"] for c in cells if c.search["role"] != "probe"]
+    rated = [c.tag.offered_rps for c in cells if c.tag.role != "probe"]
     # three halvings at most (200 -> 100 -> 50 -> 25 < 200 / 8), never a bisection towards zero
     assert len(rated) <= 6 and min(rated) >= max(rated) / 8 * 0.99  # no bisection towards zero
 

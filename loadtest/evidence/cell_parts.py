@@ -1,0 +1,135 @@
+"""Typed parts of a cell's record (`CellResult`) besides the search's tag: what one replica of the server had,
+the server's own latency, why device telemetry is missing, and the host probe.
+
+Each part is written as a nested object of the cell's JSON line by `to_dict` and read back by `from_dict`, keys
+exactly as the measuring modules write them: a key a part does not have (a probe side that could not run has
+only its note) stays absent, so `from_dict(part.to_dict()) == part`. A cell made before a part existed, or
+without it, has None (written `{}`), or for `TelemetryNote` an empty note.
+
+Not for: measuring them (`loadtest.measure.resources`, `server_phases`, `telemetry`, `hiccups`) or judging
+them (`loadtest.judge.noise`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+
+def _present(record: Any) -> dict:
+    """A record's fields that are not None, by name (None: the key is not written)."""
+    return {f.name: getattr(record, f.name) for f in fields(record) if getattr(record, f.name) is not None}
+
+
+def _known(cls: Any, raw: dict) -> dict:
+    """The keys of `raw` that are fields of `cls`."""
+    return {f.name: raw[f.name] for f in fields(cls) if f.name in raw}
+
+
+@dataclass(frozen=True)
+class ServerResources:
+    """What one replica of the server had (`loadtest.measure.resources.server_resources`)."""
+
+    cpus: float | None  # cores pinned to, or the container's CPU limit; None where unknown
+    cpu_model: str
+    gpus: int  # count
+    gpu_name: str
+    source: str  # where `cpus` comes from ("unknown" for a server on another host)
+
+    def to_dict(self) -> dict:
+        return {"cpus": self.cpus, "cpu_model": self.cpu_model, "gpus": self.gpus, "gpu_name": self.gpu_name,
+                "source": self.source}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> ServerResources:
+        return cls(raw["cpus"], raw["cpu_model"], raw["gpus"], raw["gpu_name"], raw["source"])
+
+
+@dataclass(frozen=True)
+class ServerLatency:
+    """The server's own request latency over the cell, from its histogram's buckets
+    (`loadtest.measure.server_phases.server_latency`): percentiles are bucket upper bounds, None where the cell
+    had too few requests for one."""
+
+    source: str
+    count: float
+    p50_us: float | None
+    p90_us: float | None
+    p99_us: float | None
+    p999_us: float | None
+    buckets: tuple[tuple[float | None, float], ...]  # (upper µs, None for +Inf; count), every bucket in order
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "count": self.count, "p50_us": self.p50_us, "p90_us": self.p90_us,
+                "p99_us": self.p99_us, "p999_us": self.p999_us, "buckets": [list(b) for b in self.buckets]}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> ServerLatency:
+        return cls(raw["source"], raw["count"], raw["p50_us"], raw["p90_us"], raw["p99_us"], raw["p999_us"],
+                   tuple((upper, count) for upper, count in raw["buckets"]))
+
+
+@dataclass(frozen=True)
+class TelemetryNote:
+    """Why a part of the device telemetry has no figures (`loadtest.measure.telemetry`); None: it has them."""
+
+    server: str | None = None
+    gpu: str | None = None
+
+    def to_dict(self) -> dict:
+        return _present(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> TelemetryNote:
+        return cls(raw.get("server"), raw.get("gpu"))
+
+
+@dataclass(frozen=True)
+class ProbeSide:
+    """One side of the host probe (`loadtest.measure.hiccups.side_record`): a 1 ms sleep loop's oversleeps on
+    the cores it was pinned to, or only why it has none (`note`, with its `cpus` where it ran)."""
+
+    cpus: str | None = None  # a `taskset -c` style list
+    samples: int | None = None
+    duration_s: float | None = None
+    p50_us: int | None = None
+    p99_us: int | None = None
+    p999_us: int | None = None
+    max_us: int | None = None
+    histogram: str | None = None  # its oversleeps (µs), an encoded HdrHistogram
+    note: str | None = None
+
+    def to_dict(self) -> dict:
+        return _present(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> ProbeSide:
+        return cls(**_known(cls, raw))
+
+
+@dataclass(frozen=True)
+class HostProbe:
+    """The host probe of one cell, by side (`loadtest.measure.hiccups`); `note` where it did not run at all."""
+
+    interval_ms: float
+    server: ProbeSide | None = None
+    loadgen: ProbeSide | None = None
+    note: str | None = None
+
+    def side(self, name: str) -> ProbeSide | None:
+        """"server" or "loadgen"."""
+        return {"server": self.server, "loadgen": self.loadgen}.get(name)
+
+    def with_sides(self, sides: Mapping[str, ProbeSide]) -> HostProbe:
+        """This probe with the sides in `sides` ("server" / "loadgen") set."""
+        return replace(self, server=sides.get("server", self.server), loadgen=sides.get("loadgen", self.loadgen))
+
+    def to_dict(self) -> dict:
+        return {**_present(self), **{name: side.to_dict() for name in ("server", "loadgen")
+                                     if (side := self.side(name)) is not None}}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> HostProbe:
+        sides = {name: ProbeSide.from_dict(raw[name]) for name in ("server", "loadgen") if name in raw}
+        return cls(raw["interval_ms"], note=raw.get("note"), **sides)
