@@ -7,7 +7,14 @@ import json
 
 import pytest
 
-from loadtest.evidence.cell_parts import HostProbe, ProbeSide, ServerLatency, ServerResources, TelemetryNote
+from loadtest.evidence.cell_parts import (
+    HostProbe,
+    ProbeSide,
+    ServerLatency,
+    ServerPhases,
+    ServerResources,
+    TelemetryNote,
+)
 from loadtest.evidence.records import read_results
 from loadtest.evidence.search_tag import SearchTag
 from tests.support.paths import ANALYSIS_FIXTURES
@@ -41,6 +48,11 @@ def test_a_first_try_writes_no_attempt():
     (ServerResources, {"cpus": None, "cpu_model": "m", "gpus": 0, "gpu_name": "", "source": "unknown"}),
     (TelemetryNote, {"gpu": "not sampled"}),
     (TelemetryNote, {}),
+    (ServerPhases, {"source": "s", "request_latency": {"mean_us": 2.0, "p99_us": None, "count": 1.0},
+                    "phases": {"queue": {"mean_us": None, "p99_us": None, "count": 0.0}}, "not_exported": ["decode"],
+                    "note": "not exported by TF Serving: decode", "gc_pauses": None}),
+    (ServerPhases, {"source": "s", "request_latency": None, "phases": {}, "not_exported": [], "note": "",
+                    "gc_pauses": {"mean_us": 3.0, "p99_us": None, "count": 2.0, "max_us": None}}),
 ])
 def test_a_part_writes_back_the_keys_it_was_read_with(part, raw):
     assert part.from_dict(raw).to_dict() == raw
@@ -51,4 +63,4 @@ def test_a_cell_without_the_parts_writes_them_empty():
     assert old.search is None and old.host_probe is None and old.telemetry_note == TelemetryNote()
     written = json.loads(old.to_json())
     assert [written[name] for name in ("search", "host_probe", "server_latency", "server_resources",
-                                       "telemetry_note")] == [{}, {}, {}, {}, {}]
+                                       "telemetry_note", "server_phases")] == [{}, {}, {}, {}, {}, {}]

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from loadtest.evidence.cell_parts import GcPauses, PhaseWindow, ServerPhases
 from loadtest.evidence.records import append_result, read_results
 from loadtest.report import bound
 from loadtest.report import page as report
@@ -134,17 +135,16 @@ def test_the_h100_run_opens_by_saying_the_gpu_did_not_bound_it(tmp_path):
     assert rows[("gpu-off", "1")][-1] == "no device floor in this record (made before floors were recorded)"
 
 
-def phases_record(means_us: dict, request_us: float, not_exported=()) -> dict:
-    return {"source": "test", "request_latency": {"mean_us": request_us, "p99_us": None, "count": 1000.0},
-            "phases": {p: {"mean_us": m, "p99_us": None, "count": 1000.0} for p, m in means_us.items()},
-            "not_exported": list(not_exported), "note": ""}
+def phases_record(means_us: dict, request_us: float, not_exported=(), gc: GcPauses | None = None) -> ServerPhases:
+    return ServerPhases("test", PhaseWindow(request_us, None, 1000.0),
+                        {p: PhaseWindow(m, None, 1000.0) for p, m in means_us.items()}, tuple(not_exported), "", gc)
 
 
 def test_where_the_time_went_at_the_capacity():
     means = dict(zip(REQUEST_PHASES, (100.0, 20.0, 300.0, 30.0, 50.0, 1000.0, 50.0, 150.0, 100.0, 0.0)))  # 1.8 ms
-    gc = {"mean_us": 310.0, "p99_us": None, "count": 12.0, "max_us": 1200.0}  # 12 collections in the cell
+    gc = GcPauses(mean_us=310.0, p99_us=None, count=12.0, max_us=1200.0)  # 12 collections in the cell
     embedded = capacity(NULL, 400.0, device_floor=floor((1, 25000.0)), latency_mean_ms=2.5,
-                        server_phases={**phases_record(means, 1800.0), "gc_pauses": gc})
+                        server_phases=phases_record(means, 1800.0, gc=gc))
     tfs_label = replace(server("tfs", "off"), kind="tfserving-container", name="tfs")
     tfs = capacity(tfs_label, 300.0, latency_mean_ms=3.0, device_floor={"source": "unknown", "note": "no TF here"},
                    server_phases=phases_record({"queue": 400.0}, 2000.0,
@@ -162,7 +162,7 @@ def test_where_the_time_went_at_the_capacity():
 
 def test_records_from_before_phases_and_floors_read_with_empty_ones(tmp_path):
     old = read_results(FIXTURES / "h100-run" / "results.jsonl")
-    assert len(old) == 44 and all(c.server_phases == {} and c.device_floor == {} for c in old)
+    assert len(old) == 44 and all(c.server_phases is None and c.device_floor == {} for c in old)
     path = tmp_path / "results.jsonl"
     append_result(path, replace(old[0], device_floor=floor((1, 100.0))))
     assert read_results(path)[0].device_floor == floor((1, 100.0))
