@@ -132,17 +132,16 @@ class Figures:
     def as_dict(self) -> dict:
         """The figures as `figures.json` and `device-run.json` carry them (the values the report prints), with
         what was measured: the server and its runtime, the device, the batching profile."""
-        floor = self.served.floor if self.served else None
+        floor, recorded = (self.served.floor if self.served else None), self.cell.device_floor
         return {"configuration": self.label, "server": self.server, "device": self.config.device,
                 "device_name": self.config.device_name, "batching_profile": self.config.batching_profile,
                 "request_batch": self.request_batch, "at": self.at,
                 "client_mean_ms": self.client_mean_ms, "server_mean_ms": self.server_mean_ms,
                 "client_wire_ms": self.client_wire_ms, "served_images_per_s": self.served_ips,
                 "server_ran_batch": self.ran_batch,
-                "device_floor": None if floor is None else {
+                "device_floor": None if floor is None or recorded is None else {
                     "batch": floor.batch_size, "images_per_s": round(floor.images_per_s, IPS_DIGITS),
-                    "source": self.cell.device_floor.get("source"), "runtime": self.cell.device_floor.get("runtime"),
-                    "callers": floor.callers},
+                    "source": recorded.source, "runtime": recorded.runtime, "callers": floor.callers},
                 "served_share_of_floor": None if self.served is None else round(self.served.share, 3),
                 "phases_mean_ms": {name: _ms(phase.mean_us) for name, phase in
                                    (self.cell.server_phases.phases if self.cell.server_phases else {}).items()},

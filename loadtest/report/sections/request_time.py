@@ -57,14 +57,20 @@ def gc_text(cell: CellResult) -> str:
     return f"{gc.count:.0f} (mean {(gc.mean_us or 0.0) / 1000:.2f} ms{slowest})"
 
 
+def floor_source(cell: CellResult) -> str:
+    """Who measured the cell's floor, "?" where its record does not say."""
+    floor = cell.device_floor
+    return "?" if floor is None or "source" not in floor.present else str(floor.source)
+
+
 def _floor_cells(f: Figures) -> tuple[str, str, str]:
     cell = f.cell
     if f.served is not None:
         return (f.floor_text().replace(" images/s", ""), f"{f.served.share:.1%}",
-                f"server ran batch {f.ran_batch}; floor: {cell.device_floor.get('source', '?')}")
+                f"server ran batch {f.ran_batch}; floor: {floor_source(cell)}")
     if cell.device_floor:
         floor = cell.device_floor
-        why = floor.get("note") or floor.get("round_trip_note") or "no batches"
+        why = floor.note or floor.round_trip_note or "no batches"
         return MISSING, MISSING, f"device floor unknown: {why}"
     return MISSING, MISSING, "no device floor in this record (made before floors were recorded)"
 

@@ -86,10 +86,10 @@ def test_the_floor_the_server_exported():
                                          "device_floor_latency": {"1": 500.0, "8": 666.0},
                                          "device_round_trip_latency": {}})
     floor = floors.floor_from_snapshot(scrape.parse(text))
-    assert floor == {"source": floors.FROM_METRICS, "device": "gpu", "device_name": "Test GPU", "runtime": "jax",
-                     "round_trip_us": None,
-                     "batches": [{"batch_size": 1, "latency_us": 500.0, "images_per_s": 2000.0},
-                                 {"batch_size": 8, "latency_us": 666.0, "images_per_s": 12000.0}]}
+    assert floor.to_dict() == {"source": floors.FROM_METRICS, "device": "gpu", "device_name": "Test GPU",
+                               "runtime": "jax", "round_trip_us": None,
+                               "batches": [{"batch_size": 1, "latency_us": 500.0, "images_per_s": 2000.0},
+                                           {"batch_size": 8, "latency_us": 666.0, "images_per_s": 12000.0}]}
     assert floors.floor_from_snapshot(scrape.parse(page({"+Inf": 0}, 0.0))) is None  # a server with none
 
 
@@ -106,11 +106,11 @@ def test_a_containers_floor_is_unknown_where_it_cannot_be_measured_here():
         "the container serves on a GPU that TensorFlow does not see from here")
     assert floors.why_not_here(local, lambda: 0) == ""
     source = floors.FloorSource()
-    assert source.floor_for(CONTAINER, None) == {"source": "unknown",
-                                                 "note": "the container runs on 10.0.0.7, not on this host"}
+    assert source.floor_for(CONTAINER, None).to_dict() == {"source": "unknown",
+                                                           "note": "the container runs on 10.0.0.7, not on this host"}
     assert len(source._measured) == 1  # once per configuration, not per cell
     embedded = replace(CONTAINER, kind="embedded", container=None, rest_port=0)  # no server_info to ask
-    assert source.floor_for(embedded, scrape.parse(page({"+Inf": 0}, 0.0)))["note"].startswith(
+    assert source.floor_for(embedded, scrape.parse(page({"+Inf": 0}, 0.0))).note.startswith(
         "the server reported no device floor")
 
 
