@@ -1,5 +1,5 @@
 """Typed parts of a cell's record (`CellResult`) besides the search's tag: what one replica of the server had,
-the server's own latency, why device telemetry is missing, and the host probe.
+the server's own latency and where its time went, why device telemetry is missing, and the host probe.
 
 Each part is written as a nested object of the cell's JSON line by `to_dict` and read back by `from_dict`, keys
 exactly as the measuring modules write them: a key a part does not have (a probe side that could not run has
@@ -68,6 +68,63 @@ class ServerLatency:
     def from_dict(cls, raw: dict) -> ServerLatency:
         return cls(raw["source"], raw["count"], raw["p50_us"], raw["p90_us"], raw["p99_us"], raw["p999_us"],
                    tuple((upper, count) for upper, count in raw["buckets"]))
+
+
+@dataclass(frozen=True)
+class PhaseWindow:
+    """One histogram over the cell's window (`loadtest.measure.server_phases.window`): the mean, a p99 read from the
+    buckets (None with too few observations) and the count."""
+
+    mean_us: float | None  # None without observations
+    p99_us: float | None
+    count: float
+
+    def to_dict(self) -> dict:
+        return {"mean_us": self.mean_us, "p99_us": self.p99_us, "count": self.count}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> PhaseWindow:
+        return cls(raw["mean_us"], raw["p99_us"], raw["count"])
+
+
+@dataclass(frozen=True)
+class GcPauses(PhaseWindow):
+    """The server process's garbage collections over the cell (`loadtest.measure.server_phases.gc_window`)."""
+
+    max_us: float | None = None  # the slowest one's bucket bound; None when it fell in +Inf
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "max_us": self.max_us}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> GcPauses:
+        return cls(raw["mean_us"], raw["p99_us"], raw["count"], raw["max_us"])
+
+
+@dataclass(frozen=True)
+class ServerPhases:
+    """Where the cell's requests spent their time inside the server (`loadtest.measure.server_phases`): every key
+    is written, request_latency and gc_pauses as null where the server does not export them."""
+
+    source: str  # which of the server's histograms the figures come from
+    request_latency: PhaseWindow | None
+    phases: dict[str, PhaseWindow]  # by phase, in the order written (`REQUEST_PHASES` order when measured)
+    not_exported: tuple[str, ...]  # the phases the server does not time
+    note: str  # "" when every phase was timed
+    gc_pauses: GcPauses | None
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "request_latency": self.request_latency and self.request_latency.to_dict(),
+                "phases": {name: window.to_dict() for name, window in self.phases.items()},
+                "not_exported": list(self.not_exported), "note": self.note,
+                "gc_pauses": self.gc_pauses and self.gc_pauses.to_dict()}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> ServerPhases:
+        request, gc = raw["request_latency"], raw["gc_pauses"]
+        return cls(raw["source"], None if request is None else PhaseWindow.from_dict(request),
+                   {name: PhaseWindow.from_dict(window) for name, window in raw["phases"].items()},
+                   tuple(raw["not_exported"]), raw["note"], None if gc is None else GcPauses.from_dict(gc))
 
 
 @dataclass(frozen=True)

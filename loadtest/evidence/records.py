@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from loadtest.evidence.cell_parts import HostProbe, ServerLatency, ServerResources, TelemetryNote
+from loadtest.evidence.cell_parts import HostProbe, ServerLatency, ServerPhases, ServerResources, TelemetryNote
+from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.evidence.search_tag import SearchTag
 from loadtest.evidence.vocab import Arrival, CellStatus, Check, Flag, LoadMode, Protocol
 
@@ -125,13 +126,11 @@ class CellResult:
     gpu_memory_mib: float | None = None  # highest GPU memory used
     gpu_power_w: float | None = None  # mean power draw
     telemetry_note: TelemetryNote = field(default_factory=TelemetryNote)
-    # Where the server's time went and what the device alone does ({} in records made before them).
-    # server_phases (`loadtest.measure.server_phases`): {"source", "request_latency": {mean_us, p99_us, count},
-    # "phases": {phase: {mean_us, p99_us, count}}, "not_exported": [phase], "note"}, over the cell's scrapes.
-    # device_floor (`loadtest.measure.device_floor`): {"source", "device", "runtime", "batches": [{batch_size,
-    # latency_us, images_per_s, ...}], "round_trip_us", ...}, or {"source": "unknown", "note": why}.
-    server_phases: dict = field(default_factory=dict)
-    device_floor: dict = field(default_factory=dict)
+    # Where the server's time went and what the device alone does (None, written {}, in records made before them, or
+    # where the server could not be scraped). server_phases: `loadtest.measure.server_phases`, over the cell's scrapes.
+    # device_floor: `loadtest.measure.device_floor`, as the server described it (`loadtest.evidence.floor_record`).
+    server_phases: ServerPhases | None = None
+    device_floor: DeviceFloorRecord | None = None
     # What one replica of this server had (`loadtest.measure.resources`; None, written {}, in records made before
     # it, where sizing falls back on server_cpu_cores and the device).
     server_resources: ServerResources | None = None
@@ -178,7 +177,8 @@ class CellResult:
 
 # The typed parts of a record, by field, each written by its `to_dict` (None as {}).
 _PARTS: dict[str, Any] = {"search": SearchTag, "server_resources": ServerResources, "server_latency": ServerLatency,
-                          "host_probe": HostProbe, "telemetry_note": TelemetryNote}
+                          "host_probe": HostProbe, "telemetry_note": TelemetryNote, "server_phases": ServerPhases,
+                          "device_floor": DeviceFloorRecord}
 
 
 def _server_label(raw: dict) -> ServerLabel:

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from loadtest.evidence import stats
-from loadtest.evidence.cell_parts import TelemetryNote
+from loadtest.evidence.cell_parts import ServerPhases, TelemetryNote
+from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.evidence.records import CellResult, LoadSpec, ServerLabel, ValidityFlag
 from loadtest.evidence.vocab import Arrival, CellStatus, Flag, InputKind, LoadMode
 from loadtest.load.collector import WRONG_ANSWER
@@ -68,7 +69,8 @@ def cell_flags(ctx: CellContext, spec: LoadSpec, summary: LoadSummary, failure: 
 
 def measured_result(ctx: CellContext, index: int, label: ServerLabel, spec: LoadSpec, summary: LoadSummary,
                     figures: ServerFigures, failure: str, device: Telemetry | None = None, *,
-                    server_phases: dict | None = None, device_floor: dict | None = None) -> CellResult:
+                    server_phases: ServerPhases | None = None,
+                    device_floor: DeviceFloorRecord | None = None) -> CellResult:
     """A cell's record from a Locust summary, the device telemetry of its window, where the server's time
     went (`loadtest.measure.server_phases`) and the device's floor (`loadtest.measure.device_floor`): computed once,
     validity flags included."""
@@ -97,7 +99,7 @@ def measured_result(ctx: CellContext, index: int, label: ServerLabel, spec: Load
         locust_stats=asdict(summary.locust) if summary.locust else {}, pool_full_waits=summary.pool_waits,
         dispatch_lag_p50_us=lag_us(summary, "p50_ms"), dispatch_lag_p99_us=lag_us(summary, "p99_ms"),
         dispatch_lag_max_us=lag_us(summary, "max_ms"), **telemetry_fields(device or Telemetry()),
-        server_phases=server_phases or {}, device_floor=device_floor or {},
+        server_phases=server_phases, device_floor=device_floor,
         window_scheduled_rps=summary.window_scheduled_rps, window_latency_ms=summary.window_latency_ms)
 
 

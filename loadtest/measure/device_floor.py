@@ -10,9 +10,10 @@ something about the container's device: the container runs on this host, TensorF
 container's GPU is visible to it. That happens once per configuration, not once per cell. Anywhere
 else the record says `{"source": "unknown", "note": why}`.
 
-The record's `device_floor` is `serving.server.floor.DeviceFloor.as_dict()`: `{"source", "device",
-"runtime", "batches": [{"batch_size", "latency_us", "latency_p99_us", "images_per_s", "runs"}],
-"round_trip_us", "round_trip_note", "budget_s"}` (from the gauges: batch size, latency and images/s only).
+The record's `device_floor` (`loadtest.evidence.floor_record.DeviceFloorRecord`) is
+`serving.server.floor.DeviceFloor.as_dict()`: `{"source", "device", "runtime", "batches": [{"batch_size",
+"latency_us", "latency_p99_us", "images_per_s", "runs"}], "round_trip_us", "round_trip_note", "budget_s", ...}`
+(from the gauges: batch size, latency and images/s only), with every key the server wrote.
 
 Not for: judging a result against its floor (`loadtest.report.bound`).
 """
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.measure.scrape import Snapshot
 from serving.endpoint import Device, ServedEndpoint, ServerKind
 from serving.protocol.names import DEVICE_FLOOR_IMAGES_SUFFIX as FLOOR_IMAGES
@@ -39,8 +41,8 @@ FLOOR_BUDGET_S = 20.0  # the in-process measurement of a container's floor, all 
 DEFAULT_BATCHES = (1, 8, 32, 64, 128, 256)
 
 
-def unknown(note: str) -> dict:
-    return {"source": UNKNOWN, "note": note}
+def unknown(note: str) -> DeviceFloorRecord:
+    return DeviceFloorRecord(source=UNKNOWN, note=note)
 
 
 def _labels(text: str) -> dict[str, str]:
@@ -48,7 +50,7 @@ def _labels(text: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in text.split(",") if "=" in part)
 
 
-def floor_from_snapshot(snapshot: Snapshot | None) -> dict | None:
+def floor_from_snapshot(snapshot: Snapshot | None) -> DeviceFloorRecord | None:
     """The floor the embedded server exported on its metrics page; None when it exported none."""
     if snapshot is None:
         return None
@@ -59,10 +61,10 @@ def floor_from_snapshot(snapshot: Snapshot | None) -> dict | None:
     if not batches:
         return None
     trip = [v for v in snapshot.counters.get(ROUND_TRIP, {}).values() if v == v and v > 0]
-    return {"source": FROM_METRICS, "device": snapshot.info.get("device", ""),
-            "device_name": snapshot.info.get("device_name", ""), "runtime": snapshot.info.get("runtime", ""),
-            "batches": sorted(batches, key=lambda e: e["batch_size"]),
-            "round_trip_us": trip[0] if trip else None}
+    return DeviceFloorRecord.from_dict({
+        "source": FROM_METRICS, "device": snapshot.info.get("device", ""),
+        "device_name": snapshot.info.get("device_name", ""), "runtime": snapshot.info.get("runtime", ""),
+        "batches": sorted(batches, key=lambda e: e["batch_size"]), "round_trip_us": trip[0] if trip else None})
 
 
 def floor_batch_sizes(batching: dict, extra: tuple[int, ...] = ()) -> tuple[int, ...]:
@@ -115,7 +117,7 @@ def server_info_floor(rest_url: str, model_name: str, timeout_s: float = 3.0) ->
     return floor if isinstance(floor, dict) else None
 
 
-def measure_here(target: ServedEndpoint, base: Path, batch_sizes: tuple[int, ...]) -> dict:
+def measure_here(target: ServedEndpoint, base: Path, batch_sizes: tuple[int, ...]) -> DeviceFloorRecord:
     """A container's SavedModel measured alone in this process on its device; `unknown` with why not."""
     why = why_not_here(target, _tf_gpus)
     version = _latest_version(base)
@@ -135,7 +137,7 @@ def measure_here(target: ServedEndpoint, base: Path, batch_sizes: tuple[int, ...
                               runtime="tensorflow", round_trip_note=note, source=MEASURED_HERE)
     finally:
         model.unload()
-    return floor.as_dict()
+    return DeviceFloorRecord.from_dict(floor.as_dict())
 
 
 @dataclass
@@ -145,8 +147,9 @@ class FloorSource:
     models_base: Path | None = None  # <models_dir>/<model name>; None: the serving config's
     _measured: dict = field(default_factory=dict)
 
-    def floor_for(self, target: ServedEndpoint, after: Snapshot | None) -> dict:
-        """The floor of the server `target` names, `after` its latest scrape."""
+    def floor_for(self, target: ServedEndpoint, after: Snapshot | None) -> DeviceFloorRecord | None:
+        """The floor of the server `target` names, `after` its latest scrape (None, written {}, where the server
+        reported an empty one)."""
         if target.kind == ServerKind.CONTAINER:
             key: tuple = ("measured", target.name, target.container, target.device, target.batching_profile,
                           repr(sorted(target.batching.items())))
@@ -157,16 +160,16 @@ class FloorSource:
         if key in self._measured:
             return self._measured[key]
         reported = server_info_floor(target.rest_url, target.model_name)
-        if reported is not None:
-            self._measured[key] = reported  # measured once at the server's start: ask once
-            return reported
+        if reported is not None:  # measured once at the server's start: ask once
+            self._measured[key] = DeviceFloorRecord.from_dict(reported) if reported else None
+            return self._measured[key]
         from_gauges = floor_from_snapshot(after)
         if from_gauges is not None:
             return from_gauges
         return unknown("the server reported no device floor (neither in its server_info nor on its metrics page: "
                        "a server from before it measured one, or not the embedded server)")
 
-    def _measure(self, target: ServedEndpoint) -> dict:
+    def _measure(self, target: ServedEndpoint) -> DeviceFloorRecord:
         base = self.models_base
         if base is None:
             from serving.deploy.config import load_config

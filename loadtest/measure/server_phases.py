@@ -14,7 +14,7 @@ Not for: scraping or bucket arithmetic (`loadtest.measure.scrape`) or presenting
 
 from __future__ import annotations
 
-from loadtest.evidence.cell_parts import ServerLatency
+from loadtest.evidence.cell_parts import GcPauses, PhaseWindow, ServerLatency, ServerPhases
 from loadtest.measure.scrape import (
     HistogramSnapshot,
     Snapshot,
@@ -31,15 +31,15 @@ from serving.protocol.names import REQUEST_PHASES
 MIN_P99_COUNT = 100  # fewer observations than this: their p99 is their maximum, not a percentile
 
 
-def window(old: HistogramSnapshot, new: HistogramSnapshot) -> dict:
-    """`{"mean_us", "p99_us", "count"}` of the observations between two scrapes of one histogram."""
+def window(old: HistogramSnapshot, new: HistogramSnapshot) -> PhaseWindow:
+    """The mean, p99 and count of the observations between two scrapes of one histogram."""
     count = new.count - old.count
     deltas = histogram_bucket_deltas(old.buckets, new.buckets)
-    return {"mean_us": mean_from_sums(old.sum, new.sum, old.count, new.count),
-            "p99_us": bucket_quantile(deltas, 0.99, MIN_P99_COUNT), "count": max(count, 0.0)}
+    return PhaseWindow(mean_from_sums(old.sum, new.sum, old.count, new.count),
+                       bucket_quantile(deltas, 0.99, MIN_P99_COUNT), max(count, 0.0))
 
 
-def _window_of(before: dict, after: dict, name: str) -> dict | None:
+def _window_of(before: dict, after: dict, name: str) -> PhaseWindow | None:
     if name not in after:
         return None
     return window(before.get(name, HistogramSnapshot()), after[name])
@@ -51,16 +51,15 @@ def not_exported_note(kind: str, missing: list[str]) -> str:
     return f"not exported by {who}: {', '.join(missing)}"
 
 
-def server_phases(before: Snapshot | None, after: Snapshot | None, kind: str) -> dict:
-    """The record's `server_phases` for one cell: {} when the server could not be scraped.
+def server_phases(before: Snapshot | None, after: Snapshot | None, kind: str) -> ServerPhases | None:
+    """The record's `server_phases` for one cell: None (written {}) when the server could not be scraped.
 
-    `{"request_latency": {mean_us, p99_us, count} | None, "phases": {phase: {mean_us, p99_us, count}},
-    "not_exported": [phase, ...], "note": str, "gc_pauses": {mean_us, p99_us, count, max_us} | None}`; phases
-    in `REQUEST_PHASES` order. `gc_pauses`: the server process's garbage collections in the window (the
-    embedded server's `gc_pause`; None where not exported), `max_us` the upper bound of the slowest one's bucket.
+    The request latency (None where not exported), the phases' windows in `REQUEST_PHASES` order, the phases
+    not exported with a note naming them, and `gc_pauses`: the server process's garbage collections in the window
+    (the embedded server's `gc_pause`; None where not exported), `max_us` the upper bound of the slowest one's bucket.
     """
     if before is None or after is None:
-        return {}
+        return None
     request = _window_of(before.histograms, after.histograms, REQUEST_LATENCY)
     if after.phases:
         phases = {p: _window_of(before.phases, after.phases, p) for p in REQUEST_PHASES}
@@ -71,20 +70,20 @@ def server_phases(before: Snapshot | None, after: Snapshot | None, kind: str) ->
         found = {"queue": queue} if queue is not None else {}
         source = "the server's request_latency" + (" and its batching queue's queuing_latency" if found else "")
     missing = [p for p in REQUEST_PHASES if p not in found]
-    return {"source": source, "request_latency": request, "phases": found, "not_exported": missing,
-            "note": not_exported_note(kind, missing) if missing else "",
-            "gc_pauses": gc_window(before.histograms.get(GC_PAUSE, HistogramSnapshot()),
-                                   after.histograms.get(GC_PAUSE))}
+    return ServerPhases(source, request, found, tuple(missing), not_exported_note(kind, missing) if missing else "",
+                        gc_window(before.histograms.get(GC_PAUSE, HistogramSnapshot()), after.histograms.get(GC_PAUSE)))
 
 
-def gc_window(old: HistogramSnapshot, new: HistogramSnapshot | None) -> dict | None:
+def gc_window(old: HistogramSnapshot, new: HistogramSnapshot | None) -> GcPauses | None:
     """The window's garbage-collection pauses: `window()` plus `max_us`, the slowest one's bucket bound
     (None when it fell in +Inf); None when the server does not export them."""
     if new is None:
         return None
     deltas = histogram_bucket_deltas(old.buckets, new.buckets)
     slowest = max(deltas, default=None)
-    return {**window(old, new), "max_us": None if slowest is None or slowest == float("inf") else slowest}
+    seen = window(old, new)
+    return GcPauses(seen.mean_us, seen.p99_us, seen.count,
+                    None if slowest is None or slowest == float("inf") else slowest)
 
 
 # Fewer observations than this in a window, and the percentile is not read from the buckets (None).

@@ -25,6 +25,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus
 from loadtest.report.answers import DeviceAnswer
@@ -54,14 +55,16 @@ class FloorEntry:
         return f"batch {self.batch_size}" + (f", {self.callers} callers at once" if self.callers > 1 else "")
 
 
-def floor_entries(floor: Mapping) -> list[FloorEntry]:
+def floor_entries(floor: DeviceFloorRecord | None) -> list[FloorEntry]:
     """A record's `device_floor` batches, smallest first; [] when the floor is unknown or not recorded."""
+    if floor is None:
+        return []
     entries = []
-    callers = int(floor.get("callers") or 1)
-    for raw in floor.get("batches") or ():
-        images = raw.get("images_per_s")
-        if raw.get("batch_size") and images and images > 0:
-            entries.append(FloorEntry(int(raw["batch_size"]), float(images), raw.get("latency_us"), callers))
+    callers = int(floor.callers or 1)
+    for batch in floor.batches or ():
+        images = batch.images_per_s
+        if batch.batch_size and images and images > 0:
+            entries.append(FloorEntry(int(batch.batch_size), float(images), batch.latency_us, callers))
     return sorted(entries, key=lambda e: e.batch_size)
 
 
@@ -71,7 +74,7 @@ def padded_batch(cell: CellResult) -> int:
     return max(1, math.ceil(mean - 1e-9)) if mean else cell.load.request_batch_size
 
 
-def floor_at(floor: Mapping, batch: int) -> FloorEntry | None:
+def floor_at(floor: DeviceFloorRecord | None, batch: int) -> FloorEntry | None:
     """The floor entry whose batch size covers `batch` (the smallest at least as large), else the largest."""
     entries = floor_entries(floor)
     if not entries:
@@ -129,15 +132,15 @@ def floor_sentence(device: str, label: str, at: str, served: ServedShare) -> str
             f"{served.share:.0%} of {device} alone ({fmt(f.images_per_s)} images/s at {f.at}).")
 
 
-def runtime_name(floor: Mapping) -> str:
-    runtime = str(floor.get("runtime") or "")
+def runtime_name(floor: DeviceFloorRecord | None) -> str:
+    runtime = str(floor.runtime or "") if floor else ""
     return RUNTIME_NAMES.get(runtime.lower(), runtime or "the runtime")
 
 
 def dispatch_bound(cell: CellResult, served: ServedShare) -> bool:
     """The floor's per-call latency is within `DISPATCH_RATIO` of its runtime's trivial round trip: the floor
     timed the runtime's dispatch, not the model on the device."""
-    trip = float(cell.device_floor.get("round_trip_us") or 0.0)
+    trip = float(cell.device_floor.round_trip_us or 0.0) if cell.device_floor else 0.0
     latency = served.floor.latency_us
     return trip > 0 and latency is not None and latency <= DISPATCH_RATIO * trip
 
@@ -151,9 +154,9 @@ def busy_part(cell: CellResult, device: str) -> str:
 def runtime_sentence(device: str, cell: CellResult, served: ServedShare) -> str:
     """The lead when the floor timed the runtime's dispatch: the runtime, not the device, bounded the answer."""
     floor = cell.device_floor
-    own = floor.get("device_round_trip_us")
+    own = floor.device_round_trip_us if floor else None
     own_text = f", its own round trip {own / 1000:.3f} ms" if own else ""
-    trip_us = float(floor.get("round_trip_us") or 0.0)
+    trip_us = float(floor.round_trip_us or 0.0) if floor else 0.0
     return (f"the runtime ({runtime_name(floor)}, {trip_us / 1000:.2f} ms per call) bounded "
             f"this answer, not the {device} ({busy_part(cell, device)}{own_text}): {fmt(served.served_ips)} "
             f"images/s served = {served.share:.0%} of the floor, which timed the runtime's own round trip.")

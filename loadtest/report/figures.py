@@ -51,9 +51,9 @@ def _ms(us: float | None) -> float | None:
 
 def server_mean_us(cell: CellResult) -> float | None:
     """The server's mean request latency over the cell: from its phases record, else the older field."""
-    request = cell.server_phases.get("request_latency") or {}
-    if request.get("mean_us") is not None:
-        return float(request["mean_us"])
+    request = cell.server_phases.request_latency if cell.server_phases else None
+    if request is not None and request.mean_us is not None:
+        return float(request.mean_us)
     return cell.server_metrics.get("request_latency_mean_us")
 
 
@@ -132,20 +132,19 @@ class Figures:
     def as_dict(self) -> dict:
         """The figures as `figures.json` and `device-run.json` carry them (the values the report prints), with
         what was measured: the server and its runtime, the device, the batching profile."""
-        floor = self.served.floor if self.served else None
+        floor, recorded = (self.served.floor if self.served else None), self.cell.device_floor
         return {"configuration": self.label, "server": self.server, "device": self.config.device,
                 "device_name": self.config.device_name, "batching_profile": self.config.batching_profile,
                 "request_batch": self.request_batch, "at": self.at,
                 "client_mean_ms": self.client_mean_ms, "server_mean_ms": self.server_mean_ms,
                 "client_wire_ms": self.client_wire_ms, "served_images_per_s": self.served_ips,
                 "server_ran_batch": self.ran_batch,
-                "device_floor": None if floor is None else {
+                "device_floor": None if floor is None or recorded is None else {
                     "batch": floor.batch_size, "images_per_s": round(floor.images_per_s, IPS_DIGITS),
-                    "source": self.cell.device_floor.get("source"), "runtime": self.cell.device_floor.get("runtime"),
-                    "callers": floor.callers},
+                    "source": recorded.source, "runtime": recorded.runtime, "callers": floor.callers},
                 "served_share_of_floor": None if self.served is None else round(self.served.share, 3),
-                "phases_mean_ms": {name: _ms(phase.get("mean_us"))
-                                   for name, phase in (self.cell.server_phases.get("phases") or {}).items()},
+                "phases_mean_ms": {name: _ms(phase.mean_us) for name, phase in
+                                   (self.cell.server_phases.phases if self.cell.server_phases else {}).items()},
                 "peak": None if self.peak is None else {
                     "images_per_s": self.peak.images_per_s, "requests_per_s": self.peak.requests_per_s,
                     "load": self.peak.load, "p99_ms": self.peak.p99_ms}}

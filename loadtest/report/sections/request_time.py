@@ -29,42 +29,48 @@ NOT_EXPORTED = "not exported"
 
 def phase_cells(cell: CellResult) -> tuple[str, ...]:
     """Each phase's mean in ms, "not exported" where the server does not time it, "—" when not recorded."""
-    recorded = cell.server_phases.get("phases") or {}
-    missing = set(cell.server_phases.get("not_exported") or ())
+    recorded = cell.server_phases.phases if cell.server_phases else {}
+    missing = set(cell.server_phases.not_exported) if cell.server_phases else set()
     out = []
     for phase in REQUEST_PHASES:
-        mean = (recorded.get(phase) or {}).get("mean_us")
+        mean = recorded[phase].mean_us if phase in recorded else None
         out.append(fmt(mean / 1000, 3) if mean is not None else NOT_EXPORTED if phase in missing else MISSING)
     return tuple(out)
 
 
 def phases_sum_ms(cell: CellResult) -> float | None:
     """The phases' means summed (ms); None unless every phase was timed."""
-    recorded = cell.server_phases.get("phases") or {}
-    means = [(recorded.get(p) or {}).get("mean_us") for p in REQUEST_PHASES]
+    recorded = cell.server_phases.phases if cell.server_phases else {}
+    means = [recorded[p].mean_us if p in recorded else None for p in REQUEST_PHASES]
     present = [float(m) for m in means if m is not None]
     return sum(present) / 1000 if len(present) == len(means) else None
 
 
 def gc_text(cell: CellResult) -> str:
     """The cell's garbage collections in the server: `12 (mean 0.31 ms, slowest ≤ 1.2 ms)`, or — when not exported."""
-    gc = cell.server_phases.get("gc_pauses")
-    if not gc or gc.get("count") is None:
+    gc = cell.server_phases.gc_pauses if cell.server_phases else None
+    if gc is None or gc.count is None:
         return MISSING
-    if not gc["count"]:
+    if not gc.count:
         return "0"
-    slowest = f", slowest ≤ {gc['max_us'] / 1000:.2f} ms" if gc.get("max_us") else ""
-    return f"{gc['count']:.0f} (mean {gc['mean_us'] / 1000:.2f} ms{slowest})"
+    slowest = f", slowest ≤ {gc.max_us / 1000:.2f} ms" if gc.max_us else ""
+    return f"{gc.count:.0f} (mean {(gc.mean_us or 0.0) / 1000:.2f} ms{slowest})"
+
+
+def floor_source(cell: CellResult) -> str:
+    """Who measured the cell's floor, "?" where its record does not say."""
+    floor = cell.device_floor
+    return "?" if floor is None or "source" not in floor.present else str(floor.source)
 
 
 def _floor_cells(f: Figures) -> tuple[str, str, str]:
     cell = f.cell
     if f.served is not None:
         return (f.floor_text().replace(" images/s", ""), f"{f.served.share:.1%}",
-                f"server ran batch {f.ran_batch}; floor: {cell.device_floor.get('source', '?')}")
+                f"server ran batch {f.ran_batch}; floor: {floor_source(cell)}")
     if cell.device_floor:
         floor = cell.device_floor
-        why = floor.get("note") or floor.get("round_trip_note") or "no batches"
+        why = floor.note or floor.round_trip_note or "no batches"
         return MISSING, MISSING, f"device floor unknown: {why}"
     return MISSING, MISSING, "no device floor in this record (made before floors were recorded)"
 

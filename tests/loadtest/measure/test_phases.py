@@ -62,23 +62,23 @@ def test_each_phase_over_the_cells_window():
     during["compute_infer"] = ({"100.0": 0, "1000.0": 197, "+Inf": 200}, 180000.0)
     after = scrape.parse(page({"1000.0": 10, "10000.0": 210, "+Inf": 210}, 5000.0 + 200000.0, during))
     got = phases.server_phases(before, after, "embedded")
-    assert got["request_latency"] == {"mean_us": 1000.0, "p99_us": 10000.0, "count": 200.0}
-    assert got["phases"]["decode"] == {"mean_us": 100.0, "p99_us": 100.0, "count": 200.0}
-    assert got["phases"]["compute_infer"] == {"mean_us": 900.0, "p99_us": None, "count": 200.0}  # p99 in +Inf
-    assert got["phases"]["queue"] == {"mean_us": None, "p99_us": None, "count": 0.0}  # no observations
-    assert list(got["phases"]) == list(REQUEST_PHASES) and got["not_exported"] == [] and got["note"] == ""
-    assert sum(p["mean_us"] or 0 for p in got["phases"].values()) == got["request_latency"]["mean_us"]
+    assert got.request_latency.to_dict() == {"mean_us": 1000.0, "p99_us": 10000.0, "count": 200.0}
+    assert got.phases["decode"].to_dict() == {"mean_us": 100.0, "p99_us": 100.0, "count": 200.0}
+    assert got.phases["compute_infer"].to_dict() == {"mean_us": 900.0, "p99_us": None, "count": 200.0}  # p99 in +Inf
+    assert got.phases["queue"].to_dict() == {"mean_us": None, "p99_us": None, "count": 0.0}  # no observations
+    assert list(got.phases) == list(REQUEST_PHASES) and got.not_exported == () and got.note == ""
+    assert sum(p.mean_us or 0 for p in got.phases.values()) == got.request_latency.mean_us
 
 
 def test_tf_serving_records_what_it_exports_and_names_the_rest():
     before = scrape.parse(page({"+Inf": 0}, 0.0, queue=({"500.0": 0, "+Inf": 0}, 0.0)))
     after = scrape.parse(page({"+Inf": 50}, 100000.0, queue=({"500.0": 50, "+Inf": 50}, 15000.0)))
     got = phases.server_phases(before, after, "tfserving-container")
-    assert got["request_latency"] == {"mean_us": 2000.0, "p99_us": None, "count": 50.0}  # 50 < 100: no p99
-    assert got["phases"] == {"queue": {"mean_us": 300.0, "p99_us": None, "count": 50.0}}
-    assert got["note"] == ("not exported by TF Serving: decode, validate, assemble, compute_input, compute_infer, "
+    assert got.request_latency.to_dict() == {"mean_us": 2000.0, "p99_us": None, "count": 50.0}  # 50 < 100: no p99
+    assert got.to_dict()["phases"] == {"queue": {"mean_us": 300.0, "p99_us": None, "count": 50.0}}
+    assert got.note == ("not exported by TF Serving: decode, validate, assemble, compute_input, compute_infer, "
                            "compute_output, deliver, encode, handoff")
-    assert phases.server_phases(None, after, "tfserving-container") == {}  # not scraped: nothing claimed
+    assert phases.server_phases(None, after, "tfserving-container") is None  # not scraped: nothing claimed (written {})
 
 
 def test_the_floor_the_server_exported():
@@ -86,10 +86,10 @@ def test_the_floor_the_server_exported():
                                          "device_floor_latency": {"1": 500.0, "8": 666.0},
                                          "device_round_trip_latency": {}})
     floor = floors.floor_from_snapshot(scrape.parse(text))
-    assert floor == {"source": floors.FROM_METRICS, "device": "gpu", "device_name": "Test GPU", "runtime": "jax",
-                     "round_trip_us": None,
-                     "batches": [{"batch_size": 1, "latency_us": 500.0, "images_per_s": 2000.0},
-                                 {"batch_size": 8, "latency_us": 666.0, "images_per_s": 12000.0}]}
+    assert floor.to_dict() == {"source": floors.FROM_METRICS, "device": "gpu", "device_name": "Test GPU",
+                               "runtime": "jax", "round_trip_us": None,
+                               "batches": [{"batch_size": 1, "latency_us": 500.0, "images_per_s": 2000.0},
+                                           {"batch_size": 8, "latency_us": 666.0, "images_per_s": 12000.0}]}
     assert floors.floor_from_snapshot(scrape.parse(page({"+Inf": 0}, 0.0))) is None  # a server with none
 
 
@@ -106,11 +106,11 @@ def test_a_containers_floor_is_unknown_where_it_cannot_be_measured_here():
         "the container serves on a GPU that TensorFlow does not see from here")
     assert floors.why_not_here(local, lambda: 0) == ""
     source = floors.FloorSource()
-    assert source.floor_for(CONTAINER, None) == {"source": "unknown",
-                                                 "note": "the container runs on 10.0.0.7, not on this host"}
+    assert source.floor_for(CONTAINER, None).to_dict() == {"source": "unknown",
+                                                           "note": "the container runs on 10.0.0.7, not on this host"}
     assert len(source._measured) == 1  # once per configuration, not per cell
     embedded = replace(CONTAINER, kind="embedded", container=None, rest_port=0)  # no server_info to ask
-    assert source.floor_for(embedded, scrape.parse(page({"+Inf": 0}, 0.0)))["note"].startswith(
+    assert source.floor_for(embedded, scrape.parse(page({"+Inf": 0}, 0.0))).note.startswith(
         "the server reported no device floor")
 
 
@@ -132,9 +132,9 @@ def test_garbage_collections_over_the_cells_window():
     base = page({"1000.0": 0, "+Inf": 0}, 0.0, idle_phases())
     before = scrape.parse(base + "\n".join(gc_before) + "\n")
     after = scrape.parse(base + "\n".join(gc_after) + "\n")
-    got = phases.server_phases(before, after, "embedded")["gc_pauses"]
+    got = phases.server_phases(before, after, "embedded").gc_pauses
     # 4 young collections of 40 µs and one full one of 800 µs: 5 pauses, mean 192 µs, the slowest under 1000 µs.
-    assert got == {"mean_us": 192.0, "p99_us": None, "count": 5.0, "max_us": 1000.0}
-    assert phases.server_phases(before, before, "embedded")["gc_pauses"]["count"] == 0.0
+    assert got.to_dict() == {"mean_us": 192.0, "p99_us": None, "count": 5.0, "max_us": 1000.0}
+    assert phases.server_phases(before, before, "embedded").gc_pauses.count == 0.0
     plain = scrape.parse(base)
-    assert phases.server_phases(plain, plain, "container")["gc_pauses"] is None  # TF Serving exports none
+    assert phases.server_phases(plain, plain, "container").gc_pauses is None  # TF Serving exports none

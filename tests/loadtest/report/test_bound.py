@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from loadtest.evidence.cell_parts import GcPauses, PhaseWindow, ServerPhases
+from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.evidence.records import append_result, read_results
 from loadtest.report import bound
 from loadtest.report import page as report
@@ -35,9 +37,12 @@ def lead_finding(md: str) -> str:
 
 
 
-def floor(*entries: tuple[int, float]) -> dict:
-    return {"source": "embedded server at start, after warm-up", "device": "Test CPU", "runtime": "none",
-            "batches": [{"batch_size": b, "latency_us": b / ips * 1e6, "images_per_s": ips} for b, ips in entries]}
+def floor(*entries: tuple[int, float], **keys) -> DeviceFloorRecord:
+    """A floor record as the server writes it, with `keys` added or replaced."""
+    return DeviceFloorRecord.from_dict({
+        "source": "embedded server at start, after warm-up", "device": "Test CPU", "runtime": "none",
+        "batches": [{"batch_size": b, "latency_us": b / ips * 1e6, "images_per_s": ips} for b, ips in entries],
+        **keys})
 
 
 def capacity(label, rate: float, **fields):
@@ -51,7 +56,7 @@ def test_the_floor_entry_covers_the_batch_the_server_ran():
     assert bound.floor_at(f, 1).batch_size == 1
     assert bound.floor_at(f, 7).batch_size == 8  # padded up to the next measured size
     assert bound.floor_at(f, 64).batch_size == 32  # beyond the largest: the largest
-    assert bound.floor_at({"source": "unknown", "note": "why"}, 1) is None
+    assert bound.floor_at(DeviceFloorRecord.from_dict({"source": "unknown", "note": "why"}), 1) is None
     one = cell(NULL, rate=100.0, batch=1)
     assert bound.padded_batch(one) == 1
     assert bound.padded_batch(replace(one, server_batch_size_mean=6.2)) == 7
@@ -100,12 +105,12 @@ def test_a_busy_device_near_its_floor_bounded_the_answer():
 def test_a_floor_within_twice_the_runtime_round_trip_names_the_runtime():
     # The floor: 1,600 images/s at batch 1 = 625 µs a call; JAX's trivial round trip 620 µs (within 2×), PyTorch's
     # 44 µs; 1,000 req/s confirmed (990 images/s = 62% of the floor), the GPU 4% busy.
-    jax_floor = {**floor((1, 1600.0)), "runtime": "jax", "round_trip_us": 620.0, "device_round_trip_us": 44.0}
+    jax_floor = floor((1, 1600.0), runtime="jax", round_trip_us=620.0, device_round_trip_us=44.0)
     cells = capacity(GPU, 1000.0, device_floor=jax_floor, gpu_utilization_percent=4.0)
     assert findings(cells)[0] == ("the runtime (JAX, 0.62 ms per call) bounded this answer, not the gpu (Test "
                                      "GPU) (GPU 4% busy, its own round trip 0.044 ms): 990.0 images/s served = 62% "
                                      "of the floor, which timed the runtime's own round trip.")
-    slow_model = {**jax_floor, "round_trip_us": 300.0}  # 625 µs > 2 × 300 µs: the floor timed the model
+    slow_model = replace(jax_floor, round_trip_us=300.0)  # 625 µs > 2 × 300 µs: the floor timed the model
     busy = [replace(c, device_floor=slow_model, gpu_utilization_percent=80.0) for c in cells]
     assert findings(busy)[0].startswith("the model on the device bounded this answer")
 
@@ -134,19 +139,19 @@ def test_the_h100_run_opens_by_saying_the_gpu_did_not_bound_it(tmp_path):
     assert rows[("gpu-off", "1")][-1] == "no device floor in this record (made before floors were recorded)"
 
 
-def phases_record(means_us: dict, request_us: float, not_exported=()) -> dict:
-    return {"source": "test", "request_latency": {"mean_us": request_us, "p99_us": None, "count": 1000.0},
-            "phases": {p: {"mean_us": m, "p99_us": None, "count": 1000.0} for p, m in means_us.items()},
-            "not_exported": list(not_exported), "note": ""}
+def phases_record(means_us: dict, request_us: float, not_exported=(), gc: GcPauses | None = None) -> ServerPhases:
+    return ServerPhases("test", PhaseWindow(request_us, None, 1000.0),
+                        {p: PhaseWindow(m, None, 1000.0) for p, m in means_us.items()}, tuple(not_exported), "", gc)
 
 
 def test_where_the_time_went_at_the_capacity():
     means = dict(zip(REQUEST_PHASES, (100.0, 20.0, 300.0, 30.0, 50.0, 1000.0, 50.0, 150.0, 100.0, 0.0)))  # 1.8 ms
-    gc = {"mean_us": 310.0, "p99_us": None, "count": 12.0, "max_us": 1200.0}  # 12 collections in the cell
+    gc = GcPauses(mean_us=310.0, p99_us=None, count=12.0, max_us=1200.0)  # 12 collections in the cell
     embedded = capacity(NULL, 400.0, device_floor=floor((1, 25000.0)), latency_mean_ms=2.5,
-                        server_phases={**phases_record(means, 1800.0), "gc_pauses": gc})
+                        server_phases=phases_record(means, 1800.0, gc=gc))
     tfs_label = replace(server("tfs", "off"), kind="tfserving-container", name="tfs")
-    tfs = capacity(tfs_label, 300.0, latency_mean_ms=3.0, device_floor={"source": "unknown", "note": "no TF here"},
+    unknown = DeviceFloorRecord.from_dict({"source": "unknown", "note": "no TF here"})
+    tfs = capacity(tfs_label, 300.0, latency_mean_ms=3.0, device_floor=unknown,
                    server_phases=phases_record({"queue": 400.0}, 2000.0,
                                                [p for p in REQUEST_PHASES if p != "queue"]))
     cells = embedded + tfs
@@ -162,7 +167,7 @@ def test_where_the_time_went_at_the_capacity():
 
 def test_records_from_before_phases_and_floors_read_with_empty_ones(tmp_path):
     old = read_results(FIXTURES / "h100-run" / "results.jsonl")
-    assert len(old) == 44 and all(c.server_phases == {} and c.device_floor == {} for c in old)
+    assert len(old) == 44 and all(c.server_phases is None and c.device_floor is None for c in old)
     path = tmp_path / "results.jsonl"
     append_result(path, replace(old[0], device_floor=floor((1, 100.0))))
     assert read_results(path)[0].device_floor == floor((1, 100.0))
@@ -176,7 +181,7 @@ def test_the_second_h100_run_never_says_the_gpu_bounded_it(tmp_path):
     cells = read_results(FIXTURES / "h100-run-b" / "results.jsonl")
     closed = next(c for c in cells if c.server.name == "gpu-off" and c.load.mode == "closed"
                   and c.load.request_batch_size == 1)
-    assert closed.device_floor["round_trip_us"] == pytest.approx(678.9, abs=0.1)
+    assert closed.device_floor.round_trip_us == pytest.approx(678.9, abs=0.1)
     cleared = [replace(c, valid=True, flags=[]) if c is closed else c for c in cells]
     for c in cleared:
         append_result(tmp_path / "results.jsonl", c)

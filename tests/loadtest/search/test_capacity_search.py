@@ -137,14 +137,14 @@ def test_each_cell_records_where_the_servers_time_went_and_the_device_floor(slow
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     cells = read_results(next(tmp_path.glob("*/results.jsonl")))
     for c in cells:
-        request = c.server_phases["request_latency"]
-        phases = c.server_phases["phases"]
-        assert sorted(phases) == sorted(REQUEST_PHASES) and c.server_phases["not_exported"] == []
-        assert sum(p["mean_us"] for p in phases.values()) == pytest.approx(request["mean_us"], rel=0.01)
-        assert phases["compute_infer"]["mean_us"] >= 25_000 * 0.95  # the delay is the model's time
-        assert c.device_floor["source"] == "embedded server at start, after warm-up"  # its server_info's, in full
-        [one] = [b for b in c.device_floor["batches"] if b["batch_size"] == 1]
-        assert 40 * 0.9 <= one["images_per_s"] <= 40 * 1.01 and one["runs"] >= 1
+        request = c.server_phases.request_latency
+        phases = c.server_phases.phases
+        assert sorted(phases) == sorted(REQUEST_PHASES) and c.server_phases.not_exported == ()
+        assert sum(p.mean_us for p in phases.values()) == pytest.approx(request.mean_us, rel=0.01)
+        assert phases["compute_infer"].mean_us >= 25_000 * 0.95  # the delay is the model's time
+        assert c.device_floor.source == "embedded server at start, after warm-up"  # its server_info's, in full
+        [one] = [b for b in c.device_floor.batches if b.batch_size == 1]
+        assert 40 * 0.9 <= one.images_per_s <= 40 * 1.01 and one.runs >= 1
     [answer] = search_answers(cells)
     [bound] = [line for line in done.stdout.splitlines() if "bounded this answer" in line]  # after the decision
     assert "serving path" not in done.stdout
