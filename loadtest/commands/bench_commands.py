@@ -290,7 +290,7 @@ def reproduce(runs: int, results_dir: Path | None, read_dir: Path | None, capaci
 def drift(runs: int, model_base_path: Path, samples: Path, results_dir: Path | None) -> None:
     """Two identical servers on core 0 compared paired while a SCHED_FIFO loop takes a growing share of core 0
     (Locust on core 1): each run's ratio, whether it lies within ×0.87–×1.15 with a range holding ×1.0."""
-    from loadtest.benchmarks import drift as drifting
+    from loadtest.benchmarks import paired_drift as drifting
     from loadtest.benchmarks.planted import Refused
     from loadtest.measure.runner import utc_stamp
 

@@ -43,7 +43,7 @@ from loadtest.report.configs import Config, config_labels, config_of
 from loadtest.report.figures import Figures, ceiling_bars, console_lines, csv_text, figures_of
 from loadtest.report.glossary import glossary_table, glossed, header_link
 from loadtest.report.headline import DEFAULT_P99_MS, Pricing, Summary, lead_of, summarise
-from loadtest.report.sections import details, noise_table, request_time, versions
+from loadtest.report.sections import details, noise_table, request_time, versions_table
 from loadtest.report.sections.objective_table import rates_table
 from loadtest.report.series import group_series, load_level, read_all, usable
 from loadtest.report.sizing import size
@@ -162,7 +162,7 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
              f"{sum(usable(c) for c in results)} valid, "
              f"{sum(c.status == CellStatus.OK and not usable(c) for c in results)} invalid, "
              f"{sum(c.status != CellStatus.OK for c in results)} failed cells.",
-             *versions.notes(results))  # a model written by a newer TensorFlow than its server, or unknown
+             *versions_table.notes(results))  # a model written by a newer TensorFlow than its server, or unknown
     summary = summarise(results, answers, labels, p99_ms, pricing, figures)
     summary = replace(summary, lead=lead_of(summary.headline), chart=ceiling_chart(figures, answers))
     return Report("Inference load test report", summary, intro, tuple(blocks), tuple(figures.values()))

@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 from loadtest.report import page as report
-from loadtest.report.sections import versions
+from loadtest.report.sections import versions_table
 from tests.loadtest.report import handmade
 
 OLD_IMAGE = {"image": "tensorflow/serving:2.20.0", "model_version": "1"}
@@ -21,19 +21,19 @@ def served_by(server_versions: dict, provenance: dict | None = None):
 
 def test_a_model_newer_than_its_server_is_one_warning_line():
     cells = [served_by({**OLD_IMAGE, "model_tensorflow": "2.21.0"})] * 3
-    assert versions.notes(cells) == [
+    assert versions_table.notes(cells) == [
         "Warning: model mnist version 1 was written by TensorFlow 2.21.0; tensorflow/serving:2.20.0 is older: a "
         "SavedModel can use ops it does not know."]
 
 
 def test_matching_versions_and_servers_that_load_no_savedmodel_are_silent():
-    assert versions.notes([served_by({"image": "tensorflow/serving:2.21.0", "model_tensorflow": "2.21.0"}),
+    assert versions_table.notes([served_by({"image": "tensorflow/serving:2.21.0", "model_tensorflow": "2.21.0"}),
                            served_by({"tensorflow": "2.21.1", "runtime": "tensorflow", "model_tensorflow": "2.21.0"}),
                            served_by({"runtime": "jax", "jax": "0.11.2"})]) == []
 
 
 def test_without_the_models_tensorflow_in_the_records_it_is_unknown():
-    assert versions.notes([served_by(OLD_IMAGE), served_by({"tensorflow": "2.21.0"})]) == [
+    assert versions_table.notes([served_by(OLD_IMAGE), served_by({"tensorflow": "2.21.0"})]) == [
         "Versions: the TensorFlow that wrote model mnist version 1 is not recorded, so whether "
         "tensorflow/serving:2.20.0 and the embedded server's TensorFlow 2.21.0 know all its ops is unknown."]
 
@@ -42,11 +42,11 @@ def test_older_records_read_the_plans_models_dir_when_it_is_here(tmp_path):
     (tmp_path / "mnist" / "1").mkdir(parents=True)
     (tmp_path / "mnist" / "1" / "metadata.json").write_text(json.dumps({"tensorflow_version": "2.21.0"}))
     plan = {"host": "bench", "plan": {"launch": {"models_dir": str(tmp_path)}}}
-    assert versions.notes([served_by(OLD_IMAGE, plan)]) == [
+    assert versions_table.notes([served_by(OLD_IMAGE, plan)]) == [
         "Warning: model mnist version 1 was written by TensorFlow 2.21.0; tensorflow/serving:2.20.0 is older: a "
         f"SavedModel can use ops it does not know (read from {tmp_path}/mnist/1/metadata.json)."]
     elsewhere = {"host": "bench", "plan": {"launch": {"models_dir": str(tmp_path / "not-here")}}}
-    assert versions.notes([served_by(OLD_IMAGE, elsewhere)])[0].startswith("Versions: the TensorFlow that wrote")
+    assert versions_table.notes([served_by(OLD_IMAGE, elsewhere)])[0].startswith("Versions: the TensorFlow that wrote")
 
 
 def test_the_report_shows_the_note_under_its_intro():
