@@ -219,7 +219,7 @@ def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cp
     # the decision once in the console: the capacity run's end says it, the report's echo does not repeat it
     assert console.count(summary["decision"][0]) == 1 and "run.py: smoke test passed: cpu-cpu on jax" in console
     # each answer beside the device alone: the CPU's from one caller per core the server was given
-    for line in device_run.outputs.answer_lines(summary["by_configuration"]):
+    for line in device_run.run_outputs.answer_lines(summary["by_configuration"]):
         assert f"run.py: {line}" in console and "the device alone" in line
     for label, batches in summary["by_configuration"].items():
         for batch, figures in batches.items():
