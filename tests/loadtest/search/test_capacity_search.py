@@ -61,7 +61,7 @@ def test_capacity_is_a_confirmed_rate_under_the_servers_limit_within_precision(s
     assert last.startswith("capacity: ") and "req/s" in last and "img/s" in last and "<= 60 ms" in last
     assert "confirmed: p99 <= " in last and "at 99% confidence (N=" in last
     cells = read_results(next(tmp_path.glob("*/results.jsonl")))
-    assert len({c.tag.id for c in cells}) == 1 and all(c.tag.p99_objective_ms == 60 for c in cells)
+    assert len({c.tag.id for c in cells}) == 1 and all(c.tag.objective.p99_ms == 60 for c in cells)
     roles = [c.tag.role for c in cells]
     assert roles[0] == "probe" and "bracket" in roles and "confirm" in roles and "retry" not in roles
     for c in cells[1:]:  # every search cell records its verdict: N, k and estimate at the run's confidence, or why
