@@ -52,6 +52,16 @@ def paired_body(server: OnMachine, start: float, paired: bool):
     return body
 
 
+
+def coarse_body(server: OnMachine):
+    """A paired search from 900 req/s at precision 0.5: a few steps, so its confirmations are easy to follow."""
+    def run(turn: Turn) -> CapacityAnswer:
+        def measure(rate, role, window_s, attempt=0, held=False):
+            return turn.call(lambda: server.measure_on(rate, role, window_s, attempt), held=held)
+        settings = SearchSettings(objective=OBJECTIVE, start_rps=900.0, precision=0.5, max_s=10_000)
+        return CapacitySearch(settings, measure, clock=server.clock, pairing=turn).run()
+    return run
+
 def compare(paired: bool) -> tuple[Machine, list[CapacityAnswer]]:
     machine = Machine()
     servers = [OnMachine("A", 1000.0, machine), OnMachine("B", 1000.0, machine)]
@@ -100,15 +110,7 @@ def test_a_search_that_passed_waits_without_measuring_while_another_searches_on_
     a, b = OnMachine("A", 1400.0, machine), OnMachine("B", 1400.0, machine)
     a.fail_confirm_at = (1350.0,)
 
-    def body(server: OnMachine):
-        def run(turn: Turn) -> CapacityAnswer:
-            def measure(rate, role, window_s, attempt=0, held=False):
-                return turn.call(lambda: server.measure_on(rate, role, window_s, attempt), held=held)
-            settings = SearchSettings(objective=OBJECTIVE, start_rps=900.0, precision=0.5, max_s=10_000)
-            return CapacitySearch(settings, measure, clock=server.clock, pairing=turn).run()
-        return run
-
-    found_a, found_b = interleave([body(a), body(b)])
+    found_a, found_b = interleave([coarse_body(a), coarse_body(b)])
     confirms = [(who, rate, attempt) for who, rate, role, attempt in machine.log if role == Role.CONFIRM]
     assert [c for c in confirms if c[0] == "B"] == [("B", 900.0, 0), ("B", 1350.0, 0)]
     assert [c for c in confirms if c[0] == "A"] == [("A", 900.0, 0), ("A", 1350.0, 0), ("A", 900.0, 1)]
@@ -139,15 +141,7 @@ def test_only_answers_confirmed_before_the_newest_confirm_again(monkeypatch):
     a = FailsOnce("A", 1400.0, machine, {(1350.0, 0), (900.0, 1)})
     b = OnMachine("B", 1400.0, machine)
 
-    def body(server: OnMachine):
-        def run(turn: Turn) -> CapacityAnswer:
-            def measure(rate, role, window_s, attempt=0, held=False):
-                return turn.call(lambda: server.measure_on(rate, role, window_s, attempt), held=held)
-            settings = SearchSettings(objective=OBJECTIVE, start_rps=900.0, precision=0.5, max_s=10_000)
-            return CapacitySearch(settings, measure, clock=server.clock, pairing=turn).run()
-        return run
-
-    found_a, found_b = interleave([body(a), body(b)])
+    found_a, found_b = interleave([coarse_body(a), coarse_body(b)])
     confirms = [(who, rate, attempt) for who, rate, role, attempt in machine.log if role == Role.CONFIRM]
     assert [c for c in confirms if c[0] == "B"] == [("B", 900.0, 0), ("B", 1350.0, 0), ("B", 1350.0, 1)]
     a_final = [c for c in confirms if c[0] == "A"][-1]
