@@ -73,14 +73,19 @@ def test_capacity_is_a_confirmed_rate_under_the_servers_limit_within_precision(s
             assert evidence["decision"] != "pass" and evidence["reason"], evidence
             assert not c.valid or evidence["decision"] == "loadgen", evidence
     [answer] = search_answers(cells)
-    assert answer.met and last.startswith(f"capacity: {answer.capacity_rps:g} req/s")
+    # A host that stalls the load generator's sends (a busy CI machine: one run read 1% of sends late at 60 req/s)
+    # makes the rate above the answer the load generator's limit: the answer is then a lower bound, said so.
+    at_least = answer.conclusion.at_least
+    assert answer.met and last.startswith(f"capacity: {'at least ' if at_least else ''}{answer.capacity_rps:g} req/s")
     assert 0 < answer.capacity_rps <= LIMIT_RPS  # never above what the server can do
     confirmation = answer.conclusion.capacity
     assert confirmation.confirming and confirmation.verdict.decision == Decision.PASS
     assert confirmation.verdict.evidence.requests >= 459  # a p99 at 99% needs at least that many
     assert confirmation.verdict.evidence.estimate_ms <= 60
-    upper = answer.upper_rps  # the lowest rate above it that did not pass, measured
+    # the lowest rate above it that did not pass, measured (or where the load generator was the limit)
+    upper = answer.conclusion.loadgen_limited_rps if at_least else answer.upper_rps
     assert upper is not None and answer.capacity_rps < upper
+    assert not at_least or f"the load generator was the limit at {upper:g} req/s" in last
     assert (upper - answer.capacity_rps) / answer.capacity_rps <= 0.2 or "step limit" in last
 
 
