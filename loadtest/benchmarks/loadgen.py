@@ -108,7 +108,7 @@ def measure(run: plans.RunSettings, cell: plans.Cell, server: ServedEndpoint, cp
     server_cpu_s = process_cpu_s(server.pid) - server_cpu_before
     figures = scrape.cell_figures(metrics_before, scrape.scrape(server.rest_url))
     return {**result.summary.to_dict(), "server_cpu_percent": 100 * server_cpu_s / (run.warmup_s + run.measure_s),
-            "server_latency_mean_us": figures.extra.get("request_latency_mean_us")}
+            "server_latency_mean_us": figures.scrape.request_latency_mean_us}
 
 
 def _ms(value_us) -> str:

@@ -40,7 +40,8 @@ from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE
 from loadtest.measure import plan as plans
-from loadtest.measure.runner import Interrupted, SweepError
+from loadtest.measure.runner import Interrupted
+from loadtest.measure.targets import SweepError
 from loadtest.report.series import AnalysisError
 from serving.deploy.process import pinned_cores
 from serving.endpoint import Device

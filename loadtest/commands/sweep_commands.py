@@ -26,9 +26,9 @@ import click
 from loadtest.evidence.vocab import Arrival, CellStatus, Check, Protocol
 from loadtest.load import ui
 from loadtest.measure import plan as plans
-from loadtest.measure.runner import Interrupted, Sweep, SweepError
+from loadtest.measure.runner import Interrupted, Sweep
 from loadtest.measure.servers import parse_serve, server_slots
-from loadtest.measure.targets import resolve_targets
+from loadtest.measure.targets import SweepError, resolve_targets
 from loadtest.report.series import AnalysisError
 from loadtest.report.sizing.prices import DEFAULT_PRICES
 

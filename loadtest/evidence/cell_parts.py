@@ -1,19 +1,20 @@
 """Typed parts of a cell's record (`CellResult`) besides the search's tag: what one replica of the server had,
-the server's own latency and where its time went, why device telemetry is missing, and the host probe.
+the server's own latency and where its time went, why device telemetry is missing, the host probe, Locust's own
+totals and what the server's metrics page said.
 
 Each part is written as a nested object of the cell's JSON line by `to_dict` and read back by `from_dict`, keys
 exactly as the measuring modules write them: a key a part does not have (a probe side that could not run has
 only its note) stays absent, so `from_dict(part.to_dict()) == part`. A cell made before a part existed, or
 without it, has None (written `{}`), or for `TelemetryNote` an empty note.
 
-Not for: measuring them (`loadtest.measure.resources`, `server_phases`, `telemetry`, `hiccups`) or judging
-them (`loadtest.judge.noise`).
+Not for: measuring them (`loadtest.measure.resources`, `server_phases`, `telemetry`, `hiccups`, `scrape`) or
+judging them (`loadtest.judge.noise`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 
@@ -190,3 +191,44 @@ class HostProbe:
     def from_dict(cls, raw: dict) -> HostProbe:
         sides = {name: ProbeSide.from_dict(raw[name]) for name in ("server", "loadgen") if name in raw}
         return cls(raw["interval_ms"], note=raw.get("note"), **sides)
+
+
+@dataclass(frozen=True)
+class LocustTotals:
+    """Locust's own (ms-rounded) totals (`loadtest.load.locustfile.locust_totals`), kept for comparison with the
+    exact figures."""
+
+    requests: int
+    failures: int
+    p50_ms: float | None
+    p99_ms: float | None
+
+    def to_dict(self) -> dict:
+        return {"requests": self.requests, "failures": self.failures, "p50_ms": self.p50_ms, "p99_ms": self.p99_ms}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> LocustTotals:
+        return cls(raw["requests"], raw["failures"], raw["p50_ms"], raw["p99_ms"])
+
+
+@dataclass(frozen=True)
+class ServerScrape:
+    """What the server's metrics page said over the cell besides batching (`loadtest.measure.scrape.cell_figures`):
+    its requests and their mean latency as it saw them, and its info gauge's labels; only `scraped`, False, where it
+    could not be scraped (a TF Serving container without monitoring, a server on another host without a REST URL)."""
+
+    scraped: bool
+    request_count: dict[str, float] = field(default_factory=dict)  # the counter's label text -> requests (nonzero)
+    request_latency_mean_us: float | None = None  # None where the server exports no request latency
+    server_info: dict[str, str] = field(default_factory=dict)  # the embedded server's info labels; {} for TF Serving
+
+    def to_dict(self) -> dict:
+        if not self.scraped:
+            return {"scraped": False}
+        return {"scraped": True, "request_count": dict(self.request_count),
+                "request_latency_mean_us": self.request_latency_mean_us, "server_info": dict(self.server_info)}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> ServerScrape:
+        return cls(raw["scraped"], dict(raw.get("request_count", {})), raw.get("request_latency_mean_us"),
+                   dict(raw.get("server_info", {})))

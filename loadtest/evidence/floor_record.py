@@ -4,10 +4,9 @@ padded batch size, as the server described it.
 The record is the server's own self-description (`serving.server.floor.DeviceFloor.as_dict()`, its metrics page's
 gauges, or `{"source": "unknown", "note": why}`), and its key set varies with the server's version: older servers
 wrote no `callers` or device round trip, the metrics page adds `device_name` and writes batches of three keys, and
-some keys are written with the value null. So these records are open: the keys the report reads are typed, every
-other key is kept as it came in `extra`, and `present` names the typed keys the record has, so that
-`from_dict(raw).to_dict() == raw` (the same keys, the same values, null included). A cell made before floors were
-recorded has None (written `{}`).
+some keys are written with the value null. So these records are open (`loadtest.evidence.open_record`): the keys
+the report reads are typed, every other key is kept as it came, and `from_dict(raw).to_dict() == raw` (null
+included). A cell made before floors were recorded has None (written `{}`).
 
 Not for: measuring or asking for a floor (`loadtest.measure.device_floor`, `serving.server.floor`) or judging a
 result against it (`loadtest.report.bound`).
@@ -15,33 +14,9 @@ result against it (`loadtest.report.bound`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
-_OPEN = ("present", "extra")  # an open record's bookkeeping, not keys of its own
-
-
-def _typed(record: Any) -> tuple[str, ...]:
-    """The names of an open record's typed keys."""
-    return tuple(f.name for f in fields(record) if f.name not in _OPEN)
-
-
-def _keep_present(record: Any) -> None:
-    """`present` with every typed key that has a value added (a None one stays absent unless named there)."""
-    given = frozenset(name for name in _typed(record) if getattr(record, name) is not None)
-    object.__setattr__(record, "present", frozenset(record.present) | given)
-
-
-def _split(cls: Any, raw: dict) -> tuple[dict, dict]:
-    """`raw` as (the typed keys it has, every other key)."""
-    typed = {f.name for f in fields(cls) if f.name not in _OPEN}
-    return {k: v for k, v in raw.items() if k in typed}, {k: v for k, v in raw.items() if k not in typed}
-
-
-def _written(record: Any, **converted: Any) -> dict:
-    """An open record's keys: its present typed keys (`converted` replacing their values) and its extra ones."""
-    values = {name: converted.get(name, getattr(record, name)) for name in _typed(record) if name in record.present}
-    return {**values, **record.extra}
+from loadtest.evidence.open_record import keep_present, split, written
 
 
 @dataclass(frozen=True)
@@ -58,14 +33,14 @@ class FloorBatch:
     extra: dict = field(default_factory=dict)  # every other key, as written
 
     def __post_init__(self) -> None:
-        _keep_present(self)
+        keep_present(self)
 
     def to_dict(self) -> dict:
-        return _written(self)
+        return written(self)
 
     @classmethod
     def from_dict(cls, raw: dict) -> FloorBatch:
-        typed, extra = _split(cls, raw)
+        typed, extra = split(cls, raw)
         return cls(**typed, present=frozenset(typed), extra=extra)
 
 
@@ -86,15 +61,15 @@ class DeviceFloorRecord:
     extra: dict = field(default_factory=dict)  # every other key, as written (device, device_name, budget_s, ...)
 
     def __post_init__(self) -> None:
-        _keep_present(self)
+        keep_present(self)
 
     def to_dict(self) -> dict:
         batches = None if self.batches is None else [b.to_dict() for b in self.batches]
-        return _written(self, batches=batches)
+        return written(self, batches=batches)
 
     @classmethod
     def from_dict(cls, raw: dict) -> DeviceFloorRecord:
-        typed, extra = _split(cls, raw)
+        typed, extra = split(cls, raw)
         if typed.get("batches") is not None:
             typed["batches"] = tuple(FloorBatch.from_dict(b) for b in typed["batches"])
         return cls(**typed, present=frozenset(typed), extra=extra)

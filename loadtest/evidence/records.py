@@ -16,8 +16,17 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from loadtest.evidence.cell_parts import HostProbe, ServerLatency, ServerPhases, ServerResources, TelemetryNote
+from loadtest.evidence.cell_parts import (
+    HostProbe,
+    LocustTotals,
+    ServerLatency,
+    ServerPhases,
+    ServerResources,
+    ServerScrape,
+    TelemetryNote,
+)
 from loadtest.evidence.floor_record import DeviceFloorRecord
+from loadtest.evidence.provenance_record import Provenance
 from loadtest.evidence.search_tag import SearchTag
 from loadtest.evidence.vocab import Arrival, CellStatus, Check, Flag, LoadMode, Protocol
 
@@ -77,7 +86,7 @@ class CellResult:
     failure_reason: str  # "" when status == "ok"
     requests: int
     ok_requests: int
-    errors_by_code: dict  # gRPC status name or HTTP code -> count; "WRONG_ANSWER" for mismatches
+    errors_by_code: dict[str, int]  # gRPC status name or HTTP code -> count; "WRONG_ANSWER" for mismatches
     wrong_answers: int
     accuracy: float | None  # share of returned classes equal to the true labels
     throughput_rps: float
@@ -93,23 +102,21 @@ class CellResult:
     histogram_us: str  # HdrHistogram encoded (base64, compressed), values in µs
     late_sends: int  # open loop: sends that left later than their intended time
     late_send_fraction: float
-    window_throughput_rps: list  # throughput of consecutive measurement windows
+    window_throughput_rps: list[float]  # throughput of consecutive measurement windows
     loadgen_cpu_percent: float  # of all the load generator's cores together (100 = one core busy)
     loadgen_cores: int
     server_batch_size_mean: float | None  # from the server's metrics, when exposed
-    server_batch_sizes: dict  # processed batch size -> count during the cell
+    server_batch_sizes: dict[str, float]  # processed batch size's bucket bound (as text) -> batches in the cell
     server_queue_delay_mean_us: float | None
     valid: bool
     flags: list[ValidityFlag]
-    # git commit, host, cpu model and count (and, where recorded, cpu_physical_cores, cpu_virtualization),
-    # versions, plan
-    provenance: dict
+    provenance: Provenance  # code, machine, versions, plan, command, inputs (`loadtest.evidence.provenance_record`)
     # Added by the sweep (additive: records without them read back with the defaults).
     images: int = 0  # images in the successful measured requests
-    error_examples: dict = field(default_factory=dict)  # status -> first error text seen
-    loadgen_process_cpu_percent: list = field(default_factory=list)  # per Locust process, % of one core
-    server_metrics: dict = field(default_factory=dict)  # server-side request counts/latency, server info
-    locust_stats: dict = field(default_factory=dict)  # Locust's own (ms-rounded) totals, for comparison
+    error_examples: dict[str, str] = field(default_factory=dict)  # status -> first error text seen
+    loadgen_process_cpu_percent: list[float] = field(default_factory=list)  # per Locust process, % of one core
+    server_metrics: ServerScrape | None = None  # the server's request counts and latency, its info (None: written {})
+    locust_stats: LocustTotals | None = None  # Locust's own (ms-rounded) totals, for comparison (None: written {})
     pool_full_waits: int = 0  # open loop: sends held back because max_in_flight calls were outstanding
     search: SearchTag | None = None  # a capacity search's cell: its id, role, objective; else None (written {})
     dispatch_lag_p50_us: float | None = None  # open loop: actual - intended send time; None for closed loop
@@ -142,8 +149,8 @@ class CellResult:
     # that builds shows as latency growing window to window (`loadtest.judge.overload`).
     host_probe: HostProbe | None = None
     server_latency: ServerLatency | None = None
-    window_latency_ms: list = field(default_factory=list)
-    window_scheduled_rps: list = field(default_factory=list)  # open loop: sends the schedule put in each window
+    window_latency_ms: list[float | None] = field(default_factory=list)  # None: no OK call sent in that window
+    window_scheduled_rps: list[float] = field(default_factory=list)  # open loop: sends the schedule put in each window
 
     @property
     def tag(self) -> SearchTag:
@@ -157,6 +164,7 @@ class CellResult:
         for name in _PARTS:
             part = getattr(self, name)
             raw[name] = {} if part is None else part.to_dict()
+        raw["provenance"] = self.provenance.to_dict()
         return json.dumps(raw, sort_keys=True)
 
     @classmethod
@@ -166,6 +174,7 @@ class CellResult:
         values["load"] = _load_spec(raw["load"])
         values["status"] = CellStatus(raw["status"])
         values["flags"] = [ValidityFlag(Flag(flag["flag"]), flag["reason"]) for flag in raw["flags"]]
+        values["provenance"] = Provenance.from_dict(raw["provenance"])
         for name, part in _PARTS.items():
             if raw.get(name):
                 values[name] = part.from_dict(raw[name])
@@ -178,7 +187,8 @@ class CellResult:
 # The typed parts of a record, by field, each written by its `to_dict` (None as {}).
 _PARTS: dict[str, Any] = {"search": SearchTag, "server_resources": ServerResources, "server_latency": ServerLatency,
                           "host_probe": HostProbe, "telemetry_note": TelemetryNote, "server_phases": ServerPhases,
-                          "device_floor": DeviceFloorRecord}
+                          "device_floor": DeviceFloorRecord, "server_metrics": ServerScrape,
+                          "locust_stats": LocustTotals}
 
 
 def _server_label(raw: dict) -> ServerLabel:

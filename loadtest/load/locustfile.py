@@ -64,7 +64,8 @@ from loadtest.load.client import CHECKS
 from loadtest.load.collector import Aggregate
 from loadtest.load.dispatch import Dispatcher
 from loadtest.load.run_state import RUN
-from loadtest.load.summary import LoadSummary, LocustTotals
+from loadtest.evidence.cell_parts import LocustTotals
+from loadtest.load.summary import LoadSummary
 from loadtest.load.threads import Schedule, Slot, wait_for
 
 log = logging.getLogger("loadtest")

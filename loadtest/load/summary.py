@@ -12,17 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 
+from loadtest.evidence.cell_parts import LocustTotals
 from loadtest.evidence.stats import LatencySummary
-
-
-@dataclass(frozen=True)
-class LocustTotals:
-    """Locust's own (ms-rounded) totals, kept for comparison with the exact figures."""
-
-    requests: int
-    failures: int
-    p50_ms: float | None
-    p99_ms: float | None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from loadtest.evidence import stats
 from loadtest.evidence.cell_parts import ServerPhases, TelemetryNote
 from loadtest.evidence.floor_record import DeviceFloorRecord
+from loadtest.evidence.provenance_record import Provenance
 from loadtest.evidence.records import CellResult, LoadSpec, ServerLabel, ValidityFlag
 from loadtest.evidence.vocab import Arrival, CellStatus, Flag, InputKind, LoadMode
 from loadtest.load.collector import WRONG_ANSWER
@@ -38,7 +39,7 @@ class CellContext:
 
     run_id: str
     run: plans.RunSettings
-    provenance: dict
+    provenance: Provenance
     cores: int
 
 
@@ -95,8 +96,8 @@ def measured_result(ctx: CellContext, index: int, label: ServerLabel, spec: Load
         server_batch_sizes=figures.batch_sizes, server_queue_delay_mean_us=figures.queue_delay_mean_us,
         valid=not flags, flags=flags, provenance=ctx.provenance,
         images=summary.images, error_examples=summary.error_examples,
-        loadgen_process_cpu_percent=[round(c, 1) for c in process_cpu], server_metrics=figures.extra,
-        locust_stats=asdict(summary.locust) if summary.locust else {}, pool_full_waits=summary.pool_waits,
+        loadgen_process_cpu_percent=[round(c, 1) for c in process_cpu], server_metrics=figures.scrape,
+        locust_stats=summary.locust, pool_full_waits=summary.pool_waits,
         dispatch_lag_p50_us=lag_us(summary, "p50_ms"), dispatch_lag_p99_us=lag_us(summary, "p99_ms"),
         dispatch_lag_max_us=lag_us(summary, "max_ms"), **telemetry_fields(device or Telemetry()),
         server_phases=server_phases, device_floor=device_floor,
@@ -128,16 +129,17 @@ def failed_result(ctx: CellContext, index: int, label: ServerLabel, spec: LoadSp
         valid=False, flags=[ValidityFlag(Flag.FAILED, reason)], provenance=ctx.provenance)
 
 
-def collect_provenance(plan: plans.Plan, plan_path: str) -> dict:
-    """Enough to reproduce and to trust a result: code, machine, library versions, the full plan."""
+def collect_provenance(plan: plans.Plan, plan_path: str) -> Provenance:
+    """Enough to reproduce and to trust a result: code, machine, library versions, the full plan (a key whose value
+    is unknown, such as `git_dirty` outside a checkout, written as null)."""
     git = git_revision()
-    return {"git_commit": git.commit, "git_dirty": git.dirty,
+    return Provenance.from_dict({"git_commit": git.commit, "git_dirty": git.dirty,
             "host": socket.gethostname(), "cpu_model": cpu_model_name(), "cpu_count": os.cpu_count(),
             **machine_cpu().provenance(),
             "loadgen_cores": cpu_cores(), "platform": platform.platform(), "python": platform.python_version(),
             "versions": package_versions(PACKAGES), "utc_time": utc_now(),
             "plan_path": plan_path, "plan": json.loads(json.dumps(plan.to_dict())), "command": list(sys.argv),
-            "inputs": inputs_provenance(plan.run)}
+            "inputs": inputs_provenance(plan.run)})
 
 
 def inputs_provenance(run: plans.RunSettings) -> dict:

@@ -112,7 +112,7 @@ class CellRunner:
                 with hiccups.probing(cores, self.run_dir / "probes" / f"cell-{index:03d}",
                                      cell_deadline_s(run) + PROBE_MARGIN_S) as probes:
                     resources = server_resources(target, sampler.server, os.cpu_count() or 1,
-                                                 str(ctx.provenance.get("cpu_model", "")))
+                                                 ctx.provenance.cpu_model or "")
                     locust = run_locust(command, summary_path, self.run_dir / "logs" / f"cell-{index:03d}.log",
                                         cell_deadline_s(run))
                     self.loadgen.learn(locust.summary)

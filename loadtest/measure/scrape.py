@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from loadtest.evidence.cell_parts import ServerScrape
 from serving.protocol.names import DEVICE_FLOOR_IMAGES_SUFFIX as FLOOR_IMAGES
 from serving.protocol.names import DEVICE_FLOOR_LATENCY_SUFFIX as FLOOR_LATENCY
 from serving.protocol.names import DEVICE_ROUND_TRIP_SUFFIX as ROUND_TRIP
@@ -123,13 +124,13 @@ class ServerFigures:
     batch_size_mean: float | None
     batch_sizes: dict  # bucket upper bound (as text) -> batches processed in the cell
     queue_delay_mean_us: float | None
-    extra: dict  # request count and mean latency as the server saw them
+    scrape: ServerScrape  # request count and mean latency as the server saw them, its info
 
 
 def cell_figures(before: Snapshot | None, after: Snapshot | None) -> ServerFigures:
     """What happened on the server between two scrapes (None/empty when not exposed)."""
     if before is None or after is None:
-        return ServerFigures(None, {}, None, {"scraped": False})
+        return ServerFigures(None, {}, None, ServerScrape(scraped=False))
     sizes = _delta(before, after, PROCESSED_BATCH_SIZE)
     queue = _delta(before, after, QUEUING_LATENCY)
     latency = _delta(before, after, REQUEST_LATENCY)
@@ -140,9 +141,8 @@ def cell_figures(before: Snapshot | None, after: Snapshot | None) -> ServerFigur
         buckets = {_bound_text(bound): count for bound, count in deltas.items()}
     requests = {key: value - before.counters.get(REQUEST_COUNT, {}).get(key, 0.0)
                 for key, value in after.counters.get(REQUEST_COUNT, {}).items()}
-    extra = {"scraped": True, "request_count": {k: v for k, v in requests.items() if v},
-             "request_latency_mean_us": latency, "server_info": after.info}
-    return ServerFigures(sizes, buckets, queue, extra)
+    counts = ServerScrape(True, {k: v for k, v in requests.items() if v}, latency, after.info)
+    return ServerFigures(sizes, buckets, queue, counts)
 
 
 def _delta(before: Snapshot, after: Snapshot, suffix: str) -> float | None:

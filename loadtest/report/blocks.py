@@ -54,9 +54,9 @@ def machine_words(cell: CellResult) -> str:
     these facts were recorded."""
     prov, s = cell.provenance, cell.server
     local = cell.server_resources is not None and cell.server_resources.source != "unknown"
-    if s.device != "cpu" or "cpu_virtualization" not in prov or not local or s.device_name != prov.get("cpu_model"):
+    if s.device != "cpu" or prov.cpu_virtualization is None or not local or s.device_name != prov.cpu_model:
         return ""
-    return cpu_count_words(prov.get("cpu_count"), prov.get("cpu_physical_cores"), str(prov["cpu_virtualization"]))
+    return cpu_count_words(prov.cpu_count, prov.cpu_physical_cores, prov.cpu_virtualization)
 
 
 def cpu_count_words(logical: int | None, cores: int | None, virtualization: str) -> str:

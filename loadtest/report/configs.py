@@ -44,7 +44,7 @@ class Config:
 def config_of(cell: CellResult) -> Config:
     s = cell.server
     return Config(s.device, s.device_name, s.kind, s.batching_profile, params(s.batching, ""),
-                  params(s.versions, ""), str(cell.provenance.get("host", "")), s.name,
+                  params(s.versions, ""), cell.provenance.host or "", s.name,
                   runtime_display_name(s.kind, s.versions.get("runtime")), machine_words(cell))
 
 

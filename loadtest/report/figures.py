@@ -54,7 +54,7 @@ def server_mean_us(cell: CellResult) -> float | None:
     request = cell.server_phases.request_latency if cell.server_phases else None
     if request is not None and request.mean_us is not None:
         return float(request.mean_us)
-    return cell.server_metrics.get("request_latency_mean_us")
+    return cell.server_metrics.request_latency_mean_us if cell.server_metrics is not None else None
 
 
 def mean_ms(cell: CellResult) -> tuple[float | None, float | None]:

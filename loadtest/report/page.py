@@ -42,11 +42,12 @@ from loadtest.report.blocks import Figure, Table
 from loadtest.report.configs import Config, config_labels, config_of
 from loadtest.report.figures import Figures, ceiling_bars, console_lines, csv_text, figures_of
 from loadtest.report.glossary import glossary_table, glossed, header_link
-from loadtest.report.headline import DEFAULT_P99_MS, Pricing, Summary, lead_of, summarise
+from loadtest.report.headline import DEFAULT_P99_MS, Summary, lead_of, summarise
 from loadtest.report.sections import details, noise_table, request_time, versions_table
 from loadtest.report.sections.objective_table import rates_table
 from loadtest.report.series import group_series, load_level, read_all, usable
 from loadtest.report.sizing import size
+from loadtest.report.sizing.instances import Pricing
 from loadtest.report.sizing.prices import DEFAULT_PRICES, load_prices
 
 if TYPE_CHECKING:

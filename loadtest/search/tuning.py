@@ -54,7 +54,7 @@ from model_export.provenance import cpu_cores
 from serving.deploy.config import BatchingProfile
 from serving.endpoint import Device
 
-__all__ = ["OFF", "TUNED_FIELDS", "Evaluated", "Stage", "TuneAnswer", "TuneSettings", "Tuner", "Visit"]
+__all__ = ["Evaluated", "Stage", "TuneAnswer", "TuneSettings", "Tuner", "Visit"]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from typing import Any
 from rich.table import Table
 
 from loadtest.evidence.tables import plain_table
-from loadtest.search.tuning import TUNED_FIELDS, Gain, TuneAnswer, Visit
+from loadtest.search.ladders import TUNED_FIELDS
+from loadtest.search.tuning import Gain, TuneAnswer, Visit
 from serving.deploy.config import BATCHING_FIELDS, BatchingProfile
 from serving.deploy.tfs_files import batching_parameters_text
 from serving.endpoint import Device

@@ -19,7 +19,7 @@ import pytest
 from loadtest.benchmarks import planted
 from loadtest.benchmarks.planted import refused_reason
 
-__all__ = ["host_drift", "host_stall", "refused_reason"]
+__all__ = ["host_drift", "host_stall"]
 
 
 @contextmanager

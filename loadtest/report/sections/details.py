@@ -47,9 +47,14 @@ def series_labels(series: Sequence[Series], labels: Labels) -> list[str]:
 
 def _loadgen(cells: Sequence[CellResult]) -> str:
     prov = cells[0].provenance
-    commits = sorted({str(c.provenance.get("git_commit", "?"))[:12]
-                      + (" (dirty)" if c.provenance.get("git_dirty") else "") for c in cells})
-    return f"{prov.get('host', '?')} @ {', '.join(commits)}; {versions_text(params(prov.get('versions', {}), ''))}"
+    commits = sorted({_or(c.provenance.git_commit, "?")[:12] + (" (dirty)" if c.provenance.git_dirty else "")
+                      for c in cells})
+    return f"{_or(prov.host, '?')} @ {', '.join(commits)}; {versions_text(params(prov.versions or {}, ''))}"
+
+
+def _or(value: str | None, absent: str) -> str:
+    """A provenance key's text, `absent` where the record lacks it."""
+    return absent if value is None else str(value)
 
 
 def configurations_table(results: Sequence[CellResult], labels: Labels) -> Table:

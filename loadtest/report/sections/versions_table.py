@@ -26,7 +26,7 @@ DEFAULT_MODELS_DIR = "models"  # the serving config's default `models_dir`, rela
 
 def plan_models_dir(cell: CellResult) -> Path | None:
     """The models directory the run's plan launched servers from; None where the record does not say."""
-    plan = cell.provenance.get("plan")
+    plan = cell.provenance.plan
     launch = plan.get("launch") if isinstance(plan, dict) else None
     if not isinstance(launch, dict) or not isinstance(launch.get("models_dir"), str):
         return None

@@ -50,7 +50,7 @@ class Replica:
 
 def _plan_cores(cell: CellResult) -> float | None:
     """The plan's `server_cpus` count, for a server the sweep started (a plan with configurations)."""
-    plan = cell.provenance.get("plan")  # older records hold the plan's path only
+    plan = cell.provenance.plan  # older records hold the plan's path only
     launch = plan.get("launch") if isinstance(plan, dict) else None
     cpus = launch.get("server_cpus") if isinstance(launch, dict) else None
     if not (cpus and isinstance(cpus, str) and isinstance(plan, dict) and plan.get("configs")):
@@ -65,7 +65,7 @@ def _fallback(cell: CellResult) -> Replica:
     """A record from before `server_resources`: the telemetry's cores, else the plan's, and the device."""
     s = cell.server
     gpu = s.device == "gpu"
-    cpu_model = s.device_name if s.device == "cpu" else str(cell.provenance.get("cpu_model", ""))
+    cpu_model = s.device_name if s.device == "cpu" else cell.provenance.cpu_model or ""
     cpus: float | None = cell.server_cpu_cores
     if cpus:
         source = "the telemetry's server_cpu_cores"

@@ -205,7 +205,7 @@ def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cp
     source = json.loads((cpu_bundle[1] / "project" / "SOURCE.json").read_text())
     assert summary["source"]["commit"] == source["commit"] == source_record()["commit"]
     cells = read_results(out / "results.jsonl")
-    assert cells and all(c.provenance["git_commit"] == source["commit"] for c in cells)
+    assert cells and all(c.provenance.git_commit == source["commit"] for c in cells)
     assert all(c.server.versions.get("runtime") == "jax" and "tensorflow" not in c.server.versions for c in cells)
     # one comparison per request batch: both searches' cells and the reference cells tagged with it, interleaved
     tags = {json.dumps(c.tag.comparison.to_dict(), sort_keys=True) for c in cells}

@@ -1,22 +1,26 @@
 """The typed parts of a cell's record write exactly the keys they were read with (`loadtest.evidence.search_tag`,
-`loadtest.evidence.cell_parts`, `loadtest.evidence.floor_record`): keys an older record lacks stay absent, and an
-empty part stays `{}`."""
+`loadtest.evidence.cell_parts`, `loadtest.evidence.floor_record`, `loadtest.evidence.provenance_record`): keys an
+older record lacks stay absent, and an empty part stays `{}`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from loadtest.evidence.cell_parts import (
     HostProbe,
+    LocustTotals,
     ProbeSide,
     ServerLatency,
     ServerPhases,
     ServerResources,
+    ServerScrape,
     TelemetryNote,
 )
 from loadtest.evidence.floor_record import DeviceFloorRecord
+from loadtest.evidence.provenance_record import Provenance
 from loadtest.evidence.records import read_results
 from loadtest.evidence.search_tag import SearchTag
 from tests.support.paths import ANALYSIS_FIXTURES
@@ -55,6 +59,10 @@ def test_a_first_try_writes_no_attempt():
                     "note": "not exported by TF Serving: decode", "gc_pauses": None}),
     (ServerPhases, {"source": "s", "request_latency": None, "phases": {}, "not_exported": [], "note": "",
                     "gc_pauses": {"mean_us": 3.0, "p99_us": None, "count": 2.0, "max_us": None}}),
+    (LocustTotals, {"requests": 900, "failures": 0, "p50_ms": 4.0, "p99_ms": None}),
+    (ServerScrape, {"scraped": False}),
+    (ServerScrape, {"scraped": True, "request_count": {"model_name=mnist,status=OK": 6.0},
+                    "request_latency_mean_us": None, "server_info": {"device_name": "AMD EPYC"}}),
 ])
 def test_a_part_writes_back_the_keys_it_was_read_with(part, raw):
     assert part.from_dict(raw).to_dict() == raw
@@ -99,3 +107,38 @@ def test_a_device_floor_made_by_hand_writes_the_keys_it_was_given():
     made = DeviceFloorRecord(source="unknown", note="why")
     assert made.to_dict() == {"source": "unknown", "note": "why"}
     assert DeviceFloorRecord.from_dict(made.to_dict()) == made
+
+
+def test_a_cell_without_locust_totals_or_a_scrape_writes_them_empty():
+    [old, *_] = read_results(ANALYSIS_FIXTURES / "cpu-run" / "results.jsonl")
+    made = dataclasses.replace(old, server_metrics=None, locust_stats=None)
+    written = json.loads(made.to_json())
+    assert (written["server_metrics"], written["locust_stats"]) == ({}, {})
+    assert made.to_json() == type(made).from_dict(written).to_json()
+
+
+NEWEST = {"git_commit": "66db09b", "git_dirty": False, "host": "bench", "cpu_model": "AMD EPYC", "cpu_count": 16,
+          "cpu_physical_cores": 8, "cpu_virtualization": "kvm", "loadgen_cores": 2, "platform": "Linux",
+          "python": "3.11.2", "versions": {"locust": "2.47.0"}, "utc_time": "2026-11-27T00:00:00Z",
+          "plan_path": "p.toml", "plan": {"name": "demo", "launch": {"server_cpus": "0"}},
+          "command": ["mnist-bench", "capacity"], "inputs": {"source": "samples", "path": "s.npz", "sha256": None}}
+
+
+@pytest.mark.parametrize("raw", [
+    NEWEST,
+    {"cpu_model": "m", "git_commit": "abc", "host": "h", "plan": "loadtest/plans/quick.toml", "versions": {}},
+    {"git_commit": "unknown", "git_dirty": None, "host": "h"},  # outside a checkout: null, and written so
+    {},  # a hand-made record
+    {"git_commit": "abc", "future_key": [1, {"a": None}], "present": "kept", "extra": None},
+])
+def test_a_provenance_writes_back_the_keys_it_was_read_with(raw):
+    provenance = Provenance.from_dict(raw)
+    assert provenance.to_dict() == raw and Provenance.from_dict(provenance.to_dict()) == provenance
+
+
+def test_a_provenances_keys_read_as_attributes():
+    provenance = Provenance.from_dict(NEWEST)
+    assert (provenance.host, provenance.cpu_count, provenance.versions["locust"]) == ("bench", 16, "2.47.0")
+    assert provenance.command == ("mnist-bench", "capacity") and provenance.plan["name"] == "demo"
+    assert Provenance.from_dict({"host": "h"}).cpu_virtualization is None  # an older record lacks it
+    assert Provenance(host="h", git_commit="abc").to_dict() == {"host": "h", "git_commit": "abc"}

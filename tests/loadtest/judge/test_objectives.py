@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from loadtest.evidence.provenance_record import Provenance
 from loadtest.evidence.search_tag import SearchTag
 from loadtest.judge.conclusion import AnswerKind
 from loadtest.judge.objectives import objective_answers, rate_table
@@ -37,7 +38,7 @@ def search_cells(label=OFF, search_id="s1", scale: float = 1.0, steps=STEPS):
         tag = {"id": search_id, "role": role, "p99_objective_ms": 10.0, "offered_rps": rate * scale,
                "confidence": 0.99, "confirming": confirming, "objectives": list(OBJECTIVES)}
         cells.append(replace(measured, server=label, cell_index=index, search=SearchTag.from_dict(tag),
-                             provenance={"host": "bench"}))
+                             provenance=Provenance(host="bench")))
     return cells
 
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import pytest
 
+from loadtest.benchmarks.planted import refused_reason
 from loadtest.evidence.records import read_results
 from loadtest.judge import noise
 from loadtest.judge.noise import NoiseSource
@@ -20,7 +21,7 @@ from loadtest.measure import plan as plans
 from loadtest.measure.runner import Sweep
 from serving.deploy.process import start_server
 from tests.loadtest.measure.test_sweep import short_plan, target_of
-from tests.support.stalls import host_stall, refused_reason
+from tests.support.stalls import host_stall
 
 pytestmark = pytest.mark.integration
 

@@ -49,13 +49,13 @@ def test_random_inputs_are_checked_by_the_signatures_outputs(ranker_server, tmp_
     assert result.status == "ok" and result.requests > 0 and result.errors_by_code == {}, result.error_examples
     assert result.load.check == "outputs" and result.accuracy is None  # no expected outputs: no accuracy
     assert result.images == 3 * result.ok_requests and result.server.model_name == "ranker"
-    assert result.provenance["inputs"] == {"source": "random", "seed": 5, "int_range": [0, 100], "input_shapes": {}}
+    assert result.provenance.inputs == {"source": "random", "seed": 5, "int_range": [0, 100], "input_shapes": {}}
 
 
 def test_an_npz_with_the_models_own_outputs_is_answered_right(ranker_server, ranker_model, tmp_path):
     result = sweep_once(ranker_server, str(ranker_model.inputs_path), tmp_path)
     assert result.status == "ok" and result.errors_by_code == {} and result.accuracy == 1.0
-    inputs = result.provenance["inputs"]
+    inputs = result.provenance.inputs
     assert inputs["source"] == "npz" and inputs["path"] == str(ranker_model.inputs_path) and len(inputs["sha256"]) == 64
 
 
@@ -128,7 +128,7 @@ def test_a_running_server_of_your_model_is_started_from_its_base_path_and_named_
         assert right.returncode == 0, right.stdout[-2000:] + right.stderr[-2000:]
         [cell] = read_results(next((tmp_path / "results").glob("*/results.jsonl")))
         assert cell.status == "ok" and cell.valid and cell.server.model_name == "ranker"
-        assert cell.load.check == "outputs" and cell.provenance["inputs"]["source"] == "random"
+        assert cell.load.check == "outputs" and cell.provenance.inputs["source"] == "random"
     finally:
         subprocess.run([*command("serve", "stop")], cwd=REPO, env=env, capture_output=True, timeout=120)
 

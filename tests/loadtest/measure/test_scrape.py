@@ -46,8 +46,8 @@ def test_cell_figures_are_the_deltas_between_scrapes():
     assert figures.batch_size_mean == 2.0
     assert figures.batch_sizes == {"1": 2.0, "2": 3.0, "4": 1.0}
     assert figures.queue_delay_mean_us == 500.0
-    assert figures.extra["request_count"] == {"model_name=mnist,status=OK": 6.0}
-    assert figures.extra["server_info"]["device_name"] == "AMD EPYC"
+    assert figures.scrape.request_count == {"model_name=mnist,status=OK": 6.0}
+    assert figures.scrape.server_info["device_name"] == "AMD EPYC"
 
 
 def test_unscraped_server_gives_empty_figures():

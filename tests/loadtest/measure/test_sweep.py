@@ -99,7 +99,7 @@ def test_short_sweep_produces_valid_records(batching_server, exported_model, tmp
         assert r.loadgen_cpu_percent > 0 and r.loadgen_cores >= 1
         assert r.server.model_version == exported_model.version and r.server.batching_profile == "test"
         assert r.server_batch_size_mean is not None and r.server_batch_size_mean >= 4  # whole requests batched
-        assert r.provenance["versions"]["locust"] and r.provenance["plan"]["name"] == "test"
+        assert r.provenance.versions["locust"] and r.provenance.plan["name"] == "test"
         assert r.valid == (r.flags == [])
         assert {f.flag for f in r.flags} <= {"unstable", "saturated"}  # timing noise on a shared machine only
     # Requests cycle through every sample digit, 4 per request (rows wrap at the end), each batch sent

@@ -6,6 +6,7 @@ rate, p99) steps, each cell achieving 99% of the offered rate (so img/s differs 
 
 from __future__ import annotations
 
+from loadtest.evidence.provenance_record import Provenance
 from loadtest.evidence.records import CellResult, LoadSpec, ServerLabel, ValidityFlag
 from loadtest.evidence.search_tag import SearchTag
 from loadtest.evidence.stats import encode, histogram_of
@@ -51,7 +52,7 @@ def cell(label: ServerLabel, *, mode: str = "open", batch: int = 1, rate: float 
         late_send_fraction=0.0, window_throughput_rps=[], loadgen_cpu_percent=10.0, loadgen_cores=2,
         server_batch_size_mean=None, server_batch_sizes={}, server_queue_delay_mean_us=None,
         valid=not flags and not failed, flags=[ValidityFlag(Flag(f), r) for f, r in flags],
-        provenance={"host": "bench", "git_commit": "abc"}, search=SearchTag.from_dict(search) if search else None)
+        provenance=Provenance(host="bench", git_commit="abc"), search=SearchTag.from_dict(search) if search else None)
 
 
 def search(label: ServerLabel, search_id: str, steps: list[tuple], *, objective: float = 10.0,

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from loadtest.evidence.provenance_record import Provenance
 from loadtest.evidence.records import read_results
 from loadtest.report import answers
 from loadtest.report.configs import config_labels, config_of
@@ -151,7 +152,7 @@ def test_configuration_labels_are_the_server_names_made_unique():
     clash = [config(server("x", "off")), config(other_versions)]
     assert sorted(config_labels(clash).values()) == ["x-off#1", "x-off#2"]
     assert config(OFF, run_id="another run") == config(OFF)  # a run does not make another configuration
-    assert config(OFF) != config_of(replace(cell(OFF, rate=1), provenance={"host": "elsewhere"}))  # a host does
+    assert config(OFF) != config_of(replace(cell(OFF, rate=1), provenance=Provenance(host="elsewhere")))  # a host does
 
 
 # ----------------------------------------------------------------------------- the fixture

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from loadtest.evidence.cell_parts import ServerResources
+from loadtest.evidence.provenance_record import Provenance
 from loadtest.report import headline as summary
 from loadtest.report.answers import answer
 from loadtest.report.configs import config_labels, config_of
@@ -76,12 +77,12 @@ def test_a_replica_from_its_record_else_the_telemetry_else_the_plan():
     assert instances.replica_of(recorded) == Replica(2.0, "AMD EPYC", 0, "", "pinned cores 0-1")
     old = replace(cell(label, rate=100), server_cpu_cores=1.0)  # a record from before server_resources
     assert instances.replica_of(old) == Replica(1.0, "Test CPU", 0, "", "the telemetry's server_cpu_cores")
-    planned = replace(cell(label, rate=100), provenance={
-        "plan": {"configs": [{"device": "cpu"}], "launch": {"server_cpus": "0-3"}}})
+    planned = replace(cell(label, rate=100), provenance=Provenance(
+        plan={"configs": [{"device": "cpu"}], "launch": {"server_cpus": "0-3"}}))
     assert instances.replica_of(planned).cpus == 4.0
-    by_address = replace(planned, provenance={"plan": {"configs": [], "launch": {"server_cpus": "0-3"}}})
+    by_address = replace(planned, provenance=Provenance(plan={"configs": [], "launch": {"server_cpus": "0-3"}}))
     assert instances.replica_of(by_address) == Replica(None, "Test CPU", 0, "", "unknown")
-    gpu = replace(cell(server("gpu-off", "off", device="gpu"), rate=100), provenance={"cpu_model": "AMD EPYC"})
+    gpu = replace(cell(server("gpu-off", "off", device="gpu"), rate=100), provenance=Provenance(cpu_model="AMD EPYC"))
     assert instances.replica_of(gpu) == Replica(None, "AMD EPYC", 1, "Test GPU", "unknown")
 
 

@@ -26,7 +26,7 @@ INTERNAL = ("ABBA", "reference cell", "oversleep", "overslept", "host allows", "
 
 
 def on_machine(cells, facts=VM, resources=LOCAL):
-    return [replace(c, provenance={**c.provenance, **facts}, server_resources=resources) for c in cells]
+    return [replace(c, provenance=replace(c.provenance, **facts), server_resources=resources) for c in cells]
 
 
 def test_the_cpu_is_named_with_its_vcpus_and_as_a_vm():

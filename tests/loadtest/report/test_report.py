@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from loadtest.evidence.cell_parts import ServerScrape
 from loadtest.report import page as report
 from loadtest.report.sections.details import latency_split
 from loadtest.report.series import AnalysisError
@@ -259,6 +260,6 @@ def test_a_search_whose_server_never_started_is_reported_not_plotted(runs):
 
 def test_each_cell_splits_its_latency_into_the_server_and_the_rest():
     measured = replace(handmade.cell(handmade.server("cpu-off", "off"), rate=100.0), latency_mean_ms=3.5,
-                       server_metrics={"request_latency_mean_us": 2900.0})
+                       server_metrics=ServerScrape(True, request_latency_mean_us=2900.0))
     assert latency_split(measured) == ("2.900", "0.600")
-    assert latency_split(replace(measured, server_metrics={})) == ("—", "—")  # a TF Serving container may not say
+    assert latency_split(replace(measured, server_metrics=None)) == ("—", "—")  # a TF Serving container may not say

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from loadtest.evidence.provenance_record import Provenance
 from loadtest.report import page as report
 from loadtest.report.sections import versions_table
 from tests.loadtest.report import handmade
@@ -16,7 +17,7 @@ OLD_IMAGE = {"image": "tensorflow/serving:2.20.0", "model_version": "1"}
 def served_by(server_versions: dict, provenance: dict | None = None):
     label = replace(handmade.server("cpu", "off"), versions=server_versions)
     cell = handmade.cell(label, rate=100.0)
-    return replace(cell, provenance=provenance) if provenance is not None else cell
+    return replace(cell, provenance=Provenance.from_dict(provenance)) if provenance is not None else cell
 
 
 def test_a_model_newer_than_its_server_is_one_warning_line():

@@ -22,6 +22,7 @@ import subprocess
 
 import pytest
 
+from loadtest.benchmarks.planted import refused_reason
 from loadtest.evidence.cell_parts import ProbeSide
 from loadtest.evidence.records import CellResult, read_results
 from loadtest.judge import noise
@@ -31,7 +32,7 @@ from loadtest.report.sections.noise_table import open_cells, slow_cells
 from serving.deploy.process import start_server
 from tests.support.cli import command
 from tests.support.paths import REPO
-from tests.support.stalls import host_stall, refused_reason
+from tests.support.stalls import host_stall
 
 pytestmark = pytest.mark.integration
 

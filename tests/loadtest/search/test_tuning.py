@@ -14,10 +14,8 @@ from google.protobuf import text_format
 
 from loadtest.evidence.objective import Objective
 from loadtest.evidence.tables import plain_table
-from loadtest.search.ladders import check_start, default_ladders, neighbour, with_field
+from loadtest.search.ladders import OFF, TUNED_FIELDS, check_start, default_ladders, neighbour, with_field
 from loadtest.search.tuning import (
-    OFF,
-    TUNED_FIELDS,
     Evaluated,
     Stage,
     TuneAnswer,
@@ -31,12 +29,12 @@ from loadtest.search.tuning_output import (
     TRAIL_FILE,
     answer_lines,
     answer_text,
-    batching_parameters_text,
     profile_block,
     trail_table,
     write_winner,
 )
 from serving.deploy.config import DEFAULT_CONFIG_FILE, BatchingProfile, build_config, build_profile, validate_profile
+from serving.deploy.tfs_files import batching_parameters_text
 from serving.endpoint import Device
 from serving.layering import read_toml
 from serving.protocol.protos import BatchingParameters
