@@ -43,6 +43,11 @@ class Provenance:
     def __post_init__(self) -> None:
         keep_present(self)
 
+    def launch(self) -> dict[str, Any]:
+        """The plan's `[launch]` table; {} where the record holds no plan of tables (the oldest: its path only)."""
+        launch = self.plan.get("launch") if isinstance(self.plan, dict) else None
+        return launch if isinstance(launch, dict) else {}
+
     def to_dict(self) -> dict:
         return written(self, command=None if self.command is None else list(self.command))
 

@@ -141,8 +141,8 @@ def cell_figures(before: Snapshot | None, after: Snapshot | None) -> ServerFigur
         buckets = {_bound_text(bound): count for bound, count in deltas.items()}
     requests = {key: value - before.counters.get(REQUEST_COUNT, {}).get(key, 0.0)
                 for key, value in after.counters.get(REQUEST_COUNT, {}).items()}
-    counts = ServerScrape(True, {k: v for k, v in requests.items() if v}, latency, after.info)
-    return ServerFigures(sizes, buckets, queue, counts)
+    said = ServerScrape(True, {k: v for k, v in requests.items() if v}, latency, after.info)
+    return ServerFigures(sizes, buckets, queue, said)
 
 
 def _delta(before: Snapshot, after: Snapshot, suffix: str) -> float | None:

@@ -26,9 +26,8 @@ DEFAULT_MODELS_DIR = "models"  # the serving config's default `models_dir`, rela
 
 def plan_models_dir(cell: CellResult) -> Path | None:
     """The models directory the run's plan launched servers from; None where the record does not say."""
-    plan = cell.provenance.plan
-    launch = plan.get("launch") if isinstance(plan, dict) else None
-    if not isinstance(launch, dict) or not isinstance(launch.get("models_dir"), str):
+    launch = cell.provenance.launch()
+    if not isinstance(launch.get("models_dir"), str):
         return None
     root = Path(launch["models_dir"] or DEFAULT_MODELS_DIR).expanduser()
     return root if root.is_absolute() else REPO / root

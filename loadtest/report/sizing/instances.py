@@ -51,8 +51,7 @@ class Replica:
 def _plan_cores(cell: CellResult) -> float | None:
     """The plan's `server_cpus` count, for a server the sweep started (a plan with configurations)."""
     plan = cell.provenance.plan  # older records hold the plan's path only
-    launch = plan.get("launch") if isinstance(plan, dict) else None
-    cpus = launch.get("server_cpus") if isinstance(launch, dict) else None
+    cpus = cell.provenance.launch().get("server_cpus")
     if not (cpus and isinstance(cpus, str) and isinstance(plan, dict) and plan.get("configs")):
         return None
     try:
