@@ -10,7 +10,7 @@ the device alone at each batch (the floor the server measured at start) and what
 load generator and the server in CPU seconds.
 
 Those two costs size the load generator's share of the cores (`loadgen_share`): Locust keeps each of its
-processes at most half a core busy (`loadtest.measure.loadgen_size.BUSY_SHARE`), the server can use all of
+processes at most half a core busy (`loadtest.measure.locust_run.BUSY_SHARE`), the server can use all of
 its cores, so the split where both run out at the same rate gives Locust `N × 2l / (2l + s)` of `N`
 cores (l, s: their CPU seconds per request), at least one and never all.
 
@@ -28,7 +28,7 @@ SMOKE_S = 60.0  # the smoke test's whole time by default (`run.py --smoke-s`), i
 BATCHES = (1, 32)
 USERS = 8  # the closed loop's users, per cell
 MEASURE_S = 2.0
-BUSY_SHARE = 0.5  # of a core, per Locust process (`loadtest.measure.loadgen_size.BUSY_SHARE`; a test checks it)
+BUSY_SHARE = 0.5  # of a core, per Locust process (`loadtest.measure.locust_run.BUSY_SHARE`; a test checks it)
 # The runtime each device's server runs with the bundle's server flags (`run_args.SERVER_FLAGS`).
 EXPECTED_RUNTIMES = {"gpu": "keras-torch", "cpu": "jax"}
 

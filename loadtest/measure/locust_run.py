@@ -1,8 +1,18 @@
-"""One Locust run per cell: its command line, running it under a deadline, and reading its summary.
+"""One Locust run per cell: how many processes it gets, its command line, running it under a deadline, and
+reading its summary.
 
 Locust runs headless in a subprocess on `loadtest/load/locustfile.py`, in a session of its own so
 Ctrl-C reaches the sweep, which then stops Locust (and its worker processes) deliberately. The
 run's result is the `LoadSummary` the locustfile writes, or the reason there is none.
+
+How many Locust processes a cell gets (`LoadgenSizer`): sized to the rate it asks for, by the generator's
+measured cost. A plan's `[run] processes` is the most the load generator may use (the bundle sets it to the
+cores it gave Locust). An open-loop cell at a low rate needs fewer: each process is kept at most `BUSY_SHARE`
+of a core busy, by the CPU seconds per request Locust itself measured in the cells before (its processes' CPU
+time over the requests they sent). Until a cell has been measured, and for closed loops, the cell gets the
+plan's number (a closed loop never more than its users). A cell that needs more than the plan allows gets the
+plan's number and the console says so: its rate may be the generator's limit, which the cell's own checks
+(late sends, dispatch lag) then report. The record's `load.processes` says how many ran.
 
 Not for: turning a summary into a record (`loadtest.measure.cell_results`) or choosing cells.
 """
@@ -10,12 +20,13 @@ Not for: turning a summary into a record (`loadtest.measure.cell_results`) or ch
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from loadtest.evidence.vocab import LoadMode, Protocol
@@ -30,6 +41,34 @@ LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "locustfile.py"
 USER_CLASSES = {(Protocol.GRPC, LoadMode.CLOSED): "GrpcClosedUser", (Protocol.GRPC, LoadMode.OPEN): "GrpcOpenUser",
                 (Protocol.REST, LoadMode.CLOSED): "RestClosedUser", (Protocol.REST, LoadMode.OPEN): "RestOpenUser"}
 STOP_GRACE_S = 5.0  # after SIGINT, before SIGKILL
+BUSY_SHARE = 0.5  # of a core, per Locust process: its schedule stays on time well below a full core
+
+
+def processes_for(rate_rps: float, cpu_s_per_request: float, most: int) -> tuple[int, bool]:
+    """(processes, short): enough processes for `rate_rps` at `BUSY_SHARE` of a core each, at most `most`;
+    `short` when even `most` is not enough."""
+    need = max(1, math.ceil(rate_rps * cpu_s_per_request / BUSY_SHARE))
+    return min(need, most), need > most
+
+
+@dataclass
+class LoadgenSizer:
+    """The generator's cost per request, learnt from every cell measured so far (the most recent wins)."""
+
+    cpu_s_per_request: float | None = None
+
+    def sized(self, run: plans.RunSettings, cell: plans.Cell) -> tuple[plans.RunSettings, bool]:
+        """`run` with the processes this cell needs, and whether it needed more than the plan allows."""
+        if cell.mode != LoadMode.OPEN or cell.rate_rps is None or self.cpu_s_per_request is None:
+            return run, False
+        processes, short = processes_for(cell.rate_rps, self.cpu_s_per_request, run.processes)
+        return replace(run, processes=processes), short
+
+    def learn(self, summary: LoadSummary | None) -> None:
+        """Take the cost per request of a finished cell (one with requests and CPU readings)."""
+        if summary is None or summary.requests <= 0 or not summary.cpu_s_by_pid:
+            return
+        self.cpu_s_per_request = sum(summary.cpu_s_by_pid.values()) / summary.requests
 
 
 @dataclass(frozen=True)

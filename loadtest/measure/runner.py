@@ -40,8 +40,7 @@ from loadtest.measure.cell_results import CellContext, collect_provenance, faile
 from loadtest.measure.console import console_table, describe, progress_line
 from loadtest.measure.device_floor import FloorSource
 from loadtest.measure.device_sources import LOCAL_HOSTS, ServerSource
-from loadtest.measure.loadgen_size import LoadgenSizer
-from loadtest.measure.locust_run import cell_deadline_s, locust_command, run_locust
+from loadtest.measure.locust_run import LoadgenSizer, cell_deadline_s, locust_command, run_locust
 from loadtest.measure.probe import Probe, Prober
 from loadtest.measure.resources import server_resources
 from loadtest.measure.servers import Running, Slot, StartFailed

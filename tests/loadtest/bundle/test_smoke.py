@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from loadtest.bundle import smoke
-from loadtest.measure import loadgen_size
+from loadtest.measure import locust_run
 
 
 def cell(batch: int, **changes) -> dict:
@@ -63,7 +63,7 @@ def test_the_start_is_read_from_when_the_console_said_starting_and_available():
 
 
 def test_locust_gets_the_cores_where_it_and_the_server_run_out_at_the_same_rate():
-    assert smoke.BUSY_SHARE == loadgen_size.BUSY_SHARE
+    assert smoke.BUSY_SHARE == locust_run.BUSY_SHARE
     # Locust 0.3 ms at half a core each (0.6 ms a core), the server 1.5 ms: 16 x 0.6 / 2.1 = 4.6 -> 5
     assert smoke.loadgen_share(16, 0.0003, 0.0015) == 5
     assert smoke.loadgen_share(16, 0.001, 0.00001) == 15 and smoke.loadgen_share(16, 1e-7, 0.01) == 1

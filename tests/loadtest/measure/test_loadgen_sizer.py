@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from loadtest.evidence.vocab import LoadMode
 from loadtest.measure import plan as plans
-from loadtest.measure.loadgen_size import LoadgenSizer, processes_for
+from loadtest.measure.locust_run import LoadgenSizer, processes_for
 
 
 def test_enough_processes_for_the_rate_at_half_a_core_each():
