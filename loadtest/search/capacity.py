@@ -17,11 +17,11 @@ do it (LoadGen's peak finding confirms a lower rate before it searches upward), 
    kept for the confirmation.
 5. in a paired comparison (`pairing` given: `loadtest.search.interleave.Turn`), the searches agree on their
    answers before they end: each says whether its answer passed and the round its confirmation was
-   measured in. Answers that all passed, confirmed in the same round (or the next), stand. All passed
-   in different minutes: those confirmed before the newest one's minutes confirm again, all in one round
-   (a held call: a new attempt at the same rate, its own verdict), so that the ratio's two answers come from
-   the same minutes, while the newest waits (each confirmation more at a knee is one more chance to fail). One
-   did not pass: it searches on below, and the others wait for its next answer, then agree again. A
+   measured in. Answers that all passed, confirmed within three rounds of each other (about half a minute),
+   stand. All passed in different minutes: those confirmed before the newest one's minutes confirm again, all
+   in one round (a held call: a new attempt at the same rate, its own verdict), so that the ratio's two answers
+   come from the same minutes, while the newest waits (each confirmation more at a knee is one more chance to
+   fail). One did not pass: it searches on below, and the others wait for its next answer, then agree again. A
    search whose time runs out answers with its last confirmation (the ratio's range then carries the
    machine's drift between the two answers: `loadtest.report.paired`).
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 
 from loadtest.evidence.vocab import Role
+from loadtest.search import interleave as rounds
 from loadtest.search.capacity import CapacitySearch
-from loadtest.search.interleave import Turn, interleave
-from loadtest.search.search_settings import CapacityAnswer, SearchSettings
+from loadtest.search.interleave import Turn, _Agree, _agreements, interleave
+from loadtest.search.search_settings import Agreement, CapacityAnswer, SearchSettings
 from tests.loadtest.search.test_capacity import OBJECTIVE, Server
 
 SLOW_AFTER = 12  # cells measured on the machine before its speed falls
@@ -106,6 +107,7 @@ def test_a_search_that_passed_waits_without_measuring_while_another_searches_on_
     falls back to its anchor, confirmed minutes before: A's anchor confirms again, in the round after B's answer, and
     B's answer, the newest, is not measured again."""
     monkeypatch.setattr(f"{__name__}.SLOW_AFTER", 10_000)  # a machine that does not move
+    monkeypatch.setattr(rounds, "SAME_MINUTES", 1)  # this coarse search's answers lie 2-3 rounds apart
     machine = Machine()
     a, b = OnMachine("A", 1400.0, machine), OnMachine("B", 1400.0, machine)
     a.fail_confirm_at = (1350.0,)
@@ -137,6 +139,7 @@ def test_only_answers_confirmed_before_the_newest_confirm_again(monkeypatch):
     round after A's: every answer rests on the same minutes, and no rate is tested more than the minutes need (at a
     knee each confirmation more is one more chance to fail)."""
     monkeypatch.setattr(f"{__name__}.SLOW_AFTER", 10_000)
+    monkeypatch.setattr(rounds, "SAME_MINUTES", 1)  # this coarse search's answers lie 2-3 rounds apart
     machine = Machine()
     a = FailsOnce("A", 1400.0, machine, {(1350.0, 0), (900.0, 1)})
     b = OnMachine("B", 1400.0, machine)
@@ -148,3 +151,14 @@ def test_only_answers_confirmed_before_the_newest_confirm_again(monkeypatch):
     assert a_final[1] < 900.0 and a_final[2] == 0, confirms  # A's newest answer: confirmed once
     assert found_b.capacity.rate_rps == 1350.0 and found_a.capacity.rate_rps == a_final[1]
     assert abs(answer_index(machine, "A", found_a) - answer_index(machine, "B", found_b)) == 1  # one round apart
+
+
+def test_answers_within_same_minutes_rounds_stand_and_older_ones_confirm_again():
+    """Answers confirmed up to `SAME_MINUTES` rounds apart stand (about half a minute: a round is one cell of each
+    search); further apart, those before the newest's minutes confirm again while the newest waits; one that did
+    not pass makes every search wait."""
+    near = rounds.SAME_MINUTES
+    assert _agreements([_Agree(True, 10), _Agree(True, 10 + near)]) == [Agreement.STAND] * 2
+    assert _agreements([_Agree(True, 10), _Agree(True, 11 + near)]) == [Agreement.AGAIN, Agreement.WAIT]
+    assert _agreements([_Agree(True, 10), _Agree(False, None)]) == [Agreement.WAIT] * 2
+    assert _agreements([_Agree(True, None), _Agree(True, 10)]) == [Agreement.AGAIN, Agreement.WAIT]
