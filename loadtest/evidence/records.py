@@ -214,13 +214,14 @@ def append_result(path: Path, result: CellResult) -> None:
 def read_results(path: Path) -> list[CellResult]:
     """Every record of a results.jsonl; a torn last line (interrupted write) is skipped."""
     results = []
-    for line_no, line in enumerate(Path(path).read_text().splitlines(), start=1):
+    lines = Path(path).read_text().splitlines()
+    for line_no, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             results.append(CellResult.from_dict(json.loads(line)))
         except json.JSONDecodeError:
-            if line_no == len(Path(path).read_text().splitlines()):
+            if line_no == len(lines):
                 continue
             raise ValueError(f"{path}:{line_no}: not a JSON record") from None
     return results

@@ -15,7 +15,6 @@ clean-clone CI run read ×0.96 (×0.70–×1.02), a range holding ×1.0 that sho
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -85,17 +84,9 @@ def _second_server_measured(results_dir: Path, proc: subprocess.Popen, name: str
     deadline = time.monotonic() + timeout_s
     while proc.poll() is None and time.monotonic() < deadline:
         for path in results_dir.glob("*/results.jsonl"):
-            lines = path.read_text().splitlines()
-            if any(_server_name(line) == name for line in lines):
+            if any(cell.server.name == name for cell in read_results(path)):  # a line being written is skipped
                 return
         time.sleep(0.2)
-
-
-def _server_name(line: str) -> str | None:
-    try:
-        return json.loads(line)["server"]["name"]
-    except (ValueError, KeyError, TypeError):
-        return None  # a line still being written
 
 
 def test_paired_recovers_the_known_ratio_where_one_after_the_other_does_not(twin_servers, exported_model,
