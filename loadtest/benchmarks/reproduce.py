@@ -74,9 +74,17 @@ def overlap(ratios: Sequence[PairedRatio]) -> bool:
 
 
 def spread(ratios: Sequence[PairedRatio]) -> float | None:
-    """The largest value ÷ the smallest; None with fewer than two."""
-    values = [r.ratio for r in ratios if r.ratio is not None]
+    """The largest estimate ÷ the smallest; None with fewer than two. A ratio with an open end (a capacity that is a
+    lower bound) has no estimate, only its bound, so it does not count."""
+    values = [r.ratio for r in ratios if r.ratio is not None and r.bounded]
     return max(values) / min(values) if len(values) > 1 and min(values) > 0 else None
+
+
+def run_value(ratio: PairedRatio) -> str:
+    """One run's ratio in the summary line: its estimate, or only its bound where an end is open."""
+    if ratio.ratio is None:
+        return "—"
+    return f"×{ratio.ratio:.2f}" if ratio.bounded else ratio.value()
 
 
 def speed_line(ratios: Sequence[PairedRatio]) -> str | None:
@@ -95,12 +103,14 @@ def summary(runs: Sequence[Run]) -> str:
     lines.append("")
     for key in keys:
         here = [r for run in runs for r in run.ratios if r.key == key]
-        values = ", ".join(f"×{r.ratio:.2f}" if r.ratio is not None else "—" for r in here)
+        values = ", ".join(run_value(r) for r in here)
         ratio_spread = spread(here)
+        estimates = sum(1 for r in here if r.ratio is not None and r.bounded)
+        of = "" if estimates == len(here) else f" (of the {estimates} runs with an estimate)"
         lines.append(f"{key[0]} at p99 ≤ {key[2]:g} ms (request batch {key[1]}) over {len(here)} runs: {values}; "
-                     f"every range overlaps every other: {'yes' if overlap(here) else 'no'}; largest ÷ smallest: "
+                     f"every range overlaps every other: {'yes' if overlap(here) else 'no'}; largest ÷ smallest{of}: "
                      + ("—" if ratio_spread is None else f"{ratio_spread:.2f}"))
-        if (line := speed_line(here)) is not None:
+        if (line := speed_line([r for r in here if r.bounded])) is not None:
             lines.append(line)
     return "\n".join(lines)
 

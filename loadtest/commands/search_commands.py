@@ -167,13 +167,17 @@ def rate_view(rows: Sequence[Any]) -> Table:
 @click.option("--unmet-ok", is_flag=True, help="exit 0 when every search ran, met or not (an unmet one is an answer)")
 @click.option("--repeat", "repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="run the whole comparison this many times: the report gives each repeat's ratio and their spread")
+@click.option("--max-repeats", type=click.IntRange(min=1), default=None,
+              help="then one more repeat, up to this many, while no ratio lies in the ranges of more than half "
+              "the repeats (two repeats apart; default: --repeat, none more)")
 @click.option("--sequential", is_flag=True,
               help="several servers: search them one after the other, each stopped before the next, instead of "
               "paired (all up at once, their cells interleaved, a reference cell showing the machine's drift)")
 @search_options
 @sizing_options
 @click.pass_context
-def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok: bool, repeats: int, sequential: bool,
+def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok: bool, repeats: int,
+                     max_repeats: int | None, sequential: bool,
                      plan_path: Path, results_dir: Path, report: bool, target_rps: float | None, prices: Path,
                      headroom: float, **values: Any) -> None:
     """The highest open-loop rate each server serves at p99 <= --p99-ms: bracket, bisect, confirm.
@@ -183,8 +187,11 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     time, so each ratio comes from the same minutes (--sequential: one after the other)."""
     from loadtest.measure.servers import server_slots
     from loadtest.report.page import pricing_from
+    from loadtest.report.paired import without_majority
     from loadtest.search.capacity_search import Capacities
 
+    if max_repeats is not None and max_repeats < repeats:
+        raise click.UsageError(f"--max-repeats {max_repeats} is fewer than --repeat {repeats}")
     choice = server_choice(values)
     run = None
     try:  # a bad target or price file is said before anything is measured
@@ -195,7 +202,8 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
         plan = layered_plan(plan_path, choice, _run_flags(values))
         request = capacity_request(plan, values)
         run = Capacities(request, server_slots(plan, choice.state_file), batch_sizes, results_dir,
-                         plan_path=str(plan_path), repeats=repeats, interleaved=not sequential)
+                         plan_path=str(plan_path), repeats=repeats, interleaved=not sequential,
+                         max_repeats=max_repeats or repeats, disagree=without_majority)
         with sigterm_as_interrupt():
             outcomes = run.run()
     except (Interrupted, KeyboardInterrupt):

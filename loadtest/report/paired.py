@@ -121,6 +121,27 @@ class PairedRatio:
         return self.low <= 1.0 <= self.high
 
     @property
+    def _ranges(self) -> list[tuple[float, float]]:
+        """Each repeat's range that has a ratio, an open end reaching as far as it may."""
+        return [(r.low if r.low is not None else 0.0, r.high if r.high is not None else float("inf"))
+                for r in self.repeats if r.ratio is not None]
+
+    @property
+    def repeats_disagree(self) -> bool:
+        """Two repeats whose ranges do not overlap: the machine measured them differently."""
+        ranges = self._ranges
+        return any(a_high < b_low for _, a_high in ranges for b_low, _ in ranges)
+
+    @property
+    def without_majority(self) -> bool:
+        """No ratio lies in the ranges of more than half the repeats: their median stands on no agreement (two
+        repeats apart; of three, none overlapping another). Ranges that share a value pairwise share one in
+        common (they are intervals), so the deepest point is at one of their low ends."""
+        ranges = self._ranges
+        deepest = max((sum(low <= x <= high for low, high in ranges) for x, _ in ranges), default=0)
+        return deepest * 2 <= len(ranges)
+
+    @property
     def bounded(self) -> bool:
         """Both ends known: the ratio has an estimate; else (a capacity a lower bound, or a pass cut by time) only
         its known end is a figure."""
@@ -138,7 +159,8 @@ class PairedRatio:
         n = len(self.repeats)
         how = "paired" if self.paired else "not paired"
         verdict = "no measurable difference: " if self.no_difference else ""
-        return f"{verdict}{self.value()}, {how}" + (f", median of {n} repeats" if n > 1 else "")
+        disagree = ", their ranges apart" if self.repeats_disagree else ""
+        return f"{verdict}{self.value()}, {how}" + (f", median of {n} repeats{disagree}" if n > 1 else "")
 
     def describe(self) -> str:
         """`batching gain on cpu at p99 ≤ 10 ms (request batch 1), paired over 5 repeats: ×1.62 (×1.55–×1.70;
@@ -150,6 +172,8 @@ class PairedRatio:
         if self.ratio is None:
             return head + "; ".join(dict.fromkeys(f"— {r.reason}" for r in self.repeats))
         each = f"; each repeat: {', '.join(r.describe() for r in self.repeats)}" if n > 1 else ""
+        if self.repeats_disagree:
+            each += " (the repeats disagree: two ranges do not overlap)"
         verdict = "no measurable difference, " if self.no_difference else ""
         value = self.value()
         if not self.bounded:
@@ -198,6 +222,13 @@ def paired_ratios(results: Sequence[CellResult]) -> list[PairedRatio]:
     for cells in groups.values():
         out += _comparison_ratios(cells)
     return sorted(out, key=lambda p: (p.request_batch_size, p.p99_objective_ms, p.what))
+
+
+def without_majority(results: Sequence[CellResult], comparison_id: str) -> bool:
+    """Whether a ratio of comparison `comparison_id` has repeats without a majority that agree
+    (`PairedRatio.without_majority`): what a capacity run asks before it runs another repeat (`--max-repeats`)."""
+    own = [c for c in results if (tag := comparison_of(c)) is not None and tag.id == comparison_id]
+    return any(p.without_majority for p in paired_ratios(own))
 
 
 def _comparison_ratios(cells: Sequence[CellResult]) -> list[PairedRatio]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from loadtest.evidence.objective import Objective
+from loadtest.evidence.records import CellResult
 from loadtest.evidence.search_tag import ComparisonTag, SearchTag
 from loadtest.evidence.tables import plain_table
 from loadtest.evidence.vocab import LoadMode, Role
@@ -210,6 +211,11 @@ class Capacities:
     outcomes: list[Outcome] = field(default_factory=list)
     repeats: int = 1  # the whole comparison, this many times
     interleaved: bool = True  # several servers: paired (False: searched one after the other)
+    # up to this many repeats (0: `repeats`), one more while no ratio lies in the ranges of more than half the
+    # repeats: asked of `disagree(the run's cells, comparison id)` (`loadtest.report.paired.without_majority`,
+    # given by the command)
+    max_repeats: int = 0
+    disagree: Callable[[Sequence[CellResult], str], bool] | None = None
 
     def __post_init__(self) -> None:
         self.cells = CellRunner.new_run(self.results_root, self.request.plan, self.plan_path, self.out)
@@ -233,9 +239,24 @@ class Capacities:
         if self.paired:
             self._run_paired()
         else:
-            for repeat in range(1, self.repeats + 1):
+            repeat = 0
+            while self._another_repeat(repeat, [f"{self.run_id}/b{batch}" for batch in self.batch_sizes]):
+                repeat += 1
                 self._run_sequential(repeat)
         return self.outcomes
+
+    def _another_repeat(self, done: int, comparison_ids: Sequence[str]) -> bool:
+        """Whether to run repeat `done` + 1: while fewer than `repeats` ran; then, up to `max_repeats`, while a
+        comparison's repeats have no majority that agree (two apart), said on the console."""
+        if done < self.repeats:
+            return True
+        if done >= self.max_repeats or self.disagree is None or len(self.servers) < 2:
+            return False
+        apart = [cid for cid in comparison_ids if self.disagree(self.cells.results, cid)]
+        if apart:
+            self.cells.say(f"{', '.join(apart)}: no ratio lies in the ranges of more than half its {done} repeats; "
+                           f"repeat {done + 1} (at most {self.max_repeats})")
+        return bool(apart)
 
     def _run_sequential(self, repeat: int) -> None:
         names = [slot.name for slot in self.servers]
@@ -252,9 +273,10 @@ class Capacities:
     def _run_paired(self) -> None:
         with self._all_up(self.servers) as answering:
             for batch in self.batch_sizes:
-                for repeat in range(1, self.repeats + 1):
-                    if answering:
-                        self._compare(answering, batch, repeat)
+                repeat = 0
+                while answering and self._another_repeat(repeat, [f"{self.run_id}/b{batch}"]):
+                    repeat += 1
+                    self._compare(answering, batch, repeat)
 
     def compare(self, slots: Sequence[Slot], batch_size: int) -> list[Outcome]:
         """One paired comparison of `slots` at `batch_size` (the tuner's unit: its incumbent and a challenger): all

@@ -52,6 +52,17 @@ def test_a_ratio_that_holds_whatever_the_speed_is_not_said_to_move():
     assert speed_line([ratio(1.2, 1.1, 1.3, ())] * 5) is None  # no reference cells: nothing to say
 
 
+def test_a_run_whose_ratio_is_only_a_bound_shows_the_bound_and_is_left_out_of_the_spread():
+    """A capacity that is a lower bound gives a ratio with an open end: the run shows `at least`, never the point of
+    its repeats, and largest ÷ smallest is over the runs with an estimate (here 1.33 ÷ 1.21, not 1.58 ÷ 1.21)."""
+    bound = PairedRatio(GAIN, 16, 100.0, True, (RepeatRatio(1, 1.58, 1.08, None, None, None),),
+                        Drift("cpu-off", (990.0,)))
+    runs = [ratio(1.33, 1.11, 1.77, (960.0,)), bound, ratio(1.21, 0.96, 1.49, (1000.0,))]
+    text = summary([Run(i + 1, 100.0, (r,)) for i, r in enumerate(runs)])
+    assert "over 3 runs: ×1.33, at least ×1.08, ×1.21; every range overlaps every other: yes; " \
+           "largest ÷ smallest (of the 2 runs with an estimate): 1.10" in text
+
+
 def default_sigint() -> None:
     """In the child: SIGINT as a terminal delivers it (a background job starts with SIGINT ignored)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -160,3 +160,22 @@ def test_two_servers_of_one_configuration_in_one_run_are_compared_not_merged_as_
     searches = answers.search_answers(cells)
     assert len(answers.typical(searches)) == 2  # two servers, two answers: neither is the other's repeat
     assert all(answers.repeats_of(s, searches) == [s] for s in searches)
+
+
+def test_repeats_whose_ranges_are_apart_disagree_and_a_third_that_joins_one_makes_a_majority():
+    # on 200..400 against off 100..200 (×1.00–×4.00), then on 40..80 (×0.20–×0.80): apart
+    two = [*comparison(1, 2.0, first_index=0), *comparison(2, 0.4, first_index=20)]
+    (found,) = paired.paired_ratios(two)
+    assert found.repeats_disagree and found.without_majority
+    assert "(the repeats disagree: two ranges do not overlap)" in found.describe()
+    assert found.short().endswith("median of 2 repeats, their ranges apart")
+    assert paired.without_majority(two, "run/b1") and not paired.without_majority(two, "run/b2")
+    # a third at ×1.80 (×0.90–×3.60) overlaps the first: two of three agree, the median is ×1.80
+    three = [*two, *comparison(3, 1.8, first_index=40)]
+    (found,) = paired.paired_ratios(three)
+    assert found.repeats_disagree and not found.without_majority and found.ratio == pytest.approx(1.8)
+    assert not paired.without_majority(three, "run/b1")
+    # overlapping repeats (×1.00–×4.00 and ×0.50–×2.00) agree
+    (found,) = paired.paired_ratios([*comparison(1, 2.0, first_index=0), *comparison(2, 1.0, first_index=20)])
+    assert not found.repeats_disagree and not found.without_majority
+    assert "disagree" not in found.describe() and "apart" not in found.short()

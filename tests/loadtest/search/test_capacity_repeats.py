@@ -1,0 +1,65 @@
+"""Repeats past `--repeat` (`Capacities.max_repeats`): one more while a comparison's repeats have no majority
+that agree, up to the cap. Each repeat's searches are stood in for by hand-made cells appended to the run's own
+(`tests.loadtest.report.test_paired.comparison`), and the run asks the real `paired.without_majority` of them."""
+
+from __future__ import annotations
+
+import io
+from contextlib import contextmanager
+from dataclasses import replace
+
+from loadtest.evidence.objective import Objective
+from loadtest.measure.plan import load_plan
+from loadtest.report.paired import without_majority
+from loadtest.search.capacity_search import Capacities, CapacityRequest
+from tests.loadtest.report.test_paired import comparison
+from tests.support.cli import invoke
+from tests.support.paths import REPO
+
+
+def capacities(tmp_path, monkeypatch, gains, repeats=2, max_repeats=0):
+    """A paired run of two stand-in servers whose repeat N reads batching gain `gains[N - 1]`, its range ×0.5–×2
+    of it (`test_paired.comparison`); the repeats it ran, and its console."""
+    out = io.StringIO()
+    run = Capacities(CapacityRequest(load_plan(REPO / "loadtest/plans/demo.toml"), Objective(10.0)),
+                     [object(), object()], [1], tmp_path, out=out, repeats=repeats, max_repeats=max_repeats,
+                     disagree=without_majority)
+    ran = []
+
+    @contextmanager
+    def all_up(slots):
+        yield [("cpu-off", None), ("cpu-cpu", None)]
+
+    def compare(answering, batch, repeat, comparison_id=""):
+        ran.append(repeat)
+        cells = comparison(repeat, gains[repeat - 1], first_index=20 * repeat)
+        run.cells.results.extend(replace(c, search=replace(c.tag, comparison=replace(
+            c.tag.comparison, id=f"{run.run_id}/b{batch}"))) for c in cells)
+
+    monkeypatch.setattr(run, "_all_up", all_up)
+    monkeypatch.setattr(run, "_compare", compare)
+    run.run()
+    return ran, out.getvalue()
+
+
+def test_repeats_apart_get_another_until_a_majority_agrees(tmp_path, monkeypatch):
+    ran, console = capacities(tmp_path, monkeypatch, [2.0, 0.4, 1.8, 2.0], max_repeats=4)
+    assert ran == [1, 2, 3]  # the third (×1.80) overlaps the first (×2.00): two of three agree
+    assert "no ratio lies in the ranges of more than half its 2 repeats; repeat 3 (at most 4)" in console
+
+
+def test_no_more_than_max_repeats_however_they_disagree(tmp_path, monkeypatch):
+    ran, _ = capacities(tmp_path, monkeypatch, [4.0, 0.4, 0.05, 16.0], max_repeats=3)  # each apart from each
+    assert ran == [1, 2, 3]
+
+
+def test_repeats_that_agree_or_no_max_repeats_run_repeat_times(tmp_path, monkeypatch):
+    assert capacities(tmp_path, monkeypatch, [2.0, 1.8, 1.0], max_repeats=3)[0] == [1, 2]
+    assert capacities(tmp_path, monkeypatch, [2.0, 0.4, 1.8])[0] == [1, 2]  # max_repeats 0: --repeat only
+
+
+def test_max_repeats_below_repeat_is_refused_in_one_line(tmp_path):
+    done = invoke("capacity", "--target", "127.0.0.1:1", "--p99-ms", "10", "--repeat", "3", "--max-repeats", "2",
+                  "--results-dir", tmp_path)
+    assert done.exit_code != 0 and "--max-repeats 2 is fewer than --repeat 3" in done.stderr
+    assert not list(tmp_path.iterdir())  # refused before anything was measured
