@@ -189,6 +189,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     from loadtest.report.page import pricing_from
     from loadtest.report.paired import without_majority
     from loadtest.search.capacity_search import Capacities
+    from loadtest.search.comparison import Repeats
 
     if max_repeats is not None and max_repeats < repeats:
         raise click.UsageError(f"--max-repeats {max_repeats} is fewer than --repeat {repeats}")
@@ -202,8 +203,8 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
         plan = layered_plan(plan_path, choice, _run_flags(values))
         request = capacity_request(plan, values)
         run = Capacities(request, server_slots(plan, choice.state_file), batch_sizes, results_dir,
-                         plan_path=str(plan_path), repeats=repeats, interleaved=not sequential,
-                         max_repeats=max_repeats or repeats, disagree=without_majority)
+                         plan_path=str(plan_path), interleaved=not sequential,
+                         repeats=Repeats(repeats, max_repeats or repeats, without_majority))
         with sigterm_as_interrupt():
             outcomes = run.run()
     except (Interrupted, KeyboardInterrupt):

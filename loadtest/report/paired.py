@@ -16,13 +16,11 @@ Not for: running a comparison (`loadtest.search.capacity_search`) or the report'
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.search_tag import ComparisonTag
-from loadtest.evidence.vocab import CellStatus
 from loadtest.report.answers import (
     Gain,
     SearchAnswer,
@@ -33,7 +31,7 @@ from loadtest.report.answers import (
     search_answers,
 )
 from loadtest.report.blocks import Table
-from loadtest.report.drift import Drift, SpeedLink, speed_link
+from loadtest.report.drift import Drift, SpeedLink, Speeds, answer_index, drift_of, speed_link
 from loadtest.report.formatting import number as fmt
 
 GPU_CPU = "GPU/CPU"
@@ -294,7 +292,7 @@ def _ratio_of(repeat: int, numerator: SearchAnswer, denominator: SearchAnswer, s
         missing = " and ".join(s.config.name for s in (numerator, denominator) if not s.capacity_rps)
         return RepeatRatio(repeat, None, None, None, numerator, denominator, f"{missing} met no objective here",
                            speeds.drift)
-    between = speeds.between(_answer_index(numerator), _answer_index(denominator))
+    between = speeds.between(answer_index(numerator), answer_index(denominator))
     num_gap, den_gap = speeds.to_upper(numerator), speeds.to_upper(denominator)
     low = numerator.capacity_rps / denominator.upper_rps / ((1 + between) * (1 + den_gap)) \
         if denominator.upper_rps else None
@@ -320,61 +318,6 @@ def _upper_cells(cells: Sequence[CellResult], answers: Sequence[SearchAnswer]) -
         if at:
             out[a.search_id] = max(at)
     return out
-
-
-def _answer_index(search: SearchAnswer) -> int | None:
-    """The cell index of the cell that answered the search's capacity (its confirmation)."""
-    step = search.conclusion.capacity if search.conclusion else None
-    return step.result.cell_index if step is not None else None
-
-
-@dataclass(frozen=True)
-class Speeds:
-    """A comparison's reference cells: the machine's speed at any cell, interpolated between the two around it."""
-
-    references: Sequence[CellResult]
-    uppers: Mapping[str, int] = field(default_factory=dict)  # each search's last cell at its upper end
-
-    def to_upper(self, search: SearchAnswer) -> float:
-        """How far the speed moved between the search's answer and its upper end (0 where either is unknown)."""
-        return self.between(_answer_index(search), self.uppers.get(search.search_id))
-
-    @property
-    def drift(self) -> Drift | None:
-        return drift_of(self.references)
-
-    @cached_property
-    def points(self) -> list[tuple[int, float]]:
-        """(cell index, throughput) of every reference cell that measured, in order."""
-        return sorted((c.cell_index, c.throughput_rps) for c in self.references
-                      if c.status == CellStatus.OK and c.throughput_rps > 0)
-
-    def at(self, index: int) -> float | None:
-        points = self.points
-        if not points:
-            return None
-        before = [p for p in points if p[0] <= index]
-        after = [p for p in points if p[0] >= index]
-        if not before or not after:
-            return (before or after)[-1 if before else 0][1]
-        (i0, s0), (i1, s1) = before[-1], after[0]
-        return s0 if i1 == i0 else s0 + (s1 - s0) * (index - i0) / (i1 - i0)
-
-    def between(self, a: int | None, b: int | None) -> float:
-        """How far the speed moved between cells `a` and `b` (0 where either is unknown)."""
-        if a is None or b is None:
-            return 0.0
-        sa, sb = self.at(a), self.at(b)
-        return abs(sa - sb) / min(sa, sb) if sa and sb else 0.0
-
-
-def drift_of(references: Sequence[CellResult]) -> Drift | None:
-    """The reference cells' throughput in the order measured; None without any."""
-    ok = sorted((c for c in references if c.status == CellStatus.OK and c.throughput_rps > 0),
-                key=lambda c: c.cell_index)
-    if not ok:
-        return None
-    return Drift(ok[0].server.name, tuple(c.throughput_rps for c in ok))
 
 
 # ----------------------------------------------------------------------------- shown

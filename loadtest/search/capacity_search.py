@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from loadtest.evidence.objective import Objective
-from loadtest.evidence.records import CellResult
 from loadtest.evidence.search_tag import ComparisonTag, SearchTag
 from loadtest.evidence.tables import plain_table
 from loadtest.evidence.vocab import LoadMode, Role
@@ -36,7 +35,7 @@ from loadtest.measure.runner import CellRunner, Interrupted, cell_estimate_s
 from loadtest.measure.servers import Slot, StartFailed
 from loadtest.search.capacity import CapacitySearch, Pairing
 from loadtest.search.capacity_output import outcome_line, trail_table
-from loadtest.search.comparison import Reference, comparison_tag
+from loadtest.search.comparison import Reference, Repeats, comparison_tag
 from loadtest.search.interleave import Turn, interleave
 from loadtest.search.search_settings import CapacityAnswer, Measured, SearchSettings
 from model_export.provenance import cpu_cores
@@ -209,13 +208,8 @@ class Capacities:
     out: TextIO = sys.stdout
     plan_path: str = ""
     outcomes: list[Outcome] = field(default_factory=list)
-    repeats: int = 1  # the whole comparison, this many times
+    repeats: Repeats = field(default_factory=Repeats)  # how many times the whole comparison runs
     interleaved: bool = True  # several servers: paired (False: searched one after the other)
-    # up to this many repeats (0: `repeats`), one more while no ratio lies in the ranges of more than half the
-    # repeats: asked of `disagree(the run's cells, comparison id)` (`loadtest.report.paired.without_majority`,
-    # given by the command)
-    max_repeats: int = 0
-    disagree: Callable[[Sequence[CellResult], str], bool] | None = None
 
     def __post_init__(self) -> None:
         self.cells = CellRunner.new_run(self.results_root, self.request.plan, self.plan_path, self.out)
@@ -232,31 +226,16 @@ class Capacities:
         """Every search; Interrupted (Ctrl-C, SIGTERM) propagates after the running cell was recorded and the
         running searches answered from the cells before it (their outcomes kept in `outcomes`)."""
         how = "paired: all up, their cells interleaved" if self.paired else "one after the other"
-        repeats = f" x {self.repeats} repeats" if self.repeats > 1 else ""
+        repeats = f" x {self.repeats.at_least} repeats" if self.repeats.at_least > 1 else ""
         self.cells.say(f"capacity run {self.run_id}: {self._objectives()}, "
                        f"{len(self.servers)} server(s) x request batch {', '.join(map(str, self.batch_sizes))}"
                        f"{repeats} ({how}); results in {self.run_dir}")
         if self.paired:
             self._run_paired()
         else:
-            repeat = 0
-            while self._another_repeat(repeat, [f"{self.run_id}/b{batch}" for batch in self.batch_sizes]):
-                repeat += 1
+            for repeat in self.repeats.each(self.cells, [f"{self.run_id}/b{batch}" for batch in self.batch_sizes]):
                 self._run_sequential(repeat)
         return self.outcomes
-
-    def _another_repeat(self, done: int, comparison_ids: Sequence[str]) -> bool:
-        """Whether to run repeat `done` + 1: while fewer than `repeats` ran; then, up to `max_repeats`, while a
-        comparison's repeats have no majority that agree (two apart), said on the console."""
-        if done < self.repeats:
-            return True
-        if done >= self.max_repeats or self.disagree is None or len(self.servers) < 2:
-            return False
-        apart = [cid for cid in comparison_ids if self.disagree(self.cells.results, cid)]
-        if apart:
-            self.cells.say(f"{', '.join(apart)}: no ratio lies in the ranges of more than half its {done} repeats; "
-                           f"repeat {done + 1} (at most {self.max_repeats})")
-        return bool(apart)
 
     def _run_sequential(self, repeat: int) -> None:
         names = [slot.name for slot in self.servers]
@@ -273,10 +252,9 @@ class Capacities:
     def _run_paired(self) -> None:
         with self._all_up(self.servers) as answering:
             for batch in self.batch_sizes:
-                repeat = 0
-                while answering and self._another_repeat(repeat, [f"{self.run_id}/b{batch}"]):
-                    repeat += 1
-                    self._compare(answering, batch, repeat)
+                for repeat in self.repeats.each(self.cells, [f"{self.run_id}/b{batch}"]):
+                    if answering:
+                        self._compare(answering, batch, repeat)
 
     def compare(self, slots: Sequence[Slot], batch_size: int) -> list[Outcome]:
         """One paired comparison of `slots` at `batch_size` (the tuner's unit: its incumbent and a challenger): all

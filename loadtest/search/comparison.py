@@ -8,14 +8,18 @@ server sees it; `loadtest.report.paired` reads the drift from it. Every cell of 
 reference alike, records `search.comparison`: its id (one per request batch size), the repeat, whether it
 was paired (interleaved) or searched one after the other, and the servers compared.
 
+How many times a comparison runs (`Repeats`): `--repeat` times, then one more, up to `--max-repeats`, while no
+ratio lies in the ranges of more than half its repeats (two repeats apart: their median stands on neither).
+
 Not for: the searches (`loadtest.search.capacity_search`) or reading the ratio (`loadtest.report.paired`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from loadtest.evidence.records import CellResult
 from loadtest.evidence.search_tag import ComparisonTag, SearchTag
 from loadtest.evidence.vocab import LoadMode
 from loadtest.measure import plan as plans
@@ -54,3 +58,29 @@ class Reference:
         """After every `every` rounds of the interleaved searches."""
         if round_number % self.every == 0:
             self.measure("between")
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """`at_least` repeats of a comparison, then one more, up to `at_most`, while `disagree(the run's cells, its
+    comparison id)` (`loadtest.report.paired.without_majority`, given by the command) finds no majority."""
+
+    at_least: int = 1
+    at_most: int = 0  # 0: `at_least`, none more
+    disagree: Callable[[Sequence[CellResult], str], bool] | None = None
+
+    def each(self, cells: CellRunner, comparison_ids: Sequence[str]) -> Iterator[int]:
+        """Repeat numbers 1, 2, ... for as long as the rule asks for another, said on the console past `at_least`."""
+        done = 0
+        while done < self.at_least or self._apart(cells, comparison_ids, done):
+            done += 1
+            yield done
+
+    def _apart(self, cells: CellRunner, comparison_ids: Sequence[str], done: int) -> bool:
+        if done >= self.at_most or self.disagree is None:
+            return False
+        apart = [cid for cid in comparison_ids if self.disagree(cells.results, cid)]
+        if apart:
+            cells.say(f"{', '.join(apart)}: no ratio lies in the ranges of more than half its {done} repeats; "
+                      f"repeat {done + 1} (at most {self.at_most})")
+        return bool(apart)

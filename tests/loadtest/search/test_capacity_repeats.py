@@ -1,6 +1,7 @@
-"""Repeats past `--repeat` (`Capacities.max_repeats`): one more while a comparison's repeats have no majority
-that agree, up to the cap. Each repeat's searches are stood in for by hand-made cells appended to the run's own
-(`tests.loadtest.report.test_paired.comparison`), and the run asks the real `paired.without_majority` of them."""
+"""Repeats past `--repeat` (`loadtest.search.comparison.Repeats`, as `Capacities` runs them): one more while a
+comparison's repeats have no majority that agree, up to the cap. Each repeat's searches are stood in for by
+hand-made cells appended to the run's own (`tests.loadtest.report.test_paired.comparison`), and the run asks the
+real `paired.without_majority` of them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from loadtest.evidence.objective import Objective
 from loadtest.measure.plan import load_plan
 from loadtest.report.paired import without_majority
 from loadtest.search.capacity_search import Capacities, CapacityRequest
+from loadtest.search.comparison import Repeats
 from tests.loadtest.report.test_paired import comparison
 from tests.support.cli import invoke
 from tests.support.paths import REPO
@@ -22,8 +24,8 @@ def capacities(tmp_path, monkeypatch, gains, repeats=2, max_repeats=0):
     of it (`test_paired.comparison`); the repeats it ran, and its console."""
     out = io.StringIO()
     run = Capacities(CapacityRequest(load_plan(REPO / "loadtest/plans/demo.toml"), Objective(10.0)),
-                     [object(), object()], [1], tmp_path, out=out, repeats=repeats, max_repeats=max_repeats,
-                     disagree=without_majority)
+                     [object(), object()], [1], tmp_path, out=out,
+                     repeats=Repeats(repeats, max_repeats, without_majority))
     ran = []
 
     @contextmanager
