@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from loadtest.evidence.objective import Objective
-from loadtest.measure.plan import load_plan
+from loadtest.measure.plan import load_plan, with_overrides
 from loadtest.report.paired import without_majority
 from loadtest.search.capacity_search import Capacities, CapacityRequest
 from loadtest.search.comparison import Repeats
@@ -23,7 +23,8 @@ def capacities(tmp_path, monkeypatch, gains, repeats=2, max_repeats=0):
     """A paired run of two stand-in servers whose repeat N reads batching gain `gains[N - 1]`, its range ×0.5–×2
     of it (`test_paired.comparison`); the repeats it ran, and its console."""
     out = io.StringIO()
-    run = Capacities(CapacityRequest(load_plan(REPO / "loadtest/plans/demo.toml"), Objective(10.0)),
+    plan = with_overrides(load_plan(REPO / "loadtest/plans/demo.toml"), input_data="random")  # no samples file
+    run = Capacities(CapacityRequest(plan, Objective(10.0)),
                      [object(), object()], [1], tmp_path, out=out,
                      repeats=Repeats(repeats, max_repeats, without_majority))
     ran = []
