@@ -27,7 +27,7 @@ from pathlib import Path
 from loadtest.bundle.processes import stop
 from loadtest.evidence.records import read_results
 from loadtest.report.drift import speed_link
-from loadtest.report.paired import PairedRatio, paired_ratios
+from loadtest.report.paired import PairedRatio, paired_ratios, ranges_apart
 
 STOP_GRACE_S = 60.0  # an interrupted run's time to stop its servers (each drains its requests first)
 
@@ -68,9 +68,7 @@ def run_capacity(number: int, results_dir: Path, capacity_args: Sequence[str],
 
 def overlap(ratios: Sequence[PairedRatio]) -> bool:
     """Every range overlaps every other (an open end reaches as far as it may)."""
-    ranges = [(r.low if r.low is not None else 0.0, r.high if r.high is not None else float("inf"))
-              for r in ratios if r.ratio is not None]
-    return all(a_low <= b_high and b_low <= a_high for a_low, a_high in ranges for b_low, b_high in ranges)
+    return not ranges_apart(ratios)
 
 
 def spread(ratios: Sequence[PairedRatio]) -> float | None:
@@ -105,7 +103,7 @@ def summary(runs: Sequence[Run]) -> str:
         here = [r for run in runs for r in run.ratios if r.key == key]
         values = ", ".join(run_value(r) for r in here)
         ratio_spread = spread(here)
-        estimates = sum(1 for r in here if r.ratio is not None and r.bounded)
+        estimates = sum(1 for r in here if r.bounded)
         of = "" if estimates == len(here) else f" (of the {estimates} runs with an estimate)"
         lines.append(f"{key[0]} at p99 ≤ {key[2]:g} ms (request batch {key[1]}) over {len(here)} runs: {values}; "
                      f"every range overlaps every other: {'yes' if overlap(here) else 'no'}; largest ÷ smallest{of}: "

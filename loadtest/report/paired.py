@@ -119,23 +119,16 @@ class PairedRatio:
         return self.low <= 1.0 <= self.high
 
     @property
-    def _ranges(self) -> list[tuple[float, float]]:
-        """Each repeat's range that has a ratio, an open end reaching as far as it may."""
-        return [(r.low if r.low is not None else 0.0, r.high if r.high is not None else float("inf"))
-                for r in self.repeats if r.ratio is not None]
-
-    @property
     def repeats_disagree(self) -> bool:
         """Two repeats whose ranges do not overlap: the machine measured them differently."""
-        ranges = self._ranges
-        return any(a_high < b_low for _, a_high in ranges for b_low, _ in ranges)
+        return ranges_apart(self.repeats)
 
     @property
     def without_majority(self) -> bool:
         """No ratio lies in the ranges of more than half the repeats: their median stands on no agreement (two
         repeats apart; of three, none overlapping another). Ranges that share a value pairwise share one in
         common (they are intervals), so the deepest point is at one of their low ends."""
-        ranges = self._ranges
+        ranges = open_ranges(self.repeats)
         deepest = max((sum(low <= x <= high for low, high in ranges) for x, _ in ranges), default=0)
         return deepest * 2 <= len(ranges)
 
@@ -190,6 +183,18 @@ class PairedRatio:
         if self.drift is None or self.drift.moved is None:
             return "the machine's drift was not measured (no reference cell)"
         return f"this machine's speed moved {self.drift.moved:.0%} during the comparison"
+
+
+def open_ranges(measured: Sequence[RepeatRatio | PairedRatio]) -> list[tuple[float, float]]:
+    """Each range of those with a ratio, an open end reaching as far as it may."""
+    return [(m.low if m.low is not None else 0.0, m.high if m.high is not None else float("inf"))
+            for m in measured if m.ratio is not None]
+
+
+def ranges_apart(measured: Sequence[RepeatRatio | PairedRatio]) -> bool:
+    """Two of the ranges (repeats', or runs' ratios) do not overlap."""
+    ranges = open_ranges(measured)
+    return any(a_high < b_low for _, a_high in ranges for b_low, _ in ranges)
 
 
 def _range(low: float | None, high: float | None) -> str:
