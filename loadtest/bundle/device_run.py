@@ -104,13 +104,14 @@ def sizing_flags(args: argparse.Namespace) -> list[str]:
     return ["--target-rps", f"{args.target_rps:g}", "--prices", str(prices)]
 
 
-def write_plan(path: Path, args: argparse.Namespace, loadgen_cores: int) -> Path:
-    """The plan every cell runs with: the servers on the first cores, Locust on the last `loadgen_cores`."""
+def write_plan(path: Path, args: argparse.Namespace, loadgen_cores: int, models: Path = PROJECT / "models") -> Path:
+    """The plan every cell runs with: the servers on the first cores, Locust on the last `loadgen_cores`; the
+    sample digits from `models` (the bundle's)."""
     server_cpus, loadgen_cpus, processes = core_split(loadgen_cores)
     lines = ['name = "device-bundle"', "[run]", f"warmup_s = {WARMUP_S}", f"measure_s = {args.measure_s}",
              "window_s = 0.5", f"processes = {processes}", 'protocol = "grpc"', 'arrival = "poisson"',
              'check = "classes"', "request_timeout_s = 10.0", "late_threshold_ms = 2.0",
-             f'samples = "{PROJECT / "models" / "mnist-samples.npz"}"']
+             f'samples = "{models / "mnist-samples.npz"}"']
     if loadgen_cpus:
         lines.append(f'loadgen_cpus = "{loadgen_cpus}"')
     lines += ["[grid]", "batch_sizes = [1]", "concurrency = [4]", "rates_rps = []", "[servers.launch]",

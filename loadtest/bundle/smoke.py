@@ -108,8 +108,9 @@ def read_cells(results: Path) -> list[dict]:
 
 
 def judge(cells: list[dict], server: str, device: str, exit_code: int | None, tail: list[str],
-          start_s: float | None = None) -> Smoke:
-    """The smoke's verdict from its cells (`exit_code` None: stopped at its time limit)."""
+          start_s: float | None = None, runtime_asked: str | None = None) -> Smoke:
+    """The smoke's verdict from its cells (`exit_code` None: stopped at its time limit); the runtime asked for is
+    the device's in `EXPECTED_RUNTIMES` unless `runtime_asked` names another."""
     if not cells:
         ended = "stopped at its time limit" if exit_code is None else f"exit {exit_code}"
         return Smoke(False, f"measured nothing ({ended}): {' | '.join(line.strip() for line in tail[-3:])}", server,
@@ -117,7 +118,7 @@ def judge(cells: list[dict], server: str, device: str, exit_code: int | None, ta
     runtime = str(cells[0].get("server", {}).get("versions", {}).get("runtime", ""))
     read = tuple(smoke_cell(c) for c in cells)
     callers = int((cells[0].get("device_floor") or {}).get("callers") or 1)
-    problem = cell_problem(cells) or runtime_problem(runtime, device)
+    problem = cell_problem(cells) or runtime_problem(runtime, device, runtime_asked)
     if not problem and len(cells) < len(BATCHES):
         ended = "stopped at its time limit" if exit_code is None else f"exit {exit_code}"
         problem = f"{len(cells)} of {len(BATCHES)} cells measured ({ended})"
@@ -140,8 +141,8 @@ def cell_problem(cells: list[dict]) -> str:
     return ""
 
 
-def runtime_problem(runtime: str, device: str) -> str:
-    expected = EXPECTED_RUNTIMES.get(device, "")
+def runtime_problem(runtime: str, device: str, runtime_asked: str | None = None) -> str:
+    expected = EXPECTED_RUNTIMES.get(device, "") if runtime_asked is None else runtime_asked
     if expected and runtime != expected:
         return f"the {device} server ran {runtime or 'no named runtime'}, not {expected}"
     return ""

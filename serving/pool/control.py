@@ -21,8 +21,9 @@ class Role(StrEnum):
 
 @dataclass(frozen=True)
 class WorkerReady:
-    """A started process, ready: its role and index, pid, internal REST (metrics) port, device name, and
-    (frontends) the ready line it would print as a server of its own."""
+    """A started process, ready: its role and index, pid, internal REST (metrics) port, device name,
+    (frontends) the ready line it would print as a server of its own, and the device floor it holds
+    (`DeviceFloor.as_dict()`: the one the server measured at start, handed to the frontends after it)."""
 
     role: Role
     index: int
@@ -30,6 +31,7 @@ class WorkerReady:
     rest_port: int
     device_name: str
     ready_line: str
+    device_floor: dict | None = None
 
 
 _PR_SET_PDEATHSIG = 1

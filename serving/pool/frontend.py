@@ -4,7 +4,8 @@ Every frontend binds the server's one gRPC port with SO_REUSEPORT (the kernel sp
 over them) and serves REST, with its metrics page, on an internal loopback port the supervisor reads.
 With a device owner, its models are signatures only and `RemoteCore` sends each validated request to the
 owner (`serving.pool.link`); the hand-off is its own phase. Without one it runs the model itself, as a
-one-process server does (frontend 0 alone measures the device floor, so they do not measure at once).
+one-process server does. The device floor is measured once per server, by the owner or else by frontend 0
+before the others start; every frontend holds it (`floor`), so whichever answers a metadata request reports it.
 
 Not for: the owner (`serving.pool.owner`) or starting frontends (`serving.pool.supervisor`).
 """
@@ -55,23 +56,21 @@ def signatures_only(entry, version: int):
     return LoadedModel(entry.name, version, path, defs, signature_specs(defs), run)
 
 
-def _core(args: argparse.Namespace, index: int, owner: tuple[str, str, str] | None) -> ServingCore:
-    """The frontend's core: remote (owner = (address, slab prefix, device name)) or running the model."""
+def _core(args: argparse.Namespace, index: int, owner: tuple[str, str, str] | None,
+          floor: dict | None) -> ServingCore:
+    """The frontend's core: remote (owner = (address, slab prefix, device name)) or running the model; it measures
+    the device floor only where no process of the server has (`floor` None) and it is frontend 0."""
     from serving.server.app import load_models, server_metrics
     from serving.server.flags import server_config
 
     if owner is None:
-        from serving.server.core import select_device
-        from serving.server.runtimes import prepare_process
+        from serving.server.core import select_device  # the process was readied (serving.pool.roles)
 
-        prepare_process(args.backend)
         config = server_config(args, select_device(args.device, args.backend))
-        if index > 0:  # one floor per server, measured by frontend 0 alone
+        if index > 0 or floor is not None:  # one floor per server, measured by frontend 0 alone
             config = dataclasses.replace(config, device_floor_s=0.0)
         return ServingCore(config, load_models(config), server_metrics(config))
-    from serving.protocol.generated import use_protos_without_runtime
-
-    use_protos_without_runtime()  # frontends never load the model's runtime (nor touch the GPU)
+    # With an owner a frontend never loads the model's runtime (nor touches the GPU): serving.pool.roles
     address, prefix, device_name = owner
     config = dataclasses.replace(server_config(args, device_name), device_floor_s=0.0)
     core = RemoteCore(config, load_models(config, signatures_only), server_metrics(config))
@@ -80,7 +79,7 @@ def _core(args: argparse.Namespace, index: int, owner: tuple[str, str, str] | No
     return core
 
 
-def frontend_main(args: argparse.Namespace, index: int, owner: tuple[str, str, str] | None,
+def frontend_main(args: argparse.Namespace, index: int, owner: tuple[str, str, str] | None, floor: dict | None,
                   control: Connection, parent_pid: int) -> None:
     """The frontend process: serve on the shared port until SIGTERM, then drain."""
     configure_logging(args.log_level)
@@ -88,11 +87,12 @@ def frontend_main(args: argparse.Namespace, index: int, owner: tuple[str, str, s
 
     stop = stop_requested()
     follow_parent(parent_pid)
-    core = _core(args, index, owner)
-    measure_and_freeze(core)
+    core = _core(args, index, owner, floor)
+    measure_and_freeze(core, floor)
     protocols = start_protocols(core, reuse_port=True, rest_host="127.0.0.1", rest_port=0)
     line = ready_line(core.config, protocols.grpc_port, protocols.rest.port, core.source)
-    control.send(WorkerReady(Role.FRONTEND, index, os.getpid(), protocols.rest.port, core.config.device_name, line))
+    control.send(WorkerReady(Role.FRONTEND, index, os.getpid(), protocols.rest.port, core.config.device_name, line,
+                             core.device_floor))
     stop.wait()
     protocols.drain(core)
     if isinstance(core, RemoteCore):

@@ -41,7 +41,6 @@ from serving.server.core import ServingCore
 from serving.server.errors import ServingError
 from serving.server.lifecycle import configure_logging, stop_requested
 from serving.server.phases import DELIVER, PhaseClock
-from serving.server.runtimes import prepare_process
 
 log = logging.getLogger("serving.pool")
 
@@ -191,8 +190,7 @@ class OwnerServer:
 
 def owner_main(args: argparse.Namespace, prefix: str, address: str, control: Connection, parent_pid: int) -> None:
     """The owner process: load, measure the floor, serve frontends until SIGTERM."""
-    configure_logging(args.log_level)
-    prepare_process(args.backend)
+    configure_logging(args.log_level)  # the process was readied for its runtime (serving.pool.roles)
     from serving.server.app import load_models, measure_and_freeze, server_metrics
     from serving.server.core import select_device
     from serving.server.flags import server_config
@@ -208,7 +206,7 @@ def owner_main(args: argparse.Namespace, prefix: str, address: str, control: Con
     rest = RestServer(core, "127.0.0.1", 0)  # its metrics page, summed into the supervisor's
     rest.start()
     core.source.start()
-    control.send(WorkerReady(Role.OWNER, 0, os.getpid(), rest.port, config.device_name, ""))
+    control.send(WorkerReady(Role.OWNER, 0, os.getpid(), rest.port, config.device_name, "", core.device_floor))
     stop.wait()
     server.stop()
     rest.stop()

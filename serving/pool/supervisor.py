@@ -94,6 +94,7 @@ class Supervisor:
         self.address = str(Path(self.socket_dir) / "owner.sock")
         self.frontends: list[_Child] = []
         self.owner: _Child | None = None
+        self.floor: dict | None = None  # the device floor the owner, or else frontend 0, measured at start
         self.restarts: collections.Counter[str] = collections.Counter()
         self.deaths: collections.deque[float] = collections.deque()
 
@@ -106,7 +107,7 @@ class Supervisor:
             owner = None
             if self.owner is not None and self.owner.ready is not None:
                 owner = (self.address, self.prefix, self.owner.ready.device_name)
-            call = (role, self.args, index, owner, send, os.getpid())
+            call = (role, self.args, index, owner, self.floor, send, os.getpid())
         process = self.context.Process(target=child_main, args=call, name=f"serving-{role}-{index}")
         process.start()
         send.close()
@@ -128,11 +129,17 @@ class Supervisor:
         raise RuntimeError(f"the {child.role} process {child.index} was not ready within {START_TIMEOUT_S:.0f} s")
 
     def start(self, stop) -> None:
+        """The owner where one is needed, else frontend 0, ready first (it measures the device floor with the
+        cores to itself); then the other frontends, handed that floor."""
         if needs_owner(self.args):
             self.owner = self._spawn(Role.OWNER, 0)
-            self._ready(self.owner, stop)
-        self.frontends = [self._spawn(Role.FRONTEND, i) for i in range(self.args.workers)]
-        for child in self.frontends:
+            self.floor = self._ready(self.owner, stop).device_floor
+        else:
+            self.frontends = [self._spawn(Role.FRONTEND, 0)]
+            self.floor = self._ready(self.frontends[0], stop).device_floor
+        waiting = [self._spawn(Role.FRONTEND, i) for i in range(len(self.frontends), self.args.workers)]
+        self.frontends += waiting
+        for child in waiting:
             self._ready(child, stop)
 
     def children(self) -> list[_Child]:

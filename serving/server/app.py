@@ -105,10 +105,10 @@ def server_metrics(config: ServerConfig) -> ServerMetrics:
                          grpc_max_threads=config.grpc_max_threads)
 
 
-def measure_and_freeze(core: ServingCore) -> None:
-    """The device floor (before anything else runs on the device), then the start-up heap frozen and GC pauses
-    exported."""
-    core.device_floor = device_floor(core.config, core.source)
+def measure_and_freeze(core: ServingCore, known_floor: dict | None = None) -> None:
+    """The device floor (before anything else runs on the device; `known_floor`, another process's of the same
+    server, instead where given), then the start-up heap frozen and GC pauses exported."""
+    core.device_floor = device_floor(core.config, core.source) if known_floor is None else known_floor
     core.metrics.record_device_floor(core.device_floor)
     if core.config.gc_freeze:
         log.info("garbage collector: %d start-up objects frozen", freeze_start_up_heap())

@@ -77,11 +77,17 @@ def prepare_process(backend: str) -> None:
     """Ready this process for `backend`, before anything imports TensorFlow or Keras.
 
     For `jax`: TensorFlow's protos without its runtime, Keras on JAX, and no GPU memory preallocation
-    (XLA_PYTHON_CLIENT_PREALLOCATE=false unless set). For `savedmodel`: TensorFlow's GPU memory grown as
-    needed (TF_FORCE_GPU_ALLOW_GROWTH=true unless set), so servers compared paired share one GPU. RuntimeError
+    (XLA_PYTHON_CLIENT_PREALLOCATE=false unless set); for `torch`: Keras on PyTorch. `KERAS_BACKEND` is set
+    whatever the environment said. For `savedmodel`: TensorFlow's GPU memory grown as needed
+    (TF_FORCE_GPU_ALLOW_GROWTH=true unless set), so servers compared paired share one GPU, and Keras (which
+    TensorFlow imports) on TensorFlow. RuntimeError
     when Keras was already imported with another backend (it cannot be switched afterwards)."""
     if Backend(backend) == Backend.SAVEDMODEL:
         os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")  # TF takes nearly all a GPU's memory otherwise
+        # TensorFlow imports Keras as it loads: on the backend the environment names unless told; the SavedModel
+        # needs none, so Keras stays on TensorFlow's own (not JAX or PyTorch loaded for nothing).
+        if keras_backend_in_use() is None:
+            os.environ["KERAS_BACKEND"] = "tensorflow"
     if Backend(backend) not in (Backend.JAX, Backend.TORCH):
         return
     keras_backend = str(Backend(backend))

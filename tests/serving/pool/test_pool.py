@@ -8,6 +8,7 @@ and nothing left behind after SIGTERM.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import os
 import signal
 import socket
@@ -21,6 +22,7 @@ import psutil
 import pytest
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
+from loadtest.measure.device_floor import server_info_floor
 from model_export.provenance import REPO
 from serving.deploy.process import start_server
 from serving.pool.slab import segment_prefix, segments
@@ -122,6 +124,18 @@ def test_the_one_metrics_page_counts_every_request_over_all_workers(exported_mod
             assert metric_value(page, REQUEST_PHASE_LATENCY + "_count", labels) == sent
         assert metric_value(page, POOL_WORKERS) == 2
         assert page.count("# TYPE " + REQUEST_COUNT + " counter") == 1  # one family, summed
+
+
+@pytest.mark.parametrize("owner", [False, True], ids=["frontend-0-measures", "owner-measures"])
+def test_every_frontend_reports_the_one_device_floor_the_server_measured(exported_model, owner):
+    """REST metadata is answered by the frontends in turn: each gives the floor measured once at start (the
+    owner's, or frontend 0's before the others started), never a frontend's own 'not measured'."""
+    flags = ["--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--workers", "2",
+             "--device_floor_s", "0.5"] + (["--device_owner", "always"] if owner else [])
+    with start_server(*flags, backend="null") as server:
+        floors = [server_info_floor(server.rest_url, "mnist") for _ in range(4)]  # both frontends, twice
+    assert all(f is not None and f["batches"] and f["budget_s"] == 0.5 for f in floors), floors
+    assert len({json.dumps(f, sort_keys=True) for f in floors}) == 1
 
 
 def _keep_sending(server, image, stop_at: float) -> list[grpc.StatusCode]:
