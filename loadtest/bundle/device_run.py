@@ -105,8 +105,7 @@ def sizing_flags(args: argparse.Namespace) -> list[str]:
 
 
 def write_plan(path: Path, args: argparse.Namespace, loadgen_cores: int, models: Path = PROJECT / "models") -> Path:
-    """The plan every cell runs with: the servers on the first cores, Locust on the last `loadgen_cores`; the
-    sample digits from `models` (the bundle's)."""
+    """The plan every cell runs with: servers on the first cores, Locust on the last `loadgen_cores`."""
     server_cpus, loadgen_cpus, processes = core_split(loadgen_cores)
     lines = ['name = "device-bundle"', "[run]", f"warmup_s = {WARMUP_S}", f"measure_s = {args.measure_s}",
              "window_s = 0.5", f"processes = {processes}", 'protocol = "grpc"', 'arrival = "poisson"',

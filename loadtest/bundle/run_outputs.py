@@ -135,7 +135,8 @@ def figures_record(path: Path) -> dict:
     by_configuration: dict[str, dict[str, dict]] = {}
     for figures in written.get("figures") or ():
         by_configuration.setdefault(figures["configuration"], {})[str(figures["request_batch"])] = figures
-    return {"decision": written.get("headline") or [], "by_configuration": by_configuration}
+    card = written.get("card") or {}
+    return {"decision": card.get("lines") or written.get("headline") or [], "by_configuration": by_configuration}
 
 
 def answer_lines(by_configuration: dict[str, dict[str, dict]]) -> list[str]:

@@ -312,6 +312,11 @@ def tune_command(ctx: click.Context, device: str, batch_size: int, budget_min: f
     if report and tune.searches.cells.results:
         build_report(tune.searches.cells.jsonl_path, "tune")
     click.echo(answer_text(answer, files))
+    from loadtest.report.headline import card_for  # the report stage's card, as capacity's console ends with it
+
+    card = card_for(tune.searches.cells.results) if tune.searches.cells.results else None
+    if card is not None:
+        click.echo("\n".join(["", *card.lines()]))
     if answer.winner is None:
         ctx.exit(1)
 

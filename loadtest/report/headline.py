@@ -23,16 +23,16 @@ from loadtest.evidence.vocab import LoadMode
 from loadtest.report.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer
 from loadtest.report.blocks import OFFERED_VS_SERVED, Figure, Table, device_name
 from loadtest.report.bound import bound_line
+from loadtest.report.card import Card, Target, card_of, targets_of
 from loadtest.report.configs import Config, config_labels, config_of
-from loadtest.report.decision import decision_lines, priced_answer
+from loadtest.report.decision import why_none_lines
 from loadtest.report.figures import Figures, console_lines, device_figures, figures_of
-from loadtest.report.formatting import money
 from loadtest.report.formatting import number as fmt
 from loadtest.report.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
 from loadtest.report.sections.device_use import busy_text
 from loadtest.report.sections.noise_table import host_floor_lines, host_floor_ms
 from loadtest.report.sections.objective_table import objective_headline, objective_table
-from loadtest.report.sizing.instances import Pricing, Replica, replicas_by_config
+from loadtest.report.sizing.instances import Pricing, replicas_by_config
 from loadtest.report.sources import highest_passing
 
 DEFAULT_P99_MS = 50.0  # the objective without a capacity search or a p99 asked for (`make size`'s default)
@@ -46,6 +46,7 @@ class Summary:
     tables: tuple[Table, ...]
     lead: str = ""  # the answer in one sentence: the first of the headline's first line (HTML's first screen)
     chart: Figure | None = None  # the server against the device alone, per configuration (HTML's first screen)
+    card: Card | None = None  # the first screen: for buying or not, per target and device (`loadtest.report.card`)
 
 
 def _rps(s: SearchAnswer) -> str:
@@ -141,7 +142,12 @@ def _gain_text(d: DeviceAnswer, labels: Labels, paired: Mapping[tuple, PairedRat
     return f"{g.describe()} ({labels[g.batching.config]} vs {labels[g.off.config]} {_rps(g.off)})"
 
 
-def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio]) -> str:
+def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio],
+                paired: Mapping[tuple, PairedRatio] | None = None) -> str:
+    """GPU/CPU as the card gives it: the paired comparison's ratio and range where there is one."""
+    compared = (paired or {}).get((GPU_CPU, d.request_batch_size, d.p99_objective_ms))
+    if compared is not None and compared.ratio is not None:
+        return compared.value()
     r = next((r for r in ratios if (r.request_batch_size, r.p99_objective_ms)
               == (d.request_batch_size, d.p99_objective_ms)), None)
     if r is None:
@@ -149,33 +155,16 @@ def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio]) -> str:
     return f"×{r.ratio:.2f}" if r.ratio is not None else f"— {r.reason}"
 
 
-def _cost_cells(d: DeviceAnswer, pricing: Pricing) -> tuple[str, ...]:
-    """Replicas, the instance (its size and price), replicas per instance, instances, per hour, per million: the
-    arithmetic in view (replicas ÷ per instance, rounded up, = instances; × its price = per hour)."""
-    p = priced_answer(d.best, d.request_batch_size, pricing) if d.best else None
-    if p is None:
-        return ("—",) * 6
-    c, placed = p.costs, p.placement
-    if p.refused:
-        replica = pricing.replicas.get(d.best.config, Replica(None, "", 0, "", "unknown")) if d.best else None
-        return (str(c.replicas), f"— not priced: {replica.describe() if replica else ''}: {p.refused}", "—", "—", "—",
-                "—")
-    if placed is None:
-        return (str(c.replicas), "— priced per replica", "—", "—", fmt(c.per_hour, 2), money(c.per_million))
-    i = placed.instance
-    return (str(c.replicas), f"{i.name} ({i.describe()}; {fmt(i.price_per_hour, 2)} {pricing.prices.currency}/h)",
-            str(placed.per_instance), str(placed.instances), fmt(c.per_hour, 2), money(c.per_million))
-
-
 def _pricing_caption(pricing: Pricing | None) -> str:
     if pricing is None:
-        return " Give a target load (--target-rps) for replicas and cost."
+        return " Give a target load (--target-rps) for boxes and cost (the card above)."
     p = pricing.prices
     unit = ("replica-hour; this file prices replicas, not instances" if p.per_replica else
             "instance-hour: the cheapest instance holding one replica, floor(vCPUs / replica cores) or GPUs / replica "
             "GPUs per instance, assumed to scale linearly across its cores or GPUs; a replica no instance holds is "
             "not priced")
-    return (f" Replicas for {pricing.target_rps:g} req/s = ceil(target / (capacity × {1 - pricing.headroom:g})), each "
+    return (f" The card's boxes: replicas for {pricing.target_rps:g} req/s"
+            f" = ceil(target / (capacity × {1 - pricing.headroom:g})), each "
             f"replica (one measured server) assumed to perform as the measured one; prices from {p.source} "
             f"({p.currency} per {unit}" + ("; EXAMPLE prices, not quotes" if p.example else "") + ").")
 
@@ -191,11 +180,7 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
                  fmt(b.upper_rps)) if b else ("none met the objective", *["—"] * 6)
         rows.append((d.device, device_name(d.device_name, b.config.machine if b else ""), str(d.request_batch_size),
                      f"{d.p99_objective_ms:g}",
-                     *found, _gain_text(d, labels, paired), _ratio_text(d, ratios),
-                     *(_cost_cells(d, pricing) if pricing else ())))
-    currency = pricing.prices.currency if pricing else ""
-    costs = ((f"replicas for {pricing.target_rps:g} req/s", "instance (size; price)", "replicas per instance",
-              "instances", f"{currency}/h", f"{currency}/M inferences") if pricing else ())
+                     *found, _gain_text(d, labels, paired), _ratio_text(d, ratios, paired)))
     return Table("Capacity under the latency objective, per device",
                  "Capacity: the highest offered rate (open loop) a capacity search confirmed with p99 within the "
                  "objective at the stated confidence (MLPerf's early-stopping rule: p99 upper estimate is the "
@@ -210,7 +195,7 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
                  ("device", "device name", "request batch", "p99 objective ms", "best configuration", "capacity req/s",
                   "images/s served", "device busy", "p50 ms", "p99 upper estimate ms", "upper end req/s",
                   "batching gain over off",
-                  "GPU/CPU", *costs), tuple(rows), tuple("" if d.best else "invalid" for d in devices))
+                  "GPU/CPU"), tuple(rows), tuple("" if d.best else "invalid" for d in devices))
 
 
 # ----------------------------------------------------------------------------- without searches
@@ -257,19 +242,22 @@ def models_named(results: Sequence[CellResult]) -> str:
 
 
 def summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None = None,
-              pricing: Pricing | None = None, figures: Mapping[tuple[Config, int], Figures] | None = None) -> Summary:
+              pricing: Pricing | None = None, figures: Mapping[tuple[Config, int], Figures] | None = None,
+              targets: Sequence[Target] | None = None) -> Summary:
     """The answer at `p99_ms` (None: every objective searched), naming the model unless it is the demo's.
-    `figures`: `figures_of` these results, when the caller has them already."""
+    `figures`: `figures_of` these results, when the caller has them already; `targets`: what the card answers
+    (default: each objective and request batch searched, at the pricing's rate)."""
     figures = figures_of(results, answers, labels) if figures is None else figures
-    summary = _summarise(results, answers, labels, p99_ms, pricing, figures)
+    summary = _summarise(results, answers, labels, p99_ms, pricing, figures, targets)
     models = models_named(results)
     tables = tuple(replace(t, title=f"{t.title} (model {models})") for t in summary.tables) if models else \
         summary.tables
-    return Summary(model_named(results, summary.headline), tables)
+    return replace(summary, headline=model_named(results, summary.headline), tables=tables)
 
 
 def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None,
-               pricing: Pricing | None, figures: Mapping[tuple[Config, int], Figures]) -> Summary:
+               pricing: Pricing | None, figures: Mapping[tuple[Config, int], Figures],
+               targets: Sequence[Target] | None = None) -> Summary:
     devices = [d for d in answers.devices if p99_ms is None or d.p99_objective_ms == p99_ms]
     if pricing is not None and not pricing.replicas:
         pricing = replace(pricing, replicas=replicas_by_config(results))
@@ -277,13 +265,14 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
         by_objective = objective_table(answers, labels)
         compared = paired_ratios(results)
         keyed = by_key(compared)
-        lines = (*decision_lines(answers, results, labels, pricing, p99_ms),
+        card = card_of(answers, pricing, keyed, targets_of(answers, pricing, p99_ms) if targets is None else targets)
+        lines = (*why_none_lines(answers, results, labels, p99_ms),
                  *headline(devices, answers.ratios, labels, results, figures, keyed), *objective_headline(answers),
                  *host_floor_lines(results, answers.objectives_ms()))
         table = paired_table(compared)
         return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing, keyed),
                                                      *((table,) if table else ()),
-                                                     *((by_objective,) if by_objective else ())))
+                                                     *((by_objective,) if by_objective else ())), card=card)
     objective = p99_ms if p99_ms is not None else DEFAULT_P99_MS
     if answers.searches:
         searched = ", ".join(sorted({f"{s.p99_objective_ms:g} ms" for s in answers.searches}))
@@ -321,14 +310,21 @@ def _bound_lines(results: Sequence[CellResult], answers: Answers, labels: Labels
                                       if (line := _bound(d, figures, results, labels))))
 
 
-def console_end(results: Sequence[CellResult], pricing: Pricing | None, several: bool) -> tuple[str, ...]:
-    """What `capacity` prints after its rate tables: with `several` servers the report's first sentences, else
-    the decision and what bounded each answer; then the figures table. The answers and figures are computed once."""
+def card_for(results: Sequence[CellResult], pricing: Pricing | None = None,
+             targets: Sequence[Target] | None = None) -> Card | None:
+    """The card of these records alone (None without a capacity search)."""
+    answers = answer(results)
+    labels = config_labels(config_of(cell) for cell in results)
+    return summarise(results, answers, labels, pricing=pricing, targets=targets).card
+
+
+def console_end(results: Sequence[CellResult], pricing: Pricing | None, several: bool = True,
+                targets: Sequence[Target] | None = None) -> tuple[str, ...]:
+    """What `capacity` (and `demo`, `tune`) print at the end: the card, then the figures table. The answers and
+    figures are computed once. `several` is kept for callers; one card serves one server or many."""
     answers = answer(results)
     labels = config_labels(config_of(cell) for cell in results)
     figures = figures_of(results, answers, labels)
-    if several:
-        lines = summarise(results, answers, labels, pricing=pricing, figures=figures).headline
-    else:
-        lines = (*decision_lines(answers, results, labels, pricing), *_bound_lines(results, answers, labels, figures))
-    return (*lines, *console_lines(list(figures.values())))
+    card = summarise(results, answers, labels, pricing=pricing, figures=figures, targets=targets).card
+    lines = tuple(card.lines()) if card is not None else _bound_lines(results, answers, labels, figures)
+    return (*lines, "", *console_lines(list(figures.values())))

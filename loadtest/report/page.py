@@ -223,9 +223,13 @@ def md_table(t: Table) -> str:
 
 
 def render_markdown(report: Report, html_name: str) -> str:
-    """The headline and the answer table first; then how it was made, then the summary tables."""
-    parts = [f"# {report.title}", ""]
-    parts += [item for line in report.summary.headline for item in (f"**{line}**", "")]
+    """The card first (its title the page's heading), then the findings and the answer table; then how it was made,
+    then the summary tables."""
+    card = report.summary.card
+    parts = [*card.lines(), "", f"The chart, each answer beside its device alone: [{html_name}]({html_name}).", "",
+             "## Terms of the card", "", *(f"- {term}" for term in card.terms()), "", "## Findings", ""] \
+        if card is not None else [f"# {report.title}", ""]
+    parts += [item for line in report.summary.headline for item in (line, "")]
     for t in report.summary.tables:
         parts += [*md_rows(t), "", f"{t.title}. {t.caption}", ""]
     parts += [*report.intro, "", f"Plots and every cell: [{html_name}]({html_name}); what each term means: "
@@ -249,8 +253,10 @@ def output_paths(out_dir: Path) -> tuple[Path, Path, Path, Path]:
 
 
 def figures_json(report: Report) -> str:
-    """`figures.json`: the decision and the report's first sentences, then every configuration's figures."""
-    return json.dumps({"headline": list(report.summary.headline),
+    """`figures.json`: the card (each figure it shows), the report's findings, then every configuration's figures."""
+    card = report.summary.card
+    return json.dumps({"card": card.as_dict() if card is not None else None,
+                       "headline": list(report.summary.headline),
                        "figures": [f.as_dict() for f in report.figures]}, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -296,5 +302,7 @@ def read_report(results: Sequence[Path], compare: Sequence[Path] = (), *, p99_ms
 
 
 def console_text(report: Report) -> str:
-    """What the `report` command prints: the report's first sentences (the decision first), then the figures."""
-    return "\n".join([*report.summary.headline, "", *console_lines(report.figures)])
+    """What the `report` command prints: the card (else the report's first sentences), then the figures."""
+    card = report.summary.card
+    return "\n".join([*(card.lines() if card is not None else report.summary.headline), "",
+                      *console_lines(report.figures)])

@@ -318,7 +318,10 @@ def ceiling_figure(bars: Sequence[CeilingBar]) -> bytes | None:
         ax.barh(row, bar.served_ips, height=0.45, color=colour(0), xerr=whisker, capsize=4,
                 error_kw={"ecolor": "#333"})
     ax.set_yticks(list(rows), [b.label for b in bars], fontsize=9)
-    _log_scale(ax, "x", [v for b in bars for v in (b.served_ips, b.high_ips, b.alone_ips)])
+    values = [v for b in bars for v in (b.served_ips, b.high_ips, b.alone_ips) if v is not None and v > 0]
+    _log_scale(ax, "x", values)
+    if values:  # bars start at a round decade below the smallest: a short bar is not drawn as a sliver
+        ax.set_xlim(left=10 ** math.floor(math.log10(min(values) * 0.999)))
     ax.set_xlabel("images/s (log)")
     ax.grid(alpha=0.3, axis="x")
     ax.legend(handles=[Patch(color=colour(0), label="served at its answer (whisker: up to its upper end)"),

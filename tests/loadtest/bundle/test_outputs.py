@@ -36,13 +36,14 @@ def test_the_run_record_is_rewritten_whole(tmp_path):
 
 
 def test_the_record_keeps_the_reports_figures_by_configuration_and_batch(tmp_path):
-    written = {"headline": ["Decision at p99 ≤ 10 ms, request batch 1: cpu-off ..."],
+    written = {"card": {"lines": ["# NOT FOR BUYING — ...", "", "| target | ... |"]},
+               "headline": ["the serving path bounded this answer ..."],
                "figures": [{"configuration": "gpu-off", "request_batch": 1, "server_mean_ms": 1.743},
                            {"configuration": "gpu-off", "request_batch": 32, "server_mean_ms": 2.657},
                            {"configuration": "cpu-off", "request_batch": 1, "server_mean_ms": None}]}
     (tmp_path / "figures.json").write_text(json.dumps(written))
     record = outputs.figures_record(tmp_path / "figures.json")
-    assert record["decision"] == written["headline"]
+    assert record["decision"] == written["card"]["lines"]  # the card, as the report opens with it
     assert record["by_configuration"]["gpu-off"]["32"] == written["figures"][1]
     assert sorted(record["by_configuration"]) == ["cpu-off", "gpu-off"]
 

@@ -27,13 +27,14 @@ NULL = replace(server("cpu-off", "off"), versions={"runtime": "none (null backen
 GPU = server("gpu-off", "off", device="gpu")
 
 def findings(cells) -> tuple[str, ...]:
-    """The headline after its decision lines: what bounded the answer comes first there."""
-    return tuple(line for line in headline_of(cells) if not line.startswith("Decision at"))
+    """The headline's findings after the reasons none met: what bounded the answer comes first there."""
+    return tuple(line for line in headline_of(cells) if not line.startswith("Why none met"))
 
 
 def lead_finding(md: str) -> str:
-    """The report's first bold line after its decision lines."""
-    return next(line for line in md.splitlines() if line.startswith("**") and not line.startswith("**Decision at"))
+    """The report's first finding after the reasons none met (the first paragraph under "## Findings")."""
+    below = md.split("\n## Findings\n\n", 1)[1]
+    return next(line for line in below.splitlines() if line and not line.startswith("Why none met"))
 
 
 
@@ -132,8 +133,8 @@ def test_without_a_floor_a_busy_device_gets_no_bound_sentence():
 def test_the_h100_run_opens_by_saying_the_gpu_did_not_bound_it(tmp_path):
     shutil.copytree(FIXTURES / "h100-run", tmp_path / "h100-run")
     md = report.run([tmp_path / "h100-run" / "results.jsonl"])[1].read_text()
-    assert lead_finding(md) == ("**the gpu (NVIDIA H100 80GB HBM3) did not bound this run (it was ≤ 4% busy), so "
-                                  "what it measured is the serving path on that machine.**")
+    assert lead_finding(md) == ("the gpu (NVIDIA H100 80GB HBM3) did not bound this run (it was ≤ 4% busy), so "
+                                "what it measured is the serving path on that machine.")
     rows = {(r[0], r[1]): r for r in table(md, "Where each request's time went, and the device alone")}
     assert rows[("gpu-off", "1")][2:6] == ["peak 367.5 req/s", "5.868", "3.144", "2.724"]
     assert rows[("gpu-off", "1")][-1] == "no device floor in this record (made before floors were recorded)"
@@ -188,7 +189,7 @@ def test_the_second_h100_run_never_says_the_gpu_bounded_it(tmp_path):
     md = report.run([tmp_path / "results.jsonl"])[1].read_text()
     lead = lead_finding(md)
     assert "on the device bounded" not in md
-    assert lead.startswith("**the runtime (JAX, 0.68 ms per call) bounded this answer, not the gpu (NVIDIA H100 80GB "
+    assert lead.startswith("the runtime (JAX, 0.68 ms per call) bounded this answer, not the gpu (NVIDIA H100 80GB "
                            "HBM3) (GPU 4% busy): 940.5 images/s served = 82% of the floor"), lead
     verbatim = bound_lines(cells)
     assert verbatim and not any("on the device bounded" in line for line in verbatim)

@@ -1,18 +1,19 @@
-"""The decision a report opens with: what to buy at each objective searched, or why nothing answered and the
-objective that does; and the glossary that spells out every configuration name and term."""
+"""The card a report opens with (`loadtest.report.card`): for buying or not, per target and device, and why none
+met where none did (`loadtest.report.decision.why_none_lines`)."""
 
 from __future__ import annotations
 
-import re
 import shutil
 
 from loadtest.evidence.records import read_results
 from loadtest.report import page as report
 from loadtest.report.answers import answer
+from loadtest.report.card import Target
 from loadtest.report.configs import config_labels, config_of
-from loadtest.report.decision import decision_lines
+from loadtest.report.decision import why_none_lines
+from loadtest.report.headline import card_for
 from loadtest.report.sections.objective_table import objective_table
-from loadtest.report.sizing.instances import Pricing
+from loadtest.report.sizing.instances import Pricing, replicas_by_config
 from loadtest.report.sizing.prices import DEFAULT_PRICES, load_prices
 from tests.loadtest.report.handmade import rates, search, server
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
@@ -27,77 +28,103 @@ def h100_report(tmp_path, **kwargs) -> str:
     return report.run(paths, **kwargs)[1].read_text()
 
 
-def bold_lines(md: str) -> list[str]:
-    return [line.strip("*") for line in md.splitlines() if line.startswith("**")]
+def card_rows(md: str) -> list[list[str]]:
+    """The card's table: the first Markdown table (after the title), cells stripped."""
+    return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in md.split("\n\n", 2)[1].splitlines()[2:]]
 
 
-def test_the_h100_report_opens_with_why_nothing_answered_at_10_ms_and_the_decision_at_25(tmp_path):
+def pricing_for(results, rate: float = 5000.0) -> Pricing:
+    return Pricing(rate, 0.2, load_prices(DEFAULT_PRICES), replicas_by_config(results))
+
+
+def test_the_h100_card_says_no_setup_met_10_ms_and_why_below_it(tmp_path):
     md = h100_report(tmp_path, target_rps=5000, prices=DEFAULT_PRICES)
-    first, second = bold_lines(md)[:2]
-    measured = "measured on the embedded server (JAX, the same weights (.keras)), not TF Serving"
-    assert first.startswith(f"Decision at p99 ≤ 10 ms, request batch 1, {measured}: none on this machine.")
-    assert "requests paused about 30 ms" in first and "more servers would not meet it" in first  # the CPU's stalls
-    assert "requests paused about 16 ms" in first  # the GPU's
-    # the same cells answer at 25 ms: the CPU without batching out-served the GPU at request batch 1, but at 2% of
-    # what the CPU alone runs: no purchase, the server compared on each device, and what to run next
-    assert "At p99 ≤ 25 ms the same measurements answer: no purchase from this: the serving path bounded it, not " \
-           "the device (cpu-off served 2% of what the CPU alone runs at batch 1). The server on the CPU: cpu-off " \
-           "(the CPU, Intel(R) Xeon(R) Processor, batching off), at least 107.5 req/s per server" in first
-    assert "on the GPU: gpu-off, 58.8 req/s per server (the server on the GPU ÷ on the CPU at most ×0.55)" in first
-    assert "replicas" not in first and "USD" not in first
-    assert first.endswith('Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" BATCH="1 32" P99_MS=25` '
-                          "where Docker runs TF Serving's containers (a GPU's needs NVIDIA's container runtime): TF "
-                          "Serving itself on the same devices, at a larger request batch too.")
-    assert second.startswith(f"Decision at p99 ≤ 10 ms, request batch 32, {measured}: none on this machine.")
-    assert "The server on the GPU: gpu-off (the GPU, NVIDIA H100 80GB HBM3, batching off), " \
-           "108.7 req/s per server (confirmed at 99% confidence; between 108.7 and 217.4 req/s" in second
+    assert md.splitlines()[0] == ("# NOT FOR BUYING — the embedded stand-in (JAX) on Intel Xeon and NVIDIA H100 80GB "
+                                  "HBM3: no setup met any target's objective")
+    rows = card_rows(md)
+    assert [(r[0], r[1], r[3]) for r in rows] == [
+        ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "none met it"),
+        ("5,000 req/s · p99 ≤ 10 ms · 1 image", "GPU", "none met it"),
+        ("5,000 req/s · p99 ≤ 10 ms · 32 images/request", "CPU", "none met it"),
+        ("5,000 req/s · p99 ≤ 10 ms · 32 images/request", "GPU", "none met it")]
+    first_screen = "\n".join(md.splitlines()[:25])
+    assert "USD" not in first_screen and "replicas" not in first_screen
+    assert 'Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" BATCH="1 32" P99_MS=10` on TF ' \
+           "Serving's containers." in md
+    why = [line for line in md.splitlines() if line.startswith("Why none met")]
+    assert why[0].startswith("Why none met p99 ≤ 10 ms at request batch 1: on the CPU")
+    assert "requests paused about 30 ms" in why[0] and "more servers would not meet it" in why[0]  # the CPU's stalls
+    assert "requests paused about 16 ms" in why[0]  # the GPU's
+    assert "every rate tried missed it (the lowest failing: 76.0 req/s)" in why[1]
 
 
-def test_without_prices_the_decision_says_how_to_get_a_cost_where_it_would_give_one(tmp_path):
+def test_a_target_at_a_looser_objective_is_answered_from_the_same_cells_and_the_path_bound_is_not_priced(tmp_path):
+    """At 25 ms the CPU without batching served 2% of what the CPU alone runs: its row carries no boxes or prices."""
+    results = [*read_results(FIXTURES / "h100-run-b" / "results.jsonl"),
+               *read_results(FIXTURES / "h100-run-b-cpu" / "results.jsonl")]
+    card = card_for(results, pricing_for(results), [Target(25.0, 1, 5000.0)])
+    assert card is not None and not card.for_buying
+    assert card.title.endswith("the serving path, not the CPU or GPU, bounded every answer")
+    cpu, gpu = card.table_rows()
+    assert cpu[1:4] == ("CPU", "batching off", "≥ 107.5") and cpu[6] == "2%"
+    assert gpu[1:3] == ("GPU", "batching off") and gpu[3].startswith("58.8")
+    assert not card.priced and all(r.usd_per_hour is None and r.boxes is None for r in card.rows)
+
+
+def test_without_a_rate_the_card_is_not_for_buying_and_says_so():
     results = read_results(FIXTURES / "capacity-run" / "results.jsonl")
-    lines = decision_lines(answer(results), results, config_labels(config_of(c) for c in results), None)
-    assert "replicas" not in lines[0] and lines[-1].endswith(
-        "give a target load and prices (--target-rps, --prices) for how many and the cost.")
-    # where the serving path bounded the answer no purchase is offered, so no prices are asked for either
-    second = bold_lines(h100_report(tmp_path))[1]
-    assert "Run next:" in second and "give a target load" not in second
+    card = card_for(results)
+    assert card is not None and not card.for_buying and not card.priced
+    assert card.title.endswith(": no target rate given (--target-rps)")
+    assert card.table_rows()[0][0] == "p99 ≤ 10 ms · 1 image"
 
 
-def test_a_decision_gives_the_same_replicas_and_cost_as_the_answer_table(tmp_path):
+def test_the_cards_boxes_and_cost_are_the_sizing_arithmetic_on_the_capacitys_range(tmp_path):
     results = read_results(FIXTURES / "capacity-run" / "results.jsonl")
-    labels = config_labels(config_of(c) for c in results)
-    pricing = Pricing(5000.0, 0.2, load_prices(DEFAULT_PRICES))
-    line = decision_lines(answer(results), results, labels, pricing)[0]
-    assert line.startswith("Decision at p99 ≤ 10 ms, request batch 1, measured on the embedded server (runtime not "
-                           "recorded) and TF Serving container: ")
-    assert "confirmed at 99% confidence" in line
-    shutil.copytree(FIXTURES / "capacity-run", tmp_path / "capacity-run")
-    paths = [tmp_path / "capacity-run" / "results.jsonl"]
-    md = report.run(paths, target_rps=5000, prices=DEFAULT_PRICES)[1].read_text()
-    row = next(r for r in md.splitlines() if r.startswith("| gpu |") and "| 1 |" in r)
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    replicas, instance, per_instance, instances, per_hour, per_million = cells[-6:]
-    assert line.split("TF Serving container: ", 1)[1].split(" (")[0] == cells[4]
-    # the arithmetic in view, in the line and the table alike: 1 replica, 1 per h100-1 at 4.00 USD/h
-    assert (replicas, instance, per_instance, instances) == ("1", "h100-1 (26 vCPUs, 1 × NVIDIA H100 80GB HBM3; 4.00 "
-                                                             "USD/h)", "1", "1")
-    assert f"{replicas} replicas on {instances} × h100-1 for 5,000 req/s (26 vCPUs, 1 × NVIDIA H100 80GB HBM3, " \
-           f"4.00 USD/h each, {per_instance} replicas each): {per_hour} USD/h, {per_million} USD per million " \
-           "inferences" in line
+    card = card_for(results, pricing_for(results))
+    # the CPU servers' cores were not recorded: no instance can be said to hold one, so the batch-8 target (CPU
+    # only) has no price and the card is not for buying; the GPU's row is
+    assert card is not None and not card.for_buying and card.priced
+    assert card.title.startswith("NOT FOR BUYING — TF Serving containers and the embedded stand-in")
+    assert card.title.endswith(": no price for a target's answer (below the card)")
+    assert any(note.startswith("5,000 req/s · p99 ≤ 10 ms · 8 images/request, CPU: not priced: the replica's cores "
+                               "are unknown") for note in card.notes)
+    gpu = next(r for r in card.rows if r.device == "gpu")
+    # 5000 / (6250 x 0.8) = 1 replica, one per h100-1 at 4.00 USD/h; the rate above (6500) needs as many
+    assert gpu.boxes == (1, 1) and gpu.instance == "h100-1" and gpu.usd_per_hour == 4.0
+    assert round(gpu.usd_per_m_requests or 0, 4) == round(4.0 / (5000 * 3600) * 1e6, 4)
+    cells = dict(zip(card.header(), card.table_rows()[1]))
+    assert cells["boxes"] == "1 × h100-1 (bound unchecked)" and cells["USD/h"] == "4.00"
+    assert cells["capacity req/s"] == "6,250.0 (6,500.0 not passed)"  # 6,500 stayed inconclusive
+    cpu = next(r for r in card.rows if r.device == "cpu" and r.target.batch == 1)
+    assert cpu.capacity_rps == 675.0 and cpu.failed_rps == 700.0 and not cpu.for_buying and cpu.boxes is None
+    md = report.run([_copy(tmp_path, "capacity-run")], target_rps=5000, prices=DEFAULT_PRICES)[1].read_text()
+    assert md.splitlines()[0] == f"# {card.title}"
+    assert card_rows(md)[1][6] == "1 × h100-1 (bound unchecked)" and card_rows(md)[0][6:] == ["not priced", "—", "—"]
+    # a price file of per-replica prices: 5000 / (675 x 0.8) = 9.26 -> 10 at the capacity, 8.9 -> 9 at 700 failed
+    per_replica = Pricing(5000.0, 0.2, load_prices(FIXTURES / "prices.toml"), replicas_by_config(results))
+    priced = card_for(results, per_replica)
+    assert priced is not None and priced.table_rows()[0][6:] == ("9–10 replicas (bound unchecked)", "4.00", "0.2222")
 
 
-def test_an_answer_the_serving_path_bounded_gets_no_purchase_but_what_to_run_next():
+def _copy(tmp_path, run: str):
+    shutil.copytree(FIXTURES / run, tmp_path / run)
+    return tmp_path / run / "results.jsonl"
+
+
+def test_an_answer_the_serving_path_bounded_gets_no_price_but_what_to_run_next():
     results = read_results(FIXTURES / "demo-run" / "results.jsonl")
-    pricing = Pricing(5000.0, 0.2, load_prices(DEFAULT_PRICES))
-    (line,) = decision_lines(answer(results), results, config_labels(config_of(c) for c in results), pricing)
-    assert line.startswith("Decision at p99 ≤ 10 ms, request batch 1, measured on the embedded server (TensorFlow, "
-                           "SavedModel), not TF Serving: no purchase from this: the serving path bounded it, not the "
-                           "device (cpu-cpu served 27% of what the CPU alone runs at batch 2). The server on the CPU: "
-                           "cpu-cpu (the CPU, AMD EPYC, batching profile cpu), 1,005.1 req/s per server (confirmed")
-    assert "replicas" not in line and "USD" not in line
-    assert line.endswith('Run next: `make capacity SERVE="cpu/cpu cpu/off" BATCH="1 32" P99_MS=10` where Docker runs '
-                         "TF Serving's containers (a GPU's needs NVIDIA's container runtime): TF Serving itself on the "
-                         "same devices, at a larger request batch too.")
+    card = card_for(results, pricing_for(results))
+    assert card is not None and not card.for_buying
+    assert card.title == ("NOT FOR BUYING — the embedded stand-in (TensorFlow) on AMD EPYC: the serving path, not "
+                          "the CPU, bounded every answer")
+    [row] = card.table_rows()
+    assert row == ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "batching on (profile cpu)",
+                   "1,005.1 (1,082.4 failed)", "9.0", "CPU 86%", "27%")
+    assert "USD" not in "\n".join(card.lines())
+    assert card.run_next == ('`make capacity SERVE="cpu/cpu cpu/off" BATCH="1 32" P99_MS=10` on TF Serving\'s '
+                             "containers.")
+    assert card.words_outside_table() <= 60 and len(card.header()) <= 9
 
 
 def test_the_glossary_spells_out_every_configuration_and_the_terms_the_tables_use(tmp_path):
@@ -120,35 +147,35 @@ def test_the_glossary_page_the_readme_links_is_the_reports_terms_table():
     assert "(docs/glossary.md)" in (REPO / "README.md").read_text()
 
 
-def test_a_decision_on_repeated_searches_names_the_repeats_and_sizes_on_the_lower():
+def test_a_card_on_repeated_searches_gives_the_lower_repeat():
     on, off = server("cpu-cpu", "cpu"), server("cpu-off", "off")
     cells = rates(on, 539.4, "on-1") + rates(on, 464.1, "on-2") + rates(off, 391.8, "off-1") + rates(off, 392.1, "o2")
-    result = answer(cells)
-    [line] = decision_lines(result, cells, config_labels(config_of(c) for c in cells), None)
-    assert "464.1 req/s per server (the lower of 2 repeats (464.1, 539.4 req/s); confirmed" in line
+    card = card_for(cells)
+    assert card is not None and card.rows[0].capacity_rps == 464.1
 
 
-def test_passes_below_a_failed_confirmation_give_the_highest_pass_labelled_as_the_objective_table_does():
-    """The earlier H100 run's cpu-off at 10 ms: passes at 901.2 to 1,295.5 req/s, then 1,295.5's confirmation failed."""
+def test_passes_below_a_failed_confirmation_are_a_why_not_a_capacity():
+    """The earlier H100 run's cpu-off at 10 ms: passes at 901.2 to 1,295.5 req/s, then 1,295.5's confirmation failed:
+    the card says none met it, and the reason below it gives the highest pass as the objective table does."""
     off = server("cpu-off", "off")
     cells = search(off, "s1", [("probe", 2000.0, 5.0), ("bracket", 901.2, 6.0), ("bracket", 1126.5, 6.0),
                                ("bisect", 1239.2, 6.0), ("bracket", 1295.5, 6.0), ("confirm", 1295.5, 12.0)])
     result = answer(cells)
-    [line] = decision_lines(result, cells, config_labels(config_of(c) for c in cells), None)
-    table = objective_table(result, config_labels(config_of(c) for c in cells))
+    labels = config_labels(config_of(c) for c in cells)
+    [line] = why_none_lines(result, cells, labels)
+    table = objective_table(result, labels)
     assert table is not None and any(cell == "1,239.2 passed" for row in table.rows for cell in row)
-    assert "none on this machine" in line and "every rate tried missed it" not in line
-    assert "cannot meet it" not in line
+    assert "every rate tried missed it" not in line and "cannot meet it" not in line
     assert "cpu-off's highest pass, 1,239.2 req/s, passed, not confirmed, but the search's own confirmation did not " \
            "hold" in line
+    card = card_for(cells)
+    assert card is not None and card.rows[0].capacity_rps is None and card.table_rows()[0][3] == "none met it"
 
 
-def test_a_decision_line_carries_one_upper_end_per_answer():
+def test_a_card_row_carries_one_upper_end_per_answer():
     on, off = server("cpu-cpu", "cpu"), server("cpu-off", "off")
     cells = rates(on, 500.0, "on") + rates(off, 400.0, "off")
-    [line] = decision_lines(answer(cells), cells, config_labels(config_of(c) for c in cells), None)
-    # cpu-cpu's range ends at 550 (1.1 x 500, failed), with its reason; no second upper end beside it
-    assert "between 500 and 550 req/s (550 failed)" in line
-    above = {float(n.replace(",", "")) for n in re.findall(r"\d[\d,]*\.?\d*", line.split("cpu-cpu", 1)[1])
-             if float(n.replace(",", "")) > 500}
-    assert above == {550.0} and "lowest failing" not in line and "inconclusive" not in line
+    card = card_for(cells)
+    assert card is not None
+    # cpu-cpu's range ends at 550 (1.1 x 500, failed); no second upper end beside it
+    assert card.table_rows()[0][2:4] == ("batching on (profile cpu)", "500.0 (550.0 failed)")

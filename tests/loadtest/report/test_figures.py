@@ -110,10 +110,8 @@ def test_the_headlines_floor_and_served_figures_are_the_tables(tmp_path):
               for batches in record["by_configuration"].values() for f in batches.values() if f["device_floor"]}
     said = re.findall(r"alone runs the model at ([\d,.]+ images/s at batch \d+)", md)
     assert said and set(said) <= floors
-    assert set(re.findall(r"alone runs the model at ([\d,.]+ images/s at batch \d+)", stdout)) == set(said)
-    assert record["decision"][0].startswith("Decision at p99 ≤ 10 ms, request batch 1, measured on the embedded server "
-                                            "(JAX, the same weights (.keras)), not TF Serving: none on this machine.")
-    assert stdout.startswith(record["decision"][0])  # the console opens with the decision too
+    assert record["decision"][0].startswith("# NOT FOR BUYING — the embedded stand-in (JAX) on ")
+    assert stdout.startswith("\n".join(record["decision"]))  # the console opens with the same card
 
 
 def test_the_cpu_gpu_table_compares_the_peaks_it_names(tmp_path):

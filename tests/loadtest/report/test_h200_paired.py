@@ -18,32 +18,39 @@ def rebuilt(tmp_path, run: str) -> str:
                       prices=DEFAULT_PRICES)[1].read_text()
 
 
-def bold_lines(md: str) -> list[str]:
-    return [line.strip("*") for line in md.splitlines() if line.startswith("**")]
+def findings(md: str) -> list[str]:
+    """The paragraphs under the report's "## Findings"."""
+    below = md.split("\n## Findings\n\n", 1)[1].split("\n|", 1)[0]
+    return [line for line in below.splitlines() if line]
 
 
 def test_the_paired_h200_run_answers_with_the_gpu_cpu_ratio_and_the_drift(tmp_path):
-    lines = bold_lines(rebuilt(tmp_path, "h200-paired"))
-    # the server measured first; the serving path bounded the answer (10% of the CPU alone), so before any price:
-    # no purchase, the server compared on each device, and what to run next
-    assert lines[0].startswith("Decision at p99 ≤ 25 ms, request batch 1, measured on the embedded server (JAX, the "
-                               "same weights (.keras)), not TF Serving: no purchase from this: the serving path "
-                               "bounded it, not the device (cpu-off served 10% of what the CPU alone runs at batch 1). "
-                               "The server on the CPU: cpu-off (the CPU, Intel(R) Xeon(R) Processor, batching off), "
-                               "690.5 req/s per server (confirmed at 99% confidence; between 690.5 and 1381 req/s "
-                               "(1381 failed)); on the GPU: gpu-gpu, 1,218.0 req/s per server (the server on the GPU "
-                               "÷ on the CPU ×1.76). Run next: `make capacity")
-    assert "USD" not in lines[0] and "replicas" not in lines[0]
-    (ratio,) = [line for line in lines if line.startswith("GPU/CPU at p99 ≤ 25 ms")]
+    md = rebuilt(tmp_path, "h200-paired")
+    lines = md.splitlines()
+    # what was measured, and why not for buying: the serving path bounded the answer (10% of the CPU alone)
+    assert lines[0] == ("# NOT FOR BUYING — the embedded stand-in (JAX) on Intel Xeon and NVIDIA H200: the serving "
+                        "path, not the CPU or GPU, bounded every answer")
+    assert lines[4] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | CPU | batching off | 690.5 (1,381.0 failed) | 4.8 | "
+                        "CPU 7% | 10% |")
+    assert lines[5] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | GPU | batching on (profile gpu) | 1,218.0 (1,624.0 "
+                        "failed) | 15.8 | GPU 1%, CPU 12% | 5% |")
+    # one line of comparisons: each ratio once, with its range
+    assert lines[7] == ("25 ms, 1 image: GPU/CPU ×1.76 (×0.87–×2.42); batching on÷off: CPU ×0.84 (×0.41–×1.73), GPU "
+                        "×2.30 (×1.21–×3.26).")
+    assert lines[8].startswith('Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" BATCH="1 32" '
+                               "P99_MS=25`")
+    assert "USD" not in "\n".join(lines[:10]) and "replicas" not in "\n".join(lines[:10])
+    found = findings(md)
+    (ratio,) = [line for line in found if line.startswith("GPU/CPU at p99 ≤ 25 ms")]
     # one drift figure per ratio: what its range allows for between the cells it stands on (issue #41: the two
     # answers and their upper ends)
     assert ratio.endswith("paired: no measurable difference, ×1.76 (×0.87–×2.42); its range allows for this "
                           "machine's speed moving 3% between the cells it stands on (the two answers and their upper "
                           "ends).")
-    (gain,) = [line for line in lines if line.startswith("Batching gain on gpu")]
+    (gain,) = [line for line in found if line.startswith("Batching gain on gpu")]
     assert "paired: ×2.30 (×1.21–×3.26); its range allows for this machine's speed moving 9%" in gain
     assert any(line.startswith("the serving path bounded this answer, not the device: gpu (NVIDIA H200) alone runs "
-                               "the model at 26,510.0 images/s at batch 16, ×22 what gpu-gpu served") for line in lines)
+                               "the model at 26,510.0 images/s at batch 16, ×22 what gpu-gpu served") for line in found)
 
 
 def test_the_objective_table_gives_the_headlines_ratio_at_the_searches_own_objective(tmp_path):
@@ -57,13 +64,16 @@ def test_the_objective_table_gives_the_headlines_ratio_at_the_searches_own_objec
 def test_searches_cut_short_give_lower_bounds_and_ratios_without_a_range(tmp_path):
     with warnings.catch_warnings():  # a panel whose cells are all at one rate is still drawn (it divided by zero)
         warnings.simplefilter("error", RuntimeWarning)
-        lines = bold_lines(rebuilt(tmp_path, "h200-paired-short"))
-    assert sum(line.startswith("Decision at p99 ≤ 25 ms") for line in lines) == 2  # request batches 1 and 32
-    (ratio,) = [line for line in lines if line.startswith("GPU/CPU at p99 ≤ 25 ms (request batch 1)")]
+        md = rebuilt(tmp_path, "h200-paired-short")
+    card = md.split("\n## ", 1)[0]
+    rows = [line for line in card.splitlines() if line.startswith("| 2,000 req/s")]
+    assert len(rows) == 4  # request batches 1 and 32, CPU and GPU
+    assert "| CPU | batching off | 687.2 (nothing above it tried) |" in rows[0]
+    # neither capacity has an upper end: no ratio on the card at all, no point estimate anywhere
+    assert "GPU/CPU" not in card and "×0.78" not in "\n".join(md.splitlines()[:25])
+    (ratio,) = [line for line in findings(md) if line.startswith("GPU/CPU at p99 ≤ 25 ms (request batch 1)")]
     assert "paired: no range: neither bracket has an upper end (a capacity that is a lower bound has no estimate)" \
-        in ratio and "×0.78" not in ratio  # no point estimate
-    # nor in the decision: neither capacity has an upper end, so no ratio at all
-    assert "(the server on the GPU ÷ on the CPU: no ratio, neither capacity has an upper end)" in lines[0]
+        in ratio
 
 
 def test_the_configurations_table_names_what_exported_the_model_and_leaves_out_what_is_not_installed(tmp_path):
@@ -79,10 +89,15 @@ def test_the_first_lines_of_the_report_and_the_console_say_what_was_measured_wha
     from loadtest.report.sizing.instances import Pricing
     from loadtest.report.sizing.prices import load_prices
 
-    md_head = "\n".join(rebuilt(tmp_path, "h200-paired").splitlines()[:20])
+    md_head = "\n".join(rebuilt(tmp_path, "h200-paired").splitlines()[:25])
     results = read_results(FIXTURES / "h200-paired" / "results.jsonl")
-    console_head = "\n".join(console_end(results, Pricing(2000.0, 0.2, load_prices(DEFAULT_PRICES)), True)[:20])
+    console = console_end(results, Pricing(2000.0, 0.2, load_prices(DEFAULT_PRICES)), True)
+    console_head = "\n".join(console[:12])
     for head in (md_head, console_head):
-        assert "measured on the embedded server (JAX, the same weights (.keras)), not TF Serving" in head
+        assert "NOT FOR BUYING — the embedded stand-in (JAX)" in head
         assert "Run next: `make capacity" in head  # the serving path bounded it: what to run, not what to buy
-        assert "between 690.5 and 1381 req/s (1381 failed)" in head  # the answer's range
+        assert "690.5 (1,381.0 failed)" in head  # the answer's range
+        # each figure at most once: the card's capacities and ratios are not repeated in its first screen
+        for figure in ("690.5", "1,218.0", "×1.76", "×0.84", "×2.30"):
+            assert head.count(figure) == 1, figure
+    assert md_head.splitlines()[0][2:] == console[0][2:]  # one card, made by one function

@@ -198,20 +198,33 @@ def test_the_older_per_replica_format_still_prices_and_says_it_prices_replicas()
     assert "USD per hour per replica" in text and "This price file prices replicas, not instances" in text
 
 
-def test_the_reports_cost_cells_name_instances_or_the_refusal(tmp_path):
-    results = read_all([DEMO])
-    labels = config_labels(map(config_of, results))
+def test_the_cards_cost_cells_name_instances_or_the_refusal(tmp_path):
+    """The demo's answer with its device floor left out (so not bounded by the serving path: "bound unchecked")."""
+    from dataclasses import replace
+
+    from loadtest.report.card import Target
+    from loadtest.report.headline import card_for
+    from loadtest.report.sizing.instances import replicas_by_config
+
+    results = [replace(c, device_floor=None) for c in read_all([DEMO])]
+    target = [Target(10.0, 1, 5000.0)]
     book = prices.load_prices(price_file(tmp_path, INSTANCES_16))
+    card = card_for(results, summary.Pricing(5000, 0.2, book, replicas_by_config(results)), target)
+    assert card is not None
+    [cpu] = card.table_rows()
+    # 5000 / (1,005.1 x 0.8) -> 7 replicas, 16 per general-16 (16 vCPUs at 0.68 USD/h): 1 instance, 0.68 USD/h;
+    # at the rate that failed above it, 6 replicas: 1 instance too
+    assert cpu[6:] == ("1 × general-16 (bound unchecked)", "0.68", "0.03778")
+    labels = config_labels(map(config_of, results))
     out = summary.summarise(results, answer(results), labels, 10.0, summary.Pricing(5000, 0.2, book))
-    [cpu] = [r for r in out.tables[0].rows]
-    # the arithmetic in view: 7 replicas, 16 per general-16 (16 vCPUs at 0.68 USD/h), so 1 instance, 0.68 USD/h
-    assert cpu[-6:] == ("7", "general-16 (16 vCPUs; 0.68 USD/h)", "16", "1", "0.68", "0.03778")
     assert "USD per instance-hour" in out.tables[0].caption
     nothing = prices.load_prices(price_file(tmp_path, '[instances."gpu"]\nvcpus = 8\ngpus = 1\ngpu = "NVIDIA L4"\n'
                                                       'price_per_hour = 1.0\n'))
-    out = summary.summarise(results, answer(results), labels, 10.0, summary.Pricing(5000, 0.2, nothing))
-    assert out.tables[0].rows[0][-6:] == ("7", "— not priced: 1 core of AMD EPYC: no CPU-only instance in the price "
-                                          "file has a AMD EPYC CPU", "—", "—", "—", "—")
+    card = card_for(results, summary.Pricing(5000, 0.2, nothing, replicas_by_config(results)), target)
+    # nothing priced: no money columns, the row says what it served is unchecked, the note why it has no price
+    assert card is not None and not card.priced and card.table_rows()[0][6:] == ("bound unchecked",)
+    assert card.notes == ("5,000 req/s · p99 ≤ 10 ms · 1 image, CPU: not priced: no CPU-only instance in the price "
+                          "file has a AMD EPYC CPU.",)
 
 
 # ----------------------------------------------------------------------------- the price file

@@ -9,11 +9,11 @@ from dataclasses import replace
 
 from loadtest.evidence.cell_parts import ServerResources
 from loadtest.report import page as report
-from loadtest.report.answers import answer
 from loadtest.report.blocks import OFFERED_VS_SERVED, cpu_count_words, machine_words
 from loadtest.report.configs import config_labels, config_of
-from loadtest.report.decision import _others, decision_lines, spelled
+from loadtest.report.decision import spelled
 from loadtest.report.glossary import TERMS, anchor
+from loadtest.report.headline import card_for
 from loadtest.report.sections.details import configurations_table
 from loadtest.report.sections.noise_table import noise_table
 from tests.loadtest.report.handmade import rates, server
@@ -34,7 +34,8 @@ def test_the_cpu_is_named_with_its_vcpus_and_as_a_vm():
     labels = config_labels(config_of(c) for c in cells)
     config = config_of(cells[0])
     assert spelled(config, labels) == "cpu-off (the CPU, Test CPU, 16 vCPUs (VM), batching off)"
-    assert "Test CPU, 16 vCPUs (VM)" in decision_lines(answer(cells), cells, labels, None)[0]
+    card = card_for(cells)
+    assert card is not None and " on Test, 16 vCPUs (VM): " in card.title
     assert configurations_table(cells, labels).rows[0][3] == "Test CPU, 16 vCPUs (VM)"
     assert cpu_count_words(32, 16, "none") == "16 cores, 32 threads" and cpu_count_words(8, None, "unknown") == "8 CPUs"
 
@@ -53,8 +54,9 @@ def test_offered_and_served_are_explained_where_both_appear(tmp_path):
     html, md_path, *_ = report.run([tmp_path / "run" / "results.jsonl"], target_rps=5000,
                                    prices=FIXTURES / "prices.toml")
     md = md_path.read_text()
-    first = md.split("\n\n|", 1)[1].split("\n\n", 1)
-    assert "images/s served" in first[0].splitlines()[0] and OFFERED_VS_SERVED in first[1].split("\n\n", 1)[0]
+    answer_table = md.split("\n\n| device |", 1)[1].split("\n\n", 1)  # the first table below the card's
+    assert "images/s served" in answer_table[0].splitlines()[0]
+    assert OFFERED_VS_SERVED in answer_table[1].split("\n\n", 1)[0]
     assert "## Capacity searches" in md and OFFERED_VS_SERVED in md.split("## Capacity searches", 1)[1]
     assert dict(TERMS)["offered req/s, images/s served"] == OFFERED_VS_SERVED
 
@@ -89,14 +91,6 @@ def test_the_noise_tables_terms_are_in_the_glossary():
     for term in ("host oversleep", "host stalls > objective per s", "host allows p99 ≥", "client over", "server over",
                  "host over", "whose"):
         assert term in glossary and any(h.startswith(term) for h in header), term
-
-
-def test_the_decision_sets_only_the_other_devices_with_a_capacity_beside_the_chosen():
-    cpu = answer(rates(server("cpu-off", "off"), 400.0, "s1")).searches[0]
-    gpu = answer(rates(server("gpu-off", "off", device="gpu"), 900.0, "s2")).searches[0]
-    unmet = replace(gpu, capacity_rps=None)
-    assert _others(cpu, [cpu, gpu]) == [("the GPU", gpu)]
-    assert _others(cpu, [cpu, unmet]) == [] and _others(gpu, [cpu, gpu]) == [("the CPU", cpu)]
 
 
 def test_make_demo_prints_the_decision_once():

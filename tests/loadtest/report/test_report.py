@@ -4,6 +4,7 @@ never overwriting, comparison deltas, and a self-contained HTML page (its render
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -37,58 +38,65 @@ def test_report_written_beside_first_results_and_never_overwritten(runs):
 
 
 def md_answer_rows(md: str) -> list[list[str]]:
-    """Rows of the first Markdown table (the answer's), cells stripped."""
-    lines = [ln for ln in md.split("\n\n|", 1)[1].split("\n\n", 1)[0].splitlines()][2:]
+    """Rows of the first Markdown table below the card (the answer's), cells stripped."""
+    tables = [t for t in md.split("\n\n|")[1:] if not t.startswith(" target |")]
+    lines = tables[0].split("\n\n", 1)[0].splitlines()[2:]
     return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines]
 
 
-def test_markdown_leads_with_the_headline_and_the_answer_table(searched):
+def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_answer_table(searched):
     md = searched[1].read_text()
     lines = md.splitlines()
-    # The decision first: at 5,000 req/s the CPU's 10 replicas cost less per million inferences than the GPU's one
-    assert lines[2].startswith("**Decision at p99 ≤ 10 ms, request batch 1, measured on the embedded server (runtime "
-                               "not recorded) and TF Serving container: cpu-cpu (the CPU, Intel(R) Xeon(R) "
-                               "Platinum 8375C CPU @ 2.90GHz, batching profile cpu), 675.0 req/s per server "
-                               "(confirmed at 99% confidence; between 675 and 700 req/s (700 failed)); the GPU's best: "
-                               "gpu-gpu, 6,250.0 req/s per server (GPU/CPU ×9.26")
-    assert lines[4].startswith("**Decision at p99 ≤ 10 ms, request batch 8, measured on the embedded server (runtime "
-                               "not recorded), not TF Serving: cpu-cpu")
-    lines = [lines[0], *lines[5:]]
-    # The gain's range: 675 / 471.2 (off's upper end) to 700 / 453.1 (batching's upper end over off's capacity).
-    assert lines[2] == ("**batching gain ×1.49, between ×1.43 and ×1.54 on cpu (Intel(R) Xeon(R) Platinum 8375C CPU "
-                        "@ 2.90GHz) at p99 ≤ 10 ms (request batch 1): cpu-cpu 675.0 req/s (between 675 and 700 req/s "
-                        "(700 failed)) vs cpu-off 453.1 req/s (between 453.1 and 471.2 req/s (471.2 stayed "
-                        "inconclusive)).**")
-    assert lines[4].startswith("**batching gain ×1.85, between ×1.79 and ×1.93 on gpu (NVIDIA H100 80GB HBM3)")
-    assert lines[6] == ("**GPU/CPU ×9.26 at p99 ≤ 10 ms (request batch 1): gpu-gpu 6,250.0 req/s vs cpu-cpu "
-                        "675.0 req/s.**")
-    # then the same searches' cells at the other objectives they were answered at (the default 5 ms too)
-    assert lines[8] == "**GPU/CPU at request batch 1 at the other objectives (highest pass): ×10.00 at 5 ms.**"
-    assert lines[10].startswith("**batching gain on gpu at request batch 1 at the other objectives (highest pass): ")
-    table = next(i for i, line in enumerate(lines) if line.startswith("|"))
-    assert lines[table].startswith("| device | device name | request batch | p99 objective ms | best configuration |")
-    rows = {(r[0], r[2]): r for r in md_answer_rows(md)}
-    cpu = rows[("cpu", "1")]
+    # The card first: its title the page's heading, one row per target and device, no more than 9 columns
+    # every row priced (their device alone unmeasured: marked), so each target's cheapest row is for buying
+    assert lines[0] == ("# FOR BUYING — TF Serving containers and the embedded stand-in (runtime not recorded) on "
+                        "Intel Xeon Platinum 8375C and NVIDIA H100 80GB HBM3; figures are the stand-in's")
+    assert lines[2] == "| target | device | best setup | capacity req/s | p99 ms at it | busy | boxes | USD/h | " \
+                       "USD per M requests |"
+    rows = [line for line in lines[4:] if line.startswith("| ")][:3]
+    assert rows[0] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | CPU | batching on (profile cpu) | 675.0 (700.0 "
+                       "failed) | 9.6 | — | 9–10 replicas (bound unchecked) | 4.00 | 0.2222 |")
+    assert rows[1] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | GPU | batching on (profile gpu) | 6,250.0 (6,500.0 "
+                       "not passed) | 9.4 | — | 1 replica (bound unchecked) | 4.00 | 0.2222 |")
+    assert rows[2].startswith("| 5,000 req/s · p99 ≤ 10 ms · 8 images/request | CPU | batching on (profile cpu) | "
+                              "168.8 (175.0 failed) |")
+    # one comparison line: the cheaper device (per-replica prices: the same), the batching gains with their ranges
+    # (675 / 471.2, off's upper end, to 700 / 453.1)
+    assert "10 ms, 1 image: CPU and GPU cost the same a request; batching on÷off: CPU ×1.49 (×1.43–×1.54), not " \
+           "paired, GPU ×1.85 (×1.79–×1.93), not paired." in lines
+    assert not any(line.startswith("**") for line in lines)  # no bold paragraph: the title is the heading
+    assert lines.index("## Terms of the card") < lines.index("## Findings")
+    findings = lines[lines.index("## Findings"):]
+    assert findings[2].startswith("batching gain ×1.49, between ×1.43 and ×1.54 on cpu")
+    assert "GPU/CPU ×9.26 at p99 ≤ 10 ms (request batch 1): gpu-gpu 6,250.0 req/s vs cpu-cpu 675.0 req/s." in findings
+    assert "GPU/CPU at request batch 1 at the other objectives (highest pass): ×10.00 at 5 ms." in findings
+    table = next(i for i, line in enumerate(findings) if line.startswith("|"))
+    assert findings[table].startswith("| device | device name | request batch | p99 objective ms | best "
+                                      "configuration |")
+    answer_rows = {(r[0], r[2]): r for r in md_answer_rows(md)}
+    cpu = answer_rows[("cpu", "1")]
     # "—": no device telemetry; 9.49: the confirmation's early-stopping estimate (its raw p99 is 9.60)
     assert cpu[4:11] == ["cpu-cpu", "675.0", "668.2", "—", "3.20", "9.49", "700.0"]
     assert cpu[11] == "×1.49, between ×1.43 and ×1.54 (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[12] == "×9.26"
-    # a price file of per-replica prices: no instance to show, the replicas and their cost as before
-    assert cpu[13:] == ["10", "— priced per replica", "—", "—", "4.00", "0.2222"]  # 5000 / (675 x 0.8) = 9.26 -> 10
-    assert rows[("gpu", "1")][13:] == ["1", "— priced per replica", "—", "—", "4.00", "0.2222"]  # 5000 / 5000 = 1
-    batch8 = rows[("cpu", "8")]
+    assert len(cpu) == 13  # boxes and prices are the card's alone
+    batch8 = answer_rows[("cpu", "8")]
     assert batch8[11] == "— batching off did not meet the objective, so there is no baseline"
     assert batch8[12] == "— no GPU search at this batch and objective"
     assert md.index("Capacity under the latency objective, per device.") < md.index("Generated ")
+    figures = json.loads(searched[3].read_text())
+    assert figures["card"]["rows"][1]["capacity_rps"] == 6250.0 and figures["card"]["title"] == lines[0][2:]
 
 
-def test_html_leads_with_the_decision_and_its_chart_then_the_answer_before_any_other_plot(searched):
+def test_html_opens_with_the_card_then_its_chart_before_any_other_plot(searched):
     page = searched[0].read_text()
     body = page.split("<body>", 1)[1]
-    lead = body.index('<p class="lead">Decision at p99 ≤ 10 ms, request batch 1, measured on ')
+    title = body.index('<h1 class="buy">FOR BUYING — ')
+    card_table = body.index('<table class="card">')
     chart = body.index('<img class="chart" alt="What the server served, against the device alone"')
-    assert lead < chart == body.index("<img")  # one short sentence, then the one chart
+    assert title < card_table < chart == body.index("<img")  # the card, then the one chart
     after = body.index("<img", chart + 1)  # the other plots
-    assert chart < body.index("batching gain ×1.49, between ×1.43 and ×1.54 on cpu") < after
+    assert chart < body.index('id="card-terms"') < body.index("batching gain ×1.49, between ×1.43 and ×1.54 on cpu") \
+        < after
     assert body.index("Capacity under the latency objective, per device") < after
     assert body.index("<h2>Latency vs offered load</h2>") < body.index("<h2>Throughput vs load</h2>")
     assert body.index("<img") < body.index("<h2>Configurations</h2>")  # the wide table is a detail
@@ -96,7 +104,7 @@ def test_html_leads_with_the_decision_and_its_chart_then_the_answer_before_any_o
 
 def test_without_capacity_searches_the_answer_says_so_and_gives_lower_bounds(built):
     md = built[1].read_text()
-    assert md.splitlines()[2] == "**no capacity search in these results: run make capacity or make tune.**"
+    assert md.splitlines()[2] == "no capacity search in these results: run make capacity or make tune."
     rows = md_answer_rows(md)
     assert rows == [["cpu-off", "1", "800.0", "796.0", "796.0", "—", "21.00",
                      "highest passing offered rate 800 req/s; 1600 req/s failed"]]
@@ -105,7 +113,7 @@ def test_without_capacity_searches_the_answer_says_so_and_gives_lower_bounds(bui
 
 def test_answer_at_an_objective_not_searched_says_so(runs):
     md = report.run([runs["capacity-run"]], p99_ms=20)[1].read_text()
-    assert md.splitlines()[2] == "**no capacity search at p99 ≤ 20 ms in these results (searched: 10 ms).**"
+    assert md.splitlines()[2] == "no capacity search at p99 ≤ 20 ms in these results (searched: 10 ms)."
     assert md_answer_rows(md) == [["cpu-off", "1", "400.0", "398.0", "398.0", "—", "7.50",
                                    "highest passing offered rate 400 req/s; 800 req/s failed"]]  # the sweep only
 

@@ -1,0 +1,302 @@
+"""The card a report opens with: for buying or not, one row per target and device, one figure per quantity.
+
+A buyer brings targets ("5,000 req/s at p99 ≤ 10 ms, 1 image a request"); the card answers each on one screen,
+as Model Analyzer's summary opens with its recommendation:
+
+- a title: FOR BUYING or NOT FOR BUYING, what was measured (the server: TF Serving's containers or the embedded
+  stand-in and its runtime; the machine: its CPU and vCPUs, its GPU), and, where not for buying, why in a few words;
+- a table, one row per target and device: the best setup, its capacity with the rate that failed above it, p99
+  there, how busy the device was, then either boxes (a range, from the capacity's range and the headroom), USD/h
+  and USD per million requests, or, where the serving path bounded the answer (it served less than half of what the
+  device alone runs, `loadtest.report.bound`), what it served of the device alone and no price. A row whose device
+  alone was never measured is priced and marked "bound unchecked";
+- at most one comparison line per target (GPU/CPU, batching on ÷ off: each ratio once, with its range), and
+  "Run next:" where not for buying.
+
+The title says FOR BUYING when each target's cheapest row is for buying. `Card.as_dict()` is what figures.json
+holds; `Card.lines()` is what report.md, report.html, the console and the bundle's run.log print.
+
+Not for: the answers (`loadtest.report.answers`), replicas and prices (`loadtest.report.sizing`), what bounded an
+answer in detail (`loadtest.report.bound`) or the page (`loadtest.report.page`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from loadtest.report.answers import Answers, DeviceAnswer, DeviceRatio, Gain, SearchAnswer, lower_bound
+from loadtest.report.bound import SERVED_SHARE, ServedShare, served_share
+from loadtest.report.card_records import CardRow, Target
+from loadtest.report.card_text import DEVICES, SERVING_PATH_BOUND, TERMS, UNCHECKED
+from loadtest.report.card_text import title as card_title
+from loadtest.report.configs import Config
+from loadtest.report.decision import run_next
+from loadtest.report.formatting import money
+from loadtest.report.formatting import number as fmt
+from loadtest.report.paired import GPU_CPU, PairedRatio
+from loadtest.report.sections.device_use import busy_text
+from loadtest.report.sizing import size
+from loadtest.report.sizing.instances import Pricing, Replica
+
+HEADER = ("target", "device", "best setup", "capacity req/s", "p99 ms at it", "busy")
+PRICED_HEADER = ("boxes", "USD/h", "USD per M requests")
+UNPRICED_HEADER = ("served ÷ device alone",)
+
+
+@dataclass(frozen=True)
+class Card:
+    title: str
+    for_buying: bool
+    rows: tuple[CardRow, ...]
+    comparisons: tuple[str, ...] = ()
+    run_next: str = ""
+    notes: tuple[str, ...] = ()  # below the card: per million images where a request holds several
+    currency: str = "USD"
+    priced: bool = False  # the table has box and price columns
+    ratios: dict = field(default_factory=dict)  # each ratio shown, as figures: {"GPU/CPU at ...": {ratio, low, high}}
+
+    def header(self) -> tuple[str, ...]:
+        money_columns = tuple(h.replace("USD", self.currency) for h in PRICED_HEADER)
+        return HEADER + (money_columns if self.priced else UNPRICED_HEADER)
+
+    def table_rows(self) -> list[tuple[str, ...]]:
+        return [_cells(row, self.priced) for row in self.rows]
+
+    def lines(self) -> list[str]:
+        """The card in Markdown: the title, the table, the comparisons and what to run next; then the notes."""
+        out = [f"# {self.title}", "", "| " + " | ".join(self.header()) + " |", "|" + "---|" * len(self.header())]
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |" for cells in self.table_rows()]
+        tail = [*self.comparisons, *([f"Run next: {self.run_next}"] if self.run_next else [])]
+        out += ["", *tail] if tail else []
+        return out + (["", *self.notes] if self.notes else [])
+
+    def words_outside_table(self) -> int:
+        """Words of the title, the comparisons and "Run next" (a command's parts count as words)."""
+        return sum(len(line.split()) for line in (self.title, *self.comparisons,
+                                                   *([f"Run next: {self.run_next}"] if self.run_next else [])))
+
+    def terms(self) -> list[str]:
+        """What each word on the card means, once (`TERMS`), for the columns and lines it has."""
+        used = [*HEADER, *(PRICED_HEADER if self.priced else UNPRICED_HEADER), "for buying",
+                *(["ranges"] if self.comparisons else []),
+                *([UNCHECKED] if any(UNCHECKED in " ".join(r) for r in self.table_rows()) else [])]
+        return [f"{term}: {TERMS[term]}" for term in used if term in TERMS]
+
+    def as_dict(self) -> dict:
+        return {"title": self.title, "for_buying": self.for_buying, "header": list(self.header()),
+                "rows": [r.as_dict() for r in self.rows], "comparisons": list(self.comparisons),
+                "run_next": self.run_next, "notes": list(self.notes), "ratios": self.ratios, "lines": self.lines()}
+
+
+def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
+    capacity = "none met it" if row.capacity_rps is None else (
+        f"{'≥ ' if row.at_least else ''}{fmt(row.capacity_rps)}"
+        + (f" ({fmt(row.failed_rps)} {'failed' if row.above_failed else 'not passed'})" if row.failed_rps else
+           "" if row.at_least else " (nothing above it tried)"))
+    base = (row.target.words(), DEVICES.get(row.device, row.device), row.setup or "—", capacity,
+            fmt(row.p99_ms, 1) if row.p99_ms is not None else "—", row.busy or "—")
+    if not priced:
+        return (*base, _share(row))
+    if row.boxes is None:
+        return (*base, row.why_not or "—", "—", "—")
+    low, high = row.boxes
+    count = f"{low}" if low == high else f"{low}–{high}"
+    boxes = f"{count} × {row.instance}" if row.instance else f"{count} replica{'' if high == 1 else 's'}"
+    if row.served_share is None:
+        boxes += f" ({UNCHECKED})"
+    return (*base, boxes, fmt(row.usd_per_hour, 2), money(row.usd_per_m_requests))
+
+
+def _share(row: CardRow) -> str:
+    if row.served_share is None:
+        return UNCHECKED if row.capacity_rps is not None else "—"
+    return f"{row.served_share:.0%}"
+
+
+# ----------------------------------------------------------------------------- building it
+
+
+def targets_of(answers: Answers, pricing: Pricing | None, p99_ms: float | None = None) -> tuple[Target, ...]:
+    """Each objective and request batch searched (or only `p99_ms`), at the pricing's rate."""
+    keys = sorted({(d.p99_objective_ms, d.request_batch_size) for d in answers.devices
+                   if p99_ms is None or d.p99_objective_ms == p99_ms})
+    return tuple(Target(p99, batch, pricing.target_rps if pricing else None) for p99, batch in keys)
+
+
+def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, PairedRatio],
+            targets: Sequence[Target]) -> Card:
+    """The card for these targets from the run's answers; rows for each device searched at a target's objective
+    and request batch (or, where none was searched there, answered from the same cells)."""
+    rows: list[CardRow] = []
+    comparisons: list[str] = []
+    ratios: dict = {}
+    nexts: list[str] = []
+    for target in targets:
+        here = _devices_at(answers, target)
+        found = [_row(target, d, pricing) for d in here]
+        rows += found
+        line = _comparison(target, here, found, paired, ratios, answers.ratios)
+        if line:
+            comparisons.append(line)
+        if not _target_for_buying(found) and here:
+            nexts.append(run_next([s.config for d in here for s in d.searches], target.batch, target.p99_ms))
+    priced = any(r.boxes is not None for r in rows)
+    for_buying = bool(targets) and all(_target_for_buying([r for r in rows if r.target == t]) for t in targets)
+    example = priced and pricing is not None and pricing.prices.example
+    heading = card_title(for_buying, rows, _configs(answers), example, pricing)
+    notes = tuple(f"{r.target.words()}, {DEVICES.get(r.device, r.device)}: " + (
+        f"{money(r.usd_per_m_images)} {pricing.prices.currency if pricing else 'USD'} per million images."
+        if r.usd_per_m_images is not None else f"not priced: {r.refused}.") for r in rows
+        if (r.usd_per_m_images is not None and r.target.batch > 1) or r.refused)
+    return Card(heading, for_buying, tuple(rows), tuple(comparisons), _short_next(nexts[0]) if nexts else "", notes,
+                pricing.prices.currency if pricing else "USD", priced, ratios)
+
+
+def _devices_at(answers: Answers, target: Target) -> list[DeviceAnswer]:
+    key = (target.p99_ms, target.batch)
+    here = [d for d in answers.devices if (d.p99_objective_ms, d.request_batch_size) == key]
+    if not here:
+        here = [d for d in answers.objective_devices if (d.p99_objective_ms, d.request_batch_size) == key]
+    return sorted(here, key=lambda d: d.device)
+
+
+def _configs(answers: Answers) -> list[Config]:
+    return list(dict.fromkeys(s.config for s in answers.searches))
+
+
+def _served(s: SearchAnswer) -> ServedShare | None:
+    capacity = s.conclusion.capacity if s.conclusion else None
+    return served_share(capacity.result) if capacity is not None else None
+
+
+def _setup(config: Config) -> str:
+    return f"batching on (profile {config.batching_profile})" if config.batching_on else "batching off"
+
+
+def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None) -> CardRow:
+    best = d.best
+    if best is None or not best.capacity_rps:
+        return CardRow(target, d.device, "", None, None, False, None, "", None, False,
+                       why_not=f"none met p99 ≤ {target.p99_ms:g} ms")
+    served = _served(best)
+    share = served.share if served is not None else None
+    bound = share is not None and share < SERVED_SHARE
+    row = CardRow(target, d.device, _setup(best.config), best.capacity_rps, best.upper_rps, lower_bound(best),
+                  best.p99_ms, busy_text(best.server_cpu_percent, best.gpu_utilization_percent), share, False,
+                  above_failed=best.upper_rps == best.lowest_failing_rps)
+    if bound:
+        return _with(row, why_not=SERVING_PATH_BOUND)
+    if pricing is None or not target.rate_rps:
+        return _with(row, why_not="no target rate")
+    return _priced(row, best, target, pricing)
+
+
+def _with(row: CardRow, **changes) -> CardRow:
+    return replace(row, **changes)
+
+
+def _priced(row: CardRow, best: SearchAnswer, target: Target, pricing: Pricing) -> CardRow:
+    """Boxes from the capacity's range (the rate that failed above it: fewest; the capacity: most), priced for the
+    most; a replica no instance holds gets no price."""
+    assert target.rate_rps is not None and best.capacity_rps is not None
+    replica = pricing.replicas.get(best.config, Replica(None, "", 0, "", "unknown"))
+    images = target.rate_rps * target.batch
+    most = size.priced(target.rate_rps, best.capacity_rps, pricing.headroom, images, pricing.prices, best.config,
+                       replica)
+    upper = best.upper_rps if best.upper_rps and not lower_bound(best) else best.capacity_rps
+    fewest = size.priced(target.rate_rps, upper, pricing.headroom, images, pricing.prices, best.config, replica)
+    if most.refused or most.costs.per_hour is None:
+        return _with(row, why_not="not priced", refused=most.refused or "the price list has no price for it")
+    per_hour = most.costs.per_hour
+    return _with(row, for_buying=True, boxes=(_boxes(fewest), _boxes(most)),
+                 instance=most.placement.instance.name if most.placement else "", usd_per_hour=per_hour,
+                 usd_per_m_requests=per_hour / (target.rate_rps * 3600.0) * 1e6,
+                 usd_per_m_images=most.costs.per_million)
+
+
+def _boxes(priced: size.Priced) -> int:
+    """Instances where placed on them, else replicas (a price file that prices replicas)."""
+    return priced.placement.instances if priced.placement else priced.costs.replicas
+
+
+def _target_for_buying(rows: Sequence[CardRow]) -> bool:
+    """A target is for buying when its cheapest priced row is (every priced row is: prices only go where it is)."""
+    return any(r.for_buying for r in rows)
+
+
+def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[CardRow],
+                paired: Mapping[tuple, PairedRatio], ratios: dict, answers_ratios: Sequence[DeviceRatio]) -> str:
+    """One line: across devices (the cheaper and by how much where both are priced, else GPU/CPU with its range),
+    then batching on ÷ off per device, each figure once."""
+    where = f"{target.p99_ms:g} ms, {target.batch} image{'s' if target.batch > 1 else ''}"
+    parts = []
+    priced = {r.device: r for r in rows if r.usd_per_m_requests}
+    across = paired.get((GPU_CPU, target.batch, target.p99_ms))
+    if len(priced) == 2:
+        cheap, dear = sorted(priced.values(), key=lambda r: r.usd_per_m_requests or 0.0)
+        times = (dear.usd_per_m_requests or 0.0) / (cheap.usd_per_m_requests or 1.0)
+        parts.append(f"{DEVICES[cheap.device]} ×{times:.2f} cheaper a request" if times >= 1.005 else
+                     "CPU and GPU cost the same a request")
+        ratios[f"cheaper at {where}"] = {"device": cheap.device, "ratio": round(times, 4)}
+    elif across is not None and _has_range(across):
+        parts.append(f"GPU/CPU {across.value()}")
+        ratios[f"GPU/CPU at {where}"] = _ratio_record(across)
+    elif across is None and (unpaired := _device_ratio(answers_ratios, target)) is not None:
+        parts.append(f"GPU/CPU ×{unpaired:.2f}, not paired")
+        ratios[f"GPU/CPU at {where}"] = {"ratio": unpaired, "low": None, "high": None, "paired": False}
+    gains = []
+    for d in here:
+        compared = paired.get((f"batching gain on {d.device}", target.batch, target.p99_ms))
+        if compared is not None and _has_range(compared):
+            gains.append(f"{DEVICES.get(d.device, d.device)} {compared.value()}")
+            ratios[f"batching gain on {d.device} at {where}"] = _ratio_record(compared)
+        elif compared is None and d.gain.ratio is not None:
+            gains.append(f"{DEVICES.get(d.device, d.device)} {_gain_value(d.gain)}, not paired")
+            ratios[f"batching gain on {d.device} at {where}"] = {"ratio": d.gain.ratio, "low": d.gain.low,
+                                                                 "high": d.gain.high, "paired": False}
+    if gains:
+        parts.append("batching on÷off: " + ", ".join(gains))
+    if not parts:
+        return ""
+    return f"{where}: " + "; ".join(parts) + "."
+
+
+def _has_range(compared: PairedRatio) -> bool:
+    """A ratio with at least one end of its range: a figure a buyer can use (none: the searches were cut short)."""
+    return compared.ratio is not None and (compared.low is not None or compared.high is not None)
+
+
+def _device_ratio(ratios: Sequence[DeviceRatio], target: Target) -> float | None:
+    return next((r.ratio for r in ratios if (r.request_batch_size, r.p99_objective_ms) == (target.batch, target.p99_ms)
+                 and r.ratio), None)
+
+
+def _gain_value(gain: Gain) -> str:
+    """`×1.49 (×1.43–×1.54)`; only the bound that holds where a capacity is a lower bound."""
+    low, high = gain.low, gain.high
+    if gain.batching is not None and lower_bound(gain.batching):
+        return f"at least ×{low:.2f}" if low is not None else "unknown"
+    if gain.off is not None and lower_bound(gain.off):
+        return f"at most ×{high:.2f}" if high is not None else "unknown"
+    if low is not None and high is not None:
+        return f"×{gain.ratio:.2f} (×{low:.2f}–×{high:.2f})"
+    return f"×{gain.ratio:.2f}"
+
+
+def _ratio_record(compared: PairedRatio) -> dict:
+    return {"ratio": compared.ratio, "low": compared.low, "high": compared.high, "paired": compared.paired,
+            "repeats": len(compared.repeats), "no_difference": compared.no_difference}
+
+
+def _short_next(text: str) -> str:
+    """`run_next`'s command and where to run it, without its reasons."""
+    command = re.search(r"`[^`]+`", text)
+    if command is None:
+        return text
+    where = " on TF Serving's containers" if "Docker" in text else ""
+    return command.group(0) + where + "."
+
+
+__all__ = ["Card", "CardRow", "Target", "card_of", "targets_of"]

@@ -1,0 +1,53 @@
+"""The card's records: a target (what must be served) and one row of the card (a target on one device).
+
+Not for: building the card (`loadtest.report.card`) or its words (`loadtest.report.card_text`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Target:
+    """What must be served: a rate (None: none given, so nothing is sized), a p99 objective, images a request."""
+
+    p99_ms: float
+    batch: int
+    rate_rps: float | None = None
+
+    def words(self) -> str:
+        """`5,000 req/s · p99 ≤ 10 ms · 1 image`, `p99 ≤ 50 ms · 16 images/request`."""
+        images = "1 image" if self.batch == 1 else f"{self.batch} images/request"
+        rate = f"{self.rate_rps:,g} req/s · " if self.rate_rps else ""
+        return f"{rate}p99 ≤ {self.p99_ms:g} ms · {images}"
+
+
+@dataclass(frozen=True)
+class CardRow:
+    """One target on one device: its best answer and, where for buying, what it costs."""
+
+    target: Target
+    device: str  # "cpu" or "gpu"
+    setup: str  # "batching on (profile cpu)", "batching off"; "" where nothing met the objective
+    capacity_rps: float | None
+    failed_rps: float | None  # the lowest rate above it that did not pass (None: none measured)
+    at_least: bool  # a lower bound (the load generator stopped the search)
+    p99_ms: float | None  # p99 measured at the capacity's cell
+    busy: str
+    served_share: float | None  # served ÷ the device alone at the batch it ran; None: not measured
+    for_buying: bool
+    boxes: tuple[int, int] | None = None  # fewest–most instances (or replicas) for the target's rate
+    instance: str = ""  # the instance type, "" where priced per replica
+    usd_per_hour: float | None = None  # for the most boxes
+    usd_per_m_requests: float | None = None
+    usd_per_m_images: float | None = None
+    why_not: str = ""  # why no price: the serving path bounded it, nothing met, no instance holds it
+    above_failed: bool = True  # the rate above the capacity failed (False: it stayed inconclusive)
+    refused: str = ""  # why the price list prices no instance for it
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "target": asdict(self.target)}
+
+
+__all__ = ["CardRow", "Target"]

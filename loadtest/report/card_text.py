@@ -1,0 +1,98 @@
+"""The card's words: its title (for buying or not, what was measured, why not) and what each term on it means.
+
+Not for: the card's figures (`loadtest.report.card`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from loadtest.report.card_records import CardRow
+from loadtest.report.configs import Config
+from loadtest.report.sizing.instances import Pricing
+from serving.endpoint import ServerKind
+
+DEVICES = {"cpu": "CPU", "gpu": "GPU"}
+UNCHECKED = "bound unchecked"
+SERVING_PATH_BOUND = "serving path bound"
+TERMS = {
+    "target": "what must be served: requests a second, the p99 latency objective, images in one request.",
+    "best setup": "the batching configuration with the highest capacity on that device at the target's objective.",
+    "capacity req/s": "the highest offered rate (open loop) whose p99 stayed within the objective, confirmed at the "
+                      "stated confidence (MLPerf's early-stopping rule); in brackets the lowest rate above it that "
+                      "failed: the true capacity lies between. ≥: a lower bound (the load generator was the limit).",
+    "p99 ms at it": "the 99th percentile latency measured at the capacity, client side, from the intended send.",
+    "busy": "the server's CPU (% of its cores) and GPU utilisation while serving at the capacity.",
+    "served ÷ device alone": "images/s served at the capacity ÷ the model alone on its device at the batch the "
+                             "server ran; under 50%: our serving path, not the device, bounded the answer.",
+    "boxes": "instances for the target rate with the headroom, from the capacity's range: fewest at the rate that "
+             "failed, most at the capacity; where the serving path bounded the answer, no boxes.",
+    "USD/h": "what the most boxes cost an hour at the price list's prices.",
+    "USD per M requests": "USD/h ÷ the requests served in that hour, × 1,000,000.",
+    "for buying": "the device, not the serving path, bounded the answer (it served at least 50% of the device alone) "
+                  "and it is priced; the title says FOR BUYING when each target's cheapest row is.",
+    "ranges": "×ratio (low–high): the paired comparison's ratio and the range its repeats and the machine's drift "
+              "allow; a range that holds ×1.0 is no measurable difference.",
+    UNCHECKED: "nothing measured the device alone, so what bounded the answer is not known.",
+}
+
+
+def title(for_buying: bool, rows: Sequence[CardRow], configs: Sequence[Config], example: bool,
+           pricing: Pricing | None) -> str:
+    measured = f"{_server(configs)} on {_machines(configs)}"
+    if for_buying:
+        stand_in = "; figures are the stand-in's" if any(c.kind != ServerKind.CONTAINER for c in configs) else ""
+        return f"FOR BUYING — {measured}{stand_in}" + ("; example prices" if example else "")
+    return f"NOT FOR BUYING — {measured}: {_why_not(rows, pricing)}"
+
+
+def _why_not(rows: Sequence[CardRow], pricing: Pricing | None) -> str:
+    """Why the card is not for buying, in at most 12 words."""
+    answered = [r for r in rows if r.capacity_rps is not None]
+    if not rows:
+        return "no capacity search in these results"
+    if not answered:
+        return "no setup met any target's objective"
+    bound = [r for r in answered if r.why_not == SERVING_PATH_BOUND]
+    if bound and len(bound) == len(answered):
+        devices = " or ".join(dict.fromkeys(DEVICES.get(r.device, r.device) for r in bound))
+        return f"the serving path, not the {devices}, bounded every answer"
+    if pricing is None or not any(r.target.rate_rps for r in rows):
+        return "no target rate given (--target-rps)"
+    if bound:
+        return "the serving path bounded a target's best answer"
+    missing = sorted({r.target.p99_ms for r in rows if r.capacity_rps is None})
+    if missing:
+        return f"no setup met p99 ≤ {missing[0]:g} ms"
+    return "no price for a target's answer (below the card)"
+
+
+def _server(configs: Sequence[Config]) -> str:
+    kinds = {c.kind for c in configs}
+    versions = sorted({v for c in configs for v in c.versions.split(", ") if v.startswith("tfs=")})
+    containers = "TF Serving" + (f" {versions[0].removeprefix('tfs=')}" if len(versions) == 1 else "") + " containers"
+    runtimes = list(dict.fromkeys(c.runtime.split(",")[0] for c in configs if c.kind != ServerKind.CONTAINER))
+    stand_in = "the embedded stand-in" + (f" ({', '.join(runtimes)})" if runtimes else "")
+    if kinds == {ServerKind.CONTAINER}:
+        return containers
+    return f"{containers} and {stand_in}" if ServerKind.CONTAINER in kinds else stand_in
+
+
+def _machines(configs: Sequence[Config]) -> str:
+    """`Intel Xeon, 2 vCPUs (VM) and NVIDIA H200`."""
+    found = []
+    for c in sorted(configs, key=lambda c: c.device):
+        name = _plain(c.device_name) or DEVICES.get(c.device, c.device)
+        found.append(name + (f", {c.machine}" if c.machine else ""))
+    return " and ".join(dict.fromkeys(found)) or "an unrecorded machine"
+
+
+def _plain(name: str) -> str:
+    """`Intel(R) Xeon(R) Processor` → `Intel Xeon`."""
+    text = re.sub(r"\((R|TM|tm|r)\)", "", name)
+    text = re.sub(r"\s+(Processor|CPU)\b.*$", "", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+__all__ = ["DEVICES", "SERVING_PATH_BOUND", "TERMS", "UNCHECKED", "title"]
