@@ -126,22 +126,30 @@ loadtest: setup
 #   make capacity P99_MS=10 SERVE="cpu/off cpu/cpu" BATCH="1 32"
 # Several servers are compared paired (all up, their cells interleaved, a reference cell for the drift);
 # REPEAT=N runs the whole comparison N times, and the report gives each repeat's ratio and their spread.
-# The decision it opens with sizes for TARGET_RPS at PRICES (below: the example prices, marked as such).
+# The card it opens with answers GOALS, targets RATE:P99_MS:BATCH (default: an online one, p99 <= 10 ms with
+# 1 image a request, and a batch one, p99 <= 50 ms with 32, both at TARGET_RPS), priced at PRICES (below: the
+# example prices, marked as such): one search per server and target's request batch. BATCH or P99_MS given on
+# the command line: one objective at those batches instead, as before (GOALS= also).
 BATCH ?= 1
 REPEAT ?= 1
+GOALS ?= $(TARGET_RPS):10:1 $(TARGET_RPS):50:32
+CAPACITY_GOALS = $(if $(filter command line environment,$(origin BATCH) $(origin P99_MS)),,$(GOALS))
+FIRST_GOAL = $(subst :, ,$(firstword $(CAPACITY_GOALS)))
 
 capacity: setup
-	$(CLI) capacity --p99-ms $(P99_MS) $(foreach b,$(BATCH),--batch $(b)) --repeat $(REPEAT) $(SERVERS) \
-		--target-rps $(TARGET_RPS) --prices $(PRICES) --headroom $(HEADROOM) $(LOADTEST_ARGS)
+	$(CLI) capacity --p99-ms $(P99_MS) $(foreach b,$(BATCH),--batch $(b)) $(foreach g,$(CAPACITY_GOALS),--goal $(g)) \
+		--repeat $(REPEAT) $(SERVERS) --target-rps $(TARGET_RPS) --prices $(PRICES) --headroom $(HEADROOM) $(LOADTEST_ARGS)
 
-# Batching tuned by the tool: BatchingParameters with the highest capacity at p99 <= P99_MS on DEVICE,
-# from TF Serving's advice (the device's profile), within BUDGET_MIN minutes; TUNE_ARGS adds flags.
+# Batching tuned by the tool: BatchingParameters with the highest capacity for the first of GOALS (its p99 and
+# request batch; P99_MS and BATCH where given) on DEVICE, from TF Serving's advice (the device's profile),
+# within BUDGET_MIN minutes; TUNE_ARGS adds flags.
 DEVICE ?= cpu
 BUDGET_MIN ?= 20
 TUNE_ARGS ?=
 
 tune: setup
-	$(CLI) tune --p99-ms $(P99_MS) --device $(DEVICE) --batch $(firstword $(BATCH)) --budget-min $(BUDGET_MIN) $(MODEL_ARGS) \
+	$(CLI) tune --p99-ms $(if $(FIRST_GOAL),$(word 2,$(FIRST_GOAL)),$(P99_MS)) --device $(DEVICE) \
+		--batch $(if $(FIRST_GOAL),$(word 3,$(FIRST_GOAL)),$(firstword $(BATCH))) --budget-min $(BUDGET_MIN) $(MODEL_ARGS) \
 		$(TUNE_ARGS) $(LOADTEST_ARGS)
 
 # Locust's web UI (http://127.0.0.1:$(LOCUST_WEB_PORT)) on the same locustfile, against the running server.

@@ -96,12 +96,13 @@ def environment() -> dict[str, str]:
             "PYTHONUNBUFFERED": "1", "PATH": os.pathsep.join((str(SITE / "bin"), os.environ.get("PATH", "")))}
 
 
-def sizing_flags(args: argparse.Namespace) -> list[str]:
-    """The report's sizing flags: `--target-rps N --prices FILE` (the shipped example prices when none given)."""
-    if args.target_rps is None:
-        return []
+def sizing_flags(args: argparse.Namespace, batches: list[int] | None = None) -> list[str]:
+    """`--goal RATE:P99:BATCH` per request batch (default: all asked; online at batch 1, batch targets above it),
+    `--target-rps N --prices FILE` (the shipped example prices when none given)."""
     prices = args.prices.resolve() if args.prices is not None else PROJECT / EXAMPLE_PRICES
-    return ["--target-rps", f"{args.target_rps:g}", "--prices", str(prices)]
+    asked = batches if batches is not None else [int(b) for b in args.batches.split(",")]
+    goals = [f"--goal={args.target_rps:g}:{args.p99_ms if b == 1 else args.batch_p99_ms:g}:{b}" for b in asked]
+    return ["--target-rps", f"{args.target_rps:g}", "--prices", str(prices), *goals]
 
 
 def write_plan(path: Path, args: argparse.Namespace, loadgen_cores: int, models: Path = PROJECT / "models") -> Path:
@@ -281,7 +282,7 @@ class DeviceRun:
                 str(PROJECT / "models"), "--results-dir", str(self.work / "results" / name), "--max-steps",
                 str(a.max_steps), "--max-minutes", str(a.max_minutes), "--max-rate-s", str(a.max_rate_s),
                 "--confidence", str(a.confidence), "--unmet-ok", "--no-report", *(f"--batch={b}" for b in batches),
-                *sizing_flags(a)]
+                *sizing_flags(a, batches)]
 
     def tune(self, device: str, plan_file: Path, batch: int) -> None:
         """`mnist-bench tune` on the device: the BatchingParameters with the highest capacity, from its profile."""
@@ -298,7 +299,7 @@ class DeviceRun:
             self.say("run.py: no results to report")
             self.record["exit_codes"]["report"] = 1
             return
-        command = [sys.executable, "-m", "loadtest", "report", *results, "--p99-ms", str(self.args.p99_ms),
+        command = [sys.executable, "-m", "loadtest", "report", *results,
                    "--out", str(self.work / "report"), *sizing_flags(self.args)]
         profile_s = after_searches_s(self.args, 0) - REPORT_S
         # not echoed: its first sentences are the capacity run's end, already said

@@ -28,7 +28,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--budget-min", type=float, default=9.0, help="the whole run, planned before it starts")
     parser.add_argument("--devices", default="gpu,cpu", help="comma-separated: gpu, cpu (in priority order)")
     parser.add_argument("--batches", default="1,32", help="request batch sizes, in priority order")
-    parser.add_argument("--p99-ms", type=float, default=10.0)
+    parser.add_argument("--p99-ms", type=float, default=10.0, help="the online target's objective (request batch 1)")
+    parser.add_argument("--batch-p99-ms", type=float, default=50.0,
+                        help="the batch targets' objective (each request batch above 1)")
     parser.add_argument("--measure-s", type=float, default=1.5)
     parser.add_argument("--max-steps", type=int, default=8, help="cells per search at most")
     parser.add_argument("--max-minutes", type=float, default=0.35,
@@ -40,8 +42,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile-s", type=float, default=0.0, help="py-spy's sampling (0: no profile)")
     parser.add_argument("--smoke-s", type=float, default=60.0,
                         help="the smoke test's time, its server's start included (it stops the run when it fails)")
-    parser.add_argument("--target-rps", type=float, default=None,
-                        help="target load (req/s): the report adds replicas and cost per million inferences")
+    parser.add_argument("--target-rps", type=float, default=1000.0,
+                        help="every target's rate (req/s): the card sizes and prices each")
     parser.add_argument("--prices", type=Path, default=None,
                         help=f"price file for --target-rps (default: the shipped {EXAMPLE_PRICES})")
     parser.add_argument("--loadgen-cores", type=int, default=0,

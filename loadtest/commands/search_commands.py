@@ -17,6 +17,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ from loadtest.commands.sweep_commands import (
 from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE
+from loadtest.judge.goals import Target, goal_text, objectives_by_batch, parse_goal
 from loadtest.measure import plan as plans
 from loadtest.measure.runner import Interrupted
 from loadtest.measure.targets import SweepError
@@ -53,8 +55,9 @@ if TYPE_CHECKING:
 def search_options(function: Any) -> Any:
     """The objective, the request batch sizes and the bounds of every capacity search."""
     options = [
-        click.option("--p99-ms", "objective", type=click.FloatRange(min=0, min_open=True), required=True,
-                     callback=lambda ctx, param, value: Objective(value), help="the latency objective"),
+        click.option("--p99-ms", "objective", type=click.FloatRange(min=0, min_open=True), default=None,
+                     callback=lambda ctx, param, value: None if value is None else Objective(value),
+                     help="the latency objective (capacity: not needed with --goal)"),
         click.option("--plan", "plan_path", type=click.Path(path_type=Path), default=DEFAULT_PLAN,
                      show_default=True, help="plan file whose [run] settings every cell uses (its grid is not used)"),
         click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True),
@@ -103,9 +106,12 @@ SEARCH_BOUNDS = ("precision", "start_rps", "min_rps", "max_steps", "confirm_fact
 
 
 def capacity_request(plan: plans.Plan, values: dict[str, Any]) -> CapacityRequest:
-    """What to search, built once from the parsed flags (`search_options`) and the layered plan."""
+    """What to search, built once from the parsed flags (`search_options`) and the layered plan; a usage error
+    without an objective (--p99-ms, or a target's)."""
     from loadtest.search.capacity_search import CapacityRequest
 
+    if values["objective"] is None:
+        raise click.UsageError("Missing option '--p99-ms' (or a target: --goal RATE:P99_MS:BATCH)")
     return CapacityRequest(plan=plan, objective=values["objective"], max_s=values["max_minutes"] * 60,
                            objectives=parse_objectives(values["objectives"], plan),
                            **{name: values[name] for name in SEARCH_BOUNDS})
@@ -179,12 +185,14 @@ def rate_view(rows: Sequence[Any]) -> Table:
 def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok: bool, repeats: int,
                      max_repeats: int | None, sequential: bool,
                      plan_path: Path, results_dir: Path, report: bool, target_rps: float | None, prices: Path,
-                     headroom: float, **values: Any) -> None:
+                     headroom: float, goals: tuple[Target, ...], **values: Any) -> None:
     """The highest open-loop rate each server serves at p99 <= --p99-ms: bracket, bisect, confirm.
 
     One search per server (running, or started by the tool with --serve) and per --batch. Several servers are
     compared paired: all up at once on the cores they are measured on, their cells alternating one server at a
-    time, so each ratio comes from the same minutes (--sequential: one after the other)."""
+    time, so each ratio comes from the same minutes (--sequential: one after the other). With targets (--goal, or
+    the plan's [capacity] goals), one search per server and per target's request batch, at its strictest
+    objective; the card answers each target."""
     from loadtest.measure.servers import server_slots
     from loadtest.report.page import pricing_from
     from loadtest.report.paired import without_majority
@@ -195,12 +203,22 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
         raise click.UsageError(f"--max-repeats {max_repeats} is fewer than --repeat {repeats}")
     choice = server_choice(values)
     run = None
-    try:  # a bad target or price file is said before anything is measured
-        pricing = pricing_from(values["objective"].p99_ms, target_rps, prices, headroom)
-    except (AnalysisError, OSError) as exc:
-        raise click.UsageError(str(exc)) from None
     try:
         plan = layered_plan(plan_path, choice, _run_flags(values))
+    except (plans.PlanError, SweepError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    goals = goals or tuple(parse_goal(g) for g in plan.capacity.goals)
+    if goals:  # each target's request batch searched at its strictest objective
+        plan, batch_sizes = with_goals(plan, goals), tuple(sorted({g.batch for g in goals}))
+        target_rps = target_rps or next((g.rate_rps for g in goals if g.rate_rps), None)
+        values["objective"] = values["objective"] or Objective(min(g.p99_ms for g in goals))
+    try:  # a bad target or price file is said before anything is measured
+        pricing = pricing_from(values["objective"].p99_ms if values["objective"] else None, target_rps, prices,
+                               headroom)
+    except (AnalysisError, OSError) as exc:
+        raise click.UsageError(str(exc)) from None
+    targets = goals or None
+    try:
         request = capacity_request(plan, values)
         run = Capacities(request, server_slots(plan, choice.state_file), batch_sizes, results_dir,
                          plan_path=str(plan_path), interleaved=not sequential,
@@ -209,20 +227,30 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
             outcomes = run.run()
     except (Interrupted, KeyboardInterrupt):
         if run is not None:  # what the searches answered before the interruption
-            _capacity_end(run.cells.results, run.outcomes, request, False, pricing)
+            _capacity_end(run.cells.results, run.outcomes, request, False, pricing, targets)
         interrupted(ctx, "capacity")
     except (plans.PlanError, SweepError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"results: {run.cells.jsonl_path}")
     if report and run.cells.results:
-        build_report(run.cells.jsonl_path, "capacity", target_rps=target_rps, prices=prices, headroom=headroom)
-    _capacity_end(run.cells.results, outcomes, request, True, pricing)
+        build_report(run.cells.jsonl_path, "capacity", target_rps=target_rps, prices=prices, headroom=headroom,
+                     targets=targets)
+    _capacity_end(run.cells.results, outcomes, request, True, pricing, targets)
     if not outcomes or not (unmet_ok or all(o.passed for o in outcomes)):
         ctx.exit(1)
 
 
+def with_goals(plan: plans.Plan, goals: Sequence[Target]) -> plans.Plan:
+    """The plan with each target's request batch searched at its strictest objective, and every target's objective
+    among those its cells are answered at."""
+    by_batch = {**plan.capacity.p99_ms_by_batch, **{str(b): p for b, p in objectives_by_batch(goals).items()}}
+    answered = tuple(sorted({*plan.capacity.objectives_ms(), *(g.p99_ms for g in goals)}))
+    return replace(plan, capacity=replace(plan.capacity, p99_ms_by_batch=by_batch, objectives=answered,
+                                          goals=tuple(goal_text(g) for g in goals)))
+
+
 def _capacity_end(results: Sequence[CellResult], outcomes: Sequence[Any], request: Any, bounds: bool,
-                  pricing: Any = None) -> None:
+                  pricing: Any = None, targets: Sequence[Target] | None = None) -> None:
     """Every search's rate table and objective lines, what bounded the answers, then each search's answer."""
     from loadtest.report.headline import console_end
     from loadtest.report.paired import paired_lines
@@ -234,7 +262,7 @@ def _capacity_end(results: Sequence[CellResult], outcomes: Sequence[Any], reques
         click.echo(tables)
     # The decision, then what bounded each answer (the model on its device, or the serving path), then each
     # configuration's figures (the values the report, figures.csv and figures.json carry), before any capacity.
-    lines = console_end(results, pricing, named) if bounds else paired_lines(results)
+    lines = console_end(results, pricing, named, targets) if bounds else paired_lines(results)
     if lines:
         click.echo("\n".join(lines))
     click.echo("\n".join(outcome_line(o, request.objective, named) for o in outcomes))

@@ -217,10 +217,22 @@ def sizing_options(function: Any) -> Any:
                      help="price file (TOML) for --target-rps"),
         click.option("--headroom", type=click.FloatRange(0, 1, max_open=True), default=0.2, show_default=True,
                      help="share of each replica's capacity kept free"),
+        click.option("--goal", "goals", multiple=True, callback=_goals,
+                     help="a target, RATE:P99_MS:BATCH (repeatable; 5000:10:1 is 5,000 req/s at p99 <= 10 ms, 1 image "
+                     "a request): the card answers each; capacity searches each request batch at its strictest"),
     ]
     for option in reversed(options):
         function = option(function)
     return function
+
+
+def _goals(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[Any, ...]:
+    from loadtest.judge.goals import parse_goal
+
+    try:
+        return tuple(parse_goal(v) for v in values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def build_report(jsonl_path: Path, command: str, **sizing: Any) -> None:
@@ -252,14 +264,14 @@ def echo_report_paths(html_path: Path, md_path: Path, csv_path: Path, json_path:
               help="the objective the answer is given at (default: every objective searched)")
 @sizing_options
 def report_command(results: tuple[Path, ...], compare: tuple[Path, ...], out: Path | None, p99_ms: float | None,
-                   target_rps: float | None, prices: Path, headroom: float) -> None:
+                   target_rps: float | None, prices: Path, headroom: float, goals: tuple[Any, ...]) -> None:
     """Write report.html (the decision, plots, every cell), report.md (the decision, summary) and figures.csv/.json
     (each configuration's figures) from results; print the decision and the figures."""
     from loadtest.report import page as report  # matplotlib is slow to import: only when a report is asked for
 
     try:
         built = report.read_report(results, compare, p99_ms=p99_ms, target_rps=target_rps, prices=prices,
-                                   headroom=headroom)
+                                   headroom=headroom, targets=goals or None)
         paths = report.write_report(built, Path(out) if out else Path(results[0]).parent)
     except (AnalysisError, OSError) as exc:
         raise click.ClickException(str(exc)) from None

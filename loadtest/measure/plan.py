@@ -23,6 +23,7 @@ from typing import Any
 
 from loadtest.evidence.vocab import Arrival, Check, InputKind, LoadMode, Protocol
 from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS
+from loadtest.judge.goals import parse_goal
 from loadtest.load.inputs import InputError, InputOptions, effective_check, options_for, resolve_input_kind
 from serving.deploy.config import split_base_path
 from serving.deploy.process import cpu_list
@@ -121,6 +122,7 @@ class CapacityObjectives:
 
     p99_ms_by_batch: dict = field(default_factory=dict)  # request batch (a TOML key: text) -> p99 ms
     objectives: tuple[float, ...] = ()  # p99 ms
+    goals: tuple[str, ...] = ()  # targets, RATE:P99_MS:BATCH (`loadtest.judge.goals`), under the command's --goal
 
     def p99_ms(self, batch_size: int, default: float) -> float:
         return float(self.p99_ms_by_batch.get(str(batch_size), default))
@@ -147,8 +149,8 @@ class Plan:
                     "server_names": self.server_names, "targets": tuple(map(target_dict, self.targets))}
         if self.configs:
             recorded.update(configs=[asdict(c) for c in self.configs], launch=asdict(self.launch))
-        if self.capacity.p99_ms_by_batch or self.capacity.objectives:
-            recorded.update(capacity=asdict(self.capacity))
+        if self.capacity.p99_ms_by_batch or self.capacity.objectives or self.capacity.goals:
+            recorded.update(capacity={k: v for k, v in asdict(self.capacity).items() if v or k != "goals"})
         return recorded
 
 
@@ -339,6 +341,11 @@ def _validate_objectives(capacity: CapacityObjectives) -> None:
     if not isinstance(capacity.objectives, tuple) or any(
             isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 for v in capacity.objectives):
         raise PlanError(f"[capacity] objectives = {capacity.objectives!r}: expected a list of positive p99s in ms")
+    for goal in capacity.goals if isinstance(capacity.goals, tuple) else (repr(capacity.goals),):
+        try:
+            parse_goal(str(goal))
+        except ValueError as exc:
+            raise PlanError(f"[capacity] goals: {exc}") from None
 
 
 def _validate_grid(grid: Grid) -> None:

@@ -26,10 +26,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from loadtest.judge.goals import Target
 from loadtest.report.answers import Answers, DeviceAnswer, DeviceRatio, Gain, SearchAnswer, lower_bound
 from loadtest.report.bound import SERVED_SHARE, ServedShare, served_share
-from loadtest.report.card_records import CardRow, Target
-from loadtest.report.card_text import DEVICES, SERVING_PATH_BOUND, TERMS, UNCHECKED
+from loadtest.report.card_records import CardRow
+from loadtest.report.card_text import DEVICES, SERVING_PATH_BOUND, TERMS, UNCHECKED, UNPAIRED
 from loadtest.report.card_text import title as card_title
 from loadtest.report.configs import Config
 from loadtest.report.decision import run_next
@@ -73,9 +74,9 @@ class Card:
         return out + (["", *self.notes] if self.notes else [])
 
     def words_outside_table(self) -> int:
-        """Words of the title, the comparisons and "Run next" (a command's parts count as words)."""
-        return sum(len(line.split()) for line in (self.title, *self.comparisons,
-                                                   *([f"Run next: {self.run_next}"] if self.run_next else [])))
+        """Words of the title, the comparisons and "Run next" (a command in backticks, copied not read, is one)."""
+        lines = (self.title, *self.comparisons, *([f"Run next: {self.run_next}"] if self.run_next else []))
+        return sum(len(re.sub(r"`[^`]*`", "command", line).split()) for line in lines)
 
     def terms(self) -> list[str]:
         """What each word on the card means, once (`TERMS`), for the columns and lines it has."""
@@ -244,7 +245,7 @@ def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[Car
         parts.append(f"GPU/CPU {across.value()}")
         ratios[f"GPU/CPU at {where}"] = _ratio_record(across)
     elif across is None and (unpaired := _device_ratio(answers_ratios, target)) is not None:
-        parts.append(f"GPU/CPU ×{unpaired:.2f}, not paired")
+        parts.append(f"GPU/CPU ×{unpaired:.2f}{UNPAIRED}")
         ratios[f"GPU/CPU at {where}"] = {"ratio": unpaired, "low": None, "high": None, "paired": False}
     gains = []
     for d in here:
@@ -253,14 +254,17 @@ def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[Car
             gains.append(f"{DEVICES.get(d.device, d.device)} {compared.value()}")
             ratios[f"batching gain on {d.device} at {where}"] = _ratio_record(compared)
         elif compared is None and d.gain.ratio is not None:
-            gains.append(f"{DEVICES.get(d.device, d.device)} {_gain_value(d.gain)}, not paired")
+            gains.append(f"{DEVICES.get(d.device, d.device)} {_gain_value(d.gain)}{UNPAIRED}")
             ratios[f"batching gain on {d.device} at {where}"] = {"ratio": d.gain.ratio, "low": d.gain.low,
                                                                  "high": d.gain.high, "paired": False}
     if gains:
-        parts.append("batching on÷off: " + ", ".join(gains))
+        parts.append("batching: " + ", ".join(gains))
     if not parts:
         return ""
-    return f"{where}: " + "; ".join(parts) + "."
+    line = f"{where}: " + "; ".join(parts)
+    if line.count(UNPAIRED) == len(gains) + ("GPU/CPU" in line) and UNPAIRED in line:  # all of it: said once
+        return line.replace(UNPAIRED, "") + " (not paired)."
+    return line + "."
 
 
 def _has_range(compared: PairedRatio) -> bool:
@@ -295,7 +299,7 @@ def _short_next(text: str) -> str:
     command = re.search(r"`[^`]+`", text)
     if command is None:
         return text
-    where = " on TF Serving's containers" if "Docker" in text else ""
+    where = " on TF Serving" if "Docker" in text else ""
     return command.group(0) + where + "."
 
 

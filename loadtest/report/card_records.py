@@ -1,4 +1,4 @@
-"""The card's records: a target (what must be served) and one row of the card (a target on one device).
+"""The card's records: one row of the card (a target, `loadtest.judge.goals.Target`, on one device).
 
 Not for: building the card (`loadtest.report.card`) or its words (`loadtest.report.card_text`).
 """
@@ -7,20 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-
-@dataclass(frozen=True, order=True)
-class Target:
-    """What must be served: a rate (None: none given, so nothing is sized), a p99 objective, images a request."""
-
-    p99_ms: float
-    batch: int
-    rate_rps: float | None = None
-
-    def words(self) -> str:
-        """`5,000 req/s · p99 ≤ 10 ms · 1 image`, `p99 ≤ 50 ms · 16 images/request`."""
-        images = "1 image" if self.batch == 1 else f"{self.batch} images/request"
-        rate = f"{self.rate_rps:,g} req/s · " if self.rate_rps else ""
-        return f"{rate}p99 ≤ {self.p99_ms:g} ms · {images}"
+from loadtest.judge.goals import Target
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from serving.endpoint import ServerKind
 DEVICES = {"cpu": "CPU", "gpu": "GPU"}
 UNCHECKED = "bound unchecked"
 SERVING_PATH_BOUND = "serving path bound"
+UNPAIRED = " unpaired"  # a ratio of searches run one after the other: its range does not allow for the drift
 TERMS = {
     "target": "what must be served: requests a second, the p99 latency objective, images in one request.",
     "best setup": "the batching configuration with the highest capacity on that device at the target's objective.",
@@ -33,7 +34,9 @@ TERMS = {
     "for buying": "the device, not the serving path, bounded the answer (it served at least 50% of the device alone) "
                   "and it is priced; the title says FOR BUYING when each target's cheapest row is.",
     "ranges": "×ratio (low–high): the paired comparison's ratio and the range its repeats and the machine's drift "
-              "allow; a range that holds ×1.0 is no measurable difference.",
+              "allow; a range that holds ×1.0 is no measurable difference. GPU/CPU: the best GPU setup's capacity ÷ "
+              "the best CPU setup's; batching: batching on ÷ off on that device; unpaired, not paired: from searches "
+              "run one after the other, whose range does not allow for the machine's drift.",
     UNCHECKED: "nothing measured the device alone, so what bounded the answer is not known.",
 }
 
@@ -56,8 +59,9 @@ def _why_not(rows: Sequence[CardRow], pricing: Pricing | None) -> str:
         return "no setup met any target's objective"
     bound = [r for r in answered if r.why_not == SERVING_PATH_BOUND]
     if bound and len(bound) == len(answered):
-        devices = " or ".join(dict.fromkeys(DEVICES.get(r.device, r.device) for r in bound))
-        return f"the serving path, not the {devices}, bounded every answer"
+        devices = list(dict.fromkeys(DEVICES.get(r.device, r.device) for r in bound))
+        device = f"the {devices[0]}" if len(devices) == 1 else "a device"
+        return f"the serving path, not {device}, bounded every answer"
     if pricing is None or not any(r.target.rate_rps for r in rows):
         return "no target rate given (--target-rps)"
     if bound:

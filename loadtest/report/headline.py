@@ -20,10 +20,11 @@ from dataclasses import dataclass, replace
 
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
+from loadtest.judge.goals import Target
 from loadtest.report.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer
 from loadtest.report.blocks import OFFERED_VS_SERVED, Figure, Table, device_name
 from loadtest.report.bound import bound_line
-from loadtest.report.card import Card, Target, card_of, targets_of
+from loadtest.report.card import Card, card_of, targets_of
 from loadtest.report.configs import Config, config_labels, config_of
 from loadtest.report.decision import why_none_lines
 from loadtest.report.figures import Figures, console_lines, device_figures, figures_of

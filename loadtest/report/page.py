@@ -37,6 +37,7 @@ import jinja2
 
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus, LoadMode
+from loadtest.judge.goals import Target
 from loadtest.report.answers import Answers, answer
 from loadtest.report.blocks import Figure, Table
 from loadtest.report.configs import Config, config_labels, config_of
@@ -134,7 +135,8 @@ def curves(results: Sequence[CellResult], answers: Answers, labels: dict[Config,
 
 
 def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = (), sources: Sequence[Path] = (),
-                 *, p99_ms: float | None = None, pricing: Pricing | None = None) -> Report:
+                 *, p99_ms: float | None = None, pricing: Pricing | None = None,
+                 targets: Sequence[Target] | None = None) -> Report:
     """Every table and figure of the report, computed once; rendering only formats them."""
     answers = answer(results)
     labels = config_labels(config_of(c) for c in results)
@@ -164,7 +166,7 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
              f"{sum(c.status == CellStatus.OK and not usable(c) for c in results)} invalid, "
              f"{sum(c.status != CellStatus.OK for c in results)} failed cells.",
              *versions_table.notes(results))  # a model written by a newer TensorFlow than its server, or unknown
-    summary = summarise(results, answers, labels, p99_ms, pricing, figures)
+    summary = summarise(results, answers, labels, p99_ms, pricing, figures, targets)
     summary = replace(summary, lead=lead_of(summary.headline), chart=ceiling_chart(figures, answers))
     return Report("Inference load test report", summary, intro, tuple(blocks), tuple(figures.values()))
 
@@ -283,22 +285,27 @@ def pricing_from(p99_ms: float | None, target_rps: float | None, prices: Path, h
 
 def run(results: Sequence[Path], compare: Sequence[Path] = (), out: Path | None = None, *,
         p99_ms: float | None = None, target_rps: float | None = None, prices: Path = DEFAULT_PRICES,
-        headroom: float = 0.2) -> tuple[Path, Path, Path, Path]:
+        headroom: float = 0.2, targets: Sequence[Target] | None = None) -> tuple[Path, Path, Path, Path]:
     """Read, build, write; returns the paths of the HTML, Markdown, CSV and JSON files. Raises AnalysisError, OSError.
 
     `p99_ms`: the objective the answer is given at (None: every objective searched; without a search,
     50 ms). `target_rps`, `prices`, `headroom`: with a target, the answer adds replicas and cost.
     """
-    report = read_report(results, compare, p99_ms=p99_ms, target_rps=target_rps, prices=prices, headroom=headroom)
+    report = read_report(results, compare, p99_ms=p99_ms, target_rps=target_rps, prices=prices, headroom=headroom,
+                         targets=targets)
     return write_report(report, Path(out) if out else Path(results[0]).parent)
 
 
 def read_report(results: Sequence[Path], compare: Sequence[Path] = (), *, p99_ms: float | None = None,
-                target_rps: float | None = None, prices: Path = DEFAULT_PRICES, headroom: float = 0.2) -> Report:
-    """The report of these results files, built, not written. Raises AnalysisError, OSError."""
-    pricing = pricing_from(p99_ms, target_rps, prices, headroom)
+                target_rps: float | None = None, prices: Path = DEFAULT_PRICES, headroom: float = 0.2,
+                targets: Sequence[Target] | None = None) -> Report:
+    """The report of these results files, built, not written (`targets`: what the card answers; their rates size
+    it). Raises AnalysisError, OSError."""
+    rates = [t.rate_rps for t in targets or () if t.rate_rps]
+    pricing = pricing_from(p99_ms, target_rps if target_rps is not None or not rates else rates[0], prices, headroom)
     others = read_all(compare) if compare else []
-    return build_report(read_all(results), others, [*results, *compare], p99_ms=p99_ms, pricing=pricing)
+    return build_report(read_all(results), others, [*results, *compare], p99_ms=p99_ms, pricing=pricing,
+                        targets=targets)
 
 
 def console_text(report: Report) -> str:

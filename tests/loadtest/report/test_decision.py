@@ -6,9 +6,9 @@ from __future__ import annotations
 import shutil
 
 from loadtest.evidence.records import read_results
+from loadtest.judge.goals import Target
 from loadtest.report import page as report
 from loadtest.report.answers import answer
-from loadtest.report.card import Target
 from loadtest.report.configs import config_labels, config_of
 from loadtest.report.decision import why_none_lines
 from loadtest.report.headline import card_for
@@ -50,7 +50,7 @@ def test_the_h100_card_says_no_setup_met_10_ms_and_why_below_it(tmp_path):
     first_screen = "\n".join(md.splitlines()[:25])
     assert "USD" not in first_screen and "replicas" not in first_screen
     assert 'Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" BATCH="1 32" P99_MS=10` on TF ' \
-           "Serving's containers." in md
+           "Serving." in md
     why = [line for line in md.splitlines() if line.startswith("Why none met")]
     assert why[0].startswith("Why none met p99 ≤ 10 ms at request batch 1: on the CPU")
     assert "requests paused about 30 ms" in why[0] and "more servers would not meet it" in why[0]  # the CPU's stalls
@@ -64,7 +64,7 @@ def test_a_target_at_a_looser_objective_is_answered_from_the_same_cells_and_the_
                *read_results(FIXTURES / "h100-run-b-cpu" / "results.jsonl")]
     card = card_for(results, pricing_for(results), [Target(25.0, 1, 5000.0)])
     assert card is not None and not card.for_buying
-    assert card.title.endswith("the serving path, not the CPU or GPU, bounded every answer")
+    assert card.title.endswith("the serving path, not a device, bounded every answer")
     cpu, gpu = card.table_rows()
     assert cpu[1:4] == ("CPU", "batching off", "≥ 107.5") and cpu[6] == "2%"
     assert gpu[1:3] == ("GPU", "batching off") and gpu[3].startswith("58.8")
@@ -122,8 +122,7 @@ def test_an_answer_the_serving_path_bounded_gets_no_price_but_what_to_run_next()
     assert row == ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "batching on (profile cpu)",
                    "1,005.1 (1,082.4 failed)", "9.0", "CPU 86%", "27%")
     assert "USD" not in "\n".join(card.lines())
-    assert card.run_next == ('`make capacity SERVE="cpu/cpu cpu/off" BATCH="1 32" P99_MS=10` on TF Serving\'s '
-                             "containers.")
+    assert card.run_next == '`make capacity SERVE="cpu/cpu cpu/off" BATCH="1 32" P99_MS=10` on TF Serving.'
     assert card.words_outside_table() <= 60 and len(card.header()) <= 9
 
 

@@ -29,13 +29,13 @@ def test_the_paired_h200_run_answers_with_the_gpu_cpu_ratio_and_the_drift(tmp_pa
     lines = md.splitlines()
     # what was measured, and why not for buying: the serving path bounded the answer (10% of the CPU alone)
     assert lines[0] == ("# NOT FOR BUYING — the embedded stand-in (JAX) on Intel Xeon and NVIDIA H200: the serving "
-                        "path, not the CPU or GPU, bounded every answer")
+                        "path, not a device, bounded every answer")
     assert lines[4] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | CPU | batching off | 690.5 (1,381.0 failed) | 4.8 | "
                         "CPU 7% | 10% |")
     assert lines[5] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | GPU | batching on (profile gpu) | 1,218.0 (1,624.0 "
                         "failed) | 15.8 | GPU 1%, CPU 12% | 5% |")
     # one line of comparisons: each ratio once, with its range
-    assert lines[7] == ("25 ms, 1 image: GPU/CPU ×1.76 (×0.87–×2.42); batching on÷off: CPU ×0.84 (×0.41–×1.73), GPU "
+    assert lines[7] == ("25 ms, 1 image: GPU/CPU ×1.76 (×0.87–×2.42); batching: CPU ×0.84 (×0.41–×1.73), GPU "
                         "×2.30 (×1.21–×3.26).")
     assert lines[8].startswith('Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" BATCH="1 32" '
                                "P99_MS=25`")

@@ -202,7 +202,7 @@ def test_the_cards_cost_cells_name_instances_or_the_refusal(tmp_path):
     """The demo's answer with its device floor left out (so not bounded by the serving path: "bound unchecked")."""
     from dataclasses import replace
 
-    from loadtest.report.card import Target
+    from loadtest.judge.goals import Target
     from loadtest.report.headline import card_for
     from loadtest.report.sizing.instances import replicas_by_config
 

@@ -62,8 +62,8 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
                               "168.8 (175.0 failed) |")
     # one comparison line: the cheaper device (per-replica prices: the same), the batching gains with their ranges
     # (675 / 471.2, off's upper end, to 700 / 453.1)
-    assert "10 ms, 1 image: CPU and GPU cost the same a request; batching on÷off: CPU ×1.49 (×1.43–×1.54), not " \
-           "paired, GPU ×1.85 (×1.79–×1.93), not paired." in lines
+    assert "10 ms, 1 image: CPU and GPU cost the same a request; batching: CPU ×1.49 (×1.43–×1.54), GPU ×1.85 " \
+           "(×1.79–×1.93) (not paired)." in lines
     assert not any(line.startswith("**") for line in lines)  # no bold paragraph: the title is the heading
     assert lines.index("## Terms of the card") < lines.index("## Findings")
     findings = lines[lines.index("## Findings"):]
