@@ -100,8 +100,8 @@ def sizing_flags(args: argparse.Namespace, batches: list[int] | None = None) -> 
     """`--goal RATE:P99:BATCH` per request batch (default: all asked; online at batch 1, batch targets above it),
     `--target-rps N --prices FILE` (the shipped example prices when none given)."""
     prices = args.prices.resolve() if args.prices is not None else PROJECT / EXAMPLE_PRICES
-    asked = batches if batches is not None else [int(b) for b in args.batches.split(",")]
-    goals = [f"--goal={args.target_rps:g}:{args.p99_ms if b == 1 else args.batch_p99_ms:g}:{b}" for b in asked]
+    goals = [f"--goal={args.target_rps:g}:{args.p99_ms if b == 1 else args.batch_p99_ms:g}:{b}"
+             for b in (batches if batches is not None else [int(b) for b in args.batches.split(",")])]
     return ["--target-rps", f"{args.target_rps:g}", "--prices", str(prices), *goals]
 
 

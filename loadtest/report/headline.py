@@ -48,6 +48,7 @@ class Summary:
     lead: str = ""  # the answer in one sentence: the first of the headline's first line (HTML's first screen)
     chart: Figure | None = None  # the server against the device alone, per configuration (HTML's first screen)
     card: Card | None = None  # the first screen: for buying or not, per target and device (`loadtest.report.card`)
+    cost_chart: Figure | None = None  # per target and device, USD/h (or capacity) against the p99 objective
 
 
 def _rps(s: SearchAnswer) -> str:

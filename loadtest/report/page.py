@@ -40,10 +40,12 @@ from loadtest.evidence.vocab import CellStatus, LoadMode
 from loadtest.judge.goals import Target
 from loadtest.report.answers import Answers, answer
 from loadtest.report.blocks import Figure, Table
+from loadtest.report.card import Card, targets_of
 from loadtest.report.configs import Config, config_labels, config_of
 from loadtest.report.figures import Figures, ceiling_bars, console_lines, csv_text, figures_of
 from loadtest.report.glossary import glossary_table, glossed, header_link
 from loadtest.report.headline import DEFAULT_P99_MS, Summary, lead_of, summarise
+from loadtest.report.objective_costs import objective_curves
 from loadtest.report.sections import details, noise_table, request_time, versions_table
 from loadtest.report.sections.objective_table import rates_table
 from loadtest.report.series import group_series, load_level, read_all, usable
@@ -167,8 +169,28 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
              f"{sum(c.status != CellStatus.OK for c in results)} failed cells.",
              *versions_table.notes(results))  # a model written by a newer TensorFlow than its server, or unknown
     summary = summarise(results, answers, labels, p99_ms, pricing, figures, targets)
-    summary = replace(summary, lead=lead_of(summary.headline), chart=ceiling_chart(figures, answers))
+    summary = replace(summary, lead=lead_of(summary.headline), chart=ceiling_chart(figures, answers),
+                      cost_chart=objective_chart(answers, summary.card, pricing, targets, p99_ms))
     return Report("Inference load test report", summary, intro, tuple(blocks), tuple(figures.values()))
+
+
+def objective_chart(answers: Answers, card: Card | None, pricing: Pricing | None,
+                    targets: Sequence[Target] | None, p99_ms: float | None) -> Figure | None:
+    """Below the card: each target's USD/h per device against the p99 objective (capacity where not for buying)."""
+    from loadtest.report import plots
+
+    if card is None:
+        return None
+    priced = card.for_buying
+    curves = objective_curves(answers, targets or targets_of(answers, pricing, p99_ms), pricing, priced)
+    what = "USD/h for each target" if priced else "Capacity"
+    unit = f"{pricing.prices.currency}/h" if priced and pricing else "capacity req/s"
+    figure = plots.objective_figure(curves, unit)
+    if figure is None:
+        return None
+    return Figure(f"{what} at each p99 objective", "Per target and device, at each p99 objective the cells answer: "
+                  + ("what the best setup's boxes for the target's rate cost an hour (the card's arithmetic)."
+                     if priced else "the best setup's capacity (not for buying: no price)."), figure)
 
 
 def ceiling_chart(figures: dict[tuple[Config, int], Figures], answers: Answers) -> Figure | None:
@@ -204,8 +226,10 @@ def render_html(report: Report) -> str:
                "src": png_data_uri(b.png) if isinstance(b, Figure) and b.png else ""} for b in report.blocks]
     chart = report.summary.chart
     chart_src = png_data_uri(chart.png) if chart is not None and chart.png else ""
+    cost = report.summary.cost_chart
+    cost_src = png_data_uri(cost.png) if cost is not None and cost.png else ""
     return TEMPLATES.get_template("report.html.j2").render(report=report, answer=report.summary, blocks=blocks,
-                                                          chart_src=chart_src)
+                                                          chart_src=chart_src, cost_src=cost_src)
 
 
 def md_cell(value: str) -> str:

@@ -27,6 +27,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLoca
 from loadtest.evidence.records import CellResult  # noqa: E402
 from loadtest.evidence.vocab import CellStatus, LoadMode  # noqa: E402
 from loadtest.report.figures import CeilingBar  # noqa: E402
+from loadtest.report.objective_costs import ObjectiveCurve  # noqa: E402
 from loadtest.report.series import Series, level_name, load_level, usable  # noqa: E402
 
 DPI = 100
@@ -327,4 +328,23 @@ def ceiling_figure(bars: Sequence[CeilingBar]) -> bytes | None:
     ax.legend(handles=[Patch(color=colour(0), label="served at its answer (whisker: up to its upper end)"),
                        Patch(facecolor="none", edgecolor="#888", hatch="//", label="the device alone")],
               loc="lower right", fontsize=8, framealpha=0.9)
+    return png(fig)
+
+
+def objective_figure(curves: Sequence[ObjectiveCurve], ylabel: str) -> bytes | None:
+    """Per target and device, USD/h (or capacity) against the p99 objective: what loosening it is worth."""
+    if not curves:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for index, curve in enumerate(curves):
+        xs, ys = zip(*curve.points)
+        ax.plot(xs, ys, marker="o", color=colour(index), label=curve.label)
+    ax.set_xscale("log")
+    _plain_log(ax.xaxis)
+    ax.set_xticks([p for c in curves for p, _ in c.points], minor=False)
+    ax.set_xlabel("p99 objective ms (log)")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
     return png(fig)

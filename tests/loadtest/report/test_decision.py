@@ -178,3 +178,21 @@ def test_a_card_row_carries_one_upper_end_per_answer():
     assert card is not None
     # cpu-cpu's range ends at 550 (1.1 x 500, failed); no second upper end beside it
     assert card.table_rows()[0][2:4] == ("batching on (profile cpu)", "500.0 (550.0 failed)")
+
+
+def test_each_targets_cost_at_every_objective_is_the_cards_arithmetic_at_that_capacity():
+    from loadtest.report.objective_costs import objective_curves
+
+    results = read_results(FIXTURES / "capacity-run" / "results.jsonl")
+    pricing = Pricing(5000.0, 0.2, load_prices(FIXTURES / "prices.toml"), replicas_by_config(results))
+    card = card_for(results, pricing)
+    assert card is not None
+    curves = {c.label: dict(c.points) for c in objective_curves(answer(results), [Target(10.0, 1, 5000.0)], pricing,
+                                                                 priced=True)}
+    cpu, gpu = curves["5,000 req/s · 1 image, CPU"], curves["5,000 req/s · 1 image, GPU"]
+    row = next(r for r in card.rows if r.device == "gpu" and r.target.batch == 1)
+    assert gpu[10.0] == row.usd_per_hour == 4.0  # at the card's own objective, the card's figure
+    assert cpu[10.0] == next(r for r in card.rows if r.device == "cpu" and r.target.batch == 1).usd_per_hour
+    assert sorted(cpu) == [5.0, 10.0, 25.0, 50.0, 100.0] and cpu[5.0] >= cpu[10.0] >= cpu[100.0]
+    unpriced = objective_curves(answer(results), [Target(10.0, 1, 5000.0)], pricing, priced=False)
+    assert dict(unpriced[1].points)[10.0] == 6250.0  # not for buying: capacities, not prices

@@ -93,8 +93,11 @@ def test_html_opens_with_the_card_then_its_chart_before_any_other_plot(searched)
     title = body.index('<h1 class="buy">FOR BUYING — ')
     card_table = body.index('<table class="card">')
     chart = body.index('<img class="chart" alt="What the server served, against the device alone"')
-    assert title < card_table < chart == body.index("<img")  # the card, then the one chart
-    after = body.index("<img", chart + 1)  # the other plots
+    assert title < card_table < chart == body.index("<img")  # the card, then its chart
+    # then USD/h for each target against the objective (the run is for buying: priced), then the findings
+    cost = body.index('<img class="chart" alt="USD/h for each target at each p99 objective"')
+    assert chart < cost == body.index("<img", chart + 1)
+    after = body.index("<img", cost + 1)  # the other plots
     assert chart < body.index('id="card-terms"') < body.index("batching gain ×1.49, between ×1.43 and ×1.54 on cpu") \
         < after
     assert body.index("Capacity under the latency objective, per device") < after
