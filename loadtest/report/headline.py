@@ -99,10 +99,7 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
                          f"{batch}): the machine's own stalls put objectives below {floor:g} ms out of reach, "
                          "whatever the server does (the machine held a 1 ms sleep loop beside it past them more than "
                          "0.5% of the time).")
-        else:
-            why = "; ".join(dict.fromkeys(f"{labels[s.config]}: {s.reason}" for s in d.searches if s.reason))
-            lines.append(f"no configuration on {_device(d)} met p99 ≤ {p99_ms:g} ms (request batch {batch})"
-                         + (f": {why}." if why else "."))
+        # else: why none met is said once, above (`decision.why_none_lines`), with the figures the card reads
     if (compared := paired.get((GPU_CPU, batch, p99_ms))) is not None:
         return (*lines, _paired_text(compared))
     for r in ratios:

@@ -76,6 +76,22 @@ def _device_by_objective(answers: Answers, device: str, batch: int) -> dict[floa
             if (d.device, d.request_batch_size) == (device, batch)}
 
 
+def repeat_labels(searches: Sequence[SearchAnswer], labels: Labels) -> list[str]:
+    """Each search's configuration label, with `(repeat N)` where one configuration was searched more than once at
+    a request batch and objective (its repeats, in the order they ran)."""
+    seen: dict[tuple, int] = {}
+    counts: dict[tuple, int] = {}
+    for s in searches:
+        key = (s.config, s.request_batch_size, s.p99_objective_ms)
+        counts[key] = counts.get(key, 0) + 1
+    names = []
+    for s in searches:
+        key = (s.config, s.request_batch_size, s.p99_objective_ms)
+        seen[key] = seen.get(key, 0) + 1
+        names.append(labels[s.config] + (f" (repeat {seen[key]})" if counts[key] > 1 else ""))
+    return names
+
+
 def objective_table(answers: Answers, labels: Labels) -> Table | None:
     """Capacity req/s per configuration × request batch at each objective, then the gains and ratios; None
     without searches."""
@@ -83,9 +99,9 @@ def objective_table(answers: Answers, labels: Labels) -> Table | None:
     if not objectives:
         return None
     rows, marks = [], []
-    for s in answers.searches:
+    for s, name in zip(answers.searches, repeat_labels(answers.searches, labels)):
         at = {a.p99_objective_ms: a for a in s.objectives}
-        rows.append((labels[s.config], str(s.request_batch_size), *(capacity_text(at.get(o)) for o in objectives)))
+        rows.append((name, str(s.request_batch_size), *(capacity_text(at.get(o)) for o in objectives)))
         marks.append("")
     for batch in sorted({s.request_batch_size for s in answers.searches}):
         devices = sorted({d.device for d in answers.objective_devices if d.request_batch_size == batch})

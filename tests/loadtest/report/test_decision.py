@@ -151,6 +151,11 @@ def test_a_card_on_repeated_searches_gives_the_lower_repeat():
     cells = rates(on, 539.4, "on-1") + rates(on, 464.1, "on-2") + rates(off, 391.8, "off-1") + rates(off, 392.1, "o2")
     card = card_for(cells)
     assert card is not None and card.rows[0].capacity_rps == 464.1
+    # the objective table's rows of one configuration searched twice are labelled as its repeats
+    table = objective_table(answer(cells), config_labels(config_of(c) for c in cells))
+    assert table is not None
+    assert [row[0] for row in table.rows[:4]] == ["cpu-cpu (repeat 1)", "cpu-cpu (repeat 2)", "cpu-off (repeat 1)",
+                                                  "cpu-off (repeat 2)"]
 
 
 def test_passes_below_a_failed_confirmation_are_a_why_not_a_capacity():
