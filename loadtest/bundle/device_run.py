@@ -97,8 +97,7 @@ def environment() -> dict[str, str]:
 
 
 def sizing_flags(args: argparse.Namespace, batches: list[int] | None = None) -> list[str]:
-    """`--goal RATE:P99:BATCH` per request batch (default: all asked; online at batch 1, batch targets above it),
-    `--target-rps N --prices FILE` (the shipped example prices when none given)."""
+    """`--goal RATE:P99:BATCH` a batch (online at 1, batch targets above), `--target-rps N --prices FILE`."""
     prices = args.prices.resolve() if args.prices is not None else PROJECT / EXAMPLE_PRICES
     goals = [f"--goal={args.target_rps:g}:{args.p99_ms if b == 1 else args.batch_p99_ms:g}:{b}"
              for b in (batches if batches is not None else [int(b) for b in args.batches.split(",")])]

@@ -339,12 +339,12 @@ def tune_command(ctx: click.Context, device: str, batch_size: int, budget_min: f
     click.echo(f"results: {tune.searches.cells.jsonl_path}")
     if report and tune.searches.cells.results:
         build_report(tune.searches.cells.jsonl_path, "tune")
-    click.echo(answer_text(answer, files))
-    from loadtest.report.headline import card_for  # the report stage's card, as capacity's console ends with it
+    from loadtest.report.headline import card_for  # the report stage's card, before the answer lines as capacity's
 
     card = card_for(tune.searches.cells.results) if tune.searches.cells.results else None
     if card is not None:
-        click.echo("\n".join(["", *card.lines()]))
+        click.echo("\n".join([*card.lines(), ""]))
+    click.echo(answer_text(answer, files))  # its answer lines last: the parameters file's path the very last
     if answer.winner is None:
         ctx.exit(1)
 

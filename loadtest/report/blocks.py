@@ -18,6 +18,7 @@ OFFERED_VS_SERVED = ("req/s offered: the rate the open loop sent at, requests at
                      "At request batch 1 the two differ by a few percent: random gaps send a little more or less "
                      "than the mean in any one window, and a request sent before the window and answered in it "
                      "(or sent in it and answered after) counts on one side only")
+OFFERED_VS_SERVED_REF = "req/s offered and images/s served: why they differ is in Terms"  # the definition, once
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
 from loadtest.judge.goals import Target
 from loadtest.report.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer
-from loadtest.report.blocks import OFFERED_VS_SERVED, Figure, Table, device_name
+from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Figure, Table, device_name
 from loadtest.report.bound import bound_line
 from loadtest.report.card import Card, card_of, targets_of
 from loadtest.report.configs import Config, config_labels, config_of
@@ -183,8 +183,8 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
     return Table("Capacity under the latency objective, per device",
                  "Capacity: the highest offered rate (open loop) a capacity search confirmed with p99 within the "
                  "objective at the stated confidence (MLPerf's early-stopping rule: p99 upper estimate is the "
-                 "confirmation's upper confidence bound on the true p99); " + OFFERED_VS_SERVED + ". Upper end: the "
-                 "lowest rate above it that did not pass (blank: none "
+                 "confirmation's upper confidence bound on the true p99); " + OFFERED_VS_SERVED_REF + ". Upper end: "
+                 "the lowest rate above it that did not pass (blank: none "
                  "measured, or the load generator was the limit: \"at least\"); the best configuration is the one "
                  "with the highest capacity on that device, request "
                  "batch size and objective. Batching gain: best batching-enabled capacity ÷ batching-off capacity, "
@@ -218,7 +218,7 @@ def lower_bound_table(results: Sequence[CellResult], labels: Labels, p99_ms: flo
     return Table(f"Best measured open-loop rate at p99 ≤ {p99_ms:g} ms: a lower bound",
                  "Not a capacity: the highest offered rate a sweep measured passing (valid, p99 within the "
                  "objective); untried rates above it may pass too. A capacity search finds the real one. "
-                 + OFFERED_VS_SERVED + "."
+                 + OFFERED_VS_SERVED_REF + "."
                  + ("" if rows else " No open-loop cells in these results either."),
                  ("configuration", "request batch", "offered req/s", "achieved req/s", "images/s", "device busy",
                   "p99 ms", "note"),
@@ -251,7 +251,10 @@ def summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p
     models = models_named(results)
     tables = tuple(replace(t, title=f"{t.title} (model {models})") for t in summary.tables) if models else \
         summary.tables
-    return replace(summary, headline=model_named(results, summary.headline), tables=tables)
+    card = summary.card
+    if card is not None and models:  # the card names the model measured, unless it is the demo's
+        card = replace(card, title=card.title.replace(" — ", f" — model {models}, ", 1))
+    return replace(summary, headline=model_named(results, summary.headline), tables=tables, card=card)
 
 
 def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None,
@@ -319,11 +322,13 @@ def card_for(results: Sequence[CellResult], pricing: Pricing | None = None,
 
 def console_end(results: Sequence[CellResult], pricing: Pricing | None, several: bool = True,
                 targets: Sequence[Target] | None = None) -> tuple[str, ...]:
-    """What `capacity` (and `demo`, `tune`) print at the end: the card, then the figures table. The answers and
-    figures are computed once. `several` is kept for callers; one card serves one server or many."""
+    """What `capacity` (and `demo`) print at the end: what bounded each answer, the figures table, then the card
+    (last, before each search's one-line answer). The answers and figures are computed once. `several` is kept for
+    callers; one card serves one server or many."""
     answers = answer(results)
     labels = config_labels(config_of(cell) for cell in results)
     figures = figures_of(results, answers, labels)
     card = summarise(results, answers, labels, pricing=pricing, figures=figures, targets=targets).card
-    lines = tuple(card.lines()) if card is not None else _bound_lines(results, answers, labels, figures)
-    return (*lines, "", *console_lines(list(figures.values())))
+    bounds = _bound_lines(results, answers, labels, figures)
+    return (*bounds, *([""] if bounds else []), *console_lines(list(figures.values())),
+            *(("", *card.lines()) if card is not None else ()))

@@ -15,7 +15,7 @@ from loadtest.evidence.vocab import CellStatus
 from loadtest.judge.conclusion import describe_pair
 from loadtest.judge.overload import overloaded_reason
 from loadtest.report.answers import SearchAnswer
-from loadtest.report.blocks import OFFERED_VS_SERVED, Table, cell_mark, device_name
+from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Table, cell_mark, device_name
 from loadtest.report.configs import Config, config_of
 from loadtest.report.figures import MS_DIGITS, Figures, highest_sustained, load_words, mean_ms, peak_images, wire_ms
 from loadtest.report.formatting import change as pct
@@ -105,7 +105,7 @@ def searches_table(searches: Sequence[SearchAnswer], labels: Labels) -> Table:
                  "(valid, and p99 within the objective at the stated confidence: est. p99 is the early-stopping "
                  "estimate of the true p99), the images/s, device use and latency of that cell, its upper end (the "
                  "lowest rate above it that did not pass; why, in the last column) and the uncertainty. Not met: "
-                 "no confirmation passed. " + OFFERED_VS_SERVED + ".",
+                 "no confirmation passed. " + OFFERED_VS_SERVED_REF + ".",
                  ("configuration", "request batch", "p99 objective ms", "met", "capacity req/s", "images/s served",
                   "device busy", "p50 ms", "est. p99 ms", "upper end req/s", "cells", "search",
                   "uncertainty, or not met because"),

@@ -82,7 +82,8 @@ def test_capacity_of_your_own_model_on_a_server_the_tool_starts(ranker_model, tm
     assert all(c.server.model_name == "ranker" and c.load.check == "outputs" for c in cells)
     assert all(c.errors_by_code == {} for c in cells if c.status == "ok")
     report = next(tmp_path.glob("*/report.md")).read_text()
-    assert "**model ranker: " in report and "(model ranker)" in report
+    assert report.startswith(("# NOT FOR BUYING — model ranker, ", "# FOR BUYING — model ranker, "))
+    assert "model ranker: " in report and "(model ranker)" in report
 
 
 def test_the_web_ui_sends_your_own_models_inputs(ranker_server, tmp_path):

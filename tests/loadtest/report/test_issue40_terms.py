@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from loadtest.evidence.cell_parts import ServerResources
 from loadtest.report import page as report
-from loadtest.report.blocks import OFFERED_VS_SERVED, cpu_count_words, machine_words
+from loadtest.report.blocks import OFFERED_VS_SERVED, OFFERED_VS_SERVED_REF, cpu_count_words, machine_words
 from loadtest.report.configs import config_labels, config_of
 from loadtest.report.decision import spelled
 from loadtest.report.glossary import TERMS, anchor
@@ -56,8 +56,10 @@ def test_offered_and_served_are_explained_where_both_appear(tmp_path):
     md = md_path.read_text()
     answer_table = md.split("\n\n| device |", 1)[1].split("\n\n", 1)  # the first table below the card's
     assert "images/s served" in answer_table[0].splitlines()[0]
-    assert OFFERED_VS_SERVED in answer_table[1].split("\n\n", 1)[0]
-    assert "## Capacity searches" in md and OFFERED_VS_SERVED in md.split("## Capacity searches", 1)[1]
+    # the definition printed once, in Terms; each table where both appear points there
+    assert OFFERED_VS_SERVED_REF in answer_table[1].split("\n\n", 1)[0]
+    assert "## Capacity searches" in md and OFFERED_VS_SERVED_REF in md.split("## Capacity searches", 1)[1]
+    assert md.count(OFFERED_VS_SERVED) == 1 and md.index(OFFERED_VS_SERVED) > md.index("## Terms")
     assert dict(TERMS)["offered req/s, images/s served"] == OFFERED_VS_SERVED
 
 
@@ -71,11 +73,13 @@ def test_one_peak_table_and_terms_plain_or_linked(tmp_path):
     page, md = h200_report(tmp_path)
     titles = re.findall(r"^## (.+)$", md, flags=re.M)
     assert [t for t in titles if "peak" in t.lower()] == ["Peak throughput"]  # not three
-    # the decision and the first table: no internal word, and every term header linked to a glossary row
-    bold = [line for line in md.splitlines() if line.startswith("**")]
+    # the card, the findings and the first table: no internal word, and every term header linked to a glossary row
+    findings = md.split("## Findings\n", 1)[1].split("\n|", 1)[0]
+    said = [*md.split("## Terms of the card", 1)[0].splitlines(), *findings.splitlines()]
+    assert len([line for line in said if line]) > 8
     first_header = md.split("\n\n|", 1)[1].splitlines()[0]
     for word in INTERNAL:
-        assert not any(word in line for line in bold) and word not in first_header, word
+        assert not any(word in line for line in said) and word not in first_header, word
     answer_box = page.split('<section class="answer"', 1)[1].split("</section>", 1)[0]
     links = set(re.findall(r'<a href="#(term-[a-z0-9-]+)">', answer_box))
     assert {anchor("serving path"), anchor("est. p99"), anchor("upper end"), anchor("device busy"),
