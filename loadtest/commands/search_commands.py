@@ -262,7 +262,7 @@ def _capacity_end(results: Sequence[CellResult], outcomes: Sequence[Any], reques
         click.echo(tables)
     # The decision, then what bounded each answer (the model on its device, or the serving path), then each
     # configuration's figures (the values the report, figures.csv and figures.json carry), before any capacity.
-    lines = console_end(results, pricing, named, targets) if bounds else paired_lines(results)
+    lines = console_end(results, pricing, targets) if bounds else paired_lines(results)
     if lines:
         click.echo("\n".join(lines))
     click.echo("\n".join(outcome_line(o, request.objective, named) for o in outcomes))

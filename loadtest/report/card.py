@@ -151,7 +151,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
         f"{money(r.usd_per_m_images)} {pricing.prices.currency if pricing else 'USD'} per million images."
         if r.usd_per_m_images is not None else f"not priced: {r.refused}.") for r in rows
         if (r.usd_per_m_images is not None and r.target.batch > 1) or r.refused)
-    return Card(heading, for_buying, tuple(rows), tuple(comparisons), _short_next(nexts[0]) if nexts else "", notes,
+    return Card(heading, for_buying, tuple(rows), tuple(comparisons), nexts[0] if nexts else "", notes,
                 pricing.prices.currency if pricing else "USD", priced, ratios)
 
 
@@ -188,14 +188,10 @@ def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None) -> CardRow:
                   best.p99_ms, busy_text(best.server_cpu_percent, best.gpu_utilization_percent), share, False,
                   above_failed=best.upper_rps == best.lowest_failing_rps)
     if bound:
-        return _with(row, why_not=SERVING_PATH_BOUND)
+        return replace(row, why_not=SERVING_PATH_BOUND)
     if pricing is None or not target.rate_rps:
-        return _with(row, why_not="no target rate")
+        return replace(row, why_not="no target rate")
     return _priced(row, best, target, pricing)
-
-
-def _with(row: CardRow, **changes) -> CardRow:
-    return replace(row, **changes)
 
 
 def _priced(row: CardRow, best: SearchAnswer, target: Target, pricing: Pricing) -> CardRow:
@@ -209,9 +205,9 @@ def _priced(row: CardRow, best: SearchAnswer, target: Target, pricing: Pricing) 
     upper = best.upper_rps if best.upper_rps and not lower_bound(best) else best.capacity_rps
     fewest = size.priced(target.rate_rps, upper, pricing.headroom, images, pricing.prices, best.config, replica)
     if most.refused or most.costs.per_hour is None:
-        return _with(row, why_not="not priced", refused=most.refused or "the price list has no price for it")
+        return replace(row, why_not="not priced", refused=most.refused or "the price list has no price for it")
     per_hour = most.costs.per_hour
-    return _with(row, for_buying=True, boxes=(_boxes(fewest), _boxes(most)),
+    return replace(row, for_buying=True, boxes=(_boxes(fewest), _boxes(most)),
                  instance=most.placement.instance.name if most.placement else "", usd_per_hour=per_hour,
                  usd_per_m_requests=per_hour / (target.rate_rps * 3600.0) * 1e6,
                  usd_per_m_images=most.costs.per_million)
@@ -292,15 +288,6 @@ def _gain_value(gain: Gain) -> str:
 def _ratio_record(compared: PairedRatio) -> dict:
     return {"ratio": compared.ratio, "low": compared.low, "high": compared.high, "paired": compared.paired,
             "repeats": len(compared.repeats), "no_difference": compared.no_difference}
-
-
-def _short_next(text: str) -> str:
-    """`run_next`'s command and where to run it, without its reasons."""
-    command = re.search(r"`[^`]+`", text)
-    if command is None:
-        return text
-    where = " on TF Serving" if "Docker" in text else ""
-    return command.group(0) + where + "."
 
 
 __all__ = ["Card", "CardRow", "Target", "card_of", "targets_of"]

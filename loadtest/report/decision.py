@@ -64,20 +64,17 @@ def _configs(here: Sequence[DeviceAnswer]) -> list[Config]:
 
 
 def run_next(configs: Sequence[Config], batch: int, objective: float) -> str:
-    """The command that gets an answer the device bounds: TF Serving itself where the embedded server was
-    measured, a larger request batch, or batching tuned."""
+    """The command that gets an answer the device bounds, and where: TF Serving itself where the embedded server
+    was measured (at a larger request batch too), else a larger request batch or the batching tuned."""
     serve = " ".join(dict.fromkeys(f"{c.device}/{c.batching_profile}" for c in configs))
 
     def command(batches: str) -> str:
         return f'`make capacity SERVE="{serve}" BATCH="{batches}" P99_MS={objective:g}`'
 
     if any(c.kind == ServerKind.EMBEDDED for c in configs):
-        batches = f"{batch} 32" if batch < 32 else str(batch)
-        return (f"{command(batches)} where Docker runs TF Serving's containers (a GPU's "
-                "needs NVIDIA's container runtime): TF Serving itself on the same devices"
-                + (", at a larger request batch too" if batch < 32 else ""))
+        return f"{command(f'{batch} 32' if batch < 32 else str(batch))} on TF Serving."
     device = next((c.device for c in configs if c.batching_on), configs[0].device if configs else "cpu")
-    return f"{command(str(batch * 4))} (a larger request batch), or `make tune DEVICE={device}` (batching tuned)"
+    return f"{command(str(batch * 4))}, or `make tune DEVICE={device}`."
 
 
 def _why_none(d: DeviceAnswer, results: Sequence[CellResult], labels: Labels) -> str:

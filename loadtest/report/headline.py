@@ -320,11 +320,10 @@ def card_for(results: Sequence[CellResult], pricing: Pricing | None = None,
     return summarise(results, answers, labels, pricing=pricing, targets=targets).card
 
 
-def console_end(results: Sequence[CellResult], pricing: Pricing | None, several: bool = True,
+def console_end(results: Sequence[CellResult], pricing: Pricing | None,
                 targets: Sequence[Target] | None = None) -> tuple[str, ...]:
     """What `capacity` (and `demo`) print at the end: what bounded each answer, the figures table, then the card
-    (last, before each search's one-line answer). The answers and figures are computed once. `several` is kept for
-    callers; one card serves one server or many."""
+    (last, before each search's one-line answer). The answers and figures are computed once."""
     answers = answer(results)
     labels = config_labels(config_of(cell) for cell in results)
     figures = figures_of(results, answers, labels)

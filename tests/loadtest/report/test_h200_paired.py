@@ -91,7 +91,7 @@ def test_the_first_lines_of_the_report_and_the_console_say_what_was_measured_wha
 
     md_head = "\n".join(rebuilt(tmp_path, "h200-paired").splitlines()[:25])
     results = read_results(FIXTURES / "h200-paired" / "results.jsonl")
-    console = console_end(results, Pricing(2000.0, 0.2, load_prices(DEFAULT_PRICES)), True)
+    console = console_end(results, Pricing(2000.0, 0.2, load_prices(DEFAULT_PRICES)))
     card_at = next(i for i, line in enumerate(console) if "FOR BUYING — " in line)  # after the figures table
     console_head = "\n".join(console[card_at:card_at + 12])
     for head in (md_head, console_head):
