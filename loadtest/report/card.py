@@ -36,6 +36,7 @@ from loadtest.report.configs import Config
 from loadtest.report.decision import run_next
 from loadtest.report.formatting import money
 from loadtest.report.formatting import number as fmt
+from loadtest.report.objective_costs import answers_by_objective
 from loadtest.report.paired import GPU_CPU, PairedRatio
 from loadtest.report.sections.device_use import busy_text
 from loadtest.report.sizing import size
@@ -156,11 +157,9 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
 
 
 def _devices_at(answers: Answers, target: Target) -> list[DeviceAnswer]:
-    key = (target.p99_ms, target.batch)
-    here = [d for d in answers.devices if (d.p99_objective_ms, d.request_batch_size) == key]
-    if not here:
-        here = [d for d in answers.objective_devices if (d.p99_objective_ms, d.request_batch_size) == key]
-    return sorted(here, key=lambda d: d.device)
+    """Each device's answer at the target's objective and request batch: a search's own, else from its cells."""
+    by_key = answers_by_objective(answers)
+    return [by_key[key] for key in sorted(by_key) if key[1:] == (target.batch, target.p99_ms)]
 
 
 def _configs(answers: Answers) -> list[Config]:
