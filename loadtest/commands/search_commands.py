@@ -191,8 +191,8 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     One search per server (running, or started by the tool with --serve) and per --batch. Several servers are
     compared paired: all up at once on the cores they are measured on, their cells alternating one server at a
     time, so each ratio comes from the same minutes (--sequential: one after the other). With targets (--goal, or
-    the plan's [capacity] goals), one search per server and per target's request batch, at its strictest
-    objective; the card answers each target."""
+    the plan's [capacity] goals), one search per server and per target, at the target's objective and request
+    batch; the card answers each target."""
     from loadtest.measure.servers import server_slots
     from loadtest.report.page import pricing_from
     from loadtest.report.paired import without_majority
@@ -208,7 +208,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     except (plans.PlanError, SweepError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     goals = goals or tuple(parse_goal(g) for g in plan.capacity.goals)
-    if goals:  # each target's request batch searched at its strictest objective
+    if goals:  # each target searched at its objective and request batch (`CapacityRequest.searches_at`)
         plan, batch_sizes = with_goals(plan, goals), tuple(sorted({g.batch for g in goals}))
         target_rps = target_rps or next((g.rate_rps for g in goals if g.rate_rps), None)
         values["objective"] = values["objective"] or Objective(min(g.p99_ms for g in goals))
@@ -241,8 +241,8 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
 
 
 def with_goals(plan: plans.Plan, goals: Sequence[Target]) -> plans.Plan:
-    """The plan with each target's request batch searched at its strictest objective, and every target's objective
-    among those its cells are answered at."""
+    """The plan with its targets (each searched at its objective and request batch), each request batch's default
+    objective the strictest target's there, and every target's objective among those its cells are answered at."""
     by_batch = {**plan.capacity.p99_ms_by_batch, **{str(b): p for b, p in objectives_by_batch(goals).items()}}
     answered = tuple(sorted({*plan.capacity.objectives_ms(), *(g.p99_ms for g in goals)}))
     return replace(plan, capacity=replace(plan.capacity, p99_ms_by_batch=by_batch, objectives=answered,

@@ -219,7 +219,7 @@ def sizing_options(function: Any) -> Any:
                      help="share of each replica's capacity kept free"),
         click.option("--goal", "goals", multiple=True, callback=_goals,
                      help="a target, RATE:P99_MS:BATCH (repeatable; 5000:10:1 is 5,000 req/s at p99 <= 10 ms, 1 image "
-                     "a request): the card answers each; capacity searches each request batch at its strictest"),
+                     "a request): the card answers each; capacity searches each at its objective and batch"),
     ]
     for option in reversed(options):
         function = option(function)

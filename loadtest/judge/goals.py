@@ -1,8 +1,9 @@
 """What a buyer must serve: targets, each a rate, a p99 objective and a request batch.
 
 `5000:10:1` is 5,000 requests/s at p99 ≤ 10 ms with 1 image a request (`--goal`, make's `GOALS`, a plan's
-`[capacity] goals`). A capacity search runs per request batch at its strictest target's objective; every other
-objective is answered from the same cells. The report's card (`loadtest.report.card`) answers each target.
+`[capacity] goals`). Each target gets its own capacity search, at its objective and request batch (two targets at
+one batch: two searches, `loadtest.search.capacity_request.CapacityRequest.searches_at`); every other objective is
+answered from their cells. The report's card (`loadtest.report.card`) answers each target.
 
 Not for: judging a cell against an objective (`loadtest.judge.verdicts`) or the card itself.
 """
@@ -50,8 +51,8 @@ def goal_text(target: Target) -> str:
 
 
 def objectives_by_batch(targets: Sequence[Target]) -> dict[int, float]:
-    """Each request batch's search objective: the strictest target's at that batch (a looser target at the same
-    batch is answered from the same cells, as every objective is)."""
+    """Each request batch's default objective: the strictest target's at that batch (what a search there that no
+    target names, the tuner's or a server that did not start, is tagged with; each target is searched at its own)."""
     found: dict[int, float] = {}
     for t in targets:
         found[t.batch] = min(found.get(t.batch, t.p99_ms), t.p99_ms)

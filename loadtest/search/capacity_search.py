@@ -26,7 +26,7 @@ from loadtest.evidence.objective import Objective
 from loadtest.evidence.search_tag import ComparisonTag, SearchTag
 from loadtest.evidence.tables import plain_table
 from loadtest.evidence.vocab import LoadMode, Role
-from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS, AnswerKind
+from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE
 from loadtest.judge.verdicts import client_limited
 from loadtest.measure import plan as plans
@@ -35,6 +35,7 @@ from loadtest.measure.runner import CellRunner, Interrupted, cell_estimate_s
 from loadtest.measure.servers import Slot, StartFailed
 from loadtest.search.capacity import CapacitySearch, Pairing
 from loadtest.search.capacity_output import outcome_line, trail_table
+from loadtest.search.capacity_request import CapacityRequest, Outcome
 from loadtest.search.comparison import Reference, Repeats, comparison_tag
 from loadtest.search.interleave import Turn, interleave
 from loadtest.search.search_settings import CapacityAnswer, Measured, SearchSettings
@@ -43,49 +44,6 @@ from serving.deploy.process import pinned_cores
 from serving.endpoint import ServedEndpoint
 
 PROBE_USERS = 4  # the start-rate probe: a short closed loop, enough users to keep a server busy
-
-
-@dataclass(frozen=True)
-class CapacityRequest:
-    """What to search: the objective, the request batch size, and the search's bounds."""
-
-    plan: plans.Plan  # its [run] settings: samples, check, protocol, windows; its [capacity] objective per batch
-    objective: Objective  # `--p99-ms`: each search's, where the plan's [capacity] sets none for its request batch
-    precision: float = 0.05
-    start_rps: float | None = None  # None: from a closed-loop probe
-    min_rps: float = 1.0
-    max_steps: int = 20
-    max_s: float = 900.0
-    confirm_factor: float = 3.0  # the confirmation's window, in measure_s
-    confidence: float = DEFAULT_CONFIDENCE  # every verdict's, on p99 <= the objective
-    max_rate_s: float = 30.0  # measured seconds at one rate, its extensions included
-    objectives: tuple[float, ...] = DEFAULT_OBJECTIVES_MS  # p99s its cells are also answered at (recorded)
-
-    def objective_at(self, batch_size: int) -> Objective:
-        """The objective of a search at this request batch: the one place it is derived."""
-        return Objective(self.plan.capacity.p99_ms(batch_size, self.objective.p99_ms))
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One search's end: its answer, or why it could not run (`answer` None)."""
-
-    server: str
-    batch_size: int
-    answer: CapacityAnswer | None
-    failure: str = ""
-    objective: Objective | None = None  # the search's (`CapacityRequest.objective_at`)
-    search_id: str = ""  # its cells' `search["id"]`
-
-    @property
-    def met(self) -> bool:
-        """A confirmed capacity."""
-        return self.answer is not None and self.answer.met
-
-    @property
-    def passed(self) -> bool:
-        """A passing rate answered, confirmed or not."""
-        return self.answer is not None and self.answer.kind != AnswerKind.NONE
 
 
 @dataclass
@@ -105,6 +63,7 @@ class CapacityRun:
     comparison: ComparisonTag | None = None  # the paired comparison its cells belong to (`loadtest.search.comparison`)
     pairing: Pairing | None = None  # paired: the comparison's seat, where the final answers are agreed
     start_of: Callable[[float], float] | None = None  # paired: the comparison's common start, from this one's own
+    asked: Objective | None = None  # the search's objective (`CapacityRequest.searches_at`); None: the batch's
     _confirming: bool = False  # the last measured rate was a confirmation: its extensions are too
     _processes: int = 0  # Locust processes now: the plan's, plus any added where its client was the limit
     _measured_at: dict[float, int] = field(default_factory=dict)  # cells measured so far at each rate
@@ -125,7 +84,7 @@ class CapacityRun:
 
     @property
     def objective(self) -> Objective:
-        return self.request.objective_at(self.batch_size)
+        return self.asked or self.request.objective_at(self.batch_size)
 
     def _start_from_probe(self) -> float:
         """Half the throughput a short closed loop gets (never below min_rps)."""
@@ -201,7 +160,7 @@ class Capacities:
     are compared paired (`interleaved`): all up at once, their searches' cells alternating, a reference cell
     between slices (`loadtest.search.comparison`); else one after the other, each server stopped before the next."""
 
-    request: CapacityRequest  # one search per server and each of `batch_sizes`
+    request: CapacityRequest  # one search per server and each of `batch_sizes` (per objective: `searches_at`)
     servers: Sequence[Slot]
     batch_sizes: Sequence[int]
     results_root: Path
@@ -217,6 +176,7 @@ class Capacities:
         self.prober = Prober(self.request.plan.run)
         self._ids = 0
         self._comparisons = 0
+        self.points = [(b, o) for b in self.batch_sizes for o in self.request.searches_at(b)]
 
     @property
     def paired(self) -> bool:
@@ -233,7 +193,7 @@ class Capacities:
         if self.paired:
             self._run_paired()
         else:
-            for repeat in self.repeats.each(self.cells, [f"{self.run_id}/b{batch}" for batch in self.batch_sizes]):
+            for repeat in self.repeats.each(self.cells, [self._comparison_id(*p) for p in self.points]):
                 self._run_sequential(repeat)
         return self.outcomes
 
@@ -242,19 +202,20 @@ class Capacities:
         for slot in self.servers:
             try:
                 with slot.serve(self.run_dir / "servers", self.cells.say) as target:
-                    for batch in self.batch_sizes:
-                        self._search(target, batch, comparison=self._comparison(batch, repeat, False, names))
+                    for batch, objective in self.points:
+                        self._search(target, batch, comparison=self._comparison(batch, objective, repeat, names),
+                                     objective=objective)
             except StartFailed as failed:
                 self.cells.say(failed.reason)
-                for batch in self.batch_sizes:
-                    self._not_searched(failed.planned, batch, failed.reason)
+                for batch, objective in self.points:
+                    self._not_searched(failed.planned, batch, failed.reason, objective=objective)
 
     def _run_paired(self) -> None:
         with self._all_up(self.servers) as answering:
-            for batch in self.batch_sizes:
-                for repeat in self.repeats.each(self.cells, [f"{self.run_id}/b{batch}"]):
+            for batch, objective in self.points:
+                for repeat in self.repeats.each(self.cells, [self._comparison_id(batch, objective)]):
                     if answering:
-                        self._compare(answering, batch, repeat)
+                        self._compare(answering, batch, repeat, objective=objective)
 
     def compare(self, slots: Sequence[Slot], batch_size: int) -> list[Outcome]:
         """One paired comparison of `slots` at `batch_size` (the tuner's unit: its incumbent and a challenger): all
@@ -278,33 +239,34 @@ class Capacities:
                     target = servers.enter_context(slot.serve(self.run_dir / "servers", self.cells.say))
                 except StartFailed as failed:
                     self.cells.say(failed.reason)
-                    for batch in self.batch_sizes:
-                        self._not_searched(failed.planned, batch, failed.reason)
+                    for batch, objective in self.points:
+                        self._not_searched(failed.planned, batch, failed.reason, objective=objective)
                     continue
                 probe = self.prober.probe(target)
                 if probe.ok:
                     answering.append((target, probe.model_version))
                 else:
-                    for batch in self.batch_sizes:
-                        self._not_searched(target, batch, probe.not_answering(target))
+                    for batch, objective in self.points:
+                        self._not_searched(target, batch, probe.not_answering(target), objective=objective)
             yield answering
 
     def _compare(self, answering: Sequence[tuple[ServedEndpoint, int | None]], batch: int, repeat: int,
-                 comparison_id: str = "") -> None:  # every server's search at `batch`, interleaved, a reference cell
+                 comparison_id: str = "", objective: Objective | None = None) -> None:
+        # every server's search at `batch` (and `objective`), interleaved, a reference cell between slices
+        objective = objective or self.request.objective_at(batch)
         targets = [target for target, _ in answering]
-        comparison = comparison_tag(comparison_id or f"{self.run_id}/b{batch}", repeat, True,
+        comparison = comparison_tag(comparison_id or self._comparison_id(batch, objective), repeat, True,
                                     [t.name for t in targets])
         ids = [self._next_id() for _ in targets]
         reference = Reference(self.cells, self.prober, targets[0], self.request.plan.run,
-                              search_tag(f"{comparison.id}/reference", Role.REFERENCE,
-                                         self.request.objective_at(batch), None,
+                              search_tag(f"{comparison.id}/reference", Role.REFERENCE, objective, None,
                                          self.request.confidence, comparison=comparison))
         self.cells.say(f"paired comparison {comparison.id} (repeat {repeat}): "
                        f"{' against '.join(t.name for t in targets)} at request batch {batch}, their cells "
                        f"interleaved; reference cell: {targets[0].name}, one request at a time")
         ended: dict[int, Outcome] = {}
         starts: dict[int, float] = {}
-        bodies = [self._paired_body(t, batch, search_id, comparison, ended, i, version, starts)
+        bodies = [self._paired_body(t, batch, search_id, comparison, ended, i, version, starts, objective)
                   for i, ((t, version), search_id) in enumerate(zip(answering, ids, strict=True))]
         try:
             reference.measure("start")
@@ -316,7 +278,7 @@ class Capacities:
 
     def _paired_body(self, target: ServedEndpoint, batch: int, search_id: str, comparison: ComparisonTag,
                      ended: dict[int, Outcome], index: int, version: int | None,
-                     starts: dict[int, float]) -> Callable[[Turn], Outcome]:
+                     starts: dict[int, float], objective: Objective) -> Callable[[Turn], Outcome]:
         def body(turn: Turn) -> Outcome:
             def measure_cell(*args: Any, held: bool = False, **kwargs: Any) -> Any:
                 return turn.call(lambda: self.cells.measure(*args, **kwargs), held=held)
@@ -328,7 +290,7 @@ class Capacities:
 
             outcome = self._searched(target, batch, search_id, comparison, model_version=version,
                                      measure_cell=measure_cell, clock=turn.clock, pairing=turn,
-                                     start_of=common_start)
+                                     start_of=common_start, asked=objective)
             ended[index] = outcome
             return outcome
         return body
@@ -343,13 +305,13 @@ class Capacities:
             return self._not_searched(failed.planned, batch_size, failed.reason)
 
     def _search(self, target: ServedEndpoint, batch_size: int, beat_rps: float | None = None,
-                comparison: ComparisonTag | None = None) -> Outcome:
+                comparison: ComparisonTag | None = None, objective: Objective | None = None) -> Outcome:
         search_id = self._next_id()
         probe = self.prober.probe(target)
         if not probe.ok:
-            return self._not_searched(target, batch_size, probe.not_answering(target), search_id)
+            return self._not_searched(target, batch_size, probe.not_answering(target), search_id, objective)
         outcome = self._ended(self._searched(target, batch_size, search_id, comparison, beat_rps,
-                                             model_version=probe.model_version))
+                                             model_version=probe.model_version, asked=objective))
         if outcome.answer is not None and outcome.answer.interrupted:
             raise Interrupted()
         return outcome
@@ -369,11 +331,17 @@ class Capacities:
         self.cells.say(plain_table(trail_table(answer), 10_000) + "\n" + outcome_line(outcome, run.objective, True))
         return outcome
 
-    def _comparison(self, batch: int, repeat: int, paired: bool, names: Sequence[str]) -> ComparisonTag | None:
-        """The comparison tag of a run with several servers (None with one: nothing is compared)."""
+    def _comparison(self, batch: int, objective: Objective, repeat: int,
+                    names: Sequence[str]) -> ComparisonTag | None:
+        """The comparison tag of servers searched one after the other (None with one: nothing is compared)."""
         if len(self.servers) < 2:
             return None
-        return comparison_tag(f"{self.run_id}/b{batch}", repeat, paired, names)
+        return comparison_tag(self._comparison_id(batch, objective), repeat, False, names)
+
+    def _comparison_id(self, batch: int, objective: Objective) -> str:
+        """`<run>/b16`; `<run>/b16-50ms` where the batch has searches at several objectives (`searches_at`)."""
+        several = len(self.request.searches_at(batch)) > 1
+        return f"{self.run_id}/b{batch}" + (f"-{objective.p99_ms:g}ms" if several else "")
 
     def _next_id(self) -> str:
         self._ids += 1
@@ -381,15 +349,15 @@ class Capacities:
 
     def _objectives(self) -> str:
         """`p99 <= 10 ms` and, where the plan sets another objective for a batch size, that one too."""
-        own = {b: self.request.objective_at(b) for b in self.batch_sizes}
-        others = ", ".join(f"{o.p99_ms:g} ms at request batch {b}" for b, o in own.items()
+        others = ", ".join(f"{o.p99_ms:g} ms at request batch {b}" for b, o in self.points
                            if o != self.request.objective)
         return f"{self.request.objective}" + (f" ({others}: the plan's [capacity])" if others else "")
 
-    def _not_searched(self, target: ServedEndpoint, batch_size: int, reason: str, search_id: str = "") -> Outcome:
+    def _not_searched(self, target: ServedEndpoint, batch_size: int, reason: str, search_id: str = "",
+                      objective: Objective | None = None) -> Outcome:
         search_id = search_id or self._next_id()
         cell = plans.Cell(LoadMode.OPEN, batch_size, None, None)
-        objective = self.request.objective_at(batch_size)
+        objective = objective or self.request.objective_at(batch_size)
         self.cells.not_run(target, cell, self.request.plan.run, reason, 0,
                            search=search_tag(search_id, Role.START, objective, None, self.request.confidence,
                                              objectives=self.request.objectives))

@@ -77,18 +77,22 @@ def _device_by_objective(answers: Answers, device: str, batch: int) -> dict[floa
 
 
 def repeat_labels(searches: Sequence[SearchAnswer], labels: Labels) -> list[str]:
-    """Each search's configuration label, with `(repeat N)` where one configuration was searched more than once at
-    a request batch and objective (its repeats, in the order they ran)."""
+    """Each search's configuration label, with `(searched at 50 ms)` where one configuration was searched at several
+    objectives at a request batch (two targets there), and `(repeat N)` where more than once at a request batch and
+    objective (its repeats, in the order they ran)."""
     seen: dict[tuple, int] = {}
     counts: dict[tuple, int] = {}
+    objectives: dict[tuple, set[float]] = {}
     for s in searches:
         key = (s.config, s.request_batch_size, s.p99_objective_ms)
         counts[key] = counts.get(key, 0) + 1
+        objectives.setdefault(key[:2], set()).add(s.p99_objective_ms)
     names = []
     for s in searches:
         key = (s.config, s.request_batch_size, s.p99_objective_ms)
         seen[key] = seen.get(key, 0) + 1
-        names.append(labels[s.config] + (f" (repeat {seen[key]})" if counts[key] > 1 else ""))
+        at = f" (searched at {s.p99_objective_ms:g} ms)" if len(objectives[key[:2]]) > 1 else ""
+        names.append(labels[s.config] + at + (f" (repeat {seen[key]})" if counts[key] > 1 else ""))
     return names
 
 

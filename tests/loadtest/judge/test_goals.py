@@ -1,17 +1,19 @@
-"""Targets a buyer brings (`--goal`, make's GOALS, a plan's [capacity] goals): parsed, searched at their strictest
-objective per request batch, refused with a one-line message when malformed, and each answered on the card."""
+"""Targets a buyer brings (`--goal`, make's GOALS, a plan's [capacity] goals): parsed, each searched at its own
+objective and request batch, refused with a one-line message when malformed, and each answered on the card."""
 
 from __future__ import annotations
 
 import pytest
 
 from loadtest.commands.search_commands import with_goals
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import read_results
 from loadtest.judge.goals import Target, goal_text, objectives_by_batch, parse_goal
 from loadtest.measure import plan as plans
 from loadtest.report.headline import card_for
 from loadtest.report.sizing.instances import Pricing, replicas_by_config
 from loadtest.report.sizing.prices import DEFAULT_PRICES, load_prices
+from loadtest.search.capacity_request import CapacityRequest
 from tests.support.cli import invoke
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
@@ -31,15 +33,19 @@ def test_a_malformed_goal_is_refused_saying_why(text, says):
         parse_goal(text)
 
 
-def test_each_request_batch_is_searched_at_its_strictest_targets_objective():
-    goals = [parse_goal("5000:10:1"), parse_goal("5000:50:32"), parse_goal("2000:25:1")]
-    assert objectives_by_batch(goals) == {1: 10.0, 32: 50.0}
+def test_each_target_is_searched_at_its_own_objective_and_request_batch():
+    goals = [parse_goal("5000:10:1"), parse_goal("5000:50:32"), parse_goal("2000:25:1"), parse_goal("-:10:1")]
+    assert objectives_by_batch(goals) == {1: 10.0, 32: 50.0}  # each batch's default: its strictest target's
     plan = with_goals(plans.Plan(), goals)
     assert plan.capacity.p99_ms(1, 99.0) == 10.0 and plan.capacity.p99_ms(32, 99.0) == 50.0
+    request = CapacityRequest(plan, Objective(10.0))
+    assert request.searches_at(1) == (Objective(10.0), Objective(25.0))  # two targets at batch 1: two searches
+    assert request.searches_at(32) == (Objective(50.0),)
+    assert request.searches_at(8) == (Objective(10.0),)  # a batch no target names: the default objective
+    assert CapacityRequest(plans.Plan(), Objective(7.0)).searches_at(1) == (Objective(7.0),)  # no targets
     assert {10.0, 25.0, 50.0} <= set(plan.capacity.objectives_ms())  # every target's objective answered
-    assert plan.capacity.goals == ("5000:10:1", "5000:50:32", "2000:25:1")
-    assert plan.to_dict()["capacity"]["goals"] == ["5000:10:1", "5000:50:32", "2000:25:1"] or \
-        tuple(plan.to_dict()["capacity"]["goals"]) == plan.capacity.goals
+    assert plan.capacity.goals == ("5000:10:1", "5000:50:32", "2000:25:1", "-:10:1")
+    assert tuple(plan.to_dict()["capacity"]["goals"]) == plan.capacity.goals
 
 
 def test_a_plans_goals_are_checked_when_it_is_read(tmp_path):

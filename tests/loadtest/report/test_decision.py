@@ -158,6 +158,18 @@ def test_a_card_on_repeated_searches_gives_the_lower_repeat():
                                                   "cpu-off (repeat 2)"]
 
 
+def test_two_targets_at_one_batch_have_a_row_each_labelled_by_its_search_and_a_card_row_each():
+    """Two searches of one configuration at request batch 1, at 10 ms and at 50 ms (two targets): the objective table
+    says which is which (not repeats); each target's card row reads its own search."""
+    on = server("cpu-cpu", "cpu")
+    cells = rates(on, 300.0, "t10", objective=10.0) + rates(on, 420.0, "t50", objective=50.0)
+    table = objective_table(answer(cells), config_labels(config_of(c) for c in cells))
+    assert table is not None
+    assert [row[0] for row in table.rows[:2]] == ["cpu-cpu (searched at 10 ms)", "cpu-cpu (searched at 50 ms)"]
+    card = card_for(cells, None, [Target(10.0, 1), Target(50.0, 1)])
+    assert card is not None and [r.capacity_rps for r in card.rows] == [300.0, 420.0]
+
+
 def test_passes_below_a_failed_confirmation_are_a_why_not_a_capacity():
     """The earlier H100 run's cpu-off at 10 ms: passes at 901.2 to 1,295.5 req/s, then 1,295.5's confirmation failed:
     the card says none met it, and the reason below it gives the highest pass as the objective table does."""

@@ -33,7 +33,7 @@ def capacities(tmp_path, monkeypatch, gains, repeats=2, max_repeats=0):
     def all_up(slots):
         yield [("cpu-off", None), ("cpu-cpu", None)]
 
-    def compare(answering, batch, repeat, comparison_id=""):
+    def compare(answering, batch, repeat, comparison_id="", objective=None):
         ran.append(repeat)
         cells = comparison(repeat, gains[repeat - 1], first_index=20 * repeat)
         run.cells.results.extend(replace(c, search=replace(c.tag, comparison=replace(

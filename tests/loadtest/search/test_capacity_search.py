@@ -159,3 +159,17 @@ def test_each_cell_records_where_the_servers_time_went_and_the_device_floor(slow
     assert answer.met and answer.capacity_ips >= 40 * 0.5, answer  # the planted case: near the floor
     # the delay is a sleep, so the CPU stays idle: the model's calls bounded it, not the device's compute
     assert bound.startswith("the model's calls bounded this answer, not the cpu"), done.stdout[-2000:]
+
+
+def test_two_targets_at_one_request_batch_get_a_search_each(slow_server, exported_model, tmp_path):
+    """`--goal 40:20:1 --goal 40:60:1`: two searches at request batch 1, one tagged p99 <= 20 ms and one <= 60 ms,
+    each its own comparison-free search with its own cells; the card has a row for each target."""
+    done = capacity(slow_server, exported_model, tmp_path, "--goal", "40:20:1", "--goal", "40:60:1",
+                    "--start-rps", "20", "--max-rate-s", "3", "--max-steps", "2", "--unmet-ok")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    cells = read_results(next(tmp_path.glob("*/results.jsonl")))
+    objectives = {c.tag.id: c.tag.objective.p99_ms for c in cells}
+    assert sorted(objectives.values()) == [20.0, 60.0]  # two searches, one per target
+    assert {c.load.request_batch_size for c in cells} == {1}
+    assert [a.p99_objective_ms for a in search_answers(cells)] == [20.0, 60.0]
+    assert "40 req/s · p99 ≤ 20 ms · 1 image" in done.stdout and "40 req/s · p99 ≤ 60 ms · 1 image" in done.stdout
