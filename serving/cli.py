@@ -38,7 +38,7 @@ from serving.deploy.config import (
 from serving.deploy.request import LaunchError, LaunchKind, StartRequest
 from serving.deploy.tfs_files import ServingFiles, generate
 from serving.endpoint import Device
-from serving.server.runtimes import Backend
+from serving.server.runtimes import DEFAULT_BACKEND, RUNTIMES
 
 DEFAULT_START_TIMEOUT_S = 300.0
 
@@ -47,7 +47,7 @@ def warn(line: str) -> None:
     """A one-line warning on stderr: the command goes on."""
     click.echo(f"warning: {line}", err=True)
 
-BACKEND_CHOICES = [Backend.SAVEDMODEL.value, Backend.JAX.value, Backend.TORCH.value]
+BACKEND_CHOICES = [backend for backend, runtime in RUNTIMES.items() if runtime.runs_model]
 
 
 def _check_assignments(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[str]:
@@ -125,11 +125,11 @@ def serving_files(config_file: str | None, models_dir: str | None, model_name: s
     return config, generate(config, profile, build_dir, batching_overrides(os.environ, assignments))
 
 
-def start_request(device: str, kind: str, batching: str, timeout_s: float, backend: str = "savedmodel",
+def start_request(device: str, kind: str, batching: str, timeout_s: float, backend: str = DEFAULT_BACKEND,
                   **config_args: Any) -> StartRequest:
     """A launch request; a backend other than the SavedModel's goes to the embedded server as its flag."""
     config, files = serving_files(profile=batching, device=device, **config_args)
-    flags = () if backend == "savedmodel" else ("--backend", backend)
+    flags = () if backend == DEFAULT_BACKEND else ("--backend", backend)
     return StartRequest(device=Device(device), kind=LaunchKind(kind), config=config, files=files,
                         timeout_s=timeout_s, server_flags=flags)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from serving.protocol.runtime_names import display_name
+
 
 class ServerKind(StrEnum):
     EMBEDDED = "embedded"
@@ -28,10 +30,6 @@ def kind_display_name(kind: str) -> str:
     return _KIND_NAMES.get(kind, kind)  # type: ignore[call-overload]
 
 
-_RUNTIME_NAMES = {"tensorflow": "TensorFlow, SavedModel", "jax": "JAX, the same weights (.keras)",
-                  "keras-torch": "PyTorch, the same weights (.keras)", "none (null backend)": "no model (null backend)"}
-
-
 def runtime_display_name(kind: str, runtime: str | None) -> str:
     """What ran the model, as reports name it: TF Serving for its containers; for the embedded server
     the runtime its ready line named (`tensorflow`, `jax`, ...); never TF Serving for anything else."""
@@ -39,7 +37,7 @@ def runtime_display_name(kind: str, runtime: str | None) -> str:
         return "TF Serving"
     if not runtime:
         return "runtime not recorded"
-    return _RUNTIME_NAMES.get(runtime, runtime)
+    return display_name(runtime)
 
 
 def server_with_runtime(kind: str, runtime_display: str) -> str:

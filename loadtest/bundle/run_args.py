@@ -18,7 +18,8 @@ EXAMPLE_PRICES = "loadtest/prices.example.toml"  # in the bundle's project/
 REPORT_S = 30.0  # estimate: the report after the searches
 # Every server's flags: model.keras on JAX on a CPU (`mnist-bench bench runtime-calls`), on PyTorch's CUDA
 # graphs on a GPU.
-SERVER_FLAGS = "--server-flags=--backend jax --gpu_backend torch"
+BACKENDS = {"cpu": "jax", "gpu": "torch"}
+SERVER_FLAGS = f"--server-flags=--backend {BACKENDS['cpu']} --gpu_backend {BACKENDS['gpu']}"
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

@@ -24,13 +24,16 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from loadtest.bundle.run_args import BACKENDS
+from serving.protocol.runtime_names import names_of
+
 SMOKE_S = 60.0  # the smoke test's whole time by default (`run.py --smoke-s`), its server's start included
 BATCHES = (1, 32)
 USERS = 8  # the closed loop's users, per cell
 MEASURE_S = 2.0
 BUSY_SHARE = 0.5  # of a core, per Locust process (`loadtest.measure.locust_run.BUSY_SHARE`; a test checks it)
 # The runtime each device's server runs with the bundle's server flags (`run_args.SERVER_FLAGS`).
-EXPECTED_RUNTIMES = {"gpu": "keras-torch", "cpu": "jax"}
+EXPECTED_RUNTIMES = {device: names_of(backend).runtime for device, backend in BACKENDS.items()}  # as reported
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ reports it in its `server_info` (REST model metadata) and as gauges on its metri
 (`serving.protocol.names.DEVICE_FLOOR_*`, labelled `batch_size`). `FloorSource` asks the server_info
 once per server and falls back to the gauges of the scrape each cell already makes. A TF Serving
 container reports none, so for one the same SavedModel is measured here, in this process, with the
-project's own `savedmodel` backend and `serving.server.floor.measure_floor`, but only where that says
+project's own `savedmodel` runtime (`serving.deploy.floor_here`), but only where that says
 something about the container's device: the container runs on this host, TensorFlow imports, and a GPU
 container's GPU is visible to it. That happens once per configuration, not once per cell. Anywhere
 else the record says `{"source": "unknown", "note": why}`.
@@ -125,19 +125,11 @@ def measure_here(target: ServedEndpoint, base: Path, batch_sizes: tuple[int, ...
         why = f"no SavedModel version under {base}"
     if why:
         return unknown(why)
-    from serving.server.backends import DEFAULT_SIGNATURE, BackendOptions, load_model
-    from serving.server.floor import measure_floor, round_trip_for
+    from serving.deploy.floor_here import savedmodel_floor
 
     assert version is not None
-    model = load_model("savedmodel", target.model_name, int(version.name), version,
-                       BackendOptions(device=target.device))
-    try:
-        trip, note = round_trip_for("savedmodel", target.device)
-        floor = measure_floor(model, DEFAULT_SIGNATURE, batch_sizes, FLOOR_BUDGET_S, trip, device=target.device,
-                              runtime="tensorflow", round_trip_note=note, source=MEASURED_HERE)
-    finally:
-        model.unload()
-    return DeviceFloorRecord.from_dict(floor.as_dict())
+    return DeviceFloorRecord.from_dict(savedmodel_floor(target.model_name, version, target.device, batch_sizes,
+                                                        FLOOR_BUDGET_S, MEASURED_HERE))
 
 
 @dataclass

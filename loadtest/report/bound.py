@@ -33,11 +33,10 @@ from loadtest.report.blocks import device_name
 from loadtest.report.configs import Config, config_of
 from loadtest.report.formatting import number as fmt
 from loadtest.report.sections.device_use import device_busy
+from serving.protocol.runtime_names import short_name
 
 SERVED_SHARE = 0.5  # served below this share of the device alone: the serving path bounded the answer
 DISPATCH_RATIO = 2.0  # a floor per call within this many times the runtime's trivial round trip timed the runtime
-RUNTIME_NAMES = {"jax": "JAX", "tf2": "TensorFlow", "tensorflow": "TensorFlow", "savedmodel": "TensorFlow",
-                 "keras-torch": "PyTorch (Keras)", "torch": "PyTorch (Keras)"}
 
 
 @dataclass(frozen=True)
@@ -134,7 +133,7 @@ def floor_sentence(device: str, label: str, at: str, served: ServedShare) -> str
 
 def runtime_name(floor: DeviceFloorRecord | None) -> str:
     runtime = str(floor.runtime or "") if floor else ""
-    return RUNTIME_NAMES.get(runtime.lower(), runtime or "the runtime")
+    return short_name(runtime) if runtime else "the runtime"
 
 
 def dispatch_bound(cell: CellResult, served: ServedShare) -> bool:

@@ -21,14 +21,14 @@ from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_p
 
 from serving.endpoint import ServerKind
 from serving.protocol.names import format_ready_line
-from serving.server.backends import DEFAULT_SIGNATURE, LoadedModel
 from serving.server.core import ServerConfig, ServingCore
-from serving.server.floor import callers_for, floor_batch_sizes, measure_floor, not_measured, round_trip_for
+from serving.server.floor import callers_for, floor_batch_sizes, measure_floor, not_measured
 from serving.server.gc_pauses import freeze_start_up_heap
 from serving.server.grpc_api import ModelServicer, PredictionServicer
 from serving.server.lifecycle import stop_requested
 from serving.server.metrics import ServerMetrics
 from serving.server.model_source import ModelEntry, ModelSource
+from serving.server.model_spec import DEFAULT_SIGNATURE, LoadedModel
 from serving.server.rest import RestServer
 from serving.server.warmup import load_and_warm
 
@@ -70,7 +70,7 @@ def device_floor(config: ServerConfig, source: ModelSource) -> dict:
     model = versions[max(versions)]
     signature = DEFAULT_SIGNATURE if DEFAULT_SIGNATURE in model.signatures else next(iter(model.signatures))
     try:
-        trip, note = round_trip_for(config.backend, config.device)
+        trip, note = config.runtime.round_trip(config.device)
         floor = measure_floor(model, signature, floor_batch_sizes(config.batching), config.device_floor_s, trip,
                               device=config.device, runtime=runtime, round_trip_note=note,
                               callers=callers_for(config.device))

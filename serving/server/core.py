@@ -2,9 +2,9 @@
 
 `ServingCore` checks the signature and inputs before TensorFlow sees anything, then runs the
 model on the calling thread, or hands the request to the batch scheduler of its model version.
-`ServerConfig` is everything one server process needs; `select_device` pins TensorFlow (or asks
-JAX, on the jax backend; the null backend names the CPU and touches no runtime), importing TensorFlow
-only for the savedmodel backend: the device bundle's machines have none.
+`ServerConfig` is everything one server process needs; `select_device` pins the backend's runtime to the
+device (`serving.server.runtimes`), importing TensorFlow only for the savedmodel backend: the device bundle's
+machines have none.
 
 Not for: protocol conversion (`serving.server.grpc_api`, `serving.server.rest`) or the process
 lifecycle (`serving.server.app`).
@@ -19,21 +19,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from model_export.provenance import cpu_model_name
 from serving.endpoint import Device
 from serving.protocol.names import METRICS_PATH
-from serving.server.backends import DEFAULT_SIGNATURE, BackendOptions, LoadedModel, SignatureSpec
 from serving.server.batching import BatchingOptions, BatchScheduler, Task
 from serving.server.errors import ServingError
 from serving.server.metrics import ServerMetrics
 from serving.server.model_source import ModelEntry, ModelSource
-from serving.server.model_spec import Computed
+from serving.server.model_spec import DEFAULT_SIGNATURE, BackendOptions, Computed, LoadedModel, SignatureSpec
 from serving.server.phases import VALIDATE, PhaseClock
-from serving.server.runtimes import Backend, Runtime, runtime_of
+from serving.server.runtimes import DEFAULT_BACKEND, Runtime, runtime_of
 from serving.server.validation import check_inputs, check_outputs
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
-NULL_GPU_NAME = "no GPU used (null backend)"
 
 
 @dataclass(frozen=True)
@@ -44,7 +41,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     grpc_port: int = 8500
     rest_port: int = 8501
-    backend: str = "savedmodel"
+    backend: str = DEFAULT_BACKEND
     backend_options: BackendOptions = field(default_factory=BackendOptions)
     batching: BatchingOptions | None = None  # None: every request runs alone
     batching_profile: str = "off"
@@ -65,7 +62,7 @@ class ServerConfig:
 
     @property
     def runtime(self) -> Runtime:
-        """What runs the model: TensorFlow, JAX or nothing (null backend)."""
+        """What runs the model (`serving.server.runtimes`)."""
         return runtime_of(self.backend)
 
 
@@ -73,28 +70,7 @@ def select_device(device: str, backend: str) -> str:
     """Pin the backend's runtime to the device and return its name; `gpu` without a visible GPU is an error."""
     if device not in tuple(Device):
         raise ValueError(f"--device must be cpu or gpu, not {device!r}")
-    if backend == Backend.JAX:
-        from serving.server.jax_backend import device_name
-
-        return device_name(device)
-    if backend == Backend.TORCH:
-        from serving.server.torch_backend import device_name as torch_device_name
-
-        return torch_device_name(device)
-    if backend == Backend.NULL:
-        return cpu_model_name() if device == Device.CPU else NULL_GPU_NAME
-    import tensorflow as tf
-
-    gpus = tf.config.list_physical_devices("GPU")
-    if device == Device.CPU:
-        if gpus and backend == "savedmodel":
-            tf.config.set_visible_devices([], "GPU")  # keep the model on the CPU even on a GPU machine
-        return cpu_model_name()
-    if not gpus:
-        raise RuntimeError("--device gpu: TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is empty); "
-                           "install a CUDA-enabled TensorFlow on a GPU machine, or use --device cpu")
-    details = tf.config.experimental.get_device_details(gpus[0])
-    return details.get("device_name", gpus[0].name)
+    return runtime_of(backend).device_name(device)
 
 
 class ServingCore:
@@ -106,7 +82,7 @@ class ServingCore:
         self.metrics = metrics
         self._schedulers: dict[tuple, BatchScheduler] = {}
         self._lock = threading.Lock()
-        self._runtime = "TF2" if config.backend == "savedmodel" else config.backend
+        self._runtime = config.runtime.names.metric  # the runtime latency histogram's label
         self.device_floor: dict | None = None  # DeviceFloor.as_dict(), set once at start (serving.server.floor)
 
     def resolve(self, name: str, version: int | None, label: str | None,

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from serving.layering import parse_bool
 from serving.protocol.names import METRICS_PATH
-from serving.server.runtimes import Backend
+from serving.server.runtimes import DEFAULT_BACKEND, RUNTIMES
 
 if TYPE_CHECKING:  # imported in the functions, after prepare_process: they import TensorFlow's protos
     from serving.server.batching import BatchingOptions
@@ -69,10 +70,10 @@ def _own_flags(p: argparse.ArgumentParser) -> None:
     own = p.add_argument_group("embedded server flags")
     own.add_argument("--host", default="127.0.0.1", help="address to bind (loopback unless told otherwise)")
     own.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    own.add_argument("--backend", choices=sorted(Backend), default=Backend.SAVEDMODEL,
+    own.add_argument("--backend", choices=sorted(RUNTIMES), default=DEFAULT_BACKEND,
                      help="savedmodel: TensorFlow; jax: model.keras on Keras/JAX (XLA); torch: model.keras on "
                           "Keras/PyTorch (CUDA graphs on a GPU); null: zeros, no model run")
-    own.add_argument("--gpu_backend", choices=sorted(Backend), default=None,
+    own.add_argument("--gpu_backend", choices=sorted(RUNTIMES), default=None,
                      help="the backend when --device gpu (default: --backend); e.g. --backend jax --gpu_backend torch "
                           "serves model.keras on JAX on a CPU and on PyTorch's CUDA graphs on a GPU")
     own.add_argument("--workers", type=int, default=None,
@@ -109,11 +110,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def chosen_backend(backend: str, gpu_backend: str | None, device: str) -> str:
+    """The backend a server runs on `device`: `--gpu_backend` on a GPU when given, else `--backend`."""
+    return gpu_backend if device == "gpu" and gpu_backend else backend
+
+
+def backend_in(flags: Sequence[str], device: str) -> str:
+    """The backend a server started with these flags would run on `device` (its other flags ignored, unchecked)."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--backend", default=DEFAULT_BACKEND)
+    p.add_argument("--gpu_backend", default=None)
+    known, _ = p.parse_known_args(list(flags))
+    return chosen_backend(known.backend, known.gpu_backend, device)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Parsed flags with --workers resolved (ValueError for fewer than one) and, on a GPU, --gpu_backend applied."""
     args = build_parser().parse_args(argv)
-    if args.device == "gpu" and args.gpu_backend:
-        args.backend = args.gpu_backend
+    args.backend = chosen_backend(args.backend, args.gpu_backend, args.device)
     if args.workers is None:
         args.workers = default_workers()
     if args.workers < 1:
@@ -166,8 +180,8 @@ def monitoring_path(args: argparse.Namespace) -> str | None:
 
 def server_config(args: argparse.Namespace, device_name: str) -> ServerConfig:
     """One server process's config from its flags; `device_name` from `select_device` (or the owner's)."""
-    from serving.server.backends import BackendOptions
     from serving.server.core import ServerConfig
+    from serving.server.model_spec import BackendOptions
 
     batching = batching_options(args)
     return ServerConfig(

@@ -224,46 +224,7 @@ def measure_floor(model: LoadedModel, signature: str, batch_sizes: Sequence[int]
                        max(1, callers))
 
 
-def round_trip_for(backend: str, device: str) -> tuple[Callable[[], None] | None, str]:
-    """The trivial device round trip for a backend's runtime, and a note saying what it is (or why none)."""
-    x = np.ones(16, np.float32)
-    if backend == "jax":
-        import jax
-
-        from serving.server.jax_backend import jax_device
-
-        target = jax_device(device)
-
-        def jax_trip() -> None:
-            np.asarray(jax.device_put(x, target) + 1)
-
-        return jax_trip, "jax: device_put 16 float32, add 1, fetch back (np.asarray)"
-    if backend == "torch":
-        import torch
-
-        from serving.server.torch_backend import torch_device
-
-        place = torch_device(device)
-        host = torch.from_numpy(x)
-
-        def torch_trip() -> None:
-            (host.to(place) + 1).cpu().numpy()
-
-        return torch_trip, f"torch: 16 float32 to {place}, add 1, back to the host (.cpu().numpy())"
-    if backend == "savedmodel":
-        import tensorflow as tf
-
-        name = "/GPU:0" if device == "gpu" else "/CPU:0"
-
-        def tf_trip() -> None:
-            with tf.device(name):
-                tf.add(tf.constant(x), 1.0).numpy()
-
-        return tf_trip, f"tensorflow: tf.constant 16 float32 on {name}, tf.add, .numpy()"
-    return None, "not applicable: the null backend runs nothing on a device"
-
-
 __all__ = ["BatchFloor", "DEVICE_ROUND_TRIP_ENV", "DEVICE_ROUND_TRIP_NOTE_ENV", "DeviceFloor", "MAX_RUNS",
            "NO_BATCHING_SIZES", "SOURCE_EMBEDDED", "batch_floor", "callers_for", "floor_of", "device_round_trip_given",
-           "floor_batch_sizes", "measure_floor", "not_measured", "round_trip_for", "time_calls", "time_calls_at_once",
+           "floor_batch_sizes", "measure_floor", "not_measured", "time_calls", "time_calls_at_once",
            "zeros_for"]

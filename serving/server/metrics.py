@@ -42,7 +42,7 @@ from serving.server.batching import BatchStats
 from serving.server.bucket_counts import bucket_of, cumulative_buckets, empty_counts
 from serving.server.gc_pauses import GcPauses
 from serving.server.phases import PhaseClock
-from serving.server.runtimes import RUNTIMES, Backend, Runtime
+from serving.server.runtimes import DEFAULT_BACKEND, Runtime, runtime_of
 
 prometheus_client.disable_created_metrics()
 
@@ -150,7 +150,8 @@ class ServerMetrics:
     """All metrics one server exports, in their own registry (tests may build several)."""
 
     def __init__(self, device: str, device_name: str, batching_profile: str,
-                 runtime: Runtime = RUNTIMES[Backend.SAVEDMODEL], grpc_max_threads: int = 0) -> None:
+                 runtime: Runtime | None = None, grpc_max_threads: int = 0) -> None:
+        runtime = runtime or runtime_of(DEFAULT_BACKEND)
         self.registry = prometheus_client.CollectorRegistry()
         self._counters = _Counters()
         self._counters.declare(REQUEST_COUNT, "The total number of requests.", ("model_name", "status"))

@@ -4,7 +4,7 @@
 TensorFlow's generated protos only (no TensorFlow ops), so validation and metadata never depend on
 the backend, and a server without TensorFlow's runtime (the `jax` backend) reads them too.
 
-Not for: loading or running a model (`serving.server.backends`, `serving.server.jax_backend`).
+Not for: loading or running a model (`serving.server.runtimes`).
 """
 
 from __future__ import annotations

@@ -25,10 +25,10 @@ from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2, model_pb2
 
 from serving.protocol.tensors import CODECS_BY_ENUM
-from serving.server.backends import SignatureSpec
 from serving.server.core import ServingCore
 from serving.server.errors import ServingError
 from serving.server.grpc_api import model_metadata, model_status, server_info
+from serving.server.model_spec import SignatureSpec
 from serving.server.phases import DECODE, ENCODE, VALIDATE, PhaseClock
 from serving.server.validation import check_input_names
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from serving.protocol.tensors import CODECS_BY_NUMPY, dtype_name
-from serving.server.backends import SignatureSpec
 from serving.server.errors import ServingError
+from serving.server.model_spec import SignatureSpec
 
 
 def _shape_text(shape) -> str:

@@ -14,11 +14,12 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from serving.server.backends import DEFAULT_SIGNATURE, LoadedModel, load_model
 from serving.server.core import ServerConfig
 from serving.server.errors import ServingError
 from serving.server.grpc_api import decode_inputs
 from serving.server.model_source import ModelEntry
+from serving.server.model_spec import DEFAULT_SIGNATURE, LoadedModel
+from serving.server.runtimes import load_model
 from serving.server.validation import check_inputs, check_outputs
 
 log = logging.getLogger("serving")

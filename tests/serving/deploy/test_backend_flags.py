@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from serving.deploy.gpus import PROBES, backend_of
+from serving.deploy.gpus import backend_of
 from serving.server.flags import parse_args
 
 
@@ -14,5 +14,8 @@ def test_the_gpu_backend_applies_on_a_gpu_only():
     assert parse_args(["--model_base_path", "m", *flags, "--device", "gpu"]).backend == "torch"
 
 
-def test_every_model_backend_has_a_gpu_probe():
-    assert set(PROBES) == {"savedmodel", "jax", "torch"}
+def test_every_runtime_that_runs_a_model_has_a_gpu_probe():
+    from serving.server.runtimes import RUNTIMES
+
+    assert {b for b, r in RUNTIMES.items() if r.gpu_probe} == {b for b, r in RUNTIMES.items() if r.runs_model} \
+        == {"savedmodel", "jax", "torch"}

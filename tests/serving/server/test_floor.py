@@ -15,7 +15,6 @@ from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_p
 
 from serving.deploy.process import start_server
 from serving.protocol.names import DEVICE_FLOOR_IMAGES, DEVICE_FLOOR_LATENCY, DEVICE_ROUND_TRIP
-from serving.server.backends import BackendOptions, load_model
 from serving.server.batching import BatchingOptions
 from serving.server.floor import (
     NO_BATCHING_SIZES,
@@ -26,9 +25,10 @@ from serving.server.floor import (
     floor_batch_sizes,
     floor_of,
     measure_floor,
-    round_trip_for,
     time_calls_at_once,
 )
+from serving.server.model_spec import BackendOptions
+from serving.server.runtimes import load_model, runtime_of
 from tests.support.metrics import metric_value, metrics_page
 
 SCHEMA_KEYS = {"source", "device", "runtime", "batches", "round_trip_us", "round_trip_note", "budget_s",
@@ -71,7 +71,7 @@ def test_the_dict_form_has_the_agreed_schema_and_reads_back():
 @pytest.mark.integration
 def test_measure_floor_in_process_on_the_null_backend(exported_model):
     model = load_model("null", "mnist", 1, exported_model.model_dir, BackendOptions(null_delay_ms=2))
-    trip, note = round_trip_for("null", "cpu")
+    trip, note = runtime_of("null").round_trip("cpu")
     assert trip is None and note.startswith("not applicable")
     floor = measure_floor(model, "serving_default", (1, 8), 0.2, trip, runtime="none (null backend)",
                           round_trip_note=note)

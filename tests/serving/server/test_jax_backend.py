@@ -18,9 +18,18 @@ import numpy as np
 import pytest
 
 from serving.deploy.process import REPO, start_server
-from serving.server.backends import BackendOptions, load_model
-from serving.server.jax_backend import BUCKETS, MAX_BUCKET, Chunk, bucket_for, bucketed, chunks, classes_of, pad_rows
-from serving.server.runtimes import RUNTIMES, Backend, runtime_of
+from serving.server.model_spec import BackendOptions
+from serving.server.runtimes import RUNTIMES, load_model, runtime_of
+from serving.server.runtimes.jax_model import (
+    BUCKETS,
+    MAX_BUCKET,
+    Chunk,
+    bucket_for,
+    bucketed,
+    chunks,
+    classes_of,
+    pad_rows,
+)
 from tests.support.export import quiet_tf_env
 from tests.support.grpc import predict_request, stub_for
 
@@ -33,7 +42,8 @@ import sys
 import numpy as np
 from serving.server.runtimes import prepare_process
 prepare_process("jax")
-from serving.server.backends import BackendOptions, load_model
+from serving.server.model_spec import BackendOptions
+from serving.server.runtimes import load_model
 model_dir, samples_path, out_path, *sizes = sys.argv[1:]
 model = load_model("jax", "mnist", 1, model_dir, BackendOptions(device="cpu"))
 images = np.load(samples_path)["images"]
@@ -45,7 +55,7 @@ for size in map(int, sizes):
     results[f"classes_{size}"] = np.concatenate([p["classes"] for p in parts])
 # The device path before the lean one: classes argmaxed on the device, two transfers back, padding by concatenation.
 import jax, jax.numpy as jnp
-from serving.server.jax_backend import chunks, compiled_forward, import_keras_on_jax, jax_device
+from serving.server.runtimes.jax_model import chunks, compiled_forward, import_keras_on_jax, jax_device
 keras_model = import_keras_on_jax().saving.load_model(f"{model_dir}/model.keras", compile=False)
 device = jax_device("cpu")
 weights = [jax.device_put([v.value for v in vs], device)
@@ -100,7 +110,7 @@ def test_padding_appends_zero_rows_only():
 
 
 def test_every_backend_names_its_runtime():
-    assert set(RUNTIMES) == set(Backend)
+    assert set(RUNTIMES) == {"savedmodel", "jax", "torch", "null"}
     assert runtime_of("savedmodel").name == "tensorflow"
     assert runtime_of("jax").name == "jax" and runtime_of("jax").packages == ("jax", "jaxlib")
     assert runtime_of("null").name == "none (null backend)" and runtime_of("null").versions() == ""

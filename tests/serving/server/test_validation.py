@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from tensorflow.core.framework import types_pb2
 
-from serving.server.backends import SignatureSpec, TensorSpec
 from serving.server.errors import HTTP_STATUS, ServingError
 from serving.server.model_source import entries_from_config
+from serving.server.model_spec import SignatureSpec, TensorSpec
 from serving.server.validation import check_inputs, check_outputs
 
 SPEC = SignatureSpec(

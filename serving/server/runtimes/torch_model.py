@@ -1,4 +1,4 @@
-"""The `torch` backend: the export's own `model.keras` on Keras 3's PyTorch backend, one CUDA graph per bucket.
+"""The `torch` runtime's model: the export's own `model.keras` on Keras 3's PyTorch backend, one CUDA graph per bucket.
 
 Any `.keras` model whose inputs and outputs the version's signature names loads here (not a hand
 re-implementation): the signature's inputs are fed to the model's inputs (by name, or the one input to
@@ -13,11 +13,10 @@ pass is captured once per bucket as a CUDA graph (warmed up on a side stream fir
 in, replays, copies out and synchronizes: a few tens of microseconds where calling Keras eagerly costs
 milliseconds (../shared/data/h100-2026-11-26). On a CPU the same buffers and copies run, and the model is
 called directly where the graph would be replayed; `graphs` says which. A replayer serves one call at a
-time (its buffers are static), so each has a lock. The process must have run
-`serving.server.runtimes.prepare_process("torch")` before importing Keras.
+time (its buffers are static), so each has a lock. Keras must not have been imported before
+`keras_process.prepare_torch` ran.
 
-Not for: choosing a backend (`serving.server.backends.BACKENDS`) or naming the runtime
-(`serving.server.runtimes`).
+Not for: what the server knows of the runtime before a model loads (`keras_torch`).
 """
 
 from __future__ import annotations
@@ -43,14 +42,14 @@ from serving.server.model_spec import (
     read_signature_defs,
     signature_specs,
 )
-from serving.server.runtimes import Backend, prepare_process
+from serving.server.runtimes.keras_process import prepare_torch
 
 WARMUP_CALLS = 3  # eager calls on the side stream before a capture (cuDNN picks its kernels there)
 
 
 def import_keras_on_torch() -> Any:
     """Keras on its PyTorch backend; RuntimeError when this process already runs Keras on another backend."""
-    prepare_process(Backend.TORCH)
+    prepare_torch()
     import keras
 
     return keras

@@ -1,4 +1,4 @@
-"""The `jax` backend: the exported model's own weights (`<version>/model.keras`), run by Keras 3 on JAX under XLA.
+"""The `jax` runtime's model: the export's own weights (`<version>/model.keras`), run by Keras 3 on JAX (XLA).
 
 The Keras model is loaded with Keras's JAX backend and called through `model.stateless_call` inside
 one `jax.jit` function of (weights, images), so XLA compiles the whole forward pass. XLA compiles
@@ -11,10 +11,10 @@ the backend reports the device's own input, inference and output times (docs/jax
 It serves the export's contract (`images` [-1, 784] float32 -> `scores` float32, `classes` int64)
 and reads the signatures from the version's `saved_model.pb`, like the other backends, so
 validation and metadata are identical. The process must have run
-`serving.server.runtimes.prepare_process("jax")` before importing Keras.
+`serving.server.runtimes.prepare_process("jax")` before importing Keras (`keras_jax` is the
+runtime's record; this module is what it does with a model).
 
-Not for: choosing a backend (`serving.server.backends.BACKENDS`) or naming the runtime
-(`serving.server.runtimes`).
+Not for: choosing a runtime (`serving.server.runtimes`) or naming it (`serving.protocol.runtime_names`).
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ from serving.server.model_spec import (
     read_signature_defs,
     signature_specs,
 )
-from serving.server.runtimes import Backend, prepare_process
+from serving.server.runtimes.keras_process import prepare_jax
 
 
 def import_keras_on_jax() -> Any:
     """Keras on its JAX backend; RuntimeError when this process already runs Keras on another backend."""
-    prepare_process(Backend.JAX)
+    prepare_jax()
     import keras
 
     return keras
