@@ -25,17 +25,8 @@ import numpy as np
 from serving.pool.channel import Receiver, listen
 from serving.pool.control import Role, WorkerReady, follow_parent
 from serving.pool.messages import Hello, Request, Response
-from serving.pool.slab import (
-    buffer_of,
-    close_segment,
-    encode_arrays,
-    encoded_bytes,
-    open_segment,
-    owner_prefix,
-    read_arrays,
-    slot_region,
-    write_encoded,
-)
+from serving.pool.slab import buffer_of, close_segment, open_segment, owner_prefix, slot_region
+from serving.protocol.arrays import encode_arrays, encoded_bytes, read_arrays, write_encoded
 from serving.server.batching import Task
 from serving.server.core import ServingCore
 from serving.server.errors import ServingError

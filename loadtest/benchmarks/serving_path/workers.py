@@ -155,9 +155,10 @@ def handoff_us(options: WorkersOptions) -> tuple[list[float], list[float]]:
 
     from serving.pool.channel import Receiver, connect
     from serving.pool.link import OwnerLink
-    from serving.pool.messages import Request, TensorRef
+    from serving.pool.messages import Request
     from serving.pool.owner import owner_main
     from serving.pool.slab import Slab, segment_prefix, sweep
+    from serving.protocol.arrays import TensorRef
     from serving.server.flags import parse_args
     from serving.server.phases import HANDOFF
 
