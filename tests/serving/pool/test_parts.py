@@ -1,4 +1,4 @@
-"""The pool's parts alone: messages, the shared-memory slab, the port reservation, the workers' default."""
+"""The pool's parts alone: messages, the shared-memory slab, the port reservation, the frontends' default."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from serving.pool.messages import Hello, Request, Response
 from serving.pool.slab import Slab, segment_prefix, segments, slot_region, sweep
 from serving.pool.supervisor import needs_owner, reserve_port
 from serving.protocol.arrays import TensorRef, read_arrays, write_arrays
-from serving.server.flags import default_workers, parse_args
+from serving.server.flags import default_frontends, parse_args
 from serving.server.phases import COMPUTE_INFER, HANDOFF, QUEUE, PhaseClock
 
 
@@ -75,13 +75,13 @@ def test_a_taken_port_is_refused_even_when_its_holder_allows_sharing():
         free.close()
 
 
-def test_workers_default_to_the_environment_then_the_cores(monkeypatch):
+def test_frontends_default_to_the_environment_then_the_cores(monkeypatch):
     monkeypatch.setenv("SERVING_WORKERS", "3")
-    assert default_workers() == 3 and parse_args(["--model_base_path", "m"]).workers == 3
+    assert default_frontends() == 3 and parse_args(["--model_base_path", "m"]).frontends == 3
     monkeypatch.delenv("SERVING_WORKERS")
     import os
 
-    assert default_workers() == len(os.sched_getaffinity(0))
+    assert default_frontends() == len(os.sched_getaffinity(0))
     with pytest.raises(ValueError, match="at least 1"):
         parse_args(["--model_base_path", "m", "--workers", "0"])
 
