@@ -52,7 +52,7 @@ test: setup browser
 bench-server: setup
 	$(CLI) bench server --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
 
-# Not in CI: capacity confirmed, then 10 minutes at 80% of it with 2 workers (~15 min in all).
+# Not in CI: capacity confirmed, then 10 minutes at 80% of it with 2 frontends (~15 min in all).
 bench-soak: setup
 	$(CLI) bench soak --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
 

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-# The suite's servers run one worker process unless a test is about workers (it passes --workers itself).
+# The suite's servers run one gRPC frontend process unless a test is about frontends (it passes --workers itself).
 os.environ.setdefault("SERVING_WORKERS", "1")
 
 from tests.support.export import QUICK_EXPORT_ARGS, ExportedModel, run_export_cli

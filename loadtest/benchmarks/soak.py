@@ -73,12 +73,12 @@ def process_states(pid: int) -> dict[int, ProcessState]:
 
 
 def _role(process: psutil.Process, root: int) -> str:
-    """What a server process is, for the table: the supervisor, a worker (frontend or owner), or the
+    """What a server process is, for the table: the supervisor, a frontend or the owner, or the
     resource tracker multiprocessing starts."""
     if process.pid == root:
         return "supervisor" if process.children() else "server"
     line = " ".join(process.cmdline())
-    return "multiprocessing's resource tracker" if "resource_tracker" in line else "worker process"
+    return "multiprocessing's resource tracker" if "resource_tracker" in line else "frontend or owner"
 
 
 def cell(run: plans.RunSettings, mode: LoadMode, value: float, server, options: SoakOptions, work: Path) -> dict:

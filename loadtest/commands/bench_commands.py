@@ -158,13 +158,13 @@ def loadgen(against_h2load: bool, **options) -> None:
               help="the model's base directory (version subdirectories), as `make export` writes it")
 @click.option("--samples", type=FILE, default=None, help="npz with `images` (default: random pixels)")
 @click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0,1", show_default=True,
-              help="cores both servers (1 and 2 workers) are pinned to")
+              help="cores both servers (1 and 2 frontends) are pinned to")
 @click.option("--client-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True,
               help="cores h2load is pinned to")
 @click.option("--warmup-s", type=click.FloatRange(min=0.0), default=1.0, show_default=True)
 @click.option("--duration-s", type=POSITIVE_S, default=4.0, show_default=True, help="measured seconds per run")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
-              help="interleaved pairs (1 worker, then 2); the ratios are their medians")
+              help="interleaved pairs (1 frontend, then 2); the ratios are their medians")
 def workers(**options) -> None:
     """--workers 2 against 1: closed-loop throughput (null backend and the model), CPU per request, hand-off."""
     from loadtest.benchmarks.h2load import H2loadError

@@ -54,7 +54,7 @@ TERMS: tuple[tuple[str, str], ...] = (
     ("device floor", "the model alone on the device (no gRPC, no queue) at a batch size: the most the device could "
                      "give; a server far below it is bounded by its serving path. On a CPU its images/s are those of "
                      "one caller per core the server was given, calling at once"),
-    ("handoff", "with --workers and a device owner: a request's trip from the gRPC worker that took it to the one "
+    ("handoff", "with --workers and a device owner: a request's trip from the gRPC frontend that took it to the one "
                 "process that runs the model and back (shared memory and a socket message each way)"),
     ("client + wire", "a request's time the server did not see: the load generator, gRPC on both sides and the "
                       "network stack"),

@@ -20,7 +20,7 @@ class Role(StrEnum):
 
 
 @dataclass(frozen=True)
-class WorkerReady:
+class ChildReady:
     """A started process, ready: its role and index, pid, internal REST (metrics) port, device name,
     (frontends) the ready line it would print as a server of its own, and the device floor it holds
     (`DeviceFloor.as_dict()`: the one the server measured at start, handed to the frontends after it)."""
@@ -48,4 +48,4 @@ def follow_parent(parent_pid: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-__all__ = ["Role", "WorkerReady", "follow_parent"]
+__all__ = ["Role", "ChildReady", "follow_parent"]

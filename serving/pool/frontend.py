@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from serving.pool.control import Role, WorkerReady, follow_parent
+from serving.pool.control import ChildReady, Role, follow_parent
 from serving.pool.link import OwnerLink
 from serving.pool.slab import Slab
 from serving.server.core import ServingCore
@@ -91,7 +91,7 @@ def frontend_main(args: argparse.Namespace, index: int, owner: tuple[str, str, s
     measure_and_freeze(core, floor)
     protocols = start_protocols(core, reuse_port=True, rest_host="127.0.0.1", rest_port=0)
     line = ready_line(core.config, protocols.grpc_port, protocols.rest.port, core.source)
-    control.send(WorkerReady(Role.FRONTEND, index, os.getpid(), protocols.rest.port, core.config.device_name, line,
+    control.send(ChildReady(Role.FRONTEND, index, os.getpid(), protocols.rest.port, core.config.device_name, line,
                              core.device_floor))
     stop.wait()
     protocols.drain(core)

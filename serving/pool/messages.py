@@ -1,9 +1,10 @@
 """What crosses the frontend <-> owner boundary: small typed messages, never pickles.
 
 A `Request` names the model version, signature and outputs, and where each input tensor lies in shared
-memory (`TensorRef`: offset, size, dtype, shape); a `Response` says how it went (TF Serving's status code
-name and message), where each output lies, and the owner's own phase durations, so the frontend can split
-the round trip into the owner's phases and the hand-off. `Hello` opens a frontend's connection: its slab.
+memory (`TensorRef` from `serving.protocol.arrays`: offset, size, dtype, shape); a `Response` says how it
+went (TF Serving's status code name and message), where each output lies, and the owner's own phase
+durations, so the frontend can split the round trip into the owner's phases and the hand-off. `Hello`
+opens a frontend's connection: its slab.
 
 On the wire a message is its fields as a plain tuple (str, int, float, tuples of them) in `marshal`'s
 format, which packs and unpacks in C (about 1 us a message where `struct` field by field took about 10 us
@@ -21,15 +22,7 @@ from __future__ import annotations
 import marshal
 from typing import NamedTuple
 
-
-class TensorRef(NamedTuple):
-    """One tensor in a shared-memory region: numpy dtype string ('<f4', or 'O' for length-prefixed bytes)."""
-
-    alias: str
-    dtype: str
-    shape: tuple[int, ...]
-    offset: int
-    nbytes: int
+from serving.protocol.arrays import TensorRef
 
 
 def _plain(refs: tuple[TensorRef, ...]) -> tuple:
@@ -94,4 +87,4 @@ class Response(NamedTuple):
         return cls._make(marshal.loads(data))  # outputs: plain (alias, dtype, shape, offset, nbytes) tuples
 
 
-__all__ = ["Hello", "Request", "Response", "TensorRef"]
+__all__ = ["Hello", "Request", "Response"]

@@ -2,7 +2,7 @@
 
 Each process exports the same families (TF Serving's counters and histograms, the phases, GC pauses); the
 supervisor reads every page and adds up each sample (same name, same label text), so the request count
-and every histogram's count on the one page are those of all workers together. Gauges are not summed: the
+and every histogram's count on the one page are those of all processes together. Gauges are not summed: the
 server-info gauge is 1 in each process, and the device floor is exported by the one process that measured
 it, so a gauge's value is its largest. Families keep the order and HELP/TYPE lines they came with.
 
@@ -72,10 +72,10 @@ def sum_pages(pages: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def pool_gauges(workers_up: int, restarts: dict[str, int], workers_name: str, restarts_name: str) -> str:
+def pool_gauges(frontends_up: int, restarts: dict[str, int], frontends_name: str, restarts_name: str) -> str:
     """The supervisor's own families: frontends up now, restarts so far by role."""
-    lines = [f"# HELP {workers_name} gRPC frontend processes of this pooled embedded server that are up.",
-             f"# TYPE {workers_name} gauge", f"{workers_name} {workers_up}",
+    lines = [f"# HELP {frontends_name} gRPC frontend processes of this pooled embedded server that are up.",
+             f"# TYPE {frontends_name} gauge", f"{frontends_name} {frontends_up}",
              f"# HELP {restarts_name} Processes of this pooled embedded server restarted after they died.",
              f"# TYPE {restarts_name} counter"]
     lines += [f'{restarts_name}{{role="{role}"}} {count}' for role, count in sorted(restarts.items())]

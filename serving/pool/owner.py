@@ -23,19 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from serving.pool.channel import Receiver, listen
-from serving.pool.control import Role, WorkerReady, follow_parent
+from serving.pool.control import ChildReady, Role, follow_parent
 from serving.pool.messages import Hello, Request, Response
-from serving.pool.slab import (
-    buffer_of,
-    close_segment,
-    encode_arrays,
-    encoded_bytes,
-    open_segment,
-    owner_prefix,
-    read_arrays,
-    slot_region,
-    write_encoded,
-)
+from serving.pool.slab import buffer_of, close_segment, open_segment, owner_prefix, slot_region
+from serving.protocol.arrays import encode_arrays, encoded_bytes, read_arrays, write_encoded
 from serving.server.batching import Task
 from serving.server.core import ServingCore
 from serving.server.errors import ServingError
@@ -206,7 +197,7 @@ def owner_main(args: argparse.Namespace, prefix: str, address: str, control: Con
     rest = RestServer(core, "127.0.0.1", 0)  # its metrics page, summed into the supervisor's
     rest.start()
     core.source.start()
-    control.send(WorkerReady(Role.OWNER, 0, os.getpid(), rest.port, config.device_name, "", core.device_floor))
+    control.send(ChildReady(Role.OWNER, 0, os.getpid(), rest.port, config.device_name, "", core.device_floor))
     stop.wait()
     server.stop()
     rest.stop()

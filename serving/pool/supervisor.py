@@ -29,13 +29,13 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from serving.pool.control import Role, WorkerReady
+from serving.pool.control import ChildReady, Role
 from serving.pool.metrics_sum import pool_gauges
 from serving.pool.rest_front import PoolRest
 from serving.pool.roles import child_main
 from serving.pool.slab import owner_prefix, segment_prefix, sweep
 from serving.protocol.generated import use_protos_without_runtime
-from serving.protocol.names import POOL_RESTARTS, POOL_WORKERS, format_ready_line, parse_ready_line
+from serving.protocol.names import POOL_FRONTENDS, POOL_RESTARTS, format_ready_line, parse_ready_line
 from serving.server.flags import monitoring_path
 from serving.server.lifecycle import stop_requested
 
@@ -53,7 +53,7 @@ class _Child:
     index: int
     process: BaseProcess
     control: Connection
-    ready: WorkerReady | None = None
+    ready: ChildReady | None = None
 
 
 def needs_owner(args: argparse.Namespace) -> bool:
@@ -113,7 +113,7 @@ class Supervisor:
         send.close()
         return _Child(role, index, process, receive)
 
-    def _ready(self, child: _Child, stop) -> WorkerReady:
+    def _ready(self, child: _Child, stop) -> ChildReady:
         """Wait for the child's ready message; RuntimeError when it exits first or takes too long."""
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline and not stop.is_set():
@@ -137,7 +137,7 @@ class Supervisor:
         else:
             self.frontends = [self._spawn(Role.FRONTEND, 0)]
             self.floor = self._ready(self.frontends[0], stop).device_floor
-        waiting = [self._spawn(Role.FRONTEND, i) for i in range(len(self.frontends), self.args.workers)]
+        waiting = [self._spawn(Role.FRONTEND, i) for i in range(len(self.frontends), self.args.frontends)]
         self.frontends += waiting
         for child in waiting:
             self._ready(child, stop)
@@ -153,7 +153,7 @@ class Supervisor:
 
     def gauges(self) -> str:
         up = sum(1 for c in self.frontends if c.ready is not None and c.process.is_alive())
-        return pool_gauges(up, {str(r): self.restarts.get(str(r), 0) for r in Role}, POOL_WORKERS, POOL_RESTARTS)
+        return pool_gauges(up, {str(r): self.restarts.get(str(r), 0) for r in Role}, POOL_FRONTENDS, POOL_RESTARTS)
 
     def watch(self, stop) -> None:
         """Until `stop`: restart whatever dies; RuntimeError when processes keep dying."""
@@ -202,18 +202,18 @@ class Supervisor:
             log.warning("removed %d shared-memory segment(s) the processes left: %s", len(left), ", ".join(left))
 
 
-def pool_ready_line(first: WorkerReady, host: str, grpc_port: int, rest_port: int, workers: int) -> str:
-    """The one ready line: frontend 0's, with the server's public ports and its worker count."""
+def pool_ready_line(first: ChildReady, host: str, grpc_port: int, rest_port: int, frontends: int) -> str:
+    """The one ready line: frontend 0's, with the server's public ports and its frontend count (`workers=`)."""
     fields = parse_ready_line(first.ready_line)
     return format_ready_line(
         kind=fields["kind"], grpc=f"{host}:{grpc_port}", rest=f"{host}:{rest_port}", model=fields["model"],
         version=int(fields["version"]), device=fields["device"], device_name=fields["device_name"],
         batching=fields["batching"], runtime=fields["runtime"] or "", runtime_versions=fields["runtime_versions"] or "",
-        workers=workers)
+        workers=frontends)
 
 
 def run_pool(args: argparse.Namespace) -> int:
-    """Serve with `args.workers` frontends until SIGTERM/SIGINT; 0 after a clean stop."""
+    """Serve with `args.frontends` frontends (`--workers`) until SIGTERM/SIGINT; 0 after a clean stop."""
     use_protos_without_runtime()  # reading a monitoring config needs TensorFlow's protos, never its runtime
     hold = reserve_port(args.host, args.port)
     args.port = hold.getsockname()[1]
@@ -223,7 +223,7 @@ def run_pool(args: argparse.Namespace) -> int:
     try:
         rest = PoolRest(args.host, args.rest_api_port, monitoring_path(args), supervisor.rest_ports,
                         supervisor.frontend_ports, supervisor.gauges)
-        log.info("pool: %d frontend(s)%s on %s:%d, cores %s", args.workers,
+        log.info("pool: %d frontend(s)%s on %s:%d, cores %s", args.frontends,
                  " and a device owner" if needs_owner(args) else "", args.host, args.port,
                  sorted(os.sched_getaffinity(0)))
         supervisor.start(stop)
@@ -232,7 +232,7 @@ def run_pool(args: argparse.Namespace) -> int:
         rest.start()
         first = supervisor.frontends[0].ready
         assert first is not None
-        line = pool_ready_line(first, args.host, args.port, rest.port, args.workers)
+        line = pool_ready_line(first, args.host, args.port, rest.port, args.frontends)
         log.info("%s", line)
         print(line, flush=True)
         supervisor.watch(stop)

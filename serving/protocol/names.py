@@ -45,8 +45,8 @@ DEVICE_FLOOR_LATENCY = ":tensorflow:serving:embedded:device_floor_latency"
 DEVICE_FLOOR_IMAGES = ":tensorflow:serving:embedded:device_floor_images_per_second"
 DEVICE_ROUND_TRIP = ":tensorflow:serving:embedded:device_round_trip_latency"
 # A pooled server's (serving.pool) frontend processes up now, and how often the supervisor restarted one
-# (label `role`: frontend or owner).
-POOL_WORKERS = ":tensorflow:serving:embedded:workers"
+# (label `role`: frontend or owner); the names say workers, as `--workers` does.
+POOL_FRONTENDS = ":tensorflow:serving:embedded:workers"
 POOL_RESTARTS = ":tensorflow:serving:embedded:worker_restarts"
 # Each Python garbage collection's pause in the server process (µs histogram, label `generation`).
 GC_PAUSE = ":tensorflow:serving:embedded:gc_pause"

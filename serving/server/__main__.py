@@ -24,7 +24,7 @@ def run(argv: list[str] | None = None) -> int:
     """Parse, check, start; raises on bad flags, files or devices."""
     args = parse_args(argv)
     configure_logging(args.log_level)
-    if args.workers > 1:
+    if args.frontends > 1:
         from serving.pool.supervisor import run_pool  # the entry point may start the pool; the library never does
 
         return run_pool(args)

@@ -43,7 +43,7 @@ def ready_line(config: ServerConfig, grpc_port: int, rest_port: int, source: Mod
         kind=ServerKind.EMBEDDED, grpc=f"{config.host}:{grpc_port}", rest=f"{config.host}:{rest_port}",
         model=first, version=max(versions) if versions else 0, device=config.device,
         device_name=config.device_name, batching="on" if config.batching else "off",
-        runtime=config.runtime.name, runtime_versions=config.runtime.versions(), workers=config.workers)
+        runtime=config.runtime.name, runtime_versions=config.runtime.versions(), workers=config.frontends)
 
 
 def load_models(config: ServerConfig, load: Callable[[ModelEntry, int], LoadedModel] | None = None) -> ModelSource:

@@ -54,7 +54,7 @@ class ServerConfig:
     grace_s: float = 30.0
     device_floor_s: float = 2.0  # time budget of the device floor measured at start (0: not measured)
     gc_freeze: bool = True  # freeze the start-up heap so collections walk only what requests allocate
-    workers: int = 1  # gRPC frontend processes of the whole server (above 1: serving.pool runs them)
+    frontends: int = 1  # gRPC frontend processes of the whole server (--workers; above 1: serving.pool runs them)
 
     @property
     def device(self) -> str:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # imported in the functions, after prepare_process: they impo
     from serving.server.core import ServerConfig
     from serving.server.model_source import ModelEntry
 
-WORKERS_ENV = "SERVING_WORKERS"  # the default of --workers when set (the test suite sets 1)
+FRONTENDS_ENV = "SERVING_WORKERS"  # the default of --workers when set (the test suite sets 1)
 
 
 def affinity_cores() -> int:
@@ -35,15 +35,15 @@ def affinity_cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def default_workers() -> int:
+def default_frontends() -> int:
     """--workers' default: $SERVING_WORKERS, else one per core of this process's CPU affinity."""
-    text = os.environ.get(WORKERS_ENV, "")
+    text = os.environ.get(FRONTENDS_ENV, "")
     if not text:
         return affinity_cores()
     try:
         return int(text)
     except ValueError:
-        raise ValueError(f"{WORKERS_ENV}={text!r} is not a whole number of worker processes") from None
+        raise ValueError(f"{FRONTENDS_ENV}={text!r} is not a whole number of gRPC frontend processes") from None
 
 
 def _bool(text: str) -> bool:
@@ -76,7 +76,7 @@ def _own_flags(p: argparse.ArgumentParser) -> None:
     own.add_argument("--gpu_backend", choices=sorted(RUNTIMES), default=None,
                      help="the backend when --device gpu (default: --backend); e.g. --backend jax --gpu_backend torch "
                           "serves model.keras on JAX on a CPU and on PyTorch's CUDA graphs on a GPU")
-    own.add_argument("--workers", type=int, default=None,
+    own.add_argument("--workers", dest="frontends", metavar="WORKERS", type=int, default=None,
                      help="gRPC frontend processes on the one port (default: $SERVING_WORKERS, else one per core of "
                           "the CPU affinity); above 1 a supervisor starts them, and one device owner process when "
                           "batching is on or the device is a GPU")
@@ -128,10 +128,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Parsed flags with --workers resolved (ValueError for fewer than one) and, on a GPU, --gpu_backend applied."""
     args = build_parser().parse_args(argv)
     args.backend = chosen_backend(args.backend, args.gpu_backend, args.device)
-    if args.workers is None:
-        args.workers = default_workers()
-    if args.workers < 1:
-        raise ValueError(f"--workers must be at least 1, not {args.workers}")
+    if args.frontends is None:
+        args.frontends = default_frontends()
+    if args.frontends < 1:
+        raise ValueError(f"--workers must be at least 1, not {args.frontends}")
     return args
 
 
@@ -193,8 +193,8 @@ def server_config(args: argparse.Namespace, device_name: str) -> ServerConfig:
         tensor_content=args.tensor_content, poll_wait_s=args.file_system_poll_wait_seconds,
         device_name=device_name, monitoring_path=monitoring_path(args), max_message_bytes=args.max_message_bytes,
         grpc_max_threads=args.grpc_max_threads, device_floor_s=args.device_floor_s,
-        gc_freeze=args.gc_freeze, workers=args.workers)
+        gc_freeze=args.gc_freeze, frontends=args.frontends)
 
 
-__all__ = ["WORKERS_ENV", "affinity_cores", "batching_options", "build_parser", "default_workers", "model_entries",
-           "monitoring_path", "parse_args", "server_config"]
+__all__ = ["FRONTENDS_ENV", "affinity_cores", "batching_options", "build_parser", "default_frontends",
+           "model_entries", "monitoring_path", "parse_args", "server_config"]

@@ -1,1 +1,1 @@
-"""Benchmarks of the embedded server's own serving path: overhead, runtimes, workers."""
+"""Benchmarks of the embedded server's own serving path: overhead, runtimes, frontends (`workers`)."""

@@ -1,15 +1,15 @@
-"""Benchmark of the embedded server's worker processes (`--workers`): throughput, CPU per request, hand-off.
+"""Benchmark of the embedded server's gRPC frontend processes (`--workers`): throughput, CPU per request, hand-off.
 
 `mnist-bench bench workers` prints, all measured within this one run on the cores it is given:
 
 1. Closed-loop throughput of `--workers 2` against `--workers 1`, both servers pinned to the same cores
    (default 0,1) and h2load pinned to one of them (default 1) with 16 connections x 8 streams, request
-   batch 1, batching off: `--rounds` interleaved pairs (1 then 2 workers), the ratio of each pair and
-   their median; the null backend (the serving path alone) first, then the real model, where 2 workers
+   batch 1, batching off: `--rounds` interleaved pairs (1 then 2 frontends), the ratio of each pair and
+   their median; the null backend (the serving path alone) first, then the real model, where 2 frontends
    handing every request to one owner (`--device_owner always`) are measured beside them: what batching
    off on a CPU should do is chosen by this figure.
 2. CPU time per request of every server process (supervisor, frontends, owner) at one offered rate, 70%
-   of what one worker sustained in part 1 (h2load open loop), 2 workers over 1, interleaved pairs.
+   of what one frontend sustained in part 1 (h2load open loop), 2 frontends over 1, interleaved pairs.
 3. The hand-off from a frontend to the device owner and back, one request at a time: a real owner
    process (null backend) and this process as its frontend; the round trip less the owner's own phases.
 
@@ -36,7 +36,7 @@ from serving.deploy.process import ServerHandle, process_cpu_s, start_server
 
 MODEL = "mnist"
 CLIENTS, STREAMS = 16, 8
-LOAD_SHARE = 0.7  # part 2's offered rate, as a share of one worker's closed-loop rate
+LOAD_SHARE = 0.7  # part 2's offered rate, as a share of one frontend's closed-loop rate
 Print = Callable[[str], None]
 
 
@@ -52,10 +52,10 @@ class WorkersOptions:
     handoff_calls: int = 3000
 
 
-# The servers compared: 1 worker, 2 workers (each running the model itself, batching off), and 2 workers
+# The servers compared: 1 frontend, 2 frontends (each running the model itself, batching off), and 2 frontends
 # handing every request to one owner process (what batching or a GPU needs; measured to choose the default).
-LAYOUTS = {"1 worker": ("--workers", "1"), "2 workers": ("--workers", "2"),
-           "2 workers + owner": ("--workers", "2", "--device_owner", "always")}
+LAYOUTS = {"1 frontend": ("--workers", "1"), "2 frontends": ("--workers", "2"),
+           "2 frontends + owner": ("--workers", "2", "--device_owner", "always")}
 
 
 @contextmanager
@@ -89,9 +89,9 @@ def cpu_us_per_request(server: ServerHandle, body: Path, rate: float, options: W
 
 
 def throughput_part(options: WorkersOptions, backend: str, body: Path, echo: Print,
-                    layouts: tuple[str, ...] = ("1 worker", "2 workers")) -> tuple[float, dict]:
-    """Interleaved rounds of every layout; returns the median ratio of 2 workers to 1 and the 1-worker rate
-    (for part 2). Any other layout is printed as a ratio to 2 workers."""
+                    layouts: tuple[str, ...] = ("1 frontend", "2 frontends")) -> tuple[float, dict]:
+    """Interleaved rounds of every layout; returns the median ratio of 2 frontends to 1 and the 1-frontend rate
+    (for part 2). Any other layout is printed as a ratio to 2 frontends."""
     rates: dict[str, list[float]] = {layout: [] for layout in layouts}
     with servers(options, backend, layouts) as up:
         for round_ in range(options.rounds):
@@ -99,28 +99,28 @@ def throughput_part(options: WorkersOptions, backend: str, body: Path, echo: Pri
                 rates[layout].append(closed_loop_rps(up[layout], body, options))
             echo(f"  {backend}: round {round_ + 1}: " + ", ".join(f"{layout} {rates[layout][-1]:,.0f} req/s"
                                                                for layout in layouts))
-    ratios = [two / one for one, two in zip(rates["1 worker"], rates["2 workers"])]
+    ratios = [two / one for one, two in zip(rates["1 frontend"], rates["2 frontends"])]
     median = statistics.median(ratios)
-    echo(f"  {backend}: 2 workers / 1 worker, median of {options.rounds} pairs: x{median:.2f} "
+    echo(f"  {backend}: 2 frontends / 1 frontend, median of {options.rounds} pairs: x{median:.2f} "
          f"(x{min(ratios):.2f}-x{max(ratios):.2f})")
     for layout in layouts[2:]:
-        other = [b / a for a, b in zip(rates["2 workers"], rates[layout])]
-        echo(f"  {backend}: {layout} / 2 workers, median: x{statistics.median(other):.2f} "
+        other = [b / a for a, b in zip(rates["2 frontends"], rates[layout])]
+        echo(f"  {backend}: {layout} / 2 frontends, median: x{statistics.median(other):.2f} "
              f"(x{min(other):.2f}-x{max(other):.2f})")
-    return median, {"one_worker_rps": statistics.median(rates["1 worker"]), "ratios": ratios}
+    return median, {"one_frontend_rps": statistics.median(rates["1 frontend"]), "ratios": ratios}
 
 
 def cpu_part(options: WorkersOptions, body: Path, rate: float, echo: Print) -> float:
     ratios = []
-    with servers(options, "null", ("1 worker", "2 workers")) as up:
+    with servers(options, "null", ("1 frontend", "2 frontends")) as up:
         for round_ in range(options.rounds):
-            one = cpu_us_per_request(up["1 worker"], body, rate, options)
-            two = cpu_us_per_request(up["2 workers"], body, rate, options)
+            one = cpu_us_per_request(up["1 frontend"], body, rate, options)
+            two = cpu_us_per_request(up["2 frontends"], body, rate, options)
             ratios.append(two / one)
-            echo(f"  round {round_ + 1}: at {rate:,.0f} req/s, CPU per request: 1 worker {one:.0f} us, "
-                 f"2 workers {two:.0f} us, x{two / one:.2f}")
+            echo(f"  round {round_ + 1}: at {rate:,.0f} req/s, CPU per request: 1 frontend {one:.0f} us, "
+                 f"2 frontends {two:.0f} us, x{two / one:.2f}")
     median = statistics.median(ratios)
-    echo(f"  CPU per request, 2 workers / 1 worker, median of {options.rounds} pairs: x{median:.2f} "
+    echo(f"  CPU per request, 2 frontends / 1 frontend, median of {options.rounds} pairs: x{median:.2f} "
          f"(x{min(ratios):.2f}-x{max(ratios):.2f})")
     return median
 
@@ -155,9 +155,10 @@ def handoff_us(options: WorkersOptions) -> tuple[list[float], list[float]]:
 
     from serving.pool.channel import Receiver, connect
     from serving.pool.link import OwnerLink
-    from serving.pool.messages import Request, TensorRef
+    from serving.pool.messages import Request
     from serving.pool.owner import owner_main
     from serving.pool.slab import Slab, segment_prefix, sweep
+    from serving.protocol.arrays import TensorRef
     from serving.server.flags import parse_args
     from serving.server.phases import HANDOFF
 
@@ -219,9 +220,9 @@ def run(options: WorkersOptions, echo: Print = print) -> dict:
          f"{options.client_cpu} ({CLIENTS} connections x {STREAMS} streams)")
     null_ratio, null = throughput_part(options, "null", body, echo)
     model_ratio, _ = throughput_part(options, "savedmodel", body, echo, tuple(LAYOUTS))
-    rate = LOAD_SHARE * null["one_worker_rps"]
+    rate = LOAD_SHARE * null["one_frontend_rps"]
     echo(f"2. CPU time of every server process per request answered, open loop at {LOAD_SHARE:.0%} of one "
-         "worker's rate (null backend)")
+         "frontend's rate (null backend)")
     cpu_ratio = cpu_part(options, body, rate, echo)
     echo("3. hand-off frontend -> owner -> frontend, one request at a time (null backend)")
     handoffs, echoes = handoff_us(options)

@@ -26,7 +26,7 @@ from loadtest.measure.device_floor import server_info_floor
 from model_export.provenance import REPO
 from serving.deploy.process import start_server
 from serving.pool.slab import segment_prefix, segments
-from serving.protocol.names import POOL_RESTARTS, POOL_WORKERS, REQUEST_COUNT, REQUEST_LATENCY, REQUEST_PHASE_LATENCY
+from serving.protocol.names import POOL_FRONTENDS, POOL_RESTARTS, REQUEST_COUNT, REQUEST_LATENCY, REQUEST_PHASE_LATENCY
 from tests.support.batching import write_batching_file
 from tests.support.grpc import predict_request
 from tests.support.metrics import metric_value, metrics_page
@@ -105,7 +105,7 @@ def test_one_batch_forms_from_requests_on_different_frontends(exported_model, sa
         assert metric_value(page, ":tensorflow:serving:batching_session:processed_batch_size_sum") == 32
 
 
-def test_the_one_metrics_page_counts_every_request_over_all_workers(exported_model, samples):
+def test_the_one_metrics_page_counts_every_request_over_all_frontends(exported_model, samples):
     with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--workers", "2",
                       backend="null") as server:
         stubs = _stubs(server, 8)
@@ -122,7 +122,7 @@ def test_the_one_metrics_page_counts_every_request_over_all_workers(exported_mod
         for phase in ("decode", "validate", "compute_infer", "encode", "handoff"):
             labels = f'API="Predict",model_name="mnist",phase="{phase}"'
             assert metric_value(page, REQUEST_PHASE_LATENCY + "_count", labels) == sent
-        assert metric_value(page, POOL_WORKERS) == 2
+        assert metric_value(page, POOL_FRONTENDS) == 2
         assert page.count("# TYPE " + REQUEST_COUNT + " counter") == 1  # one family, summed
 
 
