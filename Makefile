@@ -35,6 +35,7 @@ clean-venv:
 lint: setup
 	$(VENV)/bin/ruff check model_export serving loadtest tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # Unit tests only (no server, Locust, export or browser): under a minute.
 test-fast: setup
