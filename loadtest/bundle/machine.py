@@ -13,14 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-# serving.server.floor's names (not imported: run.py starts before the bundle's numpy is installed).
+# serving.server.handling.floor's names (not imported: run.py starts before the bundle's numpy is installed).
 DEVICE_ROUND_TRIP_ENV = "MNIST_BENCH_DEVICE_ROUND_TRIP_US"
 DEVICE_ROUND_TRIP_NOTE_ENV = "MNIST_BENCH_DEVICE_ROUND_TRIP_NOTE"
 VERSIONS = ("jax", "jaxlib", "keras", "torch", "numpy", "grpcio", "protobuf", "locust", "py-spy")
 
 
 def round_trip_env(torch_trip: dict) -> dict[str, str]:
-    """The servers' environment that hands them PyTorch's GPU round trip (`serving.server.floor`), so each
+    """The servers' environment that hands them PyTorch's GPU round trip (`serving.server.handling.floor`), so each
     record's device floor can set the device's own round trip beside its runtime's; {} when not measured."""
     median = torch_trip.get("median_us")
     if not median:

@@ -1,14 +1,14 @@
 """The device floor a cell records (`CellResult.device_floor`): what the model alone did on the serving device, per
 padded batch size, as the server described it.
 
-The record is the server's own self-description (`serving.server.floor.DeviceFloor.as_dict()`, its metrics page's
-gauges, or `{"source": "unknown", "note": why}`), and its key set varies with the server's version: older servers
-wrote no `callers` or device round trip, the metrics page adds `device_name` and writes batches of three keys, and
-some keys are written with the value null. So these records are open (`loadtest.evidence.open_record`): the keys
-the report reads are typed, every other key is kept as it came, and `from_dict(raw).to_dict() == raw` (null
+The record is the server's own self-description (`serving.server.handling.floor.DeviceFloor.as_dict()`, its metrics
+page's gauges, or `{"source": "unknown", "note": why}`), and its key set varies with the server's version: older
+servers wrote no `callers` or device round trip, the metrics page adds `device_name` and writes batches of three
+keys, and some keys are written with the value null. So these records are open (`loadtest.evidence.open_record`):
+the keys the report reads are typed, every other key is kept as it came, and `from_dict(raw).to_dict() == raw` (null
 included). A cell made before floors were recorded has None (written `{}`).
 
-Not for: measuring or asking for a floor (`loadtest.measure.device_floor`, `serving.server.floor`) or judging a
+Not for: measuring or asking for a floor (`loadtest.measure.device_floor`, `serving.server.handling.floor`) or judging a
 result against it (`loadtest.report.bound`).
 """
 
@@ -21,8 +21,8 @@ from loadtest.evidence.open_record import keep_present, split, written
 
 @dataclass(frozen=True)
 class FloorBatch:
-    """The model alone at one padded batch size (`serving.server.floor.BatchFloor`; from the metrics page: batch
-    size, latency and images/s only, the latency null where the page had none)."""
+    """The model alone at one padded batch size (`serving.server.handling.floor.BatchFloor`; from the metrics page:
+    batch size, latency and images/s only, the latency null where the page had none)."""
 
     batch_size: int | None = None
     images_per_s: float | None = None

@@ -1,6 +1,6 @@
 """The device floor a cell records: what the model alone does on the serving device, per padded batch size.
 
-The embedded server measures its floor once at start, after warm-up (`serving.server.floor`), and
+The embedded server measures its floor once at start, after warm-up (`serving.server.handling.floor`), and
 reports it in its `server_info` (REST model metadata) and as gauges on its metrics page
 (`serving.protocol.names.DEVICE_FLOOR_*`, labelled `batch_size`). `FloorSource` asks the server_info
 once per server and falls back to the gauges of the scrape each cell already makes. A TF Serving
@@ -11,7 +11,7 @@ container's GPU is visible to it. That happens once per configuration, not once 
 else the record says `{"source": "unknown", "note": why}`.
 
 The record's `device_floor` (`loadtest.evidence.floor_record.DeviceFloorRecord`) is
-`serving.server.floor.DeviceFloor.as_dict()`: `{"source", "device", "runtime", "batches": [{"batch_size",
+`serving.server.handling.floor.DeviceFloor.as_dict()`: `{"source", "device", "runtime", "batches": [{"batch_size",
 "latency_us", "latency_p99_us", "images_per_s", "runs"}], "round_trip_us", "round_trip_note", "budget_s", ...}`
 (from the gauges: batch size, latency and images/s only), with every key the server wrote.
 

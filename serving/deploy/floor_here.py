@@ -1,7 +1,7 @@
 """A TF Serving container's device floor, measured in the calling process: the container reports none.
 
 The container's SavedModel is loaded by the embedded server's default runtime (TensorFlow, as in the
-container) on the container's device and measured alone (`serving.server.floor.measure_floor`), with that
+container) on the container's device and measured alone (`serving.server.handling.floor.measure_floor`), with that
 runtime's trivial round trip. The load generator calls this where the container runs on its own host.
 
 Not for: deciding whether measuring here says anything about the container (`loadtest.measure.device_floor`).
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from serving.server.floor import measure_floor
-from serving.server.model_spec import DEFAULT_SIGNATURE, BackendOptions
+from serving.server.handling.floor import measure_floor
 from serving.server.runtimes import DEFAULT_BACKEND, runtime_of
+from serving.server.runtimes.model_spec import DEFAULT_SIGNATURE, BackendOptions
 
 
 def savedmodel_floor(model_name: str, version_dir: Path, device: str, batch_sizes: Sequence[int], budget_s: float,

@@ -23,9 +23,9 @@ import numpy as np
 from serving.pool.control import ChildReady, Role, follow_parent
 from serving.pool.link import OwnerLink
 from serving.pool.slab import Slab
-from serving.server.core import ServingCore
+from serving.server.handling.core import ServingCore
+from serving.server.handling.phases import PhaseClock
 from serving.server.lifecycle import configure_logging, stop_requested
-from serving.server.phases import PhaseClock
 
 
 class RemoteCore(ServingCore):
@@ -45,7 +45,7 @@ class RemoteCore(ServingCore):
 
 def signatures_only(entry, version: int):
     """A model version as a frontend with an owner holds it: its signatures, nothing to run."""
-    from serving.server.model_spec import LoadedModel, read_signature_defs, signature_specs
+    from serving.server.runtimes.model_spec import LoadedModel, read_signature_defs, signature_specs
 
     path = Path(entry.base_path) / str(version)
     defs = read_signature_defs(path)
@@ -64,7 +64,7 @@ def _core(args: argparse.Namespace, index: int, owner: tuple[str, str, str] | No
     from serving.server.flags import server_config
 
     if owner is None:
-        from serving.server.core import select_device  # the process was readied (serving.pool.roles)
+        from serving.server.handling.core import select_device  # the process was readied (serving.pool.roles)
 
         config = server_config(args, select_device(args.device, args.backend))
         if index > 0 or floor is not None:  # one floor per server, measured by frontend 0 alone

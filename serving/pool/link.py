@@ -24,7 +24,7 @@ from serving.pool.channel import Receiver, connect
 from serving.pool.messages import Hello, Request, Response
 from serving.pool.slab import Slab, buffer_of, open_segment, remove_segment
 from serving.protocol.arrays import encode_arrays, encoded_bytes, read_arrays, write_encoded
-from serving.server.errors import ServingError
+from serving.server.handling.errors import ServingError
 
 log = logging.getLogger("serving.pool")
 

@@ -27,11 +27,11 @@ from serving.pool.control import ChildReady, Role, follow_parent
 from serving.pool.messages import Hello, Request, Response
 from serving.pool.slab import buffer_of, close_segment, open_segment, owner_prefix, slot_region
 from serving.protocol.arrays import encode_arrays, encoded_bytes, read_arrays, write_encoded
-from serving.server.batching import Task
-from serving.server.core import ServingCore
-from serving.server.errors import ServingError
+from serving.server.handling.batching import Task
+from serving.server.handling.core import ServingCore
+from serving.server.handling.errors import ServingError
+from serving.server.handling.phases import DELIVER, PhaseClock
 from serving.server.lifecycle import configure_logging, stop_requested
-from serving.server.phases import DELIVER, PhaseClock
 
 log = logging.getLogger("serving.pool")
 
@@ -182,10 +182,10 @@ class OwnerServer:
 def owner_main(args: argparse.Namespace, prefix: str, address: str, control: Connection, parent_pid: int) -> None:
     """The owner process: load, measure the floor, serve frontends until SIGTERM."""
     configure_logging(args.log_level)  # the process was readied for its runtime (serving.pool.roles)
+    from serving.server.api.rest import RestServer
     from serving.server.app import load_models, measure_and_freeze, server_metrics
-    from serving.server.core import select_device
     from serving.server.flags import server_config
-    from serving.server.rest import RestServer
+    from serving.server.handling.core import select_device
 
     stop = stop_requested()
     follow_parent(parent_pid)

@@ -1,6 +1,6 @@
 """A SignatureDef as both sides read it: each input and output's alias, dtype and shape.
 
-The server reads SignatureDefs from `saved_model.pb` (`serving.server.model_spec`) to validate
+The server reads SignatureDefs from `saved_model.pb` (`serving.server.runtimes.model_spec`) to validate
 requests; the load generator reads them from the server's GetModelMetadata (`loadtest.load.signature`)
 to make inputs and check outputs. Both turn the same `tensorflow.SignatureDef` messages into these
 records here. Shapes keep TensorFlow's `-1` for "any size"; `None` is an unknown rank.

@@ -30,8 +30,8 @@ def run(argv: list[str] | None = None) -> int:
         return run_pool(args)
     prepare_process(args.backend)  # before the imports below pull in TensorFlow's protos (or its runtime)
     from serving.server.app import serve
-    from serving.server.core import select_device
     from serving.server.flags import server_config
+    from serving.server.handling.core import select_device
 
     config = server_config(args, select_device(args.device, args.backend))
     logging.getLogger("serving").info(

@@ -1,11 +1,11 @@
 """The embedded TF-Serving-compatible server process: start both protocols, print the ready line, drain.
 
-`serve` loads the models, measures the device floor (`serving.server.floor`), starts gRPC
-(`serving.server.grpc_api`) and REST (`serving.server.rest`) over one `ServingCore`, prints the one
+`serve` loads the models, measures the device floor (`serving.server.handling.floor`), starts gRPC
+(`serving.server.api.grpc_api`) and REST (`serving.server.api.rest`) over one `ServingCore`, prints the one
 ready line harnesses wait for, and on SIGTERM/SIGINT stops taking requests, drains the in-flight ones
 and exits.
 
-Not for: command-line parsing (`serving.server.__main__`), request handling (`serving.server.core`)
+Not for: command-line parsing (`serving.server.__main__`), request handling (`serving.server.handling.core`)
 or the ready line's format (`serving.protocol.names`).
 """
 
@@ -21,15 +21,15 @@ from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_p
 
 from serving.endpoint import ServerKind
 from serving.protocol.names import format_ready_line
-from serving.server.core import ServerConfig, ServingCore
-from serving.server.floor import callers_for, floor_batch_sizes, measure_floor, not_measured
-from serving.server.gc_pauses import freeze_start_up_heap
-from serving.server.grpc_api import ModelServicer, PredictionServicer
+from serving.server.api.grpc_api import ModelServicer, PredictionServicer
+from serving.server.api.rest import RestServer
+from serving.server.handling.core import ServerConfig, ServingCore
+from serving.server.handling.floor import callers_for, floor_batch_sizes, measure_floor, not_measured
+from serving.server.handling.gc_pauses import freeze_start_up_heap
+from serving.server.handling.metrics import ServerMetrics
+from serving.server.handling.model_source import ModelEntry, ModelSource
 from serving.server.lifecycle import stop_requested
-from serving.server.metrics import ServerMetrics
-from serving.server.model_source import ModelEntry, ModelSource
-from serving.server.model_spec import DEFAULT_SIGNATURE, LoadedModel
-from serving.server.rest import RestServer
+from serving.server.runtimes.model_spec import DEFAULT_SIGNATURE, LoadedModel
 from serving.server.warmup import load_and_warm
 
 log = logging.getLogger("serving")

@@ -23,9 +23,9 @@ from serving.protocol.names import METRICS_PATH
 from serving.server.runtimes import DEFAULT_BACKEND, RUNTIMES
 
 if TYPE_CHECKING:  # imported in the functions, after prepare_process: they import TensorFlow's protos
-    from serving.server.batching import BatchingOptions
-    from serving.server.core import ServerConfig
-    from serving.server.model_source import ModelEntry
+    from serving.server.handling.batching import BatchingOptions
+    from serving.server.handling.core import ServerConfig
+    from serving.server.handling.model_source import ModelEntry
 
 FRONTENDS_ENV = "SERVING_WORKERS"  # the default of --workers when set (the test suite sets 1)
 
@@ -137,7 +137,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def model_entries(args: argparse.Namespace) -> tuple[ModelEntry, ...]:
     """From --model_config_file, or --model_name/--model_base_path as tensorflow_model_server does."""
-    from serving.server.model_source import ModelEntry, entries_from_config
+    from serving.server.handling.model_source import ModelEntry, entries_from_config
 
     if args.model_config_file:
         if args.model_base_path:
@@ -151,7 +151,7 @@ def model_entries(args: argparse.Namespace) -> tuple[ModelEntry, ...]:
 
 
 def batching_options(args: argparse.Namespace) -> BatchingOptions | None:
-    from serving.server.batching import BatchingOptions, check_options, options_from_proto
+    from serving.server.handling.batching import BatchingOptions, check_options, options_from_proto
 
     if not args.enable_batching:
         if args.batching_parameters_file:
@@ -180,8 +180,8 @@ def monitoring_path(args: argparse.Namespace) -> str | None:
 
 def server_config(args: argparse.Namespace, device_name: str) -> ServerConfig:
     """One server process's config from its flags; `device_name` from `select_device` (or the owner's)."""
-    from serving.server.core import ServerConfig
-    from serving.server.model_spec import BackendOptions
+    from serving.server.handling.core import ServerConfig
+    from serving.server.runtimes.model_spec import BackendOptions
 
     batching = batching_options(args)
     return ServerConfig(

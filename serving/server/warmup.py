@@ -4,7 +4,7 @@
 `assets.extra/tf_serving_warmup_requests` (a TFRecord file of PredictionLogs) through the same
 validation as live requests, so a bad record fails the load instead of reaching TensorFlow.
 
-Not for: deciding which versions to load (`serving.server.model_source`).
+Not for: deciding which versions to load (`serving.server.handling.model_source`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from serving.server.core import ServerConfig
-from serving.server.errors import ServingError
-from serving.server.grpc_api import decode_inputs
-from serving.server.model_source import ModelEntry
-from serving.server.model_spec import DEFAULT_SIGNATURE, LoadedModel
+from serving.server.api.grpc_api import decode_inputs
+from serving.server.handling.core import ServerConfig
+from serving.server.handling.errors import ServingError
+from serving.server.handling.model_source import ModelEntry
+from serving.server.handling.validation import check_inputs, check_outputs
 from serving.server.runtimes import load_model
-from serving.server.validation import check_inputs, check_outputs
+from serving.server.runtimes.model_spec import DEFAULT_SIGNATURE, LoadedModel
 
 log = logging.getLogger("serving")
 

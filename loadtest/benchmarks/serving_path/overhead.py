@@ -175,7 +175,7 @@ def measure_alone(setup: ServerSetup, options: BenchOptions, payloads: dict[int,
 
 def latest_version_dir(base: Path) -> Path:
     """The newest version directory (with a saved_model.pb) under a model's base path."""
-    from serving.server.model_source import versions_on_disk  # imports TensorFlow
+    from serving.server.handling.model_source import versions_on_disk  # imports TensorFlow
 
     versions = versions_on_disk(base)
     if not versions:

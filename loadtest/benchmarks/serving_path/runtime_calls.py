@@ -54,8 +54,8 @@ def child(backend: str, model_dir: str, device: str, seconds: float, batches: li
     from serving.server.runtimes import prepare_process
 
     prepare_process(backend)
-    from serving.server.model_spec import BackendOptions
     from serving.server.runtimes import load_model
+    from serving.server.runtimes.model_spec import BackendOptions
 
     model = load_model(backend, "m", 1, Path(model_dir), BackendOptions(device=device))
     signature = next(iter(model.signatures))

@@ -160,7 +160,7 @@ def handoff_us(options: WorkersOptions) -> tuple[list[float], list[float]]:
     from serving.pool.slab import Slab, segment_prefix, sweep
     from serving.protocol.arrays import TensorRef
     from serving.server.flags import parse_args
-    from serving.server.phases import HANDOFF
+    from serving.server.handling.phases import HANDOFF
 
     args = parse_args(["--model_name", MODEL, "--model_base_path", str(options.model_base_path.resolve()),
                        "--backend", "null", "--workers", "2", "--device_floor_s", "0", "--log_level", "WARNING"])

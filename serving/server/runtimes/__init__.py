@@ -17,7 +17,7 @@ from serving.server.runtimes import keras_jax, keras_torch, null, savedmodel
 from serving.server.runtimes.runtime import GpuProbe, Runtime
 
 if TYPE_CHECKING:
-    from serving.server.model_spec import BackendOptions, LoadedModel
+    from serving.server.runtimes.model_spec import BackendOptions, LoadedModel
 
 RUNTIMES: dict[str, Runtime] = {r.backend: r for r in (
     savedmodel.RUNTIME, keras_jax.RUNTIME, keras_torch.RUNTIME, null.RUNTIME,

@@ -29,8 +29,9 @@ import numpy as np
 
 from model_export.export import CLASSES_KEY, INPUT_KEY, KERAS_FILE, SCORES_KEY
 from model_export.provenance import cpu_model_name
-from serving.server.buckets import BUCKETS, MAX_BUCKET, Chunk, bucket_for, chunks, pad_rows
-from serving.server.model_spec import (
+from serving.server.runtimes.buckets import BUCKETS, MAX_BUCKET, Chunk, bucket_for, chunks, pad_rows
+from serving.server.runtimes.keras_process import prepare_jax
+from serving.server.runtimes.model_spec import (
     BackendOptions,
     Computed,
     LoadedModel,
@@ -38,7 +39,6 @@ from serving.server.model_spec import (
     read_signature_defs,
     signature_specs,
 )
-from serving.server.runtimes.keras_process import prepare_jax
 
 
 def import_keras_on_jax() -> Any:

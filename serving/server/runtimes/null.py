@@ -22,7 +22,7 @@ from serving.protocol.runtime_names import names_of
 from serving.server.runtimes.runtime import RoundTrip, Runtime
 
 if TYPE_CHECKING:
-    from serving.server.model_spec import BackendOptions, LoadedModel, TensorSpec
+    from serving.server.runtimes.model_spec import BackendOptions, LoadedModel, TensorSpec
 
 NULL_GPU_NAME = "no GPU used (null backend)"
 # time.sleep() on these VMs overshoots by ~0.1 ms at the median and ~0.2-0.4 ms at p99: sleep until
@@ -62,7 +62,7 @@ def _zeros(spec: TensorSpec, batch: int) -> np.ndarray:
 
 
 def load(name: str, version: int, path: Path, options: BackendOptions) -> LoadedModel:
-    from serving.server.model_spec import LoadedModel, read_signature_defs, signature_specs
+    from serving.server.runtimes.model_spec import LoadedModel, read_signature_defs, signature_specs
 
     defs = read_signature_defs(path)
     specs = signature_specs(defs)

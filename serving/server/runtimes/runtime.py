@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from serving.protocol.runtime_names import RuntimeName
 
 if TYPE_CHECKING:  # model_spec imports TensorFlow's protos: only after the process was readied
-    from serving.server.model_spec import BackendOptions, LoadedModel
+    from serving.server.runtimes.model_spec import BackendOptions, LoadedModel
 
 Loader = Callable[[str, int, Path, "BackendOptions"], "LoadedModel"]
 RoundTrip = tuple[Callable[[], None] | None, str]  # the call (None: not applicable) and what it does
@@ -58,7 +58,7 @@ class Runtime:
     names: RuntimeName
     load: Loader  # one version directory -> a LoadedModel on options.device
     device_name: Callable[[str], str]  # pins the runtime to --device cpu|gpu; its name (RuntimeError: no GPU)
-    round_trip: Callable[[str], RoundTrip]  # the trivial device round trip on --device (`serving.server.floor`)
+    round_trip: Callable[[str], RoundTrip]  # the trivial device round trip on --device (the device floor's)
     prepare: Callable[[], None] = _nothing  # before anything imports TensorFlow or Keras in the process
     packages: tuple[str, ...] = ()  # whose versions identify it
     gpu_probe: GpuProbe | None = None  # None: it runs nothing on a GPU (TensorFlow's view is asked instead)

@@ -4,7 +4,7 @@ Its latency metrics carry TF Serving's runtime label, `TF2`. A process serving i
 memory as needed (so servers compared paired share one GPU) and keeps Keras, which TensorFlow imports as it
 loads, on TensorFlow's own backend (not JAX or PyTorch loaded for nothing).
 
-Not for: the registry (`serving.server.runtimes`) or the signatures (`serving.server.model_spec`).
+Not for: the registry (`serving.server.runtimes`) or the signatures (`serving.server.runtimes.model_spec`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from serving.server.runtimes.keras_process import keras_backend_in_use
 from serving.server.runtimes.runtime import GpuProbe, RoundTrip, Runtime
 
 if TYPE_CHECKING:
-    from serving.server.model_spec import BackendOptions, Computed, LoadedModel
+    from serving.server.runtimes.model_spec import BackendOptions, Computed, LoadedModel
 
 _GPU_PROBE = """
 import json, tensorflow as tf
@@ -41,7 +41,13 @@ def prepare() -> None:
 def load(name: str, version: int, path: Path, options: BackendOptions) -> LoadedModel:
     import tensorflow as tf
 
-    from serving.server.model_spec import SERVE_TAG, Computed, LoadedModel, read_signature_defs, signature_specs
+    from serving.server.runtimes.model_spec import (
+        SERVE_TAG,
+        Computed,
+        LoadedModel,
+        read_signature_defs,
+        signature_specs,
+    )
 
     device = _tf_device(options.device)
     with tf.device(device):

@@ -7,7 +7,7 @@ flattens its 28x28x1 digits to 784); each signature output is the model output o
 model output, or, for an int64 vector beside one float matrix output, its row-wise argmax (the export's
 `classes`). Anything else is refused at load with the reason.
 
-Batches run padded to a bucket (`serving.server.buckets`). Per bucket a `Replayer` holds static buffers:
+Batches run padded to a bucket (`serving.server.runtimes.buckets`). Per bucket a `Replayer` holds static buffers:
 a host input buffer (pinned on a GPU), the device input, and host outputs. On a GPU the model's forward
 pass is captured once per bucket as a CUDA graph (warmed up on a side stream first) and each call copies
 in, replays, copies out and synchronizes: a few tens of microseconds where calling Keras eagerly costs
@@ -32,8 +32,9 @@ import numpy as np
 
 from model_export.export import KERAS_FILE
 from model_export.provenance import cpu_model_name
-from serving.server.buckets import BUCKETS, MAX_BUCKET, bucket_for, chunks, pad_rows
-from serving.server.model_spec import (
+from serving.server.runtimes.buckets import BUCKETS, MAX_BUCKET, bucket_for, chunks, pad_rows
+from serving.server.runtimes.keras_process import prepare_torch
+from serving.server.runtimes.model_spec import (
     DEFAULT_SIGNATURE,
     BackendOptions,
     Computed,
@@ -42,7 +43,6 @@ from serving.server.model_spec import (
     read_signature_defs,
     signature_specs,
 )
-from serving.server.runtimes.keras_process import prepare_torch
 
 WARMUP_CALLS = 3  # eager calls on the side stream before a capture (cuDNN picks its kernels there)
 

@@ -12,7 +12,7 @@ from serving.pool.slab import Slab, segment_prefix, segments, slot_region, sweep
 from serving.pool.supervisor import needs_owner, reserve_port
 from serving.protocol.arrays import TensorRef, read_arrays, write_arrays
 from serving.server.flags import default_frontends, parse_args
-from serving.server.phases import COMPUTE_INFER, HANDOFF, QUEUE, PhaseClock
+from serving.server.handling.phases import COMPUTE_INFER, HANDOFF, QUEUE, PhaseClock
 
 
 def test_messages_round_trip_as_their_own_types():

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from serving.server.flags import build_parser
-from serving.server.model_spec import BackendOptions
 from serving.server.runtimes import RUNTIMES, load_model
+from serving.server.runtimes.model_spec import BackendOptions
 from serving.server.runtimes.null import hold_until
 
 

@@ -12,14 +12,14 @@ import pytest
 
 from serving.deploy.process import start_server
 from serving.protocol.tensors import to_numpy
-from serving.server.batching import (
+from serving.server.handling.batching import (
     QUEUE_FULL_MESSAGE,
     BatchingOptions,
     BatchScheduler,
     check_options,
     padded_size,
 )
-from serving.server.errors import ServingError
+from serving.server.handling.errors import ServingError
 from tests.support.batching import write_batching_file
 from tests.support.grpc import predict_request, rpc_error, stub_for
 from tests.support.metrics import metric_value, metrics_page

@@ -15,8 +15,8 @@ from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_p
 
 from serving.deploy.process import start_server
 from serving.protocol.names import DEVICE_FLOOR_IMAGES, DEVICE_FLOOR_LATENCY, DEVICE_ROUND_TRIP
-from serving.server.batching import BatchingOptions
-from serving.server.floor import (
+from serving.server.handling.batching import BatchingOptions
+from serving.server.handling.floor import (
     NO_BATCHING_SIZES,
     BatchFloor,
     DeviceFloor,
@@ -27,8 +27,8 @@ from serving.server.floor import (
     measure_floor,
     time_calls_at_once,
 )
-from serving.server.model_spec import BackendOptions
 from serving.server.runtimes import load_model, runtime_of
+from serving.server.runtimes.model_spec import BackendOptions
 from tests.support.metrics import metric_value, metrics_page
 
 SCHEMA_KEYS = {"source", "device", "runtime", "batches", "round_trip_us", "round_trip_note", "budget_s",
@@ -139,7 +139,7 @@ def test_device_floor_s_0_measures_nothing_and_says_so(exported_model):
 
 
 def test_the_device_round_trip_comes_from_the_bundle_environment():
-    from serving.server.floor import DEVICE_ROUND_TRIP_ENV, DEVICE_ROUND_TRIP_NOTE_ENV, device_round_trip_given
+    from serving.server.handling.floor import DEVICE_ROUND_TRIP_ENV, DEVICE_ROUND_TRIP_NOTE_ENV, device_round_trip_given
 
     given = {DEVICE_ROUND_TRIP_ENV: "42.9", DEVICE_ROUND_TRIP_NOTE_ENV: "PyTorch 2.11: ones + 1"}
     assert device_round_trip_given(given) == (42.9, "PyTorch 2.11: ones + 1")

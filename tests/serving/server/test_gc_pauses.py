@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from serving.deploy.process import start_server
 from serving.protocol.names import GC_PAUSE
-from serving.server.gc_pauses import GcPauses
+from serving.server.handling.gc_pauses import GcPauses
 from tests.support.grpc import predict_request, stub_for
 from tests.support.metrics import metrics_page
 
@@ -64,7 +64,7 @@ def test_a_real_collection_is_timed_through_gcs_callbacks():
 
 
 def test_freezing_moves_the_start_up_heap_out_of_later_collections():
-    code = ("import gc; from serving.server.gc_pauses import freeze_start_up_heap; "
+    code = ("import gc; from serving.server.handling.gc_pauses import freeze_start_up_heap; "
             "frozen = freeze_start_up_heap(); print(frozen, len(gc.get_objects()))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     frozen, tracked = map(int, done.stdout.split())

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 from serving.deploy.process import REPO, start_server
-from serving.server.model_spec import BackendOptions
 from serving.server.runtimes import RUNTIMES, load_model, runtime_of
 from serving.server.runtimes.jax_model import (
     BUCKETS,
@@ -30,6 +29,7 @@ from serving.server.runtimes.jax_model import (
     classes_of,
     pad_rows,
 )
+from serving.server.runtimes.model_spec import BackendOptions
 from tests.support.export import quiet_tf_env
 from tests.support.grpc import predict_request, stub_for
 
@@ -42,7 +42,7 @@ import sys
 import numpy as np
 from serving.server.runtimes import prepare_process
 prepare_process("jax")
-from serving.server.model_spec import BackendOptions
+from serving.server.runtimes.model_spec import BackendOptions
 from serving.server.runtimes import load_model
 model_dir, samples_path, out_path, *sizes = sys.argv[1:]
 model = load_model("jax", "mnist", 1, model_dir, BackendOptions(device="cpu"))

@@ -13,10 +13,9 @@ import pytest
 
 from serving.deploy.process import start_server
 from serving.protocol.names import REQUEST_LATENCY, REQUEST_PHASE_LATENCY, REQUEST_PHASES
-from serving.server.batching import BatchingOptions, BatchScheduler
-from serving.server.metrics import PhaseHistograms
-from serving.server.model_spec import Computed
-from serving.server.phases import (
+from serving.server.handling.batching import BatchingOptions, BatchScheduler
+from serving.server.handling.metrics import PhaseHistograms
+from serving.server.handling.phases import (
     COMPUTE_INFER,
     COMPUTE_INPUT,
     DECODE,
@@ -27,6 +26,7 @@ from serving.server.phases import (
     BatchTiming,
     PhaseClock,
 )
+from serving.server.runtimes.model_spec import Computed
 from tests.support.batching import write_batching_file
 from tests.support.grpc import predict_request, stub_for
 from tests.support.metrics import metrics_page

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 
 def _load(name: str, version: int, path: Path, options):
-    from serving.server.model_spec import LoadedModel, read_signature_defs, signature_specs
+    from serving.server.runtimes.model_spec import LoadedModel, read_signature_defs, signature_specs
 
     defs = read_signature_defs(path)
 
@@ -49,8 +49,8 @@ def fifth_runtime():
 
 def test_a_fifth_runtime_registered_in_process_serves_a_predict(fifth_runtime, exported_model):
     from serving.server.app import load_models, measure_and_freeze, ready_line, server_metrics, start_protocols
-    from serving.server.core import ServerConfig, ServingCore
-    from serving.server.model_source import ModelEntry
+    from serving.server.handling.core import ServerConfig, ServingCore
+    from serving.server.handling.model_source import ModelEntry
 
     assert runtime_of("first-pixels") is fifth_runtime
     config = ServerConfig(models=(ModelEntry("mnist", exported_model.base_path),), grpc_port=0, rest_port=0,

@@ -19,7 +19,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 
 from serving.deploy.process import REPO, start_server
-from serving.server.model_source import ModelEntry, aspired_versions
+from serving.server.handling.model_source import ModelEntry, aspired_versions
 from tests.support.batching import write_batching_file
 from tests.support.grpc import predict_request, stub_for
 from tests.support.waiting import wait_for

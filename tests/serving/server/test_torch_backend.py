@@ -31,10 +31,10 @@ import sys
 import numpy as np
 from serving.server.runtimes import prepare_process
 prepare_process("torch")
-from serving.server.model_spec import BackendOptions
+from serving.server.runtimes.model_spec import BackendOptions
 from serving.server.runtimes import load_model
 from serving.server.runtimes.torch_model import load_torch_model
-from serving.server.model_spec import read_signature_defs, signature_specs
+from serving.server.runtimes.model_spec import read_signature_defs, signature_specs
 model_dir, out_path, signature, *sizes = sys.argv[1:]
 model = load_model("torch", "m", 1, model_dir, BackendOptions(device="cpu"))
 reference = np.load(f"{model_dir}/reference_outputs.npz")
@@ -103,8 +103,8 @@ def test_a_served_predict_names_the_runtime(exported_model, samples):
 
 
 def test_a_version_without_model_keras_is_refused(tmp_path):
-    from serving.server.model_spec import BackendOptions
     from serving.server.runtimes import load_model
+    from serving.server.runtimes.model_spec import BackendOptions
 
     (tmp_path / "1").mkdir()
     with pytest.raises(FileNotFoundError, match="model.keras"):

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from serving.server.errors import ServingError
-from serving.server.model_spec import LoadedModel
+from serving.server.handling.errors import ServingError
+from serving.server.runtimes.model_spec import LoadedModel
 
 log = logging.getLogger("serving")
 

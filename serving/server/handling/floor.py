@@ -16,8 +16,8 @@ own round trip measured by another runtime (PyTorch's, probed by the device bund
 server, handed over in `DEVICE_ROUND_TRIP_ENV`) is kept beside it, so a report can tell the two apart.
 
 `measure_floor` is pure apart from the calls it times, so the load test can call it in-process too
-(for a TF Serving container's host). Not for: the per-request phases (`serving.server.phases`) or
-exporting the figures (`serving.server.metrics`, `serving.server.grpc_api.server_info`).
+(for a TF Serving container's host). Not for: the per-request phases (`serving.server.handling.phases`) or
+exporting the figures (`serving.server.handling.metrics`, `serving.server.api.grpc_api.server_info`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from functools import partial
 
 import numpy as np
 
-from serving.server.batching import BatchingOptions
-from serving.server.model_spec import LoadedModel, TensorSpec
+from serving.server.handling.batching import BatchingOptions
+from serving.server.runtimes.model_spec import LoadedModel, TensorSpec
 
 SOURCE_EMBEDDED = "embedded server at start, after warm-up"
 NO_BATCHING_SIZES = tuple(2 ** i for i in range(10))  # 1, 2, 4, ..., 512

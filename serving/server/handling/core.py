@@ -6,7 +6,7 @@ model on the calling thread, or hands the request to the batch scheduler of its 
 device (`serving.server.runtimes`), importing TensorFlow only for the savedmodel backend: the device bundle's
 machines have none.
 
-Not for: protocol conversion (`serving.server.grpc_api`, `serving.server.rest`) or the process
+Not for: protocol conversion (`serving.server.api.grpc_api`, `serving.server.api.rest`) or the process
 lifecycle (`serving.server.app`).
 """
 
@@ -21,14 +21,14 @@ import numpy as np
 
 from serving.endpoint import Device
 from serving.protocol.names import METRICS_PATH
-from serving.server.batching import BatchingOptions, BatchScheduler, Task
-from serving.server.errors import ServingError
-from serving.server.metrics import ServerMetrics
-from serving.server.model_source import ModelEntry, ModelSource
-from serving.server.model_spec import DEFAULT_SIGNATURE, BackendOptions, Computed, LoadedModel, SignatureSpec
-from serving.server.phases import VALIDATE, PhaseClock
+from serving.server.handling.batching import BatchingOptions, BatchScheduler, Task
+from serving.server.handling.errors import ServingError
+from serving.server.handling.metrics import ServerMetrics
+from serving.server.handling.model_source import ModelEntry, ModelSource
+from serving.server.handling.phases import VALIDATE, PhaseClock
+from serving.server.handling.validation import check_inputs, check_outputs
 from serving.server.runtimes import DEFAULT_BACKEND, Runtime, runtime_of
-from serving.server.validation import check_inputs, check_outputs
+from serving.server.runtimes.model_spec import DEFAULT_SIGNATURE, BackendOptions, Computed, LoadedModel, SignatureSpec
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
@@ -83,7 +83,7 @@ class ServingCore:
         self._schedulers: dict[tuple, BatchScheduler] = {}
         self._lock = threading.Lock()
         self._runtime = config.runtime.names.metric  # the runtime latency histogram's label
-        self.device_floor: dict | None = None  # DeviceFloor.as_dict(), set once at start (serving.server.floor)
+        self.device_floor: dict | None = None  # DeviceFloor.as_dict(), set once at start (handling.floor)
 
     def resolve(self, name: str, version: int | None, label: str | None,
                 signature_name: str) -> tuple[LoadedModel, SignatureSpec]:

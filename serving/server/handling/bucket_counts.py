@@ -4,7 +4,7 @@ prometheus_client's Histogram scans its buckets in Python and takes two locks pe
 embedded server's own histograms keep a list of counts per bucket instead, bisect into it, and hand
 prometheus_client's HistogramMetricFamily the cumulative buckets at scrape time.
 
-Not for: the metrics themselves (`serving.server.metrics`, `serving.server.gc_pauses`).
+Not for: the metrics themselves (`serving.server.handling.metrics`, `serving.server.handling.gc_pauses`).
 """
 
 from __future__ import annotations

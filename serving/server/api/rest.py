@@ -25,14 +25,14 @@ from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2, model_pb2
 
 from serving.protocol.tensors import CODECS_BY_ENUM
-from serving.server.core import ServingCore
-from serving.server.errors import ServingError
-from serving.server.grpc_api import model_metadata, model_status, server_info
-from serving.server.model_spec import SignatureSpec
-from serving.server.phases import DECODE, ENCODE, VALIDATE, PhaseClock
-from serving.server.validation import check_input_names
+from serving.server.api.grpc_api import model_metadata, model_status, server_info
+from serving.server.handling.core import ServingCore
+from serving.server.handling.errors import ServingError
+from serving.server.handling.phases import DECODE, ENCODE, VALIDATE, PhaseClock
+from serving.server.handling.validation import check_input_names
+from serving.server.runtimes.model_spec import SignatureSpec
 
-log = logging.getLogger("serving.server.rest")
+log = logging.getLogger("serving.server.api.rest")
 
 _MODEL_PATH = re.compile(
     r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>-?\d+)|/labels/(?P<label>[^/:]+))?"
@@ -203,7 +203,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802  (the stdlib's name)
         try:
             if self.path == self.core.config.monitoring_path:
-                from serving.server.metrics import CONTENT_TYPE
+                from serving.server.handling.metrics import CONTENT_TYPE
 
                 self._send(200, self.core.metrics.exposition(), CONTENT_TYPE)
                 return

@@ -5,7 +5,7 @@ process (a oneDNN check failure), so every input is checked here first and refus
 status code and, where TF Serving has one, the wording TF Serving gives. Non-finite values are
 valid floats and pass through.
 
-Not for: decoding protos or JSON (see `serving.protocol.tensors`, `serving.server.rest`).
+Not for: decoding protos or JSON (see `serving.protocol.tensors`, `serving.server.api.rest`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from serving.protocol.tensors import CODECS_BY_NUMPY, dtype_name
-from serving.server.errors import ServingError
-from serving.server.model_spec import SignatureSpec
+from serving.server.handling.errors import ServingError
+from serving.server.runtimes.model_spec import SignatureSpec
 
 
 def _shape_text(shape) -> str:

@@ -5,14 +5,14 @@ up to the next `allowed_batch_sizes` entry with copies of the first row of its l
 `pad_variable_length_inputs`, inner dimensions that differ between tasks are padded to the largest
 with the first element of each task's tensor.
 
-Not for: scheduling batches (`serving.server.batching`).
+Not for: scheduling batches (`serving.server.handling.batching`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from serving.server.errors import ServingError
+from serving.server.handling.errors import ServingError
 
 
 def padded_size(size: int, allowed: tuple[int, ...]) -> int:

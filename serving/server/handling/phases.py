@@ -6,7 +6,7 @@ server records in `request_latency`) up to float rounding. Model time comes from
 split (`Computed`); with batching, from the batch's shared stamps (`BatchTiming`): each request in a
 batch sees the batch's assemble and compute times, and its own queue and deliver times.
 
-Not for: exporting the phases (`serving.server.metrics`) or the names of the phases
+Not for: exporting the phases (`serving.server.handling.metrics`) or the names of the phases
 (`serving.protocol.names.REQUEST_PHASES`, whose order the indices below follow).
 """
 
@@ -16,7 +16,7 @@ import time
 from typing import NamedTuple
 
 from serving.protocol.names import REQUEST_PHASES
-from serving.server.model_spec import Computed
+from serving.server.runtimes.model_spec import Computed
 
 DECODE, VALIDATE, QUEUE, ASSEMBLE, COMPUTE_INPUT, COMPUTE_INFER, COMPUTE_OUTPUT, DELIVER, ENCODE, HANDOFF = range(10)
 assert REQUEST_PHASES[COMPUTE_INFER] == "compute_infer" and REQUEST_PHASES[HANDOFF] == "handoff"

@@ -13,7 +13,8 @@ first H100 run's stalls looked. Two things here:
   after start-up (the runtime, the model, the protos) into the permanent generation (`gc.freeze()`),
   so later collections walk only what requests allocate.
 
-Not for: request phases (`serving.server.phases`) or exporting the other metrics (`serving.server.metrics`).
+Not for: request phases (`serving.server.handling.phases`) or exporting the other metrics
+(`serving.server.handling.metrics`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from prometheus_client.core import HistogramMetricFamily
 
 from serving.protocol.names import GC_PAUSE
-from serving.server.bucket_counts import bucket_of, cumulative_buckets, empty_counts
+from serving.server.handling.bucket_counts import bucket_of, cumulative_buckets, empty_counts
 
 GC_BUCKETS_US = [10 * 1.5 ** i for i in range(30)]  # 10 us .. ~1.9 s
 

@@ -4,7 +4,7 @@ A batch of `rows` runs padded up to its bucket, the next power of two up to `MAX
 run as `MAX_BUCKET`-row chunks, and the padding is sliced off the outputs. Every bucket is prepared at
 load time, so no request pays for a compilation or a capture.
 
-Not for: TF Serving's own padding (`allowed_batch_sizes`, `serving.server.batch_rows`).
+Not for: TF Serving's own padding (`allowed_batch_sizes`, `serving.server.handling.batch_rows`).
 """
 
 from __future__ import annotations

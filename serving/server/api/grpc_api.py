@@ -7,7 +7,7 @@ Without batching the model runs on that thread, as TF Serving runs it on its RPC
 batching the thread enqueues and waits while batch threads run the model.
 `model_metadata`, `model_status` and `server_info` are shared with the REST API.
 
-Not for: validation or running the model (`serving.server.core`), or starting the gRPC server
+Not for: validation or running the model (`serving.server.handling.core`), or starting the gRPC server
 (`serving.server.app`).
 """
 
@@ -29,10 +29,10 @@ from tensorflow_serving.apis import (
 
 from serving.endpoint import ServerKind
 from serving.protocol.tensors import to_numpy, write_tensor
-from serving.server.core import ServerConfig, ServingCore
-from serving.server.errors import ServingError
-from serving.server.model_source import ModelSource
-from serving.server.phases import DECODE, ENCODE, VALIDATE, PhaseClock
+from serving.server.handling.core import ServerConfig, ServingCore
+from serving.server.handling.errors import ServingError
+from serving.server.handling.model_source import ModelSource
+from serving.server.handling.phases import DECODE, ENCODE, VALIDATE, PhaseClock
 
 log = logging.getLogger("serving")
 
@@ -143,7 +143,7 @@ def _unimplemented(context, method: str):
 
 def server_info(config: ServerConfig, device_floor: dict | None = None) -> dict:
     """What the server reports about itself besides TF Serving's metadata (device, runtime, batching, and
-    the device floor measured at start: `serving.server.floor.DeviceFloor.as_dict()`)."""
+    the device floor measured at start: `serving.server.handling.floor.DeviceFloor.as_dict()`)."""
     info = {
         "kind": str(ServerKind.EMBEDDED),
         "device": config.device,

@@ -17,10 +17,10 @@ tensorflow_serving/batching/batching_session.cc):
   its last task, and the padding rows are dropped from the outputs;
 - with `pad_variable_length_inputs`, inner dimensions that differ between tasks are padded to
   the largest (with the first element of each task's tensor, as TF Serving does); both in
-  `serving.server.batch_rows`.
+  `serving.server.handling.batch_rows`.
 
 Request threads enqueue under one lock and wait on their task; batch threads run the model and
-answer each task. Not for: protocol handling or validation (see `serving.server.core`).
+answer each task. Not for: protocol handling or validation (see `serving.server.handling.core`).
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from serving.server.batch_rows import merge_inputs, padded_size, split_outputs
-from serving.server.errors import ServingError
-from serving.server.model_spec import Computed
-from serving.server.phases import BatchTiming
+from serving.server.handling.batch_rows import merge_inputs, padded_size, split_outputs
+from serving.server.handling.errors import ServingError
+from serving.server.handling.phases import BatchTiming
+from serving.server.runtimes.model_spec import Computed
 
 _PARTS_LOCK = threading.Lock()
 QUEUE_FULL_MESSAGE = "The batch scheduling queue to which this task was submitted is full"

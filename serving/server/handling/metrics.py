@@ -38,10 +38,10 @@ from serving.protocol.names import (
     SERVER_INFO,
     WRAPPED_RUN_COUNT,
 )
-from serving.server.batching import BatchStats
-from serving.server.bucket_counts import bucket_of, cumulative_buckets, empty_counts
-from serving.server.gc_pauses import GcPauses
-from serving.server.phases import PhaseClock
+from serving.server.handling.batching import BatchStats
+from serving.server.handling.bucket_counts import bucket_of, cumulative_buckets, empty_counts
+from serving.server.handling.gc_pauses import GcPauses
+from serving.server.handling.phases import PhaseClock
 from serving.server.runtimes import DEFAULT_BACKEND, Runtime, runtime_of
 
 prometheus_client.disable_created_metrics()
