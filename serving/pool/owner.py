@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import threading
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -27,7 +28,6 @@ from serving.pool.control import ChildReady, Role, follow_parent
 from serving.pool.messages import Hello, Request, Response
 from serving.pool.slab import buffer_of, close_segment, open_segment, owner_prefix, slot_region
 from serving.protocol.arrays import encode_arrays, encoded_bytes, read_arrays, write_encoded
-from serving.server.handling.batching import Task
 from serving.server.handling.core import ServingCore
 from serving.server.handling.errors import ServingError
 from serving.server.handling.phases import DELIVER, PhaseClock
@@ -113,36 +113,17 @@ class OwnerServer:
         close_segment(peer.slab)
 
     def _dispatch(self, call: _Call) -> None:
+        """Run the request as every request of this server runs (`ServingCore.runner`: alone, on this frontend's
+        connection thread with no hop; batched, answered on the batch thread), on the version the frontend
+        resolved."""
         request = call.request
         try:
-            model = self.core.source.resolve(request.model, request.version)
+            model = self.core.source.loaded(request.model, request.version)
             inputs = read_arrays(call.region, request.inputs, copy=False)
-            if self.core.config.batching is None:  # on this frontend's connection thread: no hop
-                self._run_alone(call, model, inputs)
-                return
-            self.core.submit(model, request.signature, inputs, request.rows, list(request.outputs),
-                             on_answer=lambda task: self._answer_batched(call, task))
+            self.core.runner.start(model, request.signature, inputs, request.rows, list(request.outputs), call.clock,
+                                   partial(self._reply, call))
         except Exception as exc:  # answered, never raised into the connection's thread
             self._reply(call, exc)
-
-    def _run_alone(self, call: _Call, model, inputs: dict[str, np.ndarray]) -> None:
-        try:
-            computed = self.core.run_alone(model, call.request.signature, inputs, list(call.request.outputs))
-        except Exception as exc:
-            self._reply(call, exc)
-            return
-        call.clock.computed(computed)
-        self._reply(call, computed.outputs)
-
-    def _answer_batched(self, call: _Call, task: Task) -> None:
-        try:
-            outputs = task.result(timeout=0)
-        except Exception as exc:
-            self._reply(call, exc)
-            return
-        assert task.timing is not None
-        call.clock.batched(task.timing)
-        self._reply(call, outputs)
 
     def _reply(self, call: _Call, answer: dict[str, np.ndarray] | BaseException) -> None:
         request = call.request

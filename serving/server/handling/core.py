@@ -1,7 +1,7 @@
 """The request core both protocols call: resolve the model version, validate, run alone or batched.
 
 `ServingCore` checks the signature and inputs before TensorFlow sees anything, then runs the
-model on the calling thread, or hands the request to the batch scheduler of its model version.
+model through its runner (`serving.server.handling.runner`): alone, or batched by its model version's queue.
 `ServerConfig` is everything one server process needs; `select_device` pins the backend's runtime to the
 device (`serving.server.runtimes`), importing TensorFlow only for the savedmodel backend: the device bundle's
 machines have none.
@@ -12,23 +12,21 @@ lifecycle (`serving.server.app`).
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from serving.endpoint import Device
 from serving.protocol.names import METRICS_PATH
-from serving.server.handling.batching import BatchingOptions, BatchScheduler, Task
+from serving.server.handling.batching import BatchingOptions
 from serving.server.handling.errors import ServingError
 from serving.server.handling.metrics import ServerMetrics
 from serving.server.handling.model_source import ModelEntry, ModelSource
 from serving.server.handling.phases import VALIDATE, PhaseClock
+from serving.server.handling.runner import runner_for
 from serving.server.handling.validation import check_inputs, check_outputs
 from serving.server.runtimes import DEFAULT_BACKEND, Runtime, runtime_of
-from serving.server.runtimes.model_spec import DEFAULT_SIGNATURE, BackendOptions, Computed, LoadedModel, SignatureSpec
+from serving.server.runtimes.model_spec import DEFAULT_SIGNATURE, BackendOptions, LoadedModel, SignatureSpec
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
@@ -74,15 +72,13 @@ def select_device(device: str, backend: str) -> str:
 
 
 class ServingCore:
-    """Request handling shared by gRPC and REST: resolve, validate, run (alone or batched)."""
+    """Request handling shared by gRPC and REST: resolve, validate, run (through its runner: alone or batched)."""
 
     def __init__(self, config: ServerConfig, source: ModelSource, metrics: ServerMetrics) -> None:
         self.config = config
         self.source = source
         self.metrics = metrics
-        self._schedulers: dict[tuple, BatchScheduler] = {}
-        self._lock = threading.Lock()
-        self._runtime = config.runtime.names.metric  # the runtime latency histogram's label
+        self.runner = runner_for(config.batching, metrics, config.runtime.names.metric, source.versions)
         self.device_floor: dict | None = None  # DeviceFloor.as_dict(), set once at start (handling.floor)
 
     def resolve(self, name: str, version: int | None, label: str | None,
@@ -107,69 +103,13 @@ class ServingCore:
 
     def execute(self, model: LoadedModel, signature: str, inputs: dict[str, np.ndarray], rows: int,
                 outputs: list[str], clock: PhaseClock) -> dict[str, np.ndarray]:
-        """Validated inputs -> outputs, here: alone on the calling thread, or through the version's batch
-        queue. A process that runs the model elsewhere (serving.pool's frontends) overrides this."""
-        if self.config.batching is None:
-            computed = self.run_alone(model, signature, inputs, outputs)
-            clock.computed(computed)
-            return computed.outputs
-        task = self.submit(model, signature, inputs, rows, outputs)
-        result = task.result()
-        assert task.timing is not None  # set before every successful answer
-        clock.batched(task.timing)
-        return result
-
-    def submit(self, model: LoadedModel, signature: str, inputs: dict[str, np.ndarray], rows: int,
-               outputs: list[str], on_answer: Callable[[Task], None] | None = None) -> Task:
-        """Enqueue validated inputs on the batch queue of their model version, signature and outputs;
-        `on_answer(task)` runs on the batch thread once the task is answered (batching on only)."""
-        return self._scheduler(model, signature, outputs).submit(inputs, rows, on_answer)
-
-    def run_alone(self, model: LoadedModel, signature: str, inputs: dict[str, np.ndarray],
-                  outputs: list[str]) -> Computed:
-        """One model call on the calling thread, its time recorded as runtime latency."""
-        return self._run(model, signature, inputs, outputs)
-
-    def _run(self, model: LoadedModel, signature: str, inputs: dict[str, np.ndarray],
-             outputs: list[str]) -> Computed:
-        started = time.perf_counter()
-        try:
-            return model.timed(signature, inputs, outputs)
-        except ServingError:
-            raise
-        except Exception as exc:  # TensorFlow's own refusal of something validation let through
-            raise ServingError("INTERNAL", f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            self.metrics.record_runtime(model.name, "Predict", self._runtime, time.perf_counter() - started)
-
-    def _scheduler(self, model: LoadedModel, signature: str, outputs: list[str]) -> BatchScheduler:
-        """One queue per model version, signature and output set (TF Serving's TensorSignature)."""
-        key = (model.name, model.version, signature, tuple(outputs))
-        scheduler = self._schedulers.get(key)
-        if scheduler is not None:
-            return scheduler
-        with self._lock:
-            if key not in self._schedulers:
-                self._stop_unloaded_schedulers()
-                options = self.config.batching
-                assert options is not None  # only called with batching on
-                self._schedulers[key] = BatchScheduler(
-                    options, lambda merged: self._run(model, signature, merged, outputs),
-                    on_batch=lambda stats: self.metrics.record_batch(stats, options.thread_pool_name),
-                    name=f"batch-{model.name}-{model.version}")
-            return self._schedulers[key]
-
-    def _stop_unloaded_schedulers(self) -> None:
-        for key in list(self._schedulers):
-            if key[1] not in self.source.versions(key[0]):
-                self._schedulers.pop(key).stop()
+        """Validated inputs -> outputs, here (`serving.server.handling.runner`: alone or batched). A process that runs
+        the model elsewhere (serving.pool's frontends) overrides this."""
+        return self.runner.run(model, signature, inputs, rows, outputs, clock)
 
     def shutdown(self) -> None:
         """Finish every queued batch and stop the batch threads."""
-        with self._lock:
-            schedulers, self._schedulers = list(self._schedulers.values()), {}
-        for scheduler in schedulers:
-            scheduler.stop()
+        self.runner.shutdown()
 
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "ServerConfig", "ServingCore", "select_device"]

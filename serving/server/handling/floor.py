@@ -32,11 +32,13 @@ from functools import partial
 
 import numpy as np
 
-from serving.server.handling.batching import BatchingOptions
+from serving.server.handling.runner import (  # the sizes follow the alone-or-batched choice
+    NO_BATCHING_SIZES,
+    floor_batch_sizes,
+)
 from serving.server.runtimes.model_spec import LoadedModel, TensorSpec
 
 SOURCE_EMBEDDED = "embedded server at start, after warm-up"
-NO_BATCHING_SIZES = tuple(2 ** i for i in range(10))  # 1, 2, 4, ..., 512
 MAX_RUNS = 500  # per batch size: enough for a p99; the budget usually stops it first
 ROUND_TRIP_SHARE = 0.1  # of the budget, for the round trip
 DEVICE_ROUND_TRIP_ENV = "MNIST_BENCH_DEVICE_ROUND_TRIP_US"  # the device's own round trip, µs, measured elsewhere
@@ -103,18 +105,6 @@ def device_round_trip_given(environ: Mapping[str, str] | None = None) -> tuple[f
 def not_measured(reason: str, *, device: str, runtime: str, source: str = SOURCE_EMBEDDED) -> DeviceFloor:
     """A floor with no figures, saying why (e.g. `--device_floor_s 0`)."""
     return DeviceFloor(source, device, runtime, (), None, f"not measured: {reason}", 0.0)
-
-
-def floor_batch_sizes(batching: BatchingOptions | None) -> tuple[int, ...]:
-    """Padded batch sizes the server can run: allowed_batch_sizes, else powers of two up to the largest model
-    call (and that size itself); without batching 1, 2, 4, ..., 512."""
-    if batching is None:
-        return NO_BATCHING_SIZES
-    if batching.allowed_batch_sizes:
-        return tuple(batching.allowed_batch_sizes)
-    limit = batching.execution_batch_size
-    sizes = [2 ** i for i in range(limit.bit_length()) if 2 ** i <= limit]
-    return tuple(sizes if sizes[-1] == limit else [*sizes, limit])
 
 
 def zeros_for(spec: TensorSpec, batch: int) -> np.ndarray:

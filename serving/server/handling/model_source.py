@@ -158,6 +158,12 @@ class ModelSource:
             if not served:
                 raise ServingError("NOT_FOUND", f"Servable not found for request: Latest({name})")
             return served[max(served)]
-        if not served or version not in served:
+        return self.loaded(name, version)
+
+    def loaded(self, name: str, version: int) -> LoadedModel:
+        """A version already resolved (the device owner gets its frontend's): no label or latest rule applied
+        again; NOT_FOUND as TF Serving's manager words it when that version is not loaded (or no longer)."""
+        model = self._served.get(name, {}).get(version)
+        if model is None:
             raise ServingError("NOT_FOUND", f"Servable not found for request: Specific({name}, {version})")
-        return served[version]
+        return model

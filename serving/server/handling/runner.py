@@ -1,0 +1,169 @@
+"""How a validated request runs: alone on the calling thread, or through its model version's batch queue.
+
+TF Serving wraps a model's session in a `batching_session` when batching is on, so nothing that calls the
+session asks whether batching is on. `runner_for` makes that choice once per server process, here: `Alone`
+calls the model on the calling thread; `Batched` hands the request to the batch queue of its model version,
+signature and outputs (TF Serving's TensorSignature). Both the one-process server (`ServingCore.execute`)
+and the device owner (`serving.pool.owner`) run their requests through it: `run` answers on the calling
+thread; `start` hands the answer to a callback, on the batch thread when batched, so the owner's connection
+thread never waits for a batch. The padded batch sizes the device floor measures follow the same choice
+(`floor_batch_sizes`).
+
+Not for: validation (`serving.server.handling.validation`) or the scheduler itself (`serving.server.handling.batching`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from serving.server.handling.batching import BatchingOptions, BatchScheduler, Task
+from serving.server.handling.errors import ServingError
+from serving.server.handling.phases import PhaseClock
+from serving.server.runtimes.model_spec import Computed, LoadedModel
+
+if TYPE_CHECKING:  # the device floor's sizes (below) are read where no metrics are kept (serving.server.handling.floor)
+    from serving.server.handling.metrics import ServerMetrics
+
+NO_BATCHING_SIZES = tuple(2 ** i for i in range(10))  # 1, 2, 4, ..., 512
+
+Arrays = dict[str, np.ndarray]
+Answer = Callable[[Arrays | BaseException], None]
+Versions = Callable[[str], Mapping[int, LoadedModel]]  # a model's loaded versions (ModelSource.versions)
+
+
+class Runner:
+    """Runs validated requests: each model call timed and recorded as runtime latency; alone or batched by
+    subclass."""
+
+    def __init__(self, metrics: ServerMetrics, runtime: str) -> None:
+        self.metrics = metrics
+        self._runtime = runtime  # the runtime latency's label
+
+    def run(self, model: LoadedModel, signature: str, inputs: Arrays, rows: int, outputs: list[str],
+            clock: PhaseClock) -> Arrays:
+        """Validated inputs -> outputs, answered on the calling thread; `clock` gets the model's phases."""
+        raise NotImplementedError
+
+    def start(self, model: LoadedModel, signature: str, inputs: Arrays, rows: int, outputs: list[str],
+              clock: PhaseClock, answer: Answer) -> None:
+        """As `run`, but the outputs go to `answer`: here when alone, on the batch thread when batched (with the
+        batch's error instead, should its model call fail). What fails here (a request the queue refuses; alone,
+        the model's error) raises here."""
+        raise NotImplementedError
+
+    def call(self, model: LoadedModel, signature: str, inputs: Arrays, outputs: list[str]) -> Computed:
+        """One model call on the calling thread, its time recorded as runtime latency."""
+        started = time.perf_counter()
+        try:
+            return model.timed(signature, inputs, outputs)
+        except ServingError:
+            raise
+        except Exception as exc:  # the runtime's own refusal of something validation let through
+            raise ServingError("INTERNAL", f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            self.metrics.record_runtime(model.name, "Predict", self._runtime, time.perf_counter() - started)
+
+    def shutdown(self) -> None:
+        """Finish what is queued and stop any threads."""
+
+
+class Alone(Runner):
+    """Batching off: every request its own model call, on the thread that asks."""
+
+    def run(self, model: LoadedModel, signature: str, inputs: Arrays, rows: int, outputs: list[str],
+            clock: PhaseClock) -> Arrays:
+        computed = self.call(model, signature, inputs, outputs)
+        clock.computed(computed)
+        return computed.outputs
+
+    def start(self, model: LoadedModel, signature: str, inputs: Arrays, rows: int, outputs: list[str],
+              clock: PhaseClock, answer: Answer) -> None:
+        answer(self.run(model, signature, inputs, rows, outputs, clock))  # no hop: the model's error raises here
+
+
+class Batched(Runner):
+    """Batching on: one queue per model version, signature and output set, each with its batch threads."""
+
+    def __init__(self, options: BatchingOptions, metrics: ServerMetrics, runtime: str, versions: Versions) -> None:
+        super().__init__(metrics, runtime)
+        self.options = options
+        self._versions = versions
+        self._schedulers: dict[tuple, BatchScheduler] = {}
+        self._lock = threading.Lock()
+
+    def run(self, model: LoadedModel, signature: str, inputs: Arrays, rows: int, outputs: list[str],
+            clock: PhaseClock) -> Arrays:
+        task = self._scheduler(model, signature, outputs).submit(inputs, rows)
+        result = task.result()
+        assert task.timing is not None  # set before every successful answer
+        clock.batched(task.timing)
+        return result
+
+    def start(self, model: LoadedModel, signature: str, inputs: Arrays, rows: int, outputs: list[str],
+              clock: PhaseClock, answer: Answer) -> None:
+        self._scheduler(model, signature, outputs).submit(inputs, rows, lambda task: _deliver(task, clock, answer))
+
+    def _scheduler(self, model: LoadedModel, signature: str, outputs: list[str]) -> BatchScheduler:
+        key = (model.name, model.version, signature, tuple(outputs))
+        scheduler = self._schedulers.get(key)
+        if scheduler is not None:
+            return scheduler
+        with self._lock:
+            if key not in self._schedulers:
+                self._stop_unloaded()
+                self._schedulers[key] = BatchScheduler(
+                    self.options, lambda merged: self.call(model, signature, merged, outputs),
+                    on_batch=lambda stats: self.metrics.record_batch(stats, self.options.thread_pool_name),
+                    name=f"batch-{model.name}-{model.version}")
+            return self._schedulers[key]
+
+    def _stop_unloaded(self) -> None:
+        for key in list(self._schedulers):
+            if key[1] not in self._versions(key[0]):
+                self._schedulers.pop(key).stop()
+
+    def shutdown(self) -> None:
+        """Finish every queued batch and stop the batch threads."""
+        with self._lock:
+            schedulers, self._schedulers = list(self._schedulers.values()), {}
+        for scheduler in schedulers:
+            scheduler.stop()
+
+
+def _deliver(task: Task, clock: PhaseClock, answer: Answer) -> None:
+    """On the batch thread: the task's outputs (its batch's phases on `clock`) or its error, to `answer`."""
+    try:
+        outputs = task.result(timeout=0)
+    except Exception as exc:
+        answer(exc)
+        return
+    assert task.timing is not None
+    clock.batched(task.timing)
+    answer(outputs)
+
+
+def runner_for(batching: BatchingOptions | None, metrics: ServerMetrics, runtime: str, versions: Versions) -> Runner:
+    """The one place a server process chooses: alone (batching None) or batched with these options."""
+    if batching is None:
+        return Alone(metrics, runtime)
+    return Batched(batching, metrics, runtime, versions)
+
+
+def floor_batch_sizes(batching: BatchingOptions | None) -> tuple[int, ...]:
+    """Padded batch sizes the server can run: allowed_batch_sizes, else powers of two up to the largest model
+    call (and that size itself); without batching 1, 2, 4, ..., 512."""
+    if batching is None:
+        return NO_BATCHING_SIZES
+    if batching.allowed_batch_sizes:
+        return tuple(batching.allowed_batch_sizes)
+    limit = batching.execution_batch_size
+    sizes = [2 ** i for i in range(limit.bit_length()) if 2 ** i <= limit]
+    return tuple(sizes if sizes[-1] == limit else [*sizes, limit])
+
+
+__all__ = ["NO_BATCHING_SIZES", "Alone", "Answer", "Batched", "Runner", "floor_batch_sizes", "runner_for"]
