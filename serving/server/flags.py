@@ -86,6 +86,9 @@ def _own_flags(p: argparse.ArgumentParser) -> None:
     own.add_argument("--null_delay_ms", type=float, default=0.0, help="null backend: service time per model call")
     own.add_argument("--null_stall_ms", type=float, default=0.0, help="null backend: length of a periodic stall")
     own.add_argument("--null_stall_every_s", type=float, default=0.0, help="null backend: stall period")
+    own.add_argument("--null_cpu_ms", type=float, default=0.0,
+                     help="null backend: CPU time each model call spends, busy on its thread (a core's worth per "
+                          "process at most: it holds the GIL), so scaling over cores and frontends is real")
     own.add_argument("--tensor_content", type=_bool, nargs="?", const=True, default=False,
                      help="encode responses as tensor_content instead of typed fields")
     own.add_argument("--batching_profile", default="", help="label echoed in metadata and metrics")
@@ -188,7 +191,8 @@ def server_config(args: argparse.Namespace, device_name: str) -> ServerConfig:
         models=model_entries(args), host=args.host, grpc_port=args.port, rest_port=args.rest_api_port,
         backend=args.backend,
         backend_options=BackendOptions(device=args.device, null_delay_ms=args.null_delay_ms,
-                                       null_stall_ms=args.null_stall_ms, null_stall_every_s=args.null_stall_every_s),
+                                       null_stall_ms=args.null_stall_ms, null_stall_every_s=args.null_stall_every_s,
+                                       null_cpu_ms=args.null_cpu_ms),
         batching=batching, batching_profile=args.batching_profile or ("default" if batching else "off"),
         tensor_content=args.tensor_content, poll_wait_s=args.file_system_poll_wait_seconds,
         device_name=device_name, monitoring_path=monitoring_path(args), max_message_bytes=args.max_message_bytes,

@@ -32,6 +32,7 @@ class BackendOptions:
     null_delay_ms: float = 0.0
     null_stall_ms: float = 0.0
     null_stall_every_s: float = 0.0
+    null_cpu_ms: float = 0.0  # CPU time each call spends on its thread (holding the GIL), after any delay
 
 
 def read_signature_defs(model_dir: Path) -> dict[str, meta_graph_pb2.SignatureDef]:

@@ -1,5 +1,7 @@
 """The `null` runtime: no model run. It reads only the SavedModel's signatures and answers zeros of the output
-shapes, after an optional fixed delay or periodic stall.
+shapes, after an optional fixed delay or periodic stall, and optionally a fixed CPU time spent on the calling
+thread (`--null_cpu_ms`: busy, holding the GIL, so one process spends at most one core and more frontends on more
+cores serve more: scaling over cores that is real and known).
 
 It measures the serving path's own cost with the exact request path of a real model, and lets tests provoke
 queueing (a fixed service time) or stalls independent of the load.
@@ -40,6 +42,14 @@ def hold_until(deadline: float) -> None:
         os.sched_yield()  # ~1 us, and releases the GIL (time.sleep(0) costs ~85 us here)
 
 
+def spend_cpu(seconds: float) -> None:
+    """Keep this thread busy until it has used `seconds` of CPU time (its own clock: time spent waiting for a core,
+    or for the GIL, does not count)."""
+    started = time.thread_time()
+    while time.thread_time() - started < seconds:
+        pass
+
+
 class _Stall:
     """A server-wide stall window: every `every_s` seconds, calls wait out `stall_ms`."""
 
@@ -67,6 +77,7 @@ def load(name: str, version: int, path: Path, options: BackendOptions) -> Loaded
     defs = read_signature_defs(path)
     specs = signature_specs(defs)
     delay_s = options.null_delay_ms / 1000.0
+    cpu_s = options.null_cpu_ms / 1000.0
     stall = _Stall(options.null_stall_ms, options.null_stall_every_s)
     lock = threading.Lock()  # one "device": delays of concurrent calls queue up, as a busy model would
 
@@ -76,6 +87,8 @@ def load(name: str, version: int, path: Path, options: BackendOptions) -> Loaded
         if delay_s > 0:
             with lock:
                 hold_until(time.perf_counter() + delay_s)
+        if cpu_s > 0:
+            spend_cpu(cpu_s)
         out_specs = specs[signature].outputs
         return {k: _zeros(out_specs[k], batch) for k in outputs}
 
@@ -94,4 +107,4 @@ def round_trip(device: str) -> RoundTrip:
 
 RUNTIME = Runtime(names_of("null"), load, device_name, round_trip, runs_model=False)
 
-__all__ = ["NULL_GPU_NAME", "RUNTIME", "hold_until"]
+__all__ = ["NULL_GPU_NAME", "RUNTIME", "hold_until", "spend_cpu"]

@@ -10,7 +10,7 @@ import pytest
 from serving.server.flags import build_parser
 from serving.server.runtimes import RUNTIMES, load_model
 from serving.server.runtimes.model_spec import BackendOptions
-from serving.server.runtimes.null import hold_until
+from serving.server.runtimes.null import hold_until, spend_cpu
 
 
 def test_registry_names():
@@ -57,3 +57,22 @@ def test_savedmodel_backend_matches_the_exporters_predictions(exported_model, sa
     model = load_model("savedmodel", "mnist", 1, exported_model.model_dir, BackendOptions())
     out = model.run("predict_images", {"images": samples["images"][:32]}, ["classes"])
     np.testing.assert_array_equal(out["classes"], samples["expected_classes"][:32])
+
+
+@pytest.mark.integration
+def test_null_backend_spends_a_fixed_cpu_time_per_call(exported_model):
+    """--null_cpu_ms: each call keeps its thread busy for that much CPU time (not a sleep)."""
+    model = load_model("null", "mnist", 1, exported_model.model_dir, BackendOptions(null_cpu_ms=20))
+    model.run("serving_default", {"images": np.ones((1, 784), np.float32)}, ["classes"])  # first-call imports
+    cpu, wall = time.thread_time(), time.perf_counter()
+    for _ in range(3):
+        model.run("serving_default", {"images": np.ones((1, 784), np.float32)}, ["classes"])
+    spent = time.thread_time() - cpu
+    assert 0.060 <= spent <= 0.060 + 0.040, spent  # three calls of 20 ms of this thread's CPU time
+    assert time.perf_counter() - wall >= spent
+
+
+def test_spend_cpu_is_cpu_time_not_wall_time():
+    started = time.thread_time()
+    spend_cpu(0.005)
+    assert time.thread_time() - started >= 0.005
