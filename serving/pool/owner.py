@@ -12,7 +12,6 @@ Not for: the frontend's side (`serving.pool.link`) or starting and restarting it
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import socket
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from serving.pool.channel import Receiver, listen
-from serving.pool.control import Role, WorkerReady, follow_parent
+from serving.pool.control import OwnerStart, Role, WorkerReady
 from serving.pool.messages import Hello, Request, Response
 from serving.pool.slab import (
     buffer_of,
@@ -39,7 +38,6 @@ from serving.pool.slab import (
 )
 from serving.server.core import ServingCore
 from serving.server.errors import ServingError
-from serving.server.lifecycle import configure_logging, stop_requested
 from serving.server.phases import DELIVER, PhaseClock
 
 log = logging.getLogger("serving.pool")
@@ -169,25 +167,20 @@ class OwnerServer:
         Path(self.address).unlink(missing_ok=True)
 
 
-def owner_main(args: argparse.Namespace, prefix: str, address: str, control: Connection, parent_pid: int) -> None:
-    """The owner process: load, measure the floor, serve frontends until SIGTERM."""
-    configure_logging(args.log_level)  # the process was readied for its runtime (serving.pool.roles)
-    from serving.server.app import load_models, measure_and_freeze, server_metrics
-    from serving.server.core import select_device
-    from serving.server.flags import server_config
+def owner_main(start: OwnerStart, control: Connection, stop: threading.Event) -> None:
+    """The owner process (readied and started by serving.pool.roles): load, measure the floor, serve frontends
+    until SIGTERM."""
+    from serving.server.app import on_device, served_version, start_up
     from serving.server.rest import RestServer
 
-    stop = stop_requested()
-    follow_parent(parent_pid)
-    config = server_config(args, select_device(args.device, args.backend))
-    core = ServingCore(config, load_models(config), server_metrics(config))
-    measure_and_freeze(core)
-    server = OwnerServer(core, address, prefix)
+    core = start_up(on_device(start.config))
+    server = OwnerServer(core, start.at.socket, start.at.prefix)
     server.start()
     rest = RestServer(core, "127.0.0.1", 0)  # its metrics page, summed into the supervisor's
     rest.start()
     core.source.start()
-    control.send(WorkerReady(Role.OWNER, 0, os.getpid(), rest.port, config.device_name, "", core.device_floor))
+    control.send(WorkerReady(Role.OWNER, 0, os.getpid(), rest.port, core.config.device_name, served_version(core),
+                             core.device_floor))
     stop.wait()
     server.stop()
     rest.stop()
