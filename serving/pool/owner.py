@@ -12,7 +12,6 @@ Not for: the frontend's side (`serving.pool.link`) or starting and restarting it
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import socket
@@ -24,14 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from serving.pool.channel import Receiver, listen
-from serving.pool.control import ChildReady, Role, follow_parent
+from serving.pool.control import ChildReady, OwnerStart, Role
 from serving.pool.messages import Hello, Request, Response
 from serving.pool.slab import buffer_of, close_segment, open_segment, owner_prefix, slot_region
 from serving.protocol.arrays import encode_arrays, encoded_bytes, read_arrays, write_encoded
 from serving.server.handling.core import ServingCore
 from serving.server.handling.errors import ServingError
 from serving.server.handling.phases import DELIVER, PhaseClock
-from serving.server.lifecycle import configure_logging, stop_requested
 
 log = logging.getLogger("serving.pool")
 
@@ -160,25 +158,20 @@ class OwnerServer:
         Path(self.address).unlink(missing_ok=True)
 
 
-def owner_main(args: argparse.Namespace, prefix: str, address: str, control: Connection, parent_pid: int) -> None:
-    """The owner process: load, measure the floor, serve frontends until SIGTERM."""
-    configure_logging(args.log_level)  # the process was readied for its runtime (serving.pool.roles)
+def owner_main(start: OwnerStart, control: Connection, stop: threading.Event) -> None:
+    """The owner process (readied and started by serving.pool.roles): load, measure the floor, serve frontends
+    until SIGTERM."""
     from serving.server.api.rest import RestServer
-    from serving.server.app import load_models, measure_and_freeze, server_metrics
-    from serving.server.flags import server_config
-    from serving.server.handling.core import select_device
+    from serving.server.app import on_device, served_version, start_up
 
-    stop = stop_requested()
-    follow_parent(parent_pid)
-    config = server_config(args, select_device(args.device, args.backend))
-    core = ServingCore(config, load_models(config), server_metrics(config))
-    measure_and_freeze(core)
-    server = OwnerServer(core, address, prefix)
+    core = start_up(on_device(start.config))
+    server = OwnerServer(core, start.at.socket, start.at.prefix)
     server.start()
     rest = RestServer(core, "127.0.0.1", 0)  # its metrics page, summed into the supervisor's
     rest.start()
     core.source.start()
-    control.send(ChildReady(Role.OWNER, 0, os.getpid(), rest.port, config.device_name, "", core.device_floor))
+    control.send(ChildReady(Role.OWNER, 0, os.getpid(), rest.port, core.config.device_name, served_version(core),
+                             core.device_floor))
     stop.wait()
     server.stop()
     rest.stop()

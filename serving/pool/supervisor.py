@@ -1,21 +1,21 @@
 """The pool's parent: holds the port, starts and watches every process, speaks for all of them.
 
-`run_pool(args)` refuses a gRPC port that another server holds (gRPC Python's default SO_REUSEPORT would
-otherwise let a second server join it silently), keeps the port reserved, starts the device owner when
-one is needed (batching on: one scheduler for the whole server; a GPU: one CUDA context; or
-`--device_owner always`) and `--workers` frontends on the port, serves the one REST/metrics port, and
-prints the one ready line. A process that dies is noticed at once (its sentinel) and started again; its
-requests in flight fail with UNAVAILABLE (the frontends' side of the owner link sees to that; a frontend's
-own connections break with it). More than `MAX_DEATHS` deaths within `DEATH_WINDOW_S` stop the server with
-an error rather than restarting for ever. SIGTERM/SIGINT: frontends drain, then the owner, and no process
-or shared-memory segment is left behind.
+`run_pool(config)` (the server's one `ServerConfig`) refuses a gRPC port that another server holds
+(gRPC Python's default SO_REUSEPORT would otherwise let a second server join it silently), keeps the port
+reserved, starts the device owner when one is needed (batching on: one scheduler for the whole server; a
+GPU: one CUDA context; or `--device_owner always`) and `--workers` frontends on the port, each from a start
+record for its role (`serving.pool.control`), serves the one REST/metrics port, and prints the one ready
+line, built from the config and frontend 0's ready record. A process that dies is noticed at once (its
+sentinel) and started again; its requests in flight fail with UNAVAILABLE (the frontends' side of the owner
+link sees to that; a frontend's own connections break with it). More than `MAX_DEATHS` deaths within
+`DEATH_WINDOW_S` stop the server with an error rather than restarting for ever. SIGTERM/SIGINT: frontends
+drain, then the owner, and no process or shared-memory segment is left behind.
 
 Not for: what the processes do (`serving.pool.frontend`, `serving.pool.owner`).
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import logging
 import multiprocessing
@@ -24,19 +24,19 @@ import shutil
 import socket
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from serving.pool.control import ChildReady, Role
+from serving.pool.control import ChildReady, FrontendStart, Launch, OwnerAddress, OwnerStart, Role
 from serving.pool.metrics_sum import pool_gauges
 from serving.pool.rest_front import PoolRest
 from serving.pool.roles import child_main
 from serving.pool.slab import owner_prefix, segment_prefix, sweep
-from serving.protocol.generated import use_protos_without_runtime
-from serving.protocol.names import POOL_FRONTENDS, POOL_RESTARTS, format_ready_line, parse_ready_line
-from serving.server.flags import monitoring_path
+from serving.protocol.names import POOL_FRONTENDS, POOL_RESTARTS
+from serving.server.app import ready_line
+from serving.server.handling.core import ServerConfig
 from serving.server.lifecycle import stop_requested
 
 log = logging.getLogger("serving.pool")
@@ -56,9 +56,9 @@ class _Child:
     ready: ChildReady | None = None
 
 
-def needs_owner(args: argparse.Namespace) -> bool:
+def needs_owner(config: ServerConfig) -> bool:
     """One process must run the model for all: batching on (one scheduler), a GPU (one context), or asked."""
-    return args.device_owner == "always" or bool(args.enable_batching) or args.device == "gpu"
+    return config.device_owner == "always" or bool(config.batching) or config.device == "gpu"
 
 
 def _family(host: str) -> socket.AddressFamily:
@@ -86,29 +86,31 @@ def reserve_port(host: str, port: int) -> socket.socket:
 class Supervisor:
     """Starts, watches, restarts and stops the processes of one pooled server."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
         self.context = multiprocessing.get_context("spawn")  # gRPC, TensorFlow and CUDA do not survive fork
         self.prefix = segment_prefix(os.getpid())
         self.socket_dir = tempfile.mkdtemp(prefix="serving-pool-")
-        self.address = str(Path(self.socket_dir) / "owner.sock")
+        self.at = OwnerAddress(str(Path(self.socket_dir) / "owner.sock"), self.prefix)
         self.frontends: list[_Child] = []
         self.owner: _Child | None = None
         self.floor: dict | None = None  # the device floor the owner, or else frontend 0, measured at start
         self.restarts: collections.Counter[str] = collections.Counter()
         self.deaths: collections.deque[float] = collections.deque()
 
+    def _start_of(self, role: Role, index: int) -> FrontendStart | OwnerStart:
+        """A child's start record: the config as its role runs it (beside an owner, the owner's device name)."""
+        if role == Role.OWNER:
+            return OwnerStart(self.config, self.at, os.getpid())
+        if self.owner is None or self.owner.ready is None:
+            return FrontendStart(self.config, index, None, self.floor, os.getpid())
+        config = replace(self.config, device_name=self.owner.ready.device_name)
+        return FrontendStart(config, index, self.at, self.floor, os.getpid())
+
     def _spawn(self, role: Role, index: int) -> _Child:
         receive, send = self.context.Pipe(duplex=False)
-        call: tuple
-        if role == Role.OWNER:
-            call = (role, self.args, self.prefix, self.address, send, os.getpid())
-        else:
-            owner = None
-            if self.owner is not None and self.owner.ready is not None:
-                owner = (self.address, self.prefix, self.owner.ready.device_name)
-            call = (role, self.args, index, owner, self.floor, send, os.getpid())
-        process = self.context.Process(target=child_main, args=call, name=f"serving-{role}-{index}")
+        process = self.context.Process(target=child_main, args=(Launch.of(self._start_of(role, index)), send),
+                                       name=f"serving-{role}-{index}")
         process.start()
         send.close()
         return _Child(role, index, process, receive)
@@ -131,13 +133,13 @@ class Supervisor:
     def start(self, stop) -> None:
         """The owner where one is needed, else frontend 0, ready first (it measures the device floor with the
         cores to itself); then the other frontends, handed that floor."""
-        if needs_owner(self.args):
+        if needs_owner(self.config):
             self.owner = self._spawn(Role.OWNER, 0)
             self.floor = self._ready(self.owner, stop).device_floor
         else:
             self.frontends = [self._spawn(Role.FRONTEND, 0)]
             self.floor = self._ready(self.frontends[0], stop).device_floor
-        waiting = [self._spawn(Role.FRONTEND, i) for i in range(len(self.frontends), self.args.frontends)]
+        waiting = [self._spawn(Role.FRONTEND, i) for i in range(len(self.frontends), self.config.frontends)]
         self.frontends += waiting
         for child in waiting:
             self._ready(child, stop)
@@ -202,29 +204,24 @@ class Supervisor:
             log.warning("removed %d shared-memory segment(s) the processes left: %s", len(left), ", ".join(left))
 
 
-def pool_ready_line(first: ChildReady, host: str, grpc_port: int, rest_port: int, frontends: int) -> str:
-    """The one ready line: frontend 0's, with the server's public ports and its frontend count (`workers=`)."""
-    fields = parse_ready_line(first.ready_line)
-    return format_ready_line(
-        kind=fields["kind"], grpc=f"{host}:{grpc_port}", rest=f"{host}:{rest_port}", model=fields["model"],
-        version=int(fields["version"]), device=fields["device"], device_name=fields["device_name"],
-        batching=fields["batching"], runtime=fields["runtime"] or "", runtime_versions=fields["runtime_versions"] or "",
-        workers=frontends)
+def pool_ready_line(config: ServerConfig, first: ChildReady, rest_port: int) -> str:
+    """The one ready line: the server's config with the device frontend 0 named and the version it serves, on the
+    server's public ports."""
+    return ready_line(replace(config, device_name=first.device_name), config.grpc_port, rest_port, first.version)
 
 
-def run_pool(args: argparse.Namespace) -> int:
-    """Serve with `args.frontends` frontends (`--workers`) until SIGTERM/SIGINT; 0 after a clean stop."""
-    use_protos_without_runtime()  # reading a monitoring config needs TensorFlow's protos, never its runtime
-    hold = reserve_port(args.host, args.port)
-    args.port = hold.getsockname()[1]
-    supervisor = Supervisor(args)
+def run_pool(config: ServerConfig) -> int:
+    """Serve with `config.frontends` frontends until SIGTERM/SIGINT; 0 after a clean stop."""
+    hold = reserve_port(config.host, config.grpc_port)
+    config = replace(config, grpc_port=hold.getsockname()[1])
+    supervisor = Supervisor(config)
     stop = stop_requested()
     rest: PoolRest | None = None
     try:
-        rest = PoolRest(args.host, args.rest_api_port, monitoring_path(args), supervisor.rest_ports,
+        rest = PoolRest(config.host, config.rest_port, config.monitoring_path, supervisor.rest_ports,
                         supervisor.frontend_ports, supervisor.gauges)
-        log.info("pool: %d frontend(s)%s on %s:%d, cores %s", args.frontends,
-                 " and a device owner" if needs_owner(args) else "", args.host, args.port,
+        log.info("pool: %d frontend(s)%s on %s:%d, cores %s", config.frontends,
+                 " and a device owner" if needs_owner(config) else "", config.host, config.grpc_port,
                  sorted(os.sched_getaffinity(0)))
         supervisor.start(stop)
         if stop.is_set():
@@ -232,7 +229,7 @@ def run_pool(args: argparse.Namespace) -> int:
         rest.start()
         first = supervisor.frontends[0].ready
         assert first is not None
-        line = pool_ready_line(first, args.host, args.port, rest.port, args.frontends)
+        line = pool_ready_line(config, first, rest.port)
         log.info("%s", line)
         print(line, flush=True)
         supervisor.watch(stop)

@@ -1,21 +1,22 @@
 """`python -m serving.server`: the embedded server, with `tensorflow_model_server`'s flags (`serving.server.flags`).
 
-With `--workers 1` it is one process: gRPC and REST over one `ServingCore`. With more, this entry
-point hands the parsed flags to `serving.pool`, which supervises that many gRPC frontend processes
-on the one port (and a device owner where one is needed); the library modules of `serving.server`
-never import the pool. `run()` raises; `main()` turns errors into one line and a non-zero exit.
+The flags become the server's one `ServerConfig` here (`server_config`, called nowhere else). With
+`--workers 1` it is one process: gRPC and REST over one `ServingCore`. With more, this entry point hands
+that config to `serving.pool`, which supervises that many gRPC frontend processes on the one port (and a
+device owner where one is needed); the library modules of `serving.server` never import the pool.
+`run()` raises; `main()` turns errors into one line and a non-zero exit.
 
 The backend is known before anything imports TensorFlow: `run()` readies the process for it
-(`serving.server.runtimes.prepare_process`) and only then imports the server, so a `--backend jax`
-server never loads TensorFlow's runtime.
+(`serving.server.runtimes.prepare_process`; a pool's supervisor for TensorFlow's protos only) and only
+then imports the server, so a `--backend jax` server never loads TensorFlow's runtime.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
 
-from serving.server.flags import build_parser, parse_args  # noqa: F401  (build_parser: re-exported)
+from serving.protocol.generated import use_protos_without_runtime
+from serving.server.flags import build_parser, parse_args, server_config  # noqa: F401  (build_parser: re-exported)
 from serving.server.lifecycle import configure_logging
 from serving.server.runtimes import prepare_process
 
@@ -25,19 +26,16 @@ def run(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging(args.log_level)
     if args.frontends > 1:
+        use_protos_without_runtime()  # the supervisor reads the flags' files, never runs the model
+    else:
+        prepare_process(args.backend)  # before the imports below pull in TensorFlow's protos (or its runtime)
+    config = server_config(args)
+    if config.frontends > 1:
         from serving.pool.supervisor import run_pool  # the entry point may start the pool; the library never does
 
-        return run_pool(args)
-    prepare_process(args.backend)  # before the imports below pull in TensorFlow's protos (or its runtime)
+        return run_pool(config)
     from serving.server.app import serve
-    from serving.server.flags import server_config
-    from serving.server.handling.core import select_device
 
-    config = server_config(args, select_device(args.device, args.backend))
-    logging.getLogger("serving").info(
-        "starting: device=%s (%s) backend=%s runtime=%s batching=%s models=%s", args.device, config.device_name,
-        args.backend, config.runtime.name, config.batching.as_dict() if config.batching else "off",
-        ", ".join(f"{m.name}@{m.base_path}" for m in config.models))
     return serve(config)
 
 

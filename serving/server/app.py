@@ -1,9 +1,10 @@
 """The embedded TF-Serving-compatible server process: start both protocols, print the ready line, drain.
 
-`serve` loads the models, measures the device floor (`serving.server.handling.floor`), starts gRPC
-(`serving.server.api.grpc_api`) and REST (`serving.server.api.rest`) over one `ServingCore`, prints the one
-ready line harnesses wait for, and on SIGTERM/SIGINT stops taking requests, drains the in-flight ones
-and exits.
+`serve` names the device, runs the start-up every server process shares (`start_up`: the models loaded,
+the device floor measured (`serving.server.handling.floor`), the heap frozen; a pool's frontends and owner
+run it too), starts gRPC (`serving.server.api.grpc_api`) and REST (`serving.server.api.rest`) over one `ServingCore`,
+prints the one ready line harnesses wait for, and on SIGTERM/SIGINT stops taking requests, drains the
+in-flight ones and exits.
 
 Not for: command-line parsing (`serving.server.__main__`), request handling (`serving.server.handling.core`)
 or the ready line's format (`serving.protocol.names`).
@@ -14,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import grpc
 from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
@@ -23,7 +24,7 @@ from serving.endpoint import ServerKind
 from serving.protocol.names import format_ready_line
 from serving.server.api.grpc_api import ModelServicer, PredictionServicer
 from serving.server.api.rest import RestServer
-from serving.server.handling.core import ServerConfig, ServingCore
+from serving.server.handling.core import ServerConfig, ServingCore, select_device
 from serving.server.handling.floor import callers_for, floor_batch_sizes, measure_floor, not_measured
 from serving.server.handling.gc_pauses import freeze_start_up_heap
 from serving.server.handling.metrics import ServerMetrics
@@ -35,15 +36,19 @@ from serving.server.warmup import load_and_warm
 log = logging.getLogger("serving")
 
 
-def ready_line(config: ServerConfig, grpc_port: int, rest_port: int, source: ModelSource) -> str:
-    """The one stdout line harnesses wait for and parse."""
-    first = config.models[0].name
-    versions = source.versions(first)
+def ready_line(config: ServerConfig, grpc_port: int, rest_port: int, version: int) -> str:
+    """The one stdout line harnesses wait for and parse; `version`: the first model's newest (`served_version`)."""
     return format_ready_line(
         kind=ServerKind.EMBEDDED, grpc=f"{config.host}:{grpc_port}", rest=f"{config.host}:{rest_port}",
-        model=first, version=max(versions) if versions else 0, device=config.device,
+        model=config.models[0].name, version=version, device=config.device,
         device_name=config.device_name, batching="on" if config.batching else "off",
         runtime=config.runtime.name, runtime_versions=config.runtime.versions(), workers=config.frontends)
+
+
+def served_version(core: ServingCore) -> int:
+    """The newest version of the first model the core serves (0: none), as the ready line names it."""
+    versions = core.source.versions(core.config.models[0].name)
+    return max(versions) if versions else 0
 
 
 def load_models(config: ServerConfig, load: Callable[[ModelEntry, int], LoadedModel] | None = None) -> ModelSource:
@@ -105,14 +110,29 @@ def server_metrics(config: ServerConfig) -> ServerMetrics:
                          grpc_max_threads=config.grpc_max_threads)
 
 
-def measure_and_freeze(core: ServingCore, known_floor: dict | None = None) -> None:
-    """The device floor (before anything else runs on the device; `known_floor`, another process's of the same
-    server, instead where given), then the start-up heap frozen and GC pauses exported."""
+def on_device(config: ServerConfig) -> ServerConfig:
+    """The config with its device named, once `select_device` pinned this process's runtime to it: each process
+    that runs the model does this first."""
+    return replace(config, device_name=select_device(config.device, config.backend))
+
+
+def local_core(config: ServerConfig) -> ServingCore:
+    """A core that runs the model in this process, its models loaded and warmed."""
+    return ServingCore(config, load_models(config), server_metrics(config))
+
+
+def start_up(config: ServerConfig, core_for: Callable[[ServerConfig], ServingCore] = local_core,
+             known_floor: dict | None = None) -> ServingCore:
+    """What every server process does before it serves, whatever its role: its core made (`core_for`; default:
+    the model run here), then the device floor measured before anything else runs on the device (`known_floor`,
+    another process's of the same server, instead where given), the start-up heap frozen and GC pauses exported."""
+    core = core_for(config)
     core.device_floor = device_floor(core.config, core.source) if known_floor is None else known_floor
     core.metrics.record_device_floor(core.device_floor)
     if core.config.gc_freeze:
         log.info("garbage collector: %d start-up objects frozen", freeze_start_up_heap())
     core.metrics.gc_pauses.install()
+    return core
 
 
 @dataclass
@@ -149,12 +169,14 @@ def start_protocols(core: ServingCore, *, reuse_port: bool = False, rest_host: s
 
 def serve(config: ServerConfig) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code (0 after a graceful drain)."""
-    source = load_models(config)
-    core = ServingCore(config, source, server_metrics(config))
-    measure_and_freeze(core)
+    config = on_device(config)
+    log.info("starting: device=%s (%s) backend=%s runtime=%s batching=%s models=%s", config.device, config.device_name,
+             config.backend, config.runtime.name, config.batching.as_dict() if config.batching else "off",
+             ", ".join(f"{m.name}@{m.base_path}" for m in config.models))
+    core = start_up(config)
     stop = stop_requested()
     protocols = start_protocols(core)
-    line = ready_line(config, protocols.grpc_port, protocols.rest.port, source)
+    line = ready_line(config, protocols.grpc_port, protocols.rest.port, served_version(core))
     log.info("%s", line)
     print(line, flush=True)
     stop.wait()
@@ -162,5 +184,5 @@ def serve(config: ServerConfig) -> int:
     return 0
 
 
-__all__ = ["Protocols", "device_floor", "load_models", "measure_and_freeze", "ready_line", "serve",
-           "server_metrics", "start_protocols", "stop_requested"]
+__all__ = ["Protocols", "device_floor", "load_models", "local_core", "on_device", "ready_line", "serve",
+           "served_version", "server_metrics", "start_protocols", "start_up", "stop_requested"]

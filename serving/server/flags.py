@@ -4,8 +4,9 @@ Flags mirror tensorflow_model_server (`--port`, `--rest_api_port`, `--model_name
 `--model_base_path`, `--model_config_file`, `--enable_batching`, `--batching_parameters_file`,
 `--monitoring_config_file`, `--file_system_poll_wait_seconds`) so the same command lines and
 config files drive either server; the rest are this project's own. `server_config` turns parsed
-flags into the `ServerConfig` one server process runs; it must be called after
-`serving.server.runtimes.prepare_process` (it imports TensorFlow's protos, or its runtime).
+flags into the one `ServerConfig` of the whole server (every process of a pool gets it, or its role's
+copy of it: `serving.pool.control`); it must be called after `serving.server.runtimes.prepare_process`
+or `serving.protocol.generated.use_protos_without_runtime` (it imports TensorFlow's protos).
 
 Not for: starting anything (`serving.server.__main__` starts one process, `serving.pool` several).
 """
@@ -181,8 +182,8 @@ def monitoring_path(args: argparse.Namespace) -> str | None:
     return config.path or METRICS_PATH
 
 
-def server_config(args: argparse.Namespace, device_name: str) -> ServerConfig:
-    """One server process's config from its flags; `device_name` from `select_device` (or the owner's)."""
+def server_config(args: argparse.Namespace) -> ServerConfig:
+    """The server's config from its flags, its device not yet named (the process that runs the model names it)."""
     from serving.server.handling.core import ServerConfig
     from serving.server.runtimes.model_spec import BackendOptions
 
@@ -195,9 +196,9 @@ def server_config(args: argparse.Namespace, device_name: str) -> ServerConfig:
                                        null_cpu_ms=args.null_cpu_ms),
         batching=batching, batching_profile=args.batching_profile or ("default" if batching else "off"),
         tensor_content=args.tensor_content, poll_wait_s=args.file_system_poll_wait_seconds,
-        device_name=device_name, monitoring_path=monitoring_path(args), max_message_bytes=args.max_message_bytes,
+        monitoring_path=monitoring_path(args), max_message_bytes=args.max_message_bytes,
         grpc_max_threads=args.grpc_max_threads, device_floor_s=args.device_floor_s,
-        gc_freeze=args.gc_freeze, frontends=args.frontends)
+        gc_freeze=args.gc_freeze, frontends=args.frontends, device_owner=args.device_owner, log_level=args.log_level)
 
 
 __all__ = ["FRONTENDS_ENV", "affinity_cores", "batching_options", "build_parser", "default_frontends",

@@ -154,25 +154,28 @@ def handoff_us(options: WorkersOptions) -> tuple[list[float], list[float]]:
     import numpy as np
 
     from serving.pool.channel import Receiver, connect
+    from serving.pool.control import Launch, OwnerAddress, OwnerStart
     from serving.pool.link import OwnerLink
     from serving.pool.messages import Request
-    from serving.pool.owner import owner_main
+    from serving.pool.roles import child_main
     from serving.pool.slab import Slab, segment_prefix, sweep
     from serving.protocol.arrays import TensorRef
-    from serving.server.flags import parse_args
+    from serving.server.handling.core import ServerConfig
+    from serving.server.handling.model_source import ModelEntry
     from serving.server.handling.phases import HANDOFF
 
-    args = parse_args(["--model_name", MODEL, "--model_base_path", str(options.model_base_path.resolve()),
-                       "--backend", "null", "--workers", "2", "--device_floor_s", "0", "--log_level", "WARNING"])
+    config = ServerConfig(models=(ModelEntry(MODEL, options.model_base_path.resolve()),), backend="null",
+                          device_floor_s=0.0, frontends=2, log_level="WARNING")
     folder = Path(tempfile.mkdtemp(prefix="bench-owner-"))
     prefix = segment_prefix(os.getpid())
+    owner = OwnerStart(config, OwnerAddress(str(folder / "owner.sock"), prefix), os.getpid())
     receive, send = multiprocessing.get_context("spawn").Pipe(duplex=False)
     inputs = {"images": np.zeros((1, 784), np.float32)}
     message = Request(1, 0, "", MODEL, 1, "serving_default", 1, ("scores",),
                       (TensorRef("images", "<f4", (1, 784), 0, 3136),)).to_bytes()
     handoffs: list[float] = []
     echoes: list[float] = []
-    with _process(owner_main, args, prefix, str(folder / "owner.sock"), send, os.getpid()), \
+    with _process(child_main, Launch.of(owner), send), \
             _process(echo_main, str(folder / "echo.sock")):
         receive.recv()
         link = OwnerLink(str(folder / "owner.sock"), Slab(prefix, 0), 0)

@@ -33,7 +33,8 @@ DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """Everything one server process needs, resolved from flags and files."""
+    """Everything a server's processes need, resolved once from its flags and files (`serving.server.flags`);
+    `device_name` is set by the process that runs the model, once it selected the device."""
 
     models: tuple[ModelEntry, ...]
     host: str = "127.0.0.1"
@@ -53,6 +54,8 @@ class ServerConfig:
     device_floor_s: float = 2.0  # time budget of the device floor measured at start (0: not measured)
     gc_freeze: bool = True  # freeze the start-up heap so collections walk only what requests allocate
     frontends: int = 1  # gRPC frontend processes of the whole server (--workers; above 1: serving.pool runs them)
+    device_owner: str = "auto"  # above 1 frontend: "always" runs the model in an owner process even without need
+    log_level: str = "INFO"
 
     @property
     def device(self) -> str:

@@ -11,7 +11,7 @@ from serving.pool.messages import Hello, Request, Response
 from serving.pool.slab import Slab, segment_prefix, segments, slot_region, sweep
 from serving.pool.supervisor import needs_owner, reserve_port
 from serving.protocol.arrays import TensorRef, read_arrays, write_arrays
-from serving.server.flags import default_frontends, parse_args
+from serving.server.flags import default_frontends, parse_args, server_config
 from serving.server.handling.phases import COMPUTE_INFER, HANDOFF, QUEUE, PhaseClock
 
 
@@ -88,7 +88,7 @@ def test_frontends_default_to_the_environment_then_the_cores(monkeypatch):
 
 def test_an_owner_runs_the_model_when_batching_or_a_gpu_or_asked():
     def owner(*flags: str) -> bool:
-        return needs_owner(parse_args(["--model_base_path", "m", "--workers", "2", *flags]))
+        return needs_owner(server_config(parse_args(["--model_base_path", "m", "--workers", "2", *flags])))
 
     assert not owner()
     assert owner("--enable_batching") and owner("--device", "gpu") and owner("--device_owner", "always")

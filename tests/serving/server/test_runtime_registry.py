@@ -48,20 +48,18 @@ def fifth_runtime():
 
 
 def test_a_fifth_runtime_registered_in_process_serves_a_predict(fifth_runtime, exported_model):
-    from serving.server.app import load_models, measure_and_freeze, ready_line, server_metrics, start_protocols
-    from serving.server.handling.core import ServerConfig, ServingCore
+    from serving.server.app import ready_line, served_version, start_protocols, start_up
+    from serving.server.handling.core import ServerConfig
     from serving.server.handling.model_source import ModelEntry
 
     assert runtime_of("first-pixels") is fifth_runtime
     config = ServerConfig(models=(ModelEntry("mnist", exported_model.base_path),), grpc_port=0, rest_port=0,
                           backend="first-pixels", device_name="no device (first pixels)", gc_freeze=False,
                           device_floor_s=0.2)
-    source = load_models(config)
-    core = ServingCore(config, source, server_metrics(config))
-    measure_and_freeze(core)
+    core = start_up(config)
     protocols = start_protocols(core)
     try:
-        line = ready_line(config, protocols.grpc_port, protocols.rest.port, source)
+        line = ready_line(config, protocols.grpc_port, protocols.rest.port, served_version(core))
         assert 'runtime="first-pixels"' in line
         images = np.random.default_rng(5).random((3, 784), dtype=np.float32)
 
