@@ -16,7 +16,7 @@ BATCHING ?= off
 PLAN ?= loadtest/plans/quick.toml
 EXPORT_ARGS ?=
 
-.PHONY: setup browser h2load lint test test-fast export bench-server bench-workers bench-soak bench-runtime-calls bench-runtimes bench-loadgen bench-demo bench-drift serve serve-cpu serve-gpu stop \
+.PHONY: setup browser h2load lint test test-fast export bench-server bench-workers bench-shapes bench-soak bench-runtime-calls bench-runtimes bench-loadgen bench-demo bench-drift serve serve-cpu serve-gpu stop \
 	loadtest capacity tune locust-ui report size k8s demo device-bundle clean-venv
 
 setup: $(STAMP)
@@ -60,6 +60,10 @@ bench-soak: setup
 # --workers 2 against 1 on cores 0-1, h2load on core 1: throughput, CPU per request, the owner hand-off.
 bench-workers: setup h2load
 	$(CLI) bench workers --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
+
+# Replica shapes: k cores (k frontends) against k times one core, null backend spending 2 ms CPU a request.
+bench-shapes: setup h2load
+	$(CLI) bench shapes --model-base-path $(MODELS)/mnist
 
 # TensorFlow vs JAX as the embedded server's runtime, side by side on the same cores.
 bench-runtimes: setup

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -153,18 +154,31 @@ def loadgen(against_h2load: bool, **options) -> None:
         raise click.ClickException(str(exc)) from exc
 
 
+def h2load_bench_options(server_cpu_help: str, rounds_help: str) -> Callable:
+    """The options a benchmark of servers driven by h2load shares: the model, samples, both sides' cores, timing."""
+    options = [
+        click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+                     help="the model's base directory (version subdirectories), as `make export` writes it"),
+        click.option("--samples", type=FILE, default=None, help="npz with `images` (default: random pixels)"),
+        click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0,1", show_default=True,
+                     help=server_cpu_help),
+        click.option("--client-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True,
+                     help="cores h2load is pinned to"),
+        click.option("--warmup-s", type=click.FloatRange(min=0.0), default=1.0, show_default=True),
+        click.option("--duration-s", type=POSITIVE_S, default=4.0, show_default=True, help="measured seconds per run"),
+        click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True, help=rounds_help),
+    ]
+
+    def apply(function: Callable) -> Callable:
+        for option in reversed(options):
+            function = option(function)
+        return function
+    return apply
+
+
 @bench.command("workers")
-@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
-              help="the model's base directory (version subdirectories), as `make export` writes it")
-@click.option("--samples", type=FILE, default=None, help="npz with `images` (default: random pixels)")
-@click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0,1", show_default=True,
-              help="cores both servers (1 and 2 frontends) are pinned to")
-@click.option("--client-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True,
-              help="cores h2load is pinned to")
-@click.option("--warmup-s", type=click.FloatRange(min=0.0), default=1.0, show_default=True)
-@click.option("--duration-s", type=POSITIVE_S, default=4.0, show_default=True, help="measured seconds per run")
-@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
-              help="interleaved pairs (1 frontend, then 2); the ratios are their medians")
+@h2load_bench_options("cores both servers (1 and 2 frontends) are pinned to",
+                      "interleaved pairs (1 frontend, then 2); the ratios are their medians")
 def workers(**options) -> None:
     """--workers 2 against 1: closed-loop throughput (null backend and the model), CPU per request, hand-off."""
     from loadtest.benchmarks.h2load import H2loadError
@@ -175,6 +189,26 @@ def workers(**options) -> None:
     require(settings.model_base_path, settings.samples)
     try:
         bench_workers.run(settings, echo=click.echo)
+    except (H2loadError, ServerNotReady, OSError, ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@bench.command("shapes")
+@h2load_bench_options("cores a shape k takes the first k of", "interleaved rounds of every shape")
+@click.option("--shape", "shapes", type=click.IntRange(min=1), multiple=True, default=(1, 2), show_default=True,
+              help="cores (and frontends) of a replica; repeatable, 1 among them")
+@click.option("--cpu-ms", type=POSITIVE_S, default=2.0, show_default=True,
+              help="CPU time each request spends in the null backend (--null_cpu_ms)")
+def shapes(**options) -> None:
+    """Replica shapes: what k cores serve against k times one core (scaling efficiency), null backend spending CPU."""
+    from loadtest.benchmarks.h2load import H2loadError
+    from loadtest.benchmarks.serving_path import shapes as bench_shapes
+    from serving.deploy.process import ServerNotReady
+
+    settings = bench_shapes.ShapesOptions(**{**options, "shapes": tuple(options["shapes"])})
+    require(settings.model_base_path, settings.samples)
+    try:
+        bench_shapes.run(settings, echo=click.echo)
     except (H2loadError, ServerNotReady, OSError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
 
