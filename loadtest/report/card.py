@@ -22,6 +22,7 @@ answer in detail (`loadtest.report.bound`) or the page (`loadtest.report.page`).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -206,15 +207,18 @@ def _priced(row: CardRow, best: SearchAnswer, target: Target, pricing: Pricing) 
     if most.refused or most.costs.per_hour is None:
         return replace(row, why_not="not priced", refused=most.refused or "the price list has no price for it")
     per_hour = most.costs.per_hour
-    return replace(row, for_buying=True, boxes=(_boxes(fewest), _boxes(most)),
+    return replace(row, for_buying=True, boxes=(_boxes(fewest, most), _boxes(most, most)),
                  instance=most.placement.instance.name if most.placement else "", usd_per_hour=per_hour,
                  usd_per_m_requests=per_hour / (target.rate_rps * 3600.0) * 1e6,
                  usd_per_m_images=most.costs.per_million)
 
 
-def _boxes(priced: size.Priced) -> int:
-    """Instances where placed on them, else replicas (a price file that prices replicas)."""
-    return priced.placement.instances if priced.placement else priced.costs.replicas
+def _boxes(priced: size.Priced, on: size.Priced) -> int:
+    """Instances of the type `on` was placed on (the range's two ends count the same instance), else replicas (a
+    price file that prices replicas)."""
+    if on.placement is None:
+        return priced.costs.replicas
+    return math.ceil(priced.costs.replicas / on.placement.per_instance)
 
 
 def _target_for_buying(rows: Sequence[CardRow]) -> bool:

@@ -213,3 +213,21 @@ def test_each_targets_cost_at_every_objective_is_the_cards_arithmetic_at_that_ca
     assert sorted(cpu) == [5.0, 10.0, 25.0, 50.0, 100.0] and cpu[5.0] >= cpu[10.0] >= cpu[100.0]
     unpriced = objective_curves(answer(results), [Target(10.0, 1, 5000.0)], pricing, priced=False)
     assert dict(unpriced[1].points)[10.0] == 6250.0  # not for buying: capacities, not prices
+
+
+def test_the_box_range_counts_one_instance_type():
+    """The demo on 11-27: 17 one-core replicas at the capacity (9 x general-2 at the example prices), 16 at the rate
+    that failed, where one general-16 ties eight general-2: the range is 8-9 x general-2, never '1-9'."""
+    from loadtest.report.configs import config_of
+    from loadtest.report.sizing.instances import Replica
+
+    on = server("cpu-cpu", "cpu")
+    cells = search(on, "s1", [("bracket", 376.0, 30.0), ("bracket", 399.5, 80.0), ("confirm", 376.0, 40.0)],
+                   objective=50.0, batch=16)
+    replica = Replica(1.0, "AMD EPYC", 0, "", "pinned cores 0")
+    pricing = Pricing(5000.0, 0.2, load_prices(DEFAULT_PRICES), {config_of(cells[0]): replica})
+    card = card_for(cells, pricing, [Target(50.0, 16, 5000.0)])
+    assert card is not None
+    [row] = card.rows
+    assert row.boxes == (8, 9) and row.instance == "general-2"
+    assert "8–9 × general-2" in "\n".join(card.lines())
