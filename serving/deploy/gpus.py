@@ -14,11 +14,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from serving.deploy.docker import DockerProbe
-from serving.server.flags import backend_in
 from serving.server.runtimes import DEFAULT_BACKEND, runtime_of
 
 
@@ -58,11 +56,6 @@ def probe_gpus(backend: str, timeout_s: float = 180) -> RuntimeGpus:
 def probe_tensorflow_gpus(timeout_s: float = 180) -> RuntimeGpus:
     """Ask TensorFlow, in a child process, which GPUs it sees (the savedmodel backend's view)."""
     return probe_gpus(DEFAULT_BACKEND, timeout_s)
-
-
-def backend_of(server_flags: Sequence[str], device: str = "cpu") -> str:
-    """The backend embedded-server flags choose on `device` (`serving.server.flags.backend_in`)."""
-    return backend_in(server_flags, device)
 
 
 def describe_missing_gpu(docker: DockerProbe, gpus: RuntimeGpus) -> str:

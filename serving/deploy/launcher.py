@@ -35,7 +35,7 @@ from model_export.provenance import REPO, package_versions
 from serving.deploy.config import ServingConfig
 from serving.deploy.docker import ContainerLauncher, DockerProbe, image_reference, probe_docker, publish_host
 from serving.deploy.embedded import EmbeddedLauncher, embedded_command, endpoint_from_ready, server_env
-from serving.deploy.gpus import RuntimeGpus, backend_of, describe_missing_gpu, probe_gpus
+from serving.deploy.gpus import RuntimeGpus, describe_missing_gpu, probe_gpus
 from serving.deploy.process import stop_process
 from serving.deploy.readiness import check_port_free, wait_available
 from serving.deploy.request import LaunchError, LaunchKind, StartRequest
@@ -49,6 +49,7 @@ from serving.deploy.versions import (
 )
 from serving.endpoint import Device, ServedEndpoint, ServerKind, kind_display_name, runtime_display_name
 from serving.protocol.names import READY_RE
+from serving.server.flags import backend_in
 from serving.server.runtimes import runtime_of
 
 Launcher = ContainerLauncher | EmbeddedLauncher
@@ -95,7 +96,7 @@ def choose_launcher(device: str, kind: str, docker: DockerProbe,
         note = (f"no usable Docker engine ({docker.problem})" if not docker.usable
                 else "the Docker engine has no NVIDIA runtime")
     if device == Device.GPU:
-        gpus = tf_gpus() if tf_gpus else probe_gpus(backend_of(server_flags, device))
+        gpus = tf_gpus() if tf_gpus else probe_gpus(backend_in(server_flags, device))
         if not gpus.gpu_names:
             raise LaunchError(describe_missing_gpu(docker, gpus))
     return EmbeddedLauncher(), note
@@ -135,7 +136,7 @@ def launched_server_tensorflow(kind: str, request: StartRequest) -> tuple[str, s
     if kind == ServerKind.CONTAINER:
         image = image_reference(request.device, dict(os.environ))
         return image, image_tensorflow_version(image)
-    if not runtime_of(backend_of(request.server_flags, request.device)).reads_savedmodel:  # JAX, torch, null
+    if not runtime_of(backend_in(request.server_flags, request.device)).reads_savedmodel:  # JAX, torch, null
         return None
     installed = package_versions(("tensorflow",))["tensorflow"]
     return (embedded_server(installed), installed) if major_minor(installed) else None

@@ -25,7 +25,7 @@ from pathlib import Path
 from loadtest.benchmarks.h2load import grpc_frame
 from loadtest.benchmarks.serving_path.payloads import predict_payloads
 from loadtest.benchmarks.serving_path.workers import MODEL, WorkersOptions, closed_loop_rps
-from serving.deploy.process import ServerHandle, start_server
+from serving.deploy.process import ServerHandle, cpu_list, start_server
 
 Print = Callable[[str], None]
 
@@ -60,12 +60,8 @@ class Shape:
 
 
 def cores_of(text: str) -> tuple[int, ...]:
-    """`0,1` or `0-3` as core numbers, in order."""
-    cores: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        cores += range(int(low), int(high or low) + 1)
-    return tuple(cores)
+    """`0,1` or `0-3` as core numbers, lowest first (`serving.deploy.process.cpu_list`)."""
+    return tuple(sorted(cpu_list(text)))
 
 
 def shapes_of(options: ShapesOptions) -> list[Shape]:

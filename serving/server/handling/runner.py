@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,7 @@ Answer = Callable[[Arrays | BaseException], None]
 Versions = Callable[[str], Mapping[int, LoadedModel]]  # a model's loaded versions (ModelSource.versions)
 
 
-class Runner:
+class Runner(ABC):
     """Runs validated requests: each model call timed and recorded as runtime latency; alone or batched by
     subclass."""
 
@@ -44,17 +45,17 @@ class Runner:
         self.metrics = metrics
         self._runtime = runtime  # the runtime latency's label
 
+    @abstractmethod
     def run(self, model: LoadedModel, signature: str, inputs: Arrays, rows: int, outputs: list[str],
             clock: PhaseClock) -> Arrays:
         """Validated inputs -> outputs, answered on the calling thread; `clock` gets the model's phases."""
-        raise NotImplementedError
 
+    @abstractmethod
     def start(self, model: LoadedModel, signature: str, inputs: Arrays, rows: int, outputs: list[str],
               clock: PhaseClock, answer: Answer) -> None:
         """As `run`, but the outputs go to `answer`: here when alone, on the batch thread when batched (with the
         batch's error instead, should its model call fail). What fails here (a request the queue refuses; alone,
         the model's error) raises here."""
-        raise NotImplementedError
 
     def call(self, model: LoadedModel, signature: str, inputs: Arrays, outputs: list[str]) -> Computed:
         """One model call on the calling thread, its time recorded as runtime latency."""
@@ -68,6 +69,7 @@ class Runner:
         finally:
             self.metrics.record_runtime(model.name, "Predict", self._runtime, time.perf_counter() - started)
 
+    @abstractmethod
     def shutdown(self) -> None:
         """Finish what is queued and stop any threads."""
 
@@ -84,6 +86,9 @@ class Alone(Runner):
     def start(self, model: LoadedModel, signature: str, inputs: Arrays, rows: int, outputs: list[str],
               clock: PhaseClock, answer: Answer) -> None:
         answer(self.run(model, signature, inputs, rows, outputs, clock))  # no hop: the model's error raises here
+
+    def shutdown(self) -> None:
+        """Nothing queued, no threads: every call ran on its caller's thread."""
 
 
 class Batched(Runner):

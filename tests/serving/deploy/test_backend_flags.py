@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from serving.deploy.gpus import backend_of
+from serving.server.flags import backend_in as backend_of
 from serving.server.flags import parse_args
 
 
