@@ -2,7 +2,7 @@
 objective, the comparison it belongs to, and the cell's own evidence on the objective.
 
 Written as a nested object of the cell's JSON line. Keys a search did not write stay absent (older records lack
-`confidence`, `confirming`, `objectives`, `comparison`; `attempt` and `when` are written only where they apply),
+`confidence`, `confirming`, `objectives`, `comparison`; `shape` is written only in a shape sweep; `attempt` and `when` are written only where they apply),
 so `to_dict` writes exactly the keys the tag has and `from_dict(tag.to_dict()) == tag`. A cell no search
 measured has no tag (`CellResult.search` is None, written `{}`).
 
@@ -34,6 +34,31 @@ class ComparisonTag:
     @classmethod
     def from_dict(cls, raw: dict) -> ComparisonTag:
         return cls(raw["id"], raw["repeat"], raw["paired"], tuple(raw["servers"]))
+
+
+@dataclass(frozen=True)
+class ShapeTag:
+    """The replica shape a search's server had, in a shape sweep (`capacity --shapes`): the configuration `family`
+    it is one shape of, given `cores` cores (`cpus`, a `taskset -c` list) and one gRPC frontend per core. Where
+    `shares_loadgen`, some of those cores were the load generator's too: its capacity is a lower bound of what
+    `cores` cores alone serve."""
+
+    family: str  # the configuration's name without its shape ("cpu-off"): the shapes of one configuration share it
+    cores: int  # cores per replica
+    cpus: str  # the cores it was pinned to, "0-1"
+    shares_loadgen: bool = False
+
+    @property
+    def server_name(self) -> str:
+        """How results name the server of this shape: `cpu-off-2c`."""
+        return f"{self.family}-{self.cores}c"
+
+    def to_dict(self) -> dict:
+        return {"family": self.family, "cores": self.cores, "cpus": self.cpus, "shares_loadgen": self.shares_loadgen}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> ShapeTag:
+        return cls(raw["family"], int(raw["cores"]), raw["cpus"], bool(raw.get("shares_loadgen", False)))
 
 
 @dataclass(frozen=True)
@@ -78,6 +103,7 @@ class SearchTag:
     evidence: CellEvidence | None = None  # added by the runner to a measured cell with an objective
     attempt: int = 0  # a paired comparison's re-confirmation of its answer: the try; 0 (not written) otherwise
     when: str | None = None  # a reference cell: "start", "between" or "end"
+    shape: ShapeTag | None = None  # the server's replica shape, in a shape sweep (not written otherwise)
 
     def to_dict(self) -> dict:
         tag: dict[str, Any] = {"id": self.id, "role": self.role, "p99_objective_ms": self.objective.p99_ms,
@@ -86,7 +112,7 @@ class SearchTag:
                     "objectives": None if self.objectives is None else list(self.objectives),
                     "comparison": self.comparison and self.comparison.to_dict(),
                     "evidence": self.evidence and self.evidence.to_dict(), "attempt": self.attempt or None,
-                    "when": self.when}
+                    "when": self.when, "shape": self.shape and self.shape.to_dict()}
         return {**tag, **{key: value for key, value in optional.items() if value is not None}}
 
     def confidence_or(self, default: float) -> float:
@@ -95,10 +121,12 @@ class SearchTag:
 
     @classmethod
     def from_dict(cls, raw: dict) -> SearchTag:
-        objectives, comparison, evidence = raw.get("objectives"), raw.get("comparison"), raw.get("evidence")
+        objectives, comparison, evidence, shape = (raw.get("objectives"), raw.get("comparison"), raw.get("evidence"),
+                                                   raw.get("shape"))
         return cls(raw["id"], Role(raw["role"]), Objective(float(raw["p99_objective_ms"])), raw.get("offered_rps"),
                    raw.get("confidence"),
                    raw.get("confirming"), None if objectives is None else tuple(objectives),
                    ComparisonTag.from_dict(comparison) if comparison else None,
-                   CellEvidence.from_dict(evidence) if evidence else None, raw.get("attempt", 0), raw.get("when"))
+                   CellEvidence.from_dict(evidence) if evidence else None, raw.get("attempt", 0), raw.get("when"),
+                   ShapeTag.from_dict(shape) if shape else None)
 

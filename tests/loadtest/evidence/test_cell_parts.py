@@ -33,7 +33,10 @@ NEW_TAG = {**OLD_TAG, "role": "confirm", "offered_rps": 300, "confidence": 0.99,
                         "confidence": 0.99, "requests_to_pass": 459}}
 
 
-@pytest.mark.parametrize("raw", [OLD_TAG, NEW_TAG, {**OLD_TAG, "role": "reference", "when": "between"},
+SHAPE_TAG = {**NEW_TAG, "shape": {"family": "cpu-off", "cores": 2, "cpus": "0-1", "shares_loadgen": True}}
+
+
+@pytest.mark.parametrize("raw", [OLD_TAG, NEW_TAG, SHAPE_TAG, {**OLD_TAG, "role": "reference", "when": "between"},
                                  {**OLD_TAG, "evidence": {"decision": "loadgen", "reason": "limited"}}])
 def test_a_search_tag_writes_back_the_keys_it_was_read_with(raw):
     assert SearchTag.from_dict(raw).to_dict() == raw
