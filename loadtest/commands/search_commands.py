@@ -179,11 +179,18 @@ def rate_view(rows: Sequence[Any]) -> Table:
 @click.option("--sequential", is_flag=True,
               help="several servers: search them one after the other, each stopped before the next, instead of "
               "paired (all up at once, their cells interleaved, a reference cell showing the machine's drift)")
+@click.option("--shapes", default=None, metavar="auto|CORES,...",
+              help="replica shapes: search each configuration given 1, 2, ... cores (one frontend per core), so "
+              "sizing prices each measured shape; auto: 1, 2, 4, ... up to the cores beside the load generator's "
+              "(default: the plan's [capacity] shapes, else none)")
+@click.option("--shapes-budget-min", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="the shape sweep's whole time: each search an equal share (default: the plan's [capacity] "
+              "shapes_budget_min, else each search its --max-minutes)")
 @search_options
 @sizing_options
 @click.pass_context
 def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok: bool, repeats: int,
-                     max_repeats: int | None, sequential: bool,
+                     max_repeats: int | None, sequential: bool, shapes: str | None, shapes_budget_min: float | None,
                      plan_path: Path, results_dir: Path, report: bool, target_rps: float | None, prices: Path,
                      headroom: float, goals: tuple[Target, ...], **values: Any) -> None:
     """The highest open-loop rate each server serves at p99 <= --p99-ms: bracket, bisect, confirm.
@@ -192,12 +199,14 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     compared paired: all up at once on the cores they are measured on, their cells alternating one server at a
     time, so each ratio comes from the same minutes (--sequential: one after the other). With targets (--goal, or
     the plan's [capacity] goals), one search per server and per target, at the target's objective and request
-    batch; the card answers each target."""
+    batch; the card answers each target. With --shapes, each configuration is searched once per replica shape
+    and the card prices every measured shape, the cheapest taken."""
     from loadtest.measure.servers import server_slots
     from loadtest.report.page import pricing_from
     from loadtest.report.paired import without_majority
     from loadtest.search.capacity_search import Capacities
     from loadtest.search.comparison import Repeats
+    from loadtest.search.shape_sweep import shape_sweep
 
     if max_repeats is not None and max_repeats < repeats:
         raise click.UsageError(f"--max-repeats {max_repeats} is fewer than --repeat {repeats}")
@@ -205,6 +214,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     run = None
     try:
         plan = layered_plan(plan_path, choice, _run_flags(values))
+        plan, sweep = shape_sweep(plan, shapes, shapes_budget_min)
     except (plans.PlanError, SweepError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     goals = goals or tuple(parse_goal(g) for g in plan.capacity.goals)
@@ -220,9 +230,13 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     targets = goals or None
     try:
         request = capacity_request(plan, values)
-        run = Capacities(request, server_slots(plan, choice.state_file), batch_sizes, results_dir,
-                         plan_path=str(plan_path), interleaved=not sequential,
-                         repeats=Repeats(repeats, max_repeats or repeats, without_majority))
+        slots = server_slots(plan, choice.state_file)
+        if sweep is not None:
+            slots = sweep.slots(slots)
+            click.echo("\n".join(sweep.lines()))
+        run = Capacities(request, slots, batch_sizes, results_dir, plan_path=str(plan_path),
+                         interleaved=not sequential, repeats=Repeats(repeats, max_repeats or repeats, without_majority),
+                         budget_s=sweep.budget_s if sweep else None)
         with sigterm_as_interrupt():
             outcomes = run.run()
     except (Interrupted, KeyboardInterrupt):

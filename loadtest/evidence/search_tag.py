@@ -2,9 +2,9 @@
 objective, the comparison it belongs to, and the cell's own evidence on the objective.
 
 Written as a nested object of the cell's JSON line. Keys a search did not write stay absent (older records lack
-`confidence`, `confirming`, `objectives`, `comparison`; `shape` is written only in a shape sweep; `attempt` and `when` are written only where they apply),
-so `to_dict` writes exactly the keys the tag has and `from_dict(tag.to_dict()) == tag`. A cell no search
-measured has no tag (`CellResult.search` is None, written `{}`).
+`confidence`, `confirming`, `objectives`, `comparison`; `attempt`, `when` and `shape`, a shape sweep's, are written
+only where they apply), so `to_dict` writes exactly the keys the tag has and `from_dict(tag.to_dict()) == tag`.
+A cell no search measured has no tag (`CellResult.search` is None, written `{}`).
 
 Not for: making the tags (`loadtest.search.capacity_search.search_tag`) or reading answers from them
 (`loadtest.judge.objectives`, `loadtest.report.answers`).

@@ -25,6 +25,7 @@ from loadtest.evidence.vocab import Arrival, Check, InputKind, LoadMode, Protoco
 from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS
 from loadtest.judge.goals import parse_goal
 from loadtest.load.inputs import InputError, InputOptions, effective_check, options_for, resolve_input_kind
+from loadtest.measure.shapes import AUTO
 from serving.deploy.config import split_base_path
 from serving.deploy.process import cpu_list
 from serving.endpoint import ServedEndpoint, ServerKind
@@ -113,6 +114,9 @@ class LaunchSettings:
     start_timeout_s: float = 300.0
 
 
+SWEEP_ONLY = ("goals", "shapes", "shapes_budget_min")  # [capacity] keys recorded only where set
+
+
 @dataclass(frozen=True)
 class CapacityObjectives:
     """`[capacity]`: the p99 objective of a capacity search per request batch size (`p99_ms_by_batch =
@@ -123,6 +127,8 @@ class CapacityObjectives:
     p99_ms_by_batch: dict = field(default_factory=dict)  # request batch (a TOML key: text) -> p99 ms
     objectives: tuple[float, ...] = ()  # p99 ms
     goals: tuple[str, ...] = ()  # targets, RATE:P99_MS:BATCH (`loadtest.judge.goals`), under the command's --goal
+    shapes: str | tuple[int, ...] = ()  # replica shapes, cores per replica, or "auto" (`loadtest.measure.shapes`)
+    shapes_budget_min: float = 0.0  # the whole shape sweep's minutes (0: each search its own --max-minutes)
 
     def p99_ms(self, batch_size: int, default: float) -> float:
         return float(self.p99_ms_by_batch.get(str(batch_size), default))
@@ -149,8 +155,9 @@ class Plan:
                     "server_names": self.server_names, "targets": tuple(map(target_dict, self.targets))}
         if self.configs:
             recorded.update(configs=[asdict(c) for c in self.configs], launch=asdict(self.launch))
-        if self.capacity.p99_ms_by_batch or self.capacity.objectives or self.capacity.goals:
-            recorded.update(capacity={k: v for k, v in asdict(self.capacity).items() if v or k != "goals"})
+        c = self.capacity
+        if c.p99_ms_by_batch or c.objectives or c.goals or c.shapes:
+            recorded.update(capacity={k: v for k, v in asdict(c).items() if v or k not in SWEEP_ONLY})
         return recorded
 
 
@@ -346,6 +353,12 @@ def _validate_objectives(capacity: CapacityObjectives) -> None:
             parse_goal(str(goal))
         except ValueError as exc:
             raise PlanError(f"[capacity] goals: {exc}") from None
+    shapes = capacity.shapes
+    if not (shapes in ((), AUTO) or (isinstance(shapes, tuple) and all(
+            isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in shapes))):
+        raise PlanError(f"[capacity] shapes = {shapes!r}: expected \"auto\" or a list of cores per replica, [1, 2, 4]")
+    if not (isinstance(capacity.shapes_budget_min, (int, float)) and capacity.shapes_budget_min >= 0):
+        raise PlanError(f"[capacity] shapes_budget_min = {capacity.shapes_budget_min!r}: expected minutes >= 0")
 
 
 def _validate_grid(grid: Grid) -> None:

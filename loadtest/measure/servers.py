@@ -26,7 +26,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from loadtest.evidence.search_tag import ShapeTag
 from loadtest.measure import plan as plans
+from loadtest.measure.shapes import ReplicaShape
 from loadtest.measure.targets import resolve_targets
 from serving.deploy import launcher
 from serving.deploy.config import (
@@ -78,12 +80,27 @@ class ToStart:
     config: ServingConfig  # the serving config; ports are chosen when the server starts
     launch: plans.LaunchSettings
     copy: int = 1  # the same configuration asked for again in one run: a second server, named `#2`
+    shape: ReplicaShape | None = None  # a shape sweep's replica: k cores, one frontend each (None: the plan's cores)
+
+    @property
+    def family(self) -> str:
+        """The configuration's name, whatever its shape: the device and the profile with every tuned field,
+        `cpu-cpu+max_batch_size=64` (`cpu-off#2` for the second server of a configuration asked for twice)."""
+        return f"{self.device}-{self.profile.name}" + (f"#{self.copy}" if self.copy > 1 else "")
 
     @property
     def name(self) -> str:
-        """How results name it: the device and the profile with every tuned field, `cpu-cpu+max_batch_size=64`
-        (`cpu-off#2` for the second server of a configuration asked for twice)."""
-        return f"{self.device}-{self.profile.name}" + (f"#{self.copy}" if self.copy > 1 else "")
+        """How results name it: its `family`, and its shape where it has one (`cpu-off-2c`)."""
+        tag = self.shape_tag()
+        return tag.server_name if tag else self.family
+
+    def shape_tag(self) -> ShapeTag | None:
+        """What its search's cells record about its shape (None outside a shape sweep)."""
+        return self.shape.tag(self.family) if self.shape else None
+
+    def shaped(self, shape: ReplicaShape) -> ToStart:
+        """This configuration as a replica of `shape`'s cores."""
+        return replace(self, shape=shape)
 
     def planned(self) -> ServedEndpoint:
         """What was asked for, before any server answered (labels the cells of a failed start)."""
@@ -117,11 +134,31 @@ class ToStart:
         write_files(config, files)
         return StartRequest(device=Device(self.device), kind=LaunchKind(self.launch.kind), config=config, files=files,
                             timeout_s=self.launch.start_timeout_s, server_name=key,
-                            server_flags=tuple(self.launch.server_flags), log_path=build_dir / f"{key}.log",
-                            cpus=self.launch.server_cpus)
+                            server_flags=self._server_flags(), log_path=build_dir / f"{key}.log",
+                            cpus=self.shape.cpus if self.shape else self.launch.server_cpus)
+
+    def _server_flags(self) -> tuple[str, ...]:
+        """The plan's embedded-server flags; a shape's server without its `--workers` (one frontend per core
+        pinned: the embedded server's default where it is pinned)."""
+        flags = tuple(self.launch.server_flags)
+        return without_workers(flags) if self.shape else flags
 
 
 Slot = Running | ToStart
+
+
+def without_workers(flags: tuple[str, ...]) -> tuple[str, ...]:
+    """Server flags with any `--workers N` / `--workers=N` left out."""
+    out: list[str] = []
+    skip = False
+    for flag in flags:
+        if skip:
+            skip = False
+        elif flag == "--workers":
+            skip = True
+        elif not flag.startswith("--workers="):
+            out.append(flag)
+    return tuple(out)
 
 
 def server_slots(plan: plans.Plan, state_path: Path | None = None) -> list[Slot]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from loadtest.evidence.objective import Objective
-from loadtest.evidence.search_tag import ComparisonTag, SearchTag
+from loadtest.evidence.search_tag import ComparisonTag, SearchTag, ShapeTag
 from loadtest.evidence.tables import plain_table
 from loadtest.evidence.vocab import LoadMode, Role
 from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS
@@ -32,12 +32,13 @@ from loadtest.judge.verdicts import client_limited
 from loadtest.measure import plan as plans
 from loadtest.measure.probe import Prober
 from loadtest.measure.runner import CellRunner, Interrupted, cell_estimate_s
-from loadtest.measure.servers import Slot, StartFailed
+from loadtest.measure.servers import Slot, StartFailed, ToStart
 from loadtest.search.capacity import CapacitySearch, Pairing
 from loadtest.search.capacity_output import outcome_line, trail_table
 from loadtest.search.capacity_request import CapacityRequest, Outcome
 from loadtest.search.comparison import Reference, Repeats, comparison_tag
 from loadtest.search.interleave import Turn, interleave
+from loadtest.search.run_budget import RunBudget
 from loadtest.search.search_settings import CapacityAnswer, Measured, SearchSettings
 from model_export.provenance import cpu_cores
 from serving.deploy.process import pinned_cores
@@ -64,6 +65,7 @@ class CapacityRun:
     pairing: Pairing | None = None  # paired: the comparison's seat, where the final answers are agreed
     start_of: Callable[[float], float] | None = None  # paired: the comparison's common start, from this one's own
     asked: Objective | None = None  # the search's objective (`CapacityRequest.searches_at`); None: the batch's
+    shape: ShapeTag | None = None  # its server's replica shape, in a shape sweep
     _confirming: bool = False  # the last measured rate was a confirmation: its extensions are too
     _processes: int = 0  # Locust processes now: the plan's, plus any added where its client was the limit
     _measured_at: dict[float, int] = field(default_factory=dict)  # cells measured so far at each rate
@@ -131,7 +133,7 @@ class CapacityRun:
               attempt: int = 0, held: bool = False):
         tag = search_tag(self.search_id, role, self.objective, rate_rps, self.request.confidence, confirming,
                          self.request.objectives, self.comparison)
-        tag = replace(tag, attempt=attempt)
+        tag = replace(tag, attempt=attempt, shape=self.shape)
         measure = self.measure_cell or self.cells.measure
         hold = {"held": True} if held else {}  # a paired comparison's final confirmation (`Turn.call`)
         result, probe = measure(self.prober, self.target, cell, run, 0, self.model_version, search=tag, **hold)
@@ -169,14 +171,25 @@ class Capacities:
     outcomes: list[Outcome] = field(default_factory=list)
     repeats: Repeats = field(default_factory=Repeats)  # how many times the whole comparison runs
     interleaved: bool = True  # several servers: paired (False: searched one after the other)
+    budget_s: float | None = None  # the whole run's time (a shape sweep's), shared out as searches begin
 
     def __post_init__(self) -> None:
+        self.shapes = {s.name: tag for s in self.servers if isinstance(s, ToStart) and (tag := s.shape_tag())}
         self.cells = CellRunner.new_run(self.results_root, self.request.plan, self.plan_path, self.out)
         self.run_id, self.run_dir = self.cells.run_id, self.cells.run_dir
         self.prober = Prober(self.request.plan.run)
         self._ids = 0
         self._comparisons = 0
         self.points = [(b, o) for b in self.batch_sizes for o in self.request.searches_at(b)]
+        repeats = max(self.repeats.at_least, self.repeats.at_most)
+        searches = len(self.servers) * len(self.points) * repeats
+        self.budget = RunBudget(self.budget_s, searches) if self.budget_s is not None else None
+        self._max_s: float | None = None  # the searches beginning now: their share of the budget
+
+    def _share(self, starting: int, paired: bool) -> None:
+        if self.budget is not None:
+            self._max_s = self.budget.share_s(starting, paired)
+            self.cells.say(f"the run's time budget: {starting} search(es) beginning, each at most {self._max_s:.0f} s")
 
     @property
     def paired(self) -> bool:
@@ -190,6 +203,8 @@ class Capacities:
         self.cells.say(f"capacity run {self.run_id}: {self._objectives()}, "
                        f"{len(self.servers)} server(s) x request batch {', '.join(map(str, self.batch_sizes))}"
                        f"{repeats} ({how}); results in {self.run_dir}")
+        if self.budget is not None:
+            self.budget.start()
         if self.paired:
             self._run_paired()
         else:
@@ -203,6 +218,7 @@ class Capacities:
             try:
                 with slot.serve(self.run_dir / "servers", self.cells.say) as target:
                     for batch, objective in self.points:
+                        self._share(1, False)
                         self._search(target, batch, comparison=self._comparison(batch, objective, repeat, names),
                                      objective=objective)
             except StartFailed as failed:
@@ -264,6 +280,7 @@ class Capacities:
         self.cells.say(f"paired comparison {comparison.id} (repeat {repeat}): "
                        f"{' against '.join(t.name for t in targets)} at request batch {batch}, their cells "
                        f"interleaved; reference cell: {targets[0].name}, one request at a time")
+        self._share(len(targets), True)
         ended: dict[int, Outcome] = {}
         starts: dict[int, float] = {}
         bodies = [self._paired_body(t, batch, search_id, comparison, ended, i, version, starts, objective)
@@ -319,8 +336,10 @@ class Capacities:
     def _searched(self, target: ServedEndpoint, batch_size: int, search_id: str, comparison: ComparisonTag | None,
                   beat_rps: float | None = None, model_version: int | None = None, **hooks: Any) -> Outcome:
         """One search on an answering server, its trail and answer printed (not yet in `outcomes`)."""
-        run = CapacityRun(self.request, self.cells, target, search_id, self.prober, batch_size, beat_rps,
-                          model_version, comparison=comparison, **hooks)
+        request = self.request if self._max_s is None else replace(self.request,
+                                                                   max_s=min(self.request.max_s, self._max_s))
+        run = CapacityRun(request, self.cells, target, search_id, self.prober, batch_size, beat_rps,
+                          model_version, comparison=comparison, shape=self.shapes.get(target.name), **hooks)
         self.cells.say(f"capacity search {search_id}: {run.objective}, request batch {batch_size}, "
                        f"on {target.name} ({target.grpc_target})")
         try:
@@ -358,9 +377,10 @@ class Capacities:
         search_id = search_id or self._next_id()
         cell = plans.Cell(LoadMode.OPEN, batch_size, None, None)
         objective = objective or self.request.objective_at(batch_size)
+        tag = search_tag(search_id, Role.START, objective, None, self.request.confidence,
+                         objectives=self.request.objectives)
         self.cells.not_run(target, cell, self.request.plan.run, reason, 0,
-                           search=search_tag(search_id, Role.START, objective, None, self.request.confidence,
-                                             objectives=self.request.objectives))
+                           search=replace(tag, shape=self.shapes.get(target.name)))
         return self._ended(Outcome(target.name, batch_size, None, reason, objective, search_id))
 
     def _ended(self, outcome: Outcome) -> Outcome:
