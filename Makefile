@@ -137,13 +137,18 @@ loadtest: setup
 # the command line: one objective at those batches instead, as before (GOALS= also).
 BATCH ?= 1
 REPEAT ?= 1
+# SHAPES=auto (or "1,2,4"): each configuration searched once per replica shape, k cores with one frontend each, and
+# the card prices every measured shape, the cheapest taken; SHAPES_BUDGET_MIN: the whole sweep's minutes.
+SHAPES ?=
+SHAPES_BUDGET_MIN ?=
 GOALS ?= $(TARGET_RPS):10:1 $(TARGET_RPS):50:32
 CAPACITY_GOALS = $(if $(filter command line environment,$(origin BATCH) $(origin P99_MS)),,$(GOALS))
 FIRST_GOAL = $(subst :, ,$(firstword $(CAPACITY_GOALS)))
 
 capacity: setup
 	$(CLI) capacity --p99-ms $(P99_MS) $(foreach b,$(BATCH),--batch $(b)) $(foreach g,$(CAPACITY_GOALS),--goal $(g)) \
-		--repeat $(REPEAT) $(SERVERS) --target-rps $(TARGET_RPS) --prices $(PRICES) --headroom $(HEADROOM) $(LOADTEST_ARGS)
+		--repeat $(REPEAT) $(SERVERS) --target-rps $(TARGET_RPS) --prices $(PRICES) --headroom $(HEADROOM) \
+		$(if $(SHAPES),--shapes $(SHAPES)) $(if $(SHAPES_BUDGET_MIN),--shapes-budget-min $(SHAPES_BUDGET_MIN)) $(LOADTEST_ARGS)
 
 # Batching tuned by the tool: BatchingParameters with the highest capacity for the first of GOALS (its p99 and
 # request batch; P99_MS and BATCH where given) on DEVICE, from TF Serving's advice (the device's profile),

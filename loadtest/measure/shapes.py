@@ -91,7 +91,7 @@ def plan_shapes(asked: Sequence[int] | str, machine: Sequence[int], server_cpus:
     """The shapes to measure on `machine`'s cores: each a server of k cores, the server's cores first."""
     server, loadgen = split_cores(machine, server_cpus, loadgen_cpus)
     order = server + [c for c in loadgen if c not in server]
-    sizes = auto_shapes(len(server), len(order)) if asked == AUTO else tuple(asked)
+    sizes = auto_shapes(len(server), len(order)) if isinstance(asked, str) else tuple(int(k) for k in asked)
     shapes, refused = [], []
     for k in sizes:
         if k > len(order):

@@ -1,0 +1,114 @@
+"""`mnist-bench capacity --shapes auto` on this 2-core machine, against real embedded servers whose work is known:
+the null backend spending 2 ms of CPU a request (`--null_cpu_ms 2`), so one frontend serves at most ~410 req/s
+on its core and a second core adds what it can.
+
+- Unplanted: the sweep measures 1 and 2 cores (2 sharing the load generator's core, said so), within its budget.
+- Planted: a busy loop on core 1 (the 2-core shape's second core) makes the second core add little: the card's
+  sizing takes the 1-core shape even where a 2-vCPU instance costs less than two 1-vCPU ones.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from loadtest.evidence.records import CellResult, read_results
+from loadtest.report.answers import search_answers
+from tests.support.cli import command
+from tests.support.paths import REPO
+
+pytestmark = pytest.mark.integration
+
+BUDGET_MIN = 4.0
+PLAN = """name = "shape-sweep-test"
+[run]
+warmup_s = 0.5
+measure_s = 2.0
+window_s = 0.5
+processes = 1
+check = "shape"
+late_threshold_ms = 5.0
+dispatch_lag_limit_ms = 5.0
+samples = "{samples}"
+[grid]
+batch_sizes = [1]
+concurrency = [4]
+[servers]
+configs = [{{ device = "cpu", batching = "off" }}]
+[servers.launch]
+kind = "embedded"
+models_dir = "{models}"
+server_flags = ["--backend", "null", "--null_cpu_ms", "2"]
+"""
+# A 2-vCPU instance at 1.8 times a 1-vCPU one: cheaper than two, so only a second core that adds little loses.
+PRICES = """currency = "USD"
+[instances."one"]
+vcpus = 1
+price_per_hour = 1.0
+[instances."two"]
+vcpus = 2
+price_per_hour = 1.8
+"""
+
+
+@dataclass_free := None  # (no records of its own: the run's own records are read back)
+
+
+def sweep(exported_model, tmp_path: Path) -> tuple[subprocess.CompletedProcess, list[CellResult], Path]:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN.format(samples=exported_model.samples_path, models=exported_model.output_dir))
+    prices = tmp_path / "prices.toml"
+    prices.write_text(PRICES)
+    done = subprocess.run([*command("capacity"), "--plan", plan, "--shapes", "auto", "--shapes-budget-min",
+                           str(BUDGET_MIN), "--goal", "1000:25:1", "--prices", prices, "--results-dir",
+                           tmp_path / "results", "--unmet-ok"],
+                          cwd=REPO, capture_output=True, text=True, timeout=BUDGET_MIN * 60 + 240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    run_dir = next((tmp_path / "results").glob("*/results.jsonl")).parent
+    return done, read_results(run_dir / "results.jsonl"), run_dir
+
+
+@contextmanager
+def busy_core(core: int, processes: int, max_s: float) -> Iterator[None]:
+    """`processes` busy loops at normal priority on `core` (they take their fair share of it), for at most `max_s`."""
+    loops = [subprocess.Popen(["taskset", "-c", str(core), "timeout", str(int(max_s)), sys.executable, "-c",
+                               "while True: pass"]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait(10)
+
+
+def capacities(cells: list[CellResult]) -> dict[int, float]:
+    """Each shape's capacity (req/s) by cores per replica."""
+    by_cores = {}
+    for answer in search_answers(cells):
+        shape = next(c.search.shape for c in cells if c.search and c.search.id == answer.search_id)
+        by_cores[shape.cores] = answer.capacity_rps or 0.0
+    return by_cores
+
+
+def test_the_sweep_measures_one_core_and_two_sharing_the_load_generators_within_its_budget(exported_model, tmp_path):
+    done, cells, run_dir = sweep(exported_model, tmp_path)
+    assert "replica shapes: 1 core (cores 0); 2 cores (cores 0-1, sharing the load generator's cores" in done.stdout
+    searched = [c for c in cells if c.search and c.search.shape]
+    shapes = {c.server.name: c.search.shape for c in searched}
+    assert {name: (s.family, s.cores, s.cpus, s.shares_loadgen) for name, s in shapes.items()} == {
+        "cpu-off-1c": ("cpu-off", 1, "0", False), "cpu-off-2c": ("cpu-off", 2, "0-1", True)}
+    assert {c.server.name: c.server_resources.cpus for c in searched if c.server_resources} == {
+        "cpu-off-1c": 1.0, "cpu-off-2c": 2.0}
+    assert all(c.provenance.loadgen_cpus in (None, "1") for c in searched)
+    started = datetime.strptime(run_dir.name, "%Y%m%dT%H%M%SZ").timestamp()
+    ended = max(datetime.fromisoformat(c.utc_time).timestamp() for c in cells)
+    assert ended - started <= BUDGET_MIN * 60 * 1.1, f"the sweep took {ended - started:.0f} s of {BUDGET_MIN * 60:g}"
+    figures = json.loads((run_dir / "figures.json").read_text())
+    print(capacities(cells), ended - started, json.dumps(figures.get("card", {}).get("rows"), indent=1)[:2000])
