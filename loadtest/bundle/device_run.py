@@ -66,7 +66,6 @@ from loadtest.bundle.run_args import (  # noqa: E402
     reference_s,
 )
 
-MODEST_RPS = 20.0  # the profile's load when no capacity was found
 ANSWER = re.compile(r"^capacity: (?P<server>\S+), request batch (?P<batch>\d+): (?P<answer>.*)$")
 
 
@@ -312,7 +311,8 @@ class DeviceRun:
             why = "--profile-s 0" if a.profile_s <= 0 else f"{self.left_s():.0f} s left, it needs {needed_s:.0f} s"
             self.record["profile"] = {"ok": False, "why": f"not profiled: {why}"}
             return
-        device, profile, batch, rate = self.profile_target()
+        device, profile, batch, rate = profiling.profile_target(self.record["capacities"],
+                                                                self.record.get("plan", {}).get("kept"))
         plan = self.work / "profile-plan.toml"
         plan.write_text(profiling.profile_plan(plan_file.read_text(), batch, rate, a.profile_s + 8.0))
         command = [sys.executable, "-m", "loadtest", "loadtest", "--plan", str(plan), "--serve", f"{device}/{profile}",
@@ -329,19 +329,6 @@ class DeviceRun:
                                   **result}
         self.say(f"run.py: profile: {'written' if result.get('ok') else result.get('why')}")
         self.timed("profile", started)
-
-    def profile_target(self) -> tuple[str, str, int, float]:
-        """The configuration whose capacity served the most images/s, at 90% of it; else a modest rate."""
-        best = None
-        for answer in self.record["capacities"]:
-            rate = re.match(r"(?:at least )?([\d.]+) req/s", answer["answer"])
-            if rate and (best is None or float(rate[1]) * int(answer["batch"]) > best[0]):
-                best = (float(rate[1]) * int(answer["batch"]), answer["server"], int(answer["batch"]), float(rate[1]))
-        if best is not None:
-            device, _, profile = best[1].partition("-")
-            return device, profile, best[2], 0.9 * best[3]
-        kept = self.record.get("plan", {}).get("kept") or [{"device": "cpu", "profile": "off", "batch": 1}]
-        return kept[0]["device"], kept[0]["profile"], kept[0]["batch"], MODEST_RPS
 
     def run(self) -> int:
         devices = self.prepare()
