@@ -26,6 +26,9 @@ standard library only, are the project's `loadtest.bundle` modules):
    beside the device alone, are said on the console), then profiles the best configuration found with
    py-spy (`--profile-s`) under load at ~90% of its capacity (`loadtest.bundle.profiling`).
 
+`--shapes auto|1,2,4` makes the call a replica-shape sweep of its own instead (`loadtest.bundle.shape_sweep`): the
+CPU configurations searched by `capacity --shapes`, on the shapes that fit the budget (the plan names the others).
+
 `--out` gets at most 8 files and no folder (`loadtest.bundle.run_outputs.OUT_FILES`); `device-run.json`
 is rewritten after every step, so a run killed at the machine's limit still explains itself. The
 subprocesses' own files go to `--work` (default: `work/<UTC time>/` in the bundle).
@@ -51,7 +54,7 @@ SITE = BUNDLE / "site"
 if (PROJECT / "loadtest" / "bundle").is_dir():  # as the bundle's run.py: its helpers are the project's
     sys.path.insert(0, str(PROJECT))
 
-from loadtest.bundle import budget, profiling, run_outputs, smoke  # noqa: E402
+from loadtest.bundle import budget, profiling, run_outputs, shape_sweep, smoke  # noqa: E402
 from loadtest.bundle.machine import gpu_problem, round_trip_env, source, versions  # noqa: E402
 from loadtest.bundle.processes import Echoed, stop  # noqa: E402
 from loadtest.bundle.run_args import (  # noqa: E402
@@ -333,6 +336,8 @@ class DeviceRun:
     def run(self) -> int:
         devices = self.prepare()
         loadgen_cores = self.smoke(devices)
+        if self.args.shapes:  # a call of its own: the CPU configurations' replica-shape sweep
+            return shape_sweep.sweep(self, write_plan(self.args.out / "device-plan.toml", self.args, loadgen_cores))
         plan = self.plan(devices)
         plan_file = write_plan(self.args.out / "device-plan.toml", self.args, loadgen_cores)
         self.copier.start()
