@@ -254,6 +254,7 @@ bench-drift: setup
 # the wheels the machine's image lacks (py-spy's too), and project/SOURCE.json (the commit and tree state
 # it was built from, which every result there names). There, in one call:
 #   python3 build/device-bundle/run.py --out DIR   (one call of <= 10 minutes: every configuration answered; <= 8 files)
+#   python3 build/device-bundle/run.py --out DIR --shapes auto   (another call: the CPU's replica-shape sweep)
 device-bundle: setup
 	@ls $(MODELS)/mnist/*/model.keras >/dev/null 2>&1 || $(MAKE) --no-print-directory export
 	$(CLI) device-bundle --out build/device-bundle --models-dir $(MODELS)

@@ -27,6 +27,12 @@ configurations at the first batch rather than searching one at every batch. Each
 fits what is left; one that does not is left out with the reason, and the next are still tried (a
 search on a configuration already started costs no start).
 
+A shape sweep (`plan_shapes`, `run.py --shapes`): the CPU configurations searched once per replica shape (k
+cores each), smallest shape first. A shape costs its configurations' server starts, their searches at every
+request batch and, paired, the reference cells at each batch (`shape_bound_s`): the same at every k, the searches
+being bounded by time and steps, not by rate, and no shape starting slower than the smoke test's server on all the
+server's cores. Each shape is kept while it fits what is left; those that do not are named with the reason.
+
 Pure functions and frozen records, standard library only: `run.py` imports this module before it has
 installed anything. Not for: running the searches (`loadtest.bundle.device_run`).
 """
@@ -194,3 +200,67 @@ def batches_that_fit(count: int, costs: Costs, left_s: float) -> int:
         return 0
     return min(count, int((left_s - costs.start_s) // costs.search_s))
 
+
+
+@dataclass(frozen=True)
+class ShapeLeftOut:
+    cores: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class ShapesPlan:
+    """A shape sweep's plan: the shapes (cores per replica) kept in the budget, those left out and why."""
+
+    budget_s: float
+    costs: Costs
+    shape_s: float  # one shape at most (`shape_bound_s`)
+    searches_per_shape: int  # its configurations times its request batches
+    kept: tuple[int, ...] = ()
+    left_out: tuple[ShapeLeftOut, ...] = ()
+    planned_s: float = 0.0  # the kept shapes' starts, searches and reference cells
+
+    def sweep_minutes(self, max_minutes: float) -> float:
+        """`capacity --shapes-budget-min`: an equal share of it is each search's `max_minutes`, what it was planned
+        with."""
+        return len(self.kept) * self.searches_per_shape * max_minutes
+
+    def describe(self) -> list[str]:
+        """What the plan keeps and leaves out, one line each."""
+        c = self.costs
+        kept = ", ".join(map(str, self.kept)) or "none"
+        lines = [f"budget {self.budget_s:.0f} s: reserve {c.reserve_s:.0f} s (report), margin {c.margin:.0%}; "
+                 f"a search at most {c.search_s:.0f} s, a server start {c.start_s:.0f} s; a replica shape at most "
+                 f"{self.shape_s:.0f} s ({self.searches_per_shape} search(es) and their starts); "
+                 f"shapes kept (cores per replica): {kept}, {self.planned_s:.0f} s planned"]
+        return lines + [f"  left out: {o.cores} cores a replica: {o.reason}" for o in self.left_out]
+
+    def to_dict(self) -> dict:
+        return {"budget_s": self.budget_s, "costs": asdict(self.costs), "shape_s": round(self.shape_s, 1),
+                "searches_per_shape": self.searches_per_shape, "planned_s": round(self.planned_s, 1),
+                "kept_shapes": list(self.kept), "left_out_shapes": [asdict(o) for o in self.left_out]}
+
+
+def shape_bound_s(configurations: int, batches: int, costs: Costs, reference_s: float) -> float:
+    """One replica shape at most: each configuration's server start, its searches at every request batch, and
+    `reference_s` at each batch (a paired comparison's reference cells; 0 for one configuration or searched one
+    after the other)."""
+    return configurations * (costs.start_s + batches * costs.search_s) + batches * reference_s
+
+
+def plan_shapes(shapes: list[int], configurations: int, batches: int, costs: Costs, budget_s: float,
+                reference_s: float) -> ShapesPlan:
+    """Each shape, smallest first, kept while it fits what is left; one that does not is left out with the reason."""
+    available = budget_s * (1 - costs.margin) - costs.reserve_s
+    shape_s = shape_bound_s(configurations, batches, costs, reference_s)
+    kept: list[int] = []
+    left_out: list[ShapeLeftOut] = []
+    for cores in sorted(shapes):
+        spent = len(kept) * shape_s
+        if spent + shape_s <= available:
+            kept.append(cores)
+        else:
+            left_out.append(ShapeLeftOut(cores, f"needs {shape_s:.0f} s, {max(available - spent, 0.0):.0f} s of "
+                                                f"the budget left"))
+    return ShapesPlan(budget_s, costs, shape_s, configurations * batches, tuple(kept), tuple(left_out),
+                      len(kept) * shape_s)

@@ -26,6 +26,9 @@ standard library only, are the project's `loadtest.bundle` modules):
    beside the device alone, are said on the console), then profiles the best configuration found with
    py-spy (`--profile-s`) under load at ~90% of its capacity (`loadtest.bundle.profiling`).
 
+`--shapes auto|1,2,4` makes the call a replica-shape sweep of its own instead (`loadtest.bundle.shape_sweep`): the
+CPU configurations searched by `capacity --shapes`, on the shapes that fit the budget (the plan names the others).
+
 `--out` gets at most 8 files and no folder (`loadtest.bundle.run_outputs.OUT_FILES`); `device-run.json`
 is rewritten after every step, so a run killed at the machine's limit still explains itself. The
 subprocesses' own files go to `--work` (default: `work/<UTC time>/` in the bundle).
@@ -51,7 +54,7 @@ SITE = BUNDLE / "site"
 if (PROJECT / "loadtest" / "bundle").is_dir():  # as the bundle's run.py: its helpers are the project's
     sys.path.insert(0, str(PROJECT))
 
-from loadtest.bundle import budget, profiling, run_outputs, smoke  # noqa: E402
+from loadtest.bundle import budget, profiling, run_outputs, shape_sweep, smoke  # noqa: E402
 from loadtest.bundle.machine import gpu_problem, round_trip_env, source, versions  # noqa: E402
 from loadtest.bundle.processes import Echoed, stop  # noqa: E402
 from loadtest.bundle.run_args import (  # noqa: E402
@@ -66,7 +69,6 @@ from loadtest.bundle.run_args import (  # noqa: E402
     reference_s,
 )
 
-MODEST_RPS = 20.0  # the profile's load when no capacity was found
 ANSWER = re.compile(r"^capacity: (?P<server>\S+), request batch (?P<batch>\d+): (?P<answer>.*)$")
 
 
@@ -312,7 +314,8 @@ class DeviceRun:
             why = "--profile-s 0" if a.profile_s <= 0 else f"{self.left_s():.0f} s left, it needs {needed_s:.0f} s"
             self.record["profile"] = {"ok": False, "why": f"not profiled: {why}"}
             return
-        device, profile, batch, rate = self.profile_target()
+        device, profile, batch, rate = profiling.profile_target(self.record["capacities"],
+                                                                self.record.get("plan", {}).get("kept"))
         plan = self.work / "profile-plan.toml"
         plan.write_text(profiling.profile_plan(plan_file.read_text(), batch, rate, a.profile_s + 8.0))
         command = [sys.executable, "-m", "loadtest", "loadtest", "--plan", str(plan), "--serve", f"{device}/{profile}",
@@ -330,22 +333,11 @@ class DeviceRun:
         self.say(f"run.py: profile: {'written' if result.get('ok') else result.get('why')}")
         self.timed("profile", started)
 
-    def profile_target(self) -> tuple[str, str, int, float]:
-        """The configuration whose capacity served the most images/s, at 90% of it; else a modest rate."""
-        best = None
-        for answer in self.record["capacities"]:
-            rate = re.match(r"(?:at least )?([\d.]+) req/s", answer["answer"])
-            if rate and (best is None or float(rate[1]) * int(answer["batch"]) > best[0]):
-                best = (float(rate[1]) * int(answer["batch"]), answer["server"], int(answer["batch"]), float(rate[1]))
-        if best is not None:
-            device, _, profile = best[1].partition("-")
-            return device, profile, best[2], 0.9 * best[3]
-        kept = self.record.get("plan", {}).get("kept") or [{"device": "cpu", "profile": "off", "batch": 1}]
-        return kept[0]["device"], kept[0]["profile"], kept[0]["batch"], MODEST_RPS
-
     def run(self) -> int:
         devices = self.prepare()
         loadgen_cores = self.smoke(devices)
+        if self.args.shapes:  # a call of its own: the CPU configurations' replica-shape sweep
+            return shape_sweep.sweep(self, write_plan(self.args.out / "device-plan.toml", self.args, loadgen_cores))
         plan = self.plan(devices)
         plan_file = write_plan(self.args.out / "device-plan.toml", self.args, loadgen_cores)
         self.copier.start()

@@ -5,6 +5,7 @@
   stacks, which speedscope and flame-graph tools read; then one `dump` of every thread) and its top
   functions summarised. py-spy needs ptrace: where it cannot attach (a container without the
   capability, Yama's `ptrace_scope`) the reason is recorded and the run goes on.
+- `profile_target`: what to profile: the configuration whose capacity served the most images/s, at 90% of it.
 - `torch_round_trip`: PyTorch's own host → GPU → host round trip (a tiny tensor made on the GPU, one
   add, copied back), the median of 200 after a warm-up, in a child process: a reference that tells a
   slow machine from a slow runtime. "PyTorch not installed" or "no CUDA" otherwise.
@@ -16,6 +17,7 @@ run in child processes with the bundle's environment). Not for: the searches or 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -24,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.bundle.processes import Echoed, find_below, wait_for
+
+MODEST_RPS = 20.0  # the profile's load when no capacity was found
 
 ROUND_TRIP_PROBE = """
 import json, statistics, time
@@ -147,3 +151,19 @@ def profile(load: Echoed, binary: str | None, duration_s: float, out: Path, star
     result["load_exit_code"] = load.wait(timeout_s - (time.monotonic() - started))
     result["load"] = [line for line in load.lines if "req/s, p50" in line][-1:]
     return result
+
+
+def profile_target(capacities: list[dict], kept: list[dict] | None) -> tuple[str, str, int, float]:
+    """(device, profile, request batch, rate): the configuration whose capacity (each search's answer line, as
+    `device_run` reads them) served the most images/s, at 90% of it; else the plan's first search kept (cpu-off
+    at batch 1 without one) at a modest rate."""
+    best = None
+    for answer in capacities:
+        rate = re.match(r"(?:at least )?([\d.]+) req/s", answer["answer"])
+        if rate and (best is None or float(rate[1]) * int(answer["batch"]) > best[0]):
+            best = (float(rate[1]) * int(answer["batch"]), answer["server"], int(answer["batch"]), float(rate[1]))
+    if best is not None:
+        device, _, profile = best[1].partition("-")
+        return device, profile, best[2], 0.9 * best[3]
+    first = (kept or [{"device": "cpu", "profile": "off", "batch": 1}])[0]
+    return first["device"], first["profile"], first["batch"], MODEST_RPS

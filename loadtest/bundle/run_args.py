@@ -2,6 +2,8 @@
 where it writes (at most 8 files under `--out`, never over an earlier run's).
 
 Also what follows from it: the plan's estimates (`costs`, `reference_s`) and the cores (`core_split`).
+`--shapes` makes the call a shape sweep of its own (`loadtest.bundle.shape_sweep`): the CPU only, at request batch 1
+unless `--batches` says otherwise, no profile and no tuning.
 Not for: running it (`loadtest.bundle.device_run`) or planning the budget (`loadtest.bundle.budget`).
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 
 from loadtest.bundle import budget
@@ -27,8 +30,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True, help="at most 8 files, written as the run goes")
     parser.add_argument("--work", type=Path, default=None, help="the subprocesses' files (default: work/<time>/)")
     parser.add_argument("--budget-min", type=float, default=9.0, help="the whole run, planned before it starts")
-    parser.add_argument("--devices", default="gpu,cpu", help="comma-separated: gpu, cpu (in priority order)")
-    parser.add_argument("--batches", default="1,32", help="request batch sizes, in priority order")
+    parser.add_argument("--devices", default=None,
+                        help="comma-separated: gpu, cpu (in priority order; default gpu,cpu)")
+    parser.add_argument("--batches", default=None,
+                        help="request batch sizes, in priority order (default 1,32; a shape sweep's 1)")
     parser.add_argument("--p99-ms", type=float, default=10.0, help="the online target's objective (request batch 1)")
     parser.add_argument("--batch-p99-ms", type=float, default=50.0,
                         help="the batch targets' objective (each request batch above 1)")
@@ -54,7 +59,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         "their cells interleaved (paired: the GPU/CPU ratio and batching gains from the same minutes)")
     parser.add_argument("--tune-minutes", type=float, default=0.0,
                         help="also tune the batching on each device for this long, at the first batch (0: no tuning)")
+    parser.add_argument("--shapes", default=None, metavar="auto|1,2,4",
+                        help="this call runs only the CPU configurations' replica-shape sweep (capacity --shapes): "
+                        "each searched on k cores, one gRPC frontend a core; the plan keeps the shapes that fit")
     args = parser.parse_args(argv)
+    problem = shape_sweep_problem(args)
+    if problem:
+        parser.error(problem)
+    if args.devices is None:
+        args.devices = "cpu" if args.shapes else "gpu,cpu"
+    if args.batches is None:
+        args.batches = "1" if args.shapes else "1,32"
     unknown = set(args.devices.split(",")) - set(DEVICES)
     if unknown:
         parser.error(f"--devices: unknown {sorted(unknown)}; choose from {', '.join(DEVICES)}")
@@ -63,6 +78,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if (args.out / "device-run.json").exists():
         parser.error(f"--out {args.out} already holds a run (device-run.json): nothing overwrites one")
     return args
+
+
+def shape_sweep_problem(args: argparse.Namespace) -> str:
+    """Why `--shapes` cannot go with the other flags given; "" when it can (or was not given). Only its form is
+    checked here (`loadtest.measure.shapes.parse_shapes` reads it once the wheels are installed)."""
+    if args.shapes is None:
+        return ""
+    if not re.fullmatch(r"auto|[1-9]\d*(,[1-9]\d*)*", args.shapes.strip().lower().replace(" ", "")):
+        return f"--shapes {args.shapes!r}: expected auto or CORES,CORES,... (e.g. 1,2,4)"
+    if args.devices not in (None, "cpu"):
+        return f"--shapes sweeps the CPU configurations only: --devices {args.devices} is not for this call"
+    if args.profile_s > 0 or args.tune_minutes > 0:
+        return "--shapes: a shape sweep is a call of its own: no profile (--profile-s), no tuning (--tune-minutes)"
+    return ""
 
 
 WARMUP_S = 0.5  # the plan's `[run] warmup_s` (`device_run.write_plan`)
@@ -76,6 +105,11 @@ def search_s(args: argparse.Namespace) -> float:
 def costs(args: argparse.Namespace, devices: int) -> budget.Costs:
     """The plan's estimates: a search at most, a server start, and what is reserved after the searches."""
     return budget.Costs(search_s(args), args.start_s, reserve_s=after_searches_s(args, devices))
+
+
+def sweep_costs(args: argparse.Namespace) -> budget.Costs:
+    """A shape sweep's estimates: a search at most, a server start, and the report after them."""
+    return budget.Costs(search_s(args), args.start_s, reserve_s=REPORT_S)
 
 
 def reference_s(args: argparse.Namespace) -> float:

@@ -119,3 +119,25 @@ def test_one_configuration_alone_is_no_comparison():
     plan = plan_paired([("cpu", "off"), ("cpu", "cpu")], [1], Costs(search_s=30, start_s=20, reserve_s=0,
                                                                       margin=0.0), 60, reference_s=20)
     assert plan.kept == (Search("cpu", "off", 1),) and not plan.paired
+
+
+def test_a_replica_shape_costs_its_configurations_starts_searches_and_reference_cells():
+    costs = Costs(search_s=30, start_s=20, reserve_s=0, margin=0.0)
+    # 2 configurations: 2 x (20 + 2 batches x 30) = 160, and 2 batches' reference cells 2 x 10 = 180
+    assert budget.shape_bound_s(2, 2, costs, reference_s=10) == 180
+    assert budget.shape_bound_s(1, 1, costs, reference_s=0) == 50
+
+
+def test_a_shape_sweep_keeps_the_smaller_shapes_that_fit_and_names_the_larger_that_do_not():
+    # 500 s, 10% margin -> 450 s, 30 s reserved -> 420 s; a shape: 2 x (15 + 33.5) + 21.9 = 118.9 s
+    costs = Costs(search_s=33.5, start_s=15, reserve_s=30, margin=0.1)
+    plan = budget.plan_shapes([8, 1, 4, 2], 2, 1, costs, 500, reference_s=21.9)
+    assert plan.shape_s == pytest.approx(118.9) and plan.kept == (1, 2, 4)
+    assert plan.planned_s == pytest.approx(356.7) and plan.searches_per_shape == 2
+    assert plan.left_out == (budget.ShapeLeftOut(8, "needs 119 s, 63 s of the budget left"),)
+    assert plan.sweep_minutes(0.35) == pytest.approx(3 * 2 * 0.35)  # each search's share: its own --max-minutes
+    assert "shapes kept (cores per replica): 1, 2, 4, 357 s planned" in plan.describe()[0]
+    assert plan.describe()[1] == "  left out: 8 cores a replica: needs 119 s, 63 s of the budget left"
+    assert plan.to_dict()["kept_shapes"] == [1, 2, 4] and plan.to_dict()["left_out_shapes"][0]["cores"] == 8
+    none = budget.plan_shapes([1, 2], 2, 1, costs, 100, reference_s=21.9)
+    assert none.kept == () and [o.cores for o in none.left_out] == [1, 2] and none.sweep_minutes(0.35) == 0

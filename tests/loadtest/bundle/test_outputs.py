@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from loadtest.bundle import device_run
+from loadtest.bundle import device_run, profiling
 from loadtest.bundle import run_outputs as outputs
 from loadtest.bundle.build import source_record
 from loadtest.bundle.profiling import profile_plan, top_functions
@@ -84,3 +84,13 @@ def test_the_profile_plan_is_one_open_loop_cell_at_the_rate(tmp_path, monkeypatc
     plan = profile_plan(base, 32, 123.456, 28.0)
     assert "batch_sizes = [32]" in plan and "rates_rps = [123.5]" in plan and "concurrency = []" in plan
     assert "measure_s = 28.0" in plan and 'server_cpus = "0,1,2,3,4,5,6,7,8,9,10,11"' in plan
+
+
+def test_the_profile_goes_to_the_configuration_that_served_the_most_images_at_90_percent_of_it():
+    capacities = [{"server": "gpu-off", "batch": "1", "answer": "400.0 req/s at p99 <= 10 ms"},
+                  {"server": "cpu-cpu", "batch": "32", "answer": "at least 50.0 req/s at p99 <= 50 ms"},
+                  {"server": "gpu-gpu", "batch": "1", "answer": "none met"}]
+    assert profiling.profile_target(capacities, None) == ("cpu", "cpu", 32, 45.0)  # 1,600 images/s beat 400
+    kept = [{"device": "gpu", "profile": "gpu", "batch": 1}]
+    assert profiling.profile_target(capacities[2:], kept) == ("gpu", "gpu", 1, profiling.MODEST_RPS)
+    assert profiling.profile_target([], None) == ("cpu", "off", 1, profiling.MODEST_RPS)
