@@ -58,9 +58,6 @@ price_per_hour = 1.8
 """
 
 
-@dataclass_free := None  # (no records of its own: the run's own records are read back)
-
-
 def sweep(exported_model, tmp_path: Path) -> tuple[subprocess.CompletedProcess, list[CellResult], Path]:
     plan = tmp_path / "plan.toml"
     plan.write_text(PLAN.format(samples=exported_model.samples_path, models=exported_model.output_dir))
