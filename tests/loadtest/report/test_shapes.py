@@ -226,3 +226,24 @@ def test_the_report_has_the_section_and_figures_json_each_point(tmp_path):
 def test_an_unswept_report_has_no_shapes():
     built = report.build_report(rates(server("cpu-off", "off"), 500.0, "s1"))
     assert "Replica shapes" not in report.render_html(built) and "shapes" not in json.loads(report.figures_json(built))
+
+
+def test_batching_configurations_and_shapes_are_priced_together(tmp_path):
+    """A batching-on server (one core, 900 req/s, unswept) beside the batching-off shapes: 4000 / 720 = 5.6 -> 6
+    replicas, 3 x small-2 = 0.54, cheaper than the 1-core shape's 0.90: the card sizes on it, no shape named."""
+    on = [replace(c, server_resources=ServerResources(1.0, "Test CPU", 0, "", "pinned cores 0"))
+          for c in rates(server("cpu-cpu", "cpu"), 900.0, "s-on")]
+    cells = [*shape_run({1: 500.0, 2: 550.0}), *on]
+    _, row, shown = only_row(cells, pricing(cells, prices_of(tmp_path, 0.10, 0.18)))
+    assert row.capacity_rps == 900.0 and row.replica_cores is None and row.usd_per_hour == pytest.approx(0.54)
+    assert shown["best setup"] == "batching on (profile cpu)"
+
+
+def test_the_caption_keeps_the_assumption_only_for_a_device_whose_shapes_were_not_measured():
+    from loadtest.report.shapes import LINEAR_UNIT, instance_hour_words
+
+    assert instance_hour_words({}, ["cpu", "gpu"]) == LINEAR_UNIT
+    mixed = instance_hour_words({"cpu": (1, 2, 4)}, ["cpu", "gpu"])
+    assert "CPU replica shapes measured: 1, 2, 4 cores; each priced, the cheapest taken" in mixed
+    assert "GPU: one replica measured, assumed to scale linearly" in mixed
+    assert "linearly" not in instance_hour_words({"cpu": (1, 2)}, ["cpu"])
