@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 
 from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
+from loadtest.evidence.search_tag import ShapeTag
 from loadtest.evidence.vocab import Role
 from loadtest.judge.conclusion import AnswerKind, Conclusion, conclude
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE
@@ -70,6 +71,7 @@ class SearchAnswer:
     conclusion: Conclusion | None = field(default=None, compare=False)  # with the uncertainty
     objectives: tuple[ObjectiveAnswer, ...] = field(default=(), compare=False)  # its cells at each objective
     rates: tuple[RateRow, ...] = field(default=(), compare=False)  # its rate table
+    shape: ShapeTag | None = None  # its server's replica shape, in a shape sweep (`loadtest.report.shapes`)
 
     @property
     def met(self) -> bool:
@@ -133,7 +135,8 @@ def search_answer(cells: Sequence[CellResult]) -> SearchAnswer:
                         cell.latency_p50_ms if cell else None, cell.latency_p99_ms if cell else None,
                         found.lowest_failing_rps, len(cells), reason,
                         cell.server_cpu_percent if cell else None, cell.gpu_utilization_percent if cell else None,
-                        found, objective_answers(cells, search_objectives(cells)), rate_table(cells))
+                        found, objective_answers(cells, search_objectives(cells)), rate_table(cells),
+                        first.tag.shape)
 
 
 def _unmet(cells: Sequence[CellResult]) -> str:

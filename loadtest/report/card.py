@@ -5,11 +5,12 @@ as Model Analyzer's summary opens with its recommendation:
 
 - a title: FOR BUYING or NOT FOR BUYING, what was measured (the server: TF Serving's containers or the embedded
   stand-in and its runtime; the machine: its CPU and vCPUs, its GPU), and, where not for buying, why in a few words;
-- a table, one row per target and device: the best setup, its capacity with the rate that failed above it, p99
-  there, how busy the device was, then either boxes (a range, from the capacity's range and the headroom), USD/h
-  and USD per million requests, or, where the serving path bounded the answer (it served less than half of what the
-  device alone runs, `loadtest.report.bound`), what it served of the device alone and no price. A row whose device
-  alone was never measured is priced and marked "bound unchecked";
+- a table, one row per target and device: the best setup (where replica shapes were measured, the cheapest shape
+  and how many replicas an instance holds, `loadtest.report.shapes.sized_on`), its capacity with the rate that
+  failed above it, p99 there, how busy the device was, then either boxes (a range, from the capacity's range and
+  the headroom), USD/h and USD per million requests, or, where the serving path bounded the answer (it served less
+  than half of what the device alone runs, `loadtest.report.bound`), what it served of the device alone and no
+  price. A row whose device alone was never measured is priced and marked "bound unchecked";
 - at most one comparison line per target (GPU/CPU, batching on ÷ off: each ratio once, with its range), and
   "Run next:" where not for buying.
 
@@ -31,7 +32,16 @@ from loadtest.judge.goals import Target
 from loadtest.report.answers import Answers, DeviceAnswer, DeviceRatio, Gain, SearchAnswer, lower_bound
 from loadtest.report.bound import SERVED_SHARE, ServedShare, served_share
 from loadtest.report.card_records import CardRow
-from loadtest.report.card_text import DEVICES, SERVING_PATH_BOUND, TERMS, UNCHECKED, UNPAIRED
+from loadtest.report.card_text import (
+    DEVICES,
+    SERVING_PATH_BOUND,
+    SHAPED_SETUP,
+    SHAPES,
+    SHARED_CORES,
+    TERMS,
+    UNCHECKED,
+    UNPAIRED,
+)
 from loadtest.report.card_text import title as card_title
 from loadtest.report.configs import Config
 from loadtest.report.decision import run_next
@@ -40,8 +50,9 @@ from loadtest.report.formatting import number as fmt
 from loadtest.report.objective_costs import answers_by_objective
 from loadtest.report.paired import GPU_CPU, PairedRatio
 from loadtest.report.sections.device_use import busy_text
+from loadtest.report.shapes import UNKNOWN_REPLICA, sized_on
 from loadtest.report.sizing import size
-from loadtest.report.sizing.instances import Pricing, Replica
+from loadtest.report.sizing.instances import Pricing
 
 HEADER = ("target", "device", "best setup", "capacity req/s", "p99 ms at it", "busy")
 PRICED_HEADER = ("boxes", "USD/h", "USD per M requests")
@@ -84,8 +95,11 @@ class Card:
         """What each word on the card means, once (`TERMS`), for the columns and lines it has."""
         used = [*HEADER, *(PRICED_HEADER if self.priced else UNPRICED_HEADER), "for buying",
                 *(["ranges"] if self.comparisons else []),
-                *([UNCHECKED] if any(UNCHECKED in " ".join(r) for r in self.table_rows()) else [])]
-        return [f"{term}: {TERMS[term]}" for term in used if term in TERMS]
+                *([UNCHECKED] if any(UNCHECKED in " ".join(r) for r in self.table_rows()) else []),
+                *([SHAPES] if any(r.replica_cores for r in self.rows) else []),
+                *([SHARED_CORES] if any(r.shared_cores for r in self.rows) else [])]
+        meanings = {**TERMS, "best setup": SHAPED_SETUP} if SHAPES in used else TERMS
+        return [f"{term}: {meanings[term]}" for term in used if term in meanings]
 
     def as_dict(self) -> dict:
         return {"title": self.title, "for_buying": self.for_buying, "header": list(self.header()),
@@ -98,7 +112,7 @@ def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
         f"{'≥ ' if row.at_least else ''}{fmt(row.capacity_rps)}"
         + (f" ({fmt(row.failed_rps)} {'failed' if row.above_failed else 'not passed'})" if row.failed_rps else
            "" if row.at_least else " (nothing above it tried)"))
-    base = (row.target.words(), DEVICES.get(row.device, row.device), row.setup or "—", capacity,
+    base = (row.target.words(), DEVICES.get(row.device, row.device), _setup_cell(row), capacity,
             fmt(row.p99_ms, 1) if row.p99_ms is not None else "—", row.busy or "—")
     if not priced:
         return (*base, _share(row))
@@ -110,6 +124,15 @@ def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
     if row.served_share is None:
         boxes += f" ({UNCHECKED})"
     return (*base, boxes, fmt(row.usd_per_hour, 2), money(row.usd_per_m_requests))
+
+
+def _setup_cell(row: CardRow) -> str:
+    """`batching off`; with a replica shape, `batching off, 2-core replicas (shared cores), 8 per general-16`."""
+    if not row.setup or row.replica_cores is None:
+        return row.setup or "—"
+    shared = f" ({SHARED_CORES})" if row.shared_cores else ""
+    each = f", {row.per_instance} per {row.instance}" if row.per_instance and row.instance else ""
+    return f"{row.setup}, {row.replica_cores}-core replicas{shared}{each}"
 
 
 def _share(row: CardRow) -> str:
@@ -177,7 +200,7 @@ def _setup(config: Config) -> str:
 
 
 def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None) -> CardRow:
-    best = d.best
+    best = sized_on(d, target, pricing)
     if best is None or not best.capacity_rps:
         return CardRow(target, d.device, "", None, None, False, None, "", None, False,
                        why_not=f"none met p99 ≤ {target.p99_ms:g} ms")
@@ -186,7 +209,9 @@ def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None) -> CardRow:
     bound = share is not None and share < SERVED_SHARE
     row = CardRow(target, d.device, _setup(best.config), best.capacity_rps, best.upper_rps, lower_bound(best),
                   best.p99_ms, busy_text(best.server_cpu_percent, best.gpu_utilization_percent), share, False,
-                  above_failed=best.upper_rps == best.lowest_failing_rps)
+                  above_failed=best.upper_rps == best.lowest_failing_rps,
+                  replica_cores=best.shape.cores if best.shape else None,
+                  shared_cores=bool(best.shape and best.shape.shares_loadgen))
     if bound:
         return replace(row, why_not=SERVING_PATH_BOUND)
     if pricing is None or not target.rate_rps:
@@ -198,7 +223,7 @@ def _priced(row: CardRow, best: SearchAnswer, target: Target, pricing: Pricing) 
     """Boxes from the capacity's range (the rate that failed above it: fewest; the capacity: most), priced for the
     most; a replica no instance holds gets no price."""
     assert target.rate_rps is not None and best.capacity_rps is not None
-    replica = pricing.replicas.get(best.config, Replica(None, "", 0, "", "unknown"))
+    replica = pricing.replicas.get(best.config, UNKNOWN_REPLICA)
     images = target.rate_rps * target.batch
     most = size.priced(target.rate_rps, best.capacity_rps, pricing.headroom, images, pricing.prices, best.config,
                        replica)
@@ -209,6 +234,7 @@ def _priced(row: CardRow, best: SearchAnswer, target: Target, pricing: Pricing) 
     per_hour = most.costs.per_hour
     return replace(row, for_buying=True, boxes=(_boxes(fewest, most), _boxes(most, most)),
                  instance=most.placement.instance.name if most.placement else "", usd_per_hour=per_hour,
+                 per_instance=most.placement.per_instance if most.placement and row.replica_cores else None,
                  usd_per_m_requests=per_hour / (target.rate_rps * 3600.0) * 1e6,
                  usd_per_m_images=most.costs.per_million)
 

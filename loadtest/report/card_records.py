@@ -32,6 +32,9 @@ class CardRow:
     why_not: str = ""  # why no price: the serving path bounded it, nothing met, no instance holds it
     above_failed: bool = True  # the rate above the capacity failed (False: it stayed inconclusive)
     refused: str = ""  # why the price list prices no instance for it
+    replica_cores: int | None = None  # the replica shape sized on, in a shape sweep (None: no shape measured)
+    per_instance: int | None = None  # replicas one instance holds, where a shape was sized on and placed
+    shared_cores: bool = False  # that shape shared the load generator's cores: its capacity is a lower bound
 
     def as_dict(self) -> dict:
         return {**asdict(self), "target": asdict(self.target)}

@@ -16,6 +16,10 @@ from serving.endpoint import ServerKind
 DEVICES = {"cpu": "CPU", "gpu": "GPU"}
 UNCHECKED = "bound unchecked"
 SERVING_PATH_BOUND = "serving path bound"
+SHAPES = "k-core replicas"  # a row sized on a measured replica shape
+SHARED_CORES = "shared cores"  # that shape's capacity is a lower bound: it shared the load generator's cores
+SHAPED_SETUP = ("the configuration and replica shape whose boxes cost least on that device at the target (a tie: the "
+                "smaller shape; without a price, the most capacity a core).")  # "best setup" where shapes were
 UNPAIRED = " unpaired"  # a ratio of searches run one after the other: its range does not allow for the drift
 TERMS = {
     "target": "what must be served: requests a second, the p99 latency objective, images in one request.",
@@ -38,6 +42,11 @@ TERMS = {
               "the best CPU setup's; batching: batching on ÷ off on that device; unpaired, not paired: from searches "
               "run one after the other, whose range does not allow for the machine's drift.",
     UNCHECKED: "nothing measured the device alone, so what bounded the answer is not known.",
+    SHAPES: "the replica shape sized on: each shape measured (k cores, k frontends a replica) is priced and the "
+            "cheapest taken (a tie: the smaller); no shape between or beyond them is priced. \"8 per general-16\": "
+            "one general-16 holds 8 replicas, each on its own cores.",
+    SHARED_CORES: "a lower bound: some of the replica's cores were also the load generator's, so its cores alone "
+                  "serve at least this.",
 }
 
 
@@ -99,4 +108,4 @@ def _plain(name: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-__all__ = ["DEVICES", "SERVING_PATH_BOUND", "TERMS", "UNCHECKED", "title"]
+__all__ = ["DEVICES", "SERVING_PATH_BOUND", "SHAPED_SETUP", "SHAPES", "SHARED_CORES", "TERMS", "UNCHECKED", "title"]

@@ -82,6 +82,10 @@ TERMS: tuple[tuple[str, str], ...] = (
                               "the serving path, not the device, bounded the answer"),
     ("replicas, cost", "replicas = ceil(target ÷ (capacity × (1 − headroom))); cost per million inferences from "
                        "the instances' hourly prices at the target load"),
+    ("replica shape, scaling efficiency", "a replica shape: one server given k cores and k gRPC frontends (a shape "
+                                          "sweep, capacity --shapes); scaling efficiency: its capacity ÷ (k × the "
+                                          "1-core shape's), ×1 where k cores serve k times one. Sizing prices each "
+                                          "shape measured and takes the cheapest, none between or beyond them"),
 )
 
 

@@ -33,6 +33,7 @@ from loadtest.report.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, 
 from loadtest.report.sections.device_use import busy_text
 from loadtest.report.sections.noise_table import host_floor_lines, host_floor_ms
 from loadtest.report.sections.objective_table import objective_headline, objective_table
+from loadtest.report.shapes import instance_hour_words, measured_by_device
 from loadtest.report.sizing.instances import Pricing, replicas_by_config
 from loadtest.report.sources import highest_passing
 
@@ -154,14 +155,14 @@ def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio],
     return f"×{r.ratio:.2f}" if r.ratio is not None else f"— {r.reason}"
 
 
-def _pricing_caption(pricing: Pricing | None) -> str:
+def _pricing_caption(pricing: Pricing | None, devices: Sequence[DeviceAnswer] = ()) -> str:
+    """How the card's boxes are counted and priced; where a device's replica shapes were measured, that they were
+    and each was priced (`loadtest.report.shapes`), never that its replica is assumed to scale linearly."""
     if pricing is None:
         return " Give a target load (--target-rps) for boxes and cost (the card above)."
     p = pricing.prices
     unit = ("replica-hour; this file prices replicas, not instances" if p.per_replica else
-            "instance-hour: the cheapest instance holding one replica, floor(vCPUs / replica cores) or GPUs / replica "
-            "GPUs per instance, assumed to scale linearly across its cores or GPUs; a replica no instance holds is "
-            "not priced")
+            instance_hour_words(measured_by_device(devices), (d.device for d in devices)))
     return (f" The card's boxes: replicas for {pricing.target_rps:g} req/s"
             f" = ceil(target / (capacity × {1 - pricing.headroom:g})), each "
             f"replica (one measured server) assumed to perform as the measured one; prices from {p.source} "
@@ -190,7 +191,7 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
                  "batch size and objective. Batching gain: best batching-enabled capacity ÷ batching-off capacity, "
                  "same device, request batch and objective. GPU/CPU: best GPU ÷ best CPU capacity. Device busy: "
                  "the server's CPU (% of its cores) and GPU utilisation at the capacity's cell."
-                 + _pricing_caption(pricing),
+                 + _pricing_caption(pricing, devices),
                  ("device", "device name", "request batch", "p99 objective ms", "best configuration", "capacity req/s",
                   "images/s served", "device busy", "p50 ms", "p99 upper estimate ms", "upper end req/s",
                   "batching gain over off",

@@ -2,7 +2,8 @@
 
 Per target rate and request batch and per device, at each objective the run's cells answer (5 to 100 ms by
 default): the best setup's capacity there, and on a card for buying, USD/h for the target's rate (the card's
-sizing arithmetic at that capacity). A buyer sees what loosening or tightening the objective is worth.
+sizing arithmetic at that capacity; where replica shapes were measured, the shape the card sizes on,
+`loadtest.report.shapes.sized_on`). A buyer sees what loosening or tightening the objective is worth.
 
 Not for: the card itself (`loadtest.report.card`) or drawing (`loadtest.report.plots.objective_figure`).
 """
@@ -15,8 +16,8 @@ from dataclasses import dataclass
 from loadtest.judge.goals import Target
 from loadtest.report.answers import Answers, DeviceAnswer
 from loadtest.report.card_text import DEVICES
-from loadtest.report.sizing import size
-from loadtest.report.sizing.instances import Pricing, Replica
+from loadtest.report.shapes import per_hour, sized_on
+from loadtest.report.sizing.instances import Pricing
 
 
 @dataclass(frozen=True)
@@ -43,24 +44,17 @@ def objective_curves(answers: Answers, targets: Sequence[Target], pricing: Prici
                      f"{target.batch} image{'s' if target.batch > 1 else ''}, {DEVICES.get(device, device)}")
             points = []
             for (dev, batch, p99), d in sorted(by_key.items(), key=lambda kv: kv[0][2]):
-                if (dev, batch) != (device, target.batch) or d.best is None or not d.best.capacity_rps:
+                if (dev, batch) != (device, target.batch):
                     continue
-                value = _per_hour(d, target, pricing) if priced else d.best.capacity_rps
+                chosen = sized_on(d, target, pricing)
+                if chosen is None or not chosen.capacity_rps:
+                    continue
+                value = per_hour(chosen, target, pricing) if priced else chosen.capacity_rps
                 if value is not None:
                     points.append((p99, value))
             if points:
                 curves[label] = ObjectiveCurve(label, tuple(points))
     return list(curves.values())
-
-
-def _per_hour(d: DeviceAnswer, target: Target, pricing: Pricing | None) -> float | None:
-    best = d.best
-    if pricing is None or not target.rate_rps or best is None or not best.capacity_rps:
-        return None
-    replica = pricing.replicas.get(best.config, Replica(None, "", 0, "", "unknown"))
-    priced = size.priced(target.rate_rps, best.capacity_rps, pricing.headroom, target.rate_rps * target.batch,
-                         pricing.prices, best.config, replica)
-    return priced.costs.per_hour
 
 
 __all__ = ["ObjectiveCurve", "answers_by_objective", "objective_curves"]

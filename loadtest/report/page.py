@@ -9,7 +9,8 @@ new names (`report-2.html`, `figures-2.csv`, ...) when earlier reports exist: no
 Order: first the answer (`loadtest.report.headline`: the batching gain and capacity under the
 objective per device, or plainly that no capacity search was run), then the curves (latency vs
 offered load with the capacity found, throughput vs load, latency vs throughput, server batch
-sizes), then the details (`loadtest.report.sections.details`), among them what was measured, stated once
+sizes; after a shape sweep, the replica shapes: `loadtest.report.sections.shapes_table`), then the
+details (`loadtest.report.sections.details`), among them what was measured, stated once
 per configuration. Invalid and failed cells are drawn hollow or as crosses and listed with their
 reasons, never dropped.
 
@@ -48,7 +49,9 @@ from loadtest.report.headline import DEFAULT_P99_MS, Summary, lead_of, summarise
 from loadtest.report.objective_costs import objective_curves
 from loadtest.report.sections import details, noise_table, request_time, versions_table
 from loadtest.report.sections.objective_table import rates_table
+from loadtest.report.sections.shapes_table import shapes_blocks
 from loadtest.report.series import group_series, load_level, read_all, usable
+from loadtest.report.shapes import ShapePoint, shape_curves
 from loadtest.report.sizing import size
 from loadtest.report.sizing.instances import Pricing
 from loadtest.report.sizing.prices import DEFAULT_PRICES, load_prices
@@ -64,6 +67,7 @@ class Report:
     intro: tuple[str, ...]
     blocks: tuple[Table | Figure, ...] = field(default_factory=tuple)
     figures: tuple[Figures, ...] = ()  # per configuration and request batch: what figures.csv and .json carry
+    shapes: tuple[ShapePoint, ...] = ()  # each replica shape measured (a shape sweep): figures.json's "shapes"
 
 
 # ----------------------------------------------------------------------------- assembly
@@ -145,7 +149,8 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
     series = group_series(results)
     names = details.series_labels(series, labels)
     objective = p99_ms if p99_ms is not None else DEFAULT_P99_MS
-    blocks: list[Table | Figure] = [*curves(results, answers, labels, series, names, objective)]
+    shapes = shape_curves(answers.searches)
+    blocks: list[Table | Figure] = [*curves(results, answers, labels, series, names, objective), *shapes_blocks(shapes)]
     if answers.searches:
         blocks.append(details.searches_table(answers.searches, labels))
         rates = rates_table(answers, labels)
@@ -171,7 +176,8 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
     summary = summarise(results, answers, labels, p99_ms, pricing, figures, targets)
     summary = replace(summary, lead=lead_of(summary.headline), chart=ceiling_chart(figures, answers),
                       cost_chart=objective_chart(answers, summary.card, pricing, targets, p99_ms))
-    return Report("Inference load test report", summary, intro, tuple(blocks), tuple(figures.values()))
+    return Report("Inference load test report", summary, intro, tuple(blocks), tuple(figures.values()),
+                  tuple(p for c in shapes for p in c.points))
 
 
 def objective_chart(answers: Answers, card: Card | None, pricing: Pricing | None,
@@ -279,11 +285,13 @@ def output_paths(out_dir: Path) -> tuple[Path, Path, Path, Path]:
 
 
 def figures_json(report: Report) -> str:
-    """`figures.json`: the card (each figure it shows), the report's findings, then every configuration's figures."""
+    """`figures.json`: the card (each figure it shows), the report's findings, then every configuration's figures;
+    after a shape sweep, each replica shape's point ("shapes")."""
     card = report.summary.card
+    shapes = {"shapes": [p.as_dict() for p in report.shapes]} if report.shapes else {}
     return json.dumps({"card": card.as_dict() if card is not None else None,
                        "headline": list(report.summary.headline),
-                       "figures": [f.as_dict() for f in report.figures]}, indent=2, ensure_ascii=False) + "\n"
+                       "figures": [f.as_dict() for f in report.figures], **shapes}, indent=2, ensure_ascii=False) + "\n"
 
 
 def write_report(report: Report, out_dir: Path) -> tuple[Path, Path, Path, Path]:

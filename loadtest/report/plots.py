@@ -29,6 +29,7 @@ from loadtest.evidence.vocab import CellStatus, LoadMode  # noqa: E402
 from loadtest.report.figures import CeilingBar  # noqa: E402
 from loadtest.report.objective_costs import ObjectiveCurve  # noqa: E402
 from loadtest.report.series import Series, level_name, load_level, usable  # noqa: E402
+from loadtest.report.shapes import ShapeCurve  # noqa: E402
 
 DPI = 100
 PALETTE = plt.get_cmap("tab20").colors  # type: ignore[attr-defined]
@@ -347,4 +348,32 @@ def objective_figure(curves: Sequence[ObjectiveCurve], ylabel: str) -> bytes | N
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
+    return png(fig)
+
+
+def shapes_figure(curves: Sequence[ShapeCurve]) -> bytes:
+    """Capacity against cores per replica, one line per curve (whisker: up to the rate that did not pass; hollow: a
+    lower bound, no whisker: what its cores alone serve may lie above it), and dashed the perfect-linear line from
+    its 1-core capacity."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for index, curve in enumerate(curves):
+        met = [(p, p.capacity_rps) for p in curve.points if p.capacity_rps]
+        ax.plot([p.cores for p, _ in met], [rps for _, rps in met], color=colour(index), label=curve.label)
+        for p, rps in met:
+            whisker = None if p.upper_rps is None or p.lower_bound else [[0.0], [max(p.upper_rps - rps, 0.0)]]
+            ax.errorbar(p.cores, rps, yerr=whisker, color=colour(index), marker="o", capsize=4,
+                        markerfacecolor="none" if p.lower_bound else colour(index))
+        linear = [(p.cores, p.linear_rps) for p in curve.points if p.linear_rps is not None]
+        if linear:
+            ax.plot(*zip(*linear), color=colour(index), linestyle="--", alpha=0.6)
+    cores = sorted({p.cores for c in curves for p in c.points})
+    ax.set_xticks(cores, [f"{k}" for k in cores])
+    ax.set_xlabel("cores per replica")
+    ax.set_ylabel("capacity req/s")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    handles = [*ax.get_legend_handles_labels()[0],
+               Line2D([], [], color="grey", linestyle="--", label="linear from 1 core"),
+               Line2D([], [], marker="o", color="grey", markerfacecolor="none", linestyle="", label="lower bound")]
+    ax.legend(handles=handles, fontsize=8, loc="upper left", framealpha=0.8)
     return png(fig)

@@ -7,7 +7,10 @@ else the plan's `server_cpus` for a server the sweep started, and on the device 
 
 An instance holds floor(vCPUs / replica cores) CPU replicas, or GPUs / replica GPUs GPU replicas,
 assuming the measured replica repeats linearly across the instance's cores (or GPUs): unless one
-replica fills the instance, that is an assumption, not a measurement, and sizing says so. A replica
+replica fills the instance, that is an assumption, not a measurement, and sizing says so. Where a
+shape sweep measured the configuration at several replica shapes (`measured_shapes`), each shape is a
+replica of its own; sizing then says the shapes were measured and the replica repeats on separate cores
+(`shape_note`), not that it scales linearly. A replica
 that maps onto no instance is refused with the reason, never priced: cores unknown, no instance
 with a GPU of that name or a CPU of that model, or every such instance smaller than one replica.
 
@@ -23,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from loadtest.evidence.records import CellResult
+from loadtest.evidence.search_tag import ShapeTag
 from loadtest.report.configs import Config, config_of
 from loadtest.report.sizing.prices import Instance, PriceBook
 from serving.deploy.process import pinned_cores
@@ -162,6 +166,30 @@ def linear_note(replica: Replica, placed: Placement) -> str:
     return (f"{placed.per_instance} replicas per {placed.instance.name} ({placed.instance.describe()}) assumes "
             f"throughput scales linearly across its {across} from a {unit} measurement; no server of that size "
             "was measured")
+
+
+def measured_shapes(results: Sequence[CellResult]) -> dict[Config, tuple[int, ...]]:
+    """Each shape-swept configuration whose family was measured at two or more replica shapes: those shapes
+    (cores per replica, fewest first). One shape alone is not a curve: it is sized as any replica is."""
+    family: dict[tuple[str, str, str], set[int]] = {}
+    configs: dict[Config, ShapeTag] = {}
+    for cell in results:
+        shape = cell.search.shape if cell.search else None
+        if shape is not None:
+            config = config_of(cell)
+            configs[config] = shape
+            family.setdefault((shape.family, config.device, config.host), set()).add(shape.cores)
+    found = {c: tuple(sorted(family[(s.family, c.device, c.host)])) for c, s in configs.items()}
+    return {config: cores for config, cores in found.items() if len(cores) > 1}
+
+
+def shape_note(replica: Replica, placed: Placement, shapes: Sequence[int]) -> str:
+    """What a placement of one measured shape repeats ("" when one replica fills the instance)."""
+    if not placed.assumed_linear:
+        return ""
+    return (f"{placed.per_instance} replicas per {placed.instance.name} ({placed.instance.describe()}): the measured "
+            f"{replica.cpus:g}-core replica repeated on separate cores (replica shapes measured: "
+            f"{', '.join(map(str, shapes))} cores, each sized)")
 
 
 @dataclass(frozen=True)

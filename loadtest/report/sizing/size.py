@@ -8,6 +8,9 @@ bound), then replicas, and from a price file the user edits, the instances that 
 (`loadtest.report.sizing.instances`: a replica is the measured server, its cores or GPUs as recorded), their
 cost per hour and per million inferences. A replica no priced instance can hold is refused with the
 reason, not priced. An older price file prices replicas, not instances, and the answer says so.
+A shape sweep's shapes (`cpu-off-1c`, `cpu-off-2c`: `loadtest.report.shapes`) are options of their
+own, each sized on its measured capacity; their note names the shapes measured instead of assuming
+that a replica scales linearly.
 
 Devices and batching configurations are compared at that one request batch size only. Measured
 points are the evidence: nothing is interpolated or extrapolated, invalid or failed cells are never
@@ -36,7 +39,15 @@ from loadtest.evidence.tables import plain_table
 from loadtest.report.configs import Config, config_labels, config_of
 from loadtest.report.formatting import money, number
 from loadtest.report.series import AnalysisError, read_all
-from loadtest.report.sizing.instances import Placement, Replica, linear_note, place, replicas_by_config
+from loadtest.report.sizing.instances import (
+    Placement,
+    Replica,
+    linear_note,
+    measured_shapes,
+    place,
+    replicas_by_config,
+    shape_note,
+)
 from loadtest.report.sizing.prices import DEFAULT_PRICES, PriceBook, load_prices
 from loadtest.report.sources import ConfigCapacity, Source, capacities, request_batches
 from serving.endpoint import server_with_runtime
@@ -155,8 +166,10 @@ class SizingAnswer:
 
 
 def size_option(found: ConfigCapacity, label: str, objective: Objective, prices: PriceBook,
-                replica: Replica) -> SizingAnswer:
-    """Replicas, instances and cost of one configuration; `meets` False where the data cannot say."""
+                replica: Replica, shapes: Sequence[int] = ()) -> SizingAnswer:
+    """Replicas, instances and cost of one configuration; `meets` False where the data cannot say. `shapes`: the
+    replica shapes its family was measured at, where a shape sweep measured two or more (its assumption then
+    names them instead of assuming linear scaling)."""
     c = found.config
     capacity = found.capacity_rps if objective.unit == "rps" else found.capacity_ips
     base = SizingAnswer(c, label, found.request_batch_size, False, None, found.source or "", found.lower_bound,
@@ -175,7 +188,8 @@ def size_option(found: ConfigCapacity, label: str, objective: Objective, prices:
     if placed is None:
         return answer
     return replace(answer, instance=placed.instance.name, per_instance=placed.per_instance,
-                   instances=placed.instances, assumption=linear_note(replica, placed))
+                   instances=placed.instances,
+                   assumption=shape_note(replica, placed, shapes) if shapes else linear_note(replica, placed))
 
 
 def rank_answers(answers: Sequence[SizingAnswer]) -> list[SizingAnswer]:
@@ -210,7 +224,9 @@ def size(results: Sequence[CellResult], objective: Objective, prices: PriceBook,
     batch = chosen_batch(results, batch_size)
     labels = config_labels(config_of(c) for c in results)
     replicas = replicas_by_config(results)
-    return rank_answers([size_option(found, labels[found.config], objective, prices, replicas[found.config])
+    shapes = measured_shapes(results)
+    return rank_answers([size_option(found, labels[found.config], objective, prices, replicas[found.config],
+                                     shapes.get(found.config, ()))
                          for found in capacities(results, batch, objective.p99_ms)])
 
 

@@ -56,13 +56,14 @@ def cell(label: ServerLabel, *, mode: str = "open", batch: int = 1, rate: float 
 
 
 def search(label: ServerLabel, search_id: str, steps: list[tuple], *, objective: float = 10.0,
-           batch: int = 1) -> list[CellResult]:
+           batch: int = 1, shape: dict | None = None) -> list[CellResult]:
     """A search's cells from (role, offered req/s, p99 ms[, flag, reason]) steps; a probe's rate is its
-    closed-loop throughput."""
+    closed-loop throughput. `shape`: its tag's replica shape (a shape sweep's `ShapeTag.to_dict()`)."""
     cells = []
     for index, (role, rate, p99, *flag) in enumerate(steps):
         probe = role == "probe"
-        tag = {"id": search_id, "role": role, "p99_objective_ms": objective, "offered_rps": None if probe else rate}
+        tag = {"id": search_id, "role": role, "p99_objective_ms": objective, "offered_rps": None if probe else rate,
+               **({"shape": shape} if shape else {})}
         cells.append(cell(label, mode="closed" if probe else "open", batch=batch, rate=None if probe else rate,
                           concurrency=4 if probe else None, rps=rate if probe else None, p99=p99,
                           flags=(tuple(flag),) if flag else (), search=tag, index=index, objective=objective))

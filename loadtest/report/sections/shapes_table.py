@@ -1,0 +1,94 @@
+"""The report's "Replica shapes" section: per configuration family, request batch and objective, what each replica
+shape measured (capacity against cores per replica), beside linear from one core, and the scaling efficiency with
+its range; and the figure of the same curves. Only where a search has a shape tag (a shape sweep).
+
+Not for: the curves' arithmetic (`loadtest.report.shapes`) or which shape a target is sized on (the card's,
+`loadtest.report.shapes.sized_on`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loadtest.report.blocks import Figure, Table
+from loadtest.report.formatting import number as fmt
+from loadtest.report.shapes import SHARED, ShapeCurve, ShapePoint
+
+TITLE = "Replica shapes"
+HEADER = ("configuration family", "request batch", "p99 objective ms", "cores per replica", "capacity req/s",
+          "linear from 1 core req/s", "scaling efficiency", "note")
+CAPTION = ("One configuration measured at several replica shapes (a shape sweep, capacity --shapes): k cores and k "
+           "gRPC frontends a replica. Capacity: the highest rate its search confirmed, in brackets the lowest rate "
+           "above it that did not pass. Linear from 1 core: k × the 1-core capacity. Scaling efficiency: capacity ÷ "
+           "(k × the 1-core capacity), in brackets its range from both brackets (low: capacity ÷ (k × the 1-core "
+           "upper end); high: upper end ÷ (k × the 1-core capacity)); an end is open where its bracket is or the "
+           "capacity it needs is a lower bound. Sizing prices every shape measured and takes the cheapest; no shape "
+           "between or beyond them is priced.")
+
+
+def capacity_text(p: ShapePoint) -> str:
+    """`620.0 (700.0 failed)`, `≥ 620.0` (the load generator was the limit), `none met` (not met)."""
+    if p.capacity_rps is None:
+        return "none met"
+    if p.at_least:
+        return f"≥ {fmt(p.capacity_rps)}"
+    if p.upper_rps is None:
+        return f"{fmt(p.capacity_rps)} (nothing above it tried)"
+    return f"{fmt(p.capacity_rps)} ({fmt(p.upper_rps)} {'failed' if p.above_failed else 'not passed'})"
+
+
+def efficiency_text(p: ShapePoint) -> str:
+    """`×0.76 (×0.74–×0.79)`; an open end: `at least`/`at most`; `×1 (the reference)` for 1 core; `—` without one."""
+    if p.efficiency is None:
+        return "—" if p.capacity_rps is None else "— (no 1-core capacity)"
+    if p.cores == 1:
+        return "×1 (the reference)"
+    low, high = p.efficiency_low, p.efficiency_high
+    value = f"{'≥ ' if p.lower_bound else ''}×{p.efficiency:.2f}"
+    if low is not None and high is not None:
+        return f"{value} (×{low:.2f}–×{high:.2f})"
+    if low is not None:
+        return f"{value} (at least ×{low:.2f})"
+    if high is not None:
+        return f"{value} (at most ×{high:.2f})"
+    return f"{value} (no range)"
+
+
+def _note(p: ShapePoint) -> str:
+    notes = [*([SHARED] if p.shares_loadgen else []), *(["lower bound: the load generator was the limit"]
+                                                         if p.at_least else [])]
+    return "; ".join(notes)
+
+
+def shapes_table(curves: Sequence[ShapeCurve]) -> Table | None:
+    """One row per family, request batch, objective and shape; None without a shape sweep."""
+    rows = tuple((p.family, str(p.request_batch), f"{p.p99_objective_ms:g}", str(p.cores), capacity_text(p),
+                  fmt(p.linear_rps), efficiency_text(p), _note(p)) for c in curves for p in c.points)
+    if not rows:
+        return None
+    return Table(TITLE, CAPTION, HEADER, rows, tuple("" if p.capacity_rps is not None else "invalid"
+                                                     for c in curves for p in c.points))
+
+
+def shapes_figure(curves: Sequence[ShapeCurve]) -> Figure | None:
+    """Capacity against cores per replica, one line per family, request batch and objective, with the perfect-linear
+    line from its 1-core capacity; None without a shape sweep."""
+    from loadtest.report import plots  # matplotlib is slow to import; only the report needs it
+
+    drawn = [c for c in curves if any(p.capacity_rps for p in c.points)]
+    if not drawn:
+        return None
+    return Figure(f"{TITLE}: capacity against cores per replica",
+                  "Per configuration family, request batch and objective: each shape's capacity (the whisker reaches "
+                  "the lowest rate above it that did not pass; hollow, without one: a lower bound, it shared the load "
+                  "generator's cores or the load generator was the limit) and, dashed, linear from its 1-core capacity "
+                  "(k × capacity at 1 core).", plots.shapes_figure(drawn))
+
+
+def shapes_blocks(curves: Sequence[ShapeCurve]) -> list[Table | Figure]:
+    """The section's table and figure, or nothing without a shape sweep."""
+    table, figure = shapes_table(curves), shapes_figure(curves)
+    return [*([table] if table else []), *([figure] if figure else [])]
+
+
+__all__ = ["TITLE", "capacity_text", "efficiency_text", "shapes_blocks", "shapes_figure", "shapes_table"]
