@@ -10,6 +10,9 @@ on its core and a second core adds what it can.
 from __future__ import annotations
 
 import json
+import math
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -76,12 +79,12 @@ def sweep(exported_model, tmp_path: Path) -> tuple[subprocess.CompletedProcess, 
 def busy_core(core: int, processes: int, max_s: float) -> Iterator[None]:
     """`processes` busy loops at normal priority on `core` (they take their fair share of it), for at most `max_s`."""
     loops = [subprocess.Popen(["taskset", "-c", str(core), "timeout", str(int(max_s)), sys.executable, "-c",
-                               "while True: pass"]) for _ in range(processes)]
+                               "while True: pass"], start_new_session=True) for _ in range(processes)]
     try:
         yield
     finally:
-        for loop in loops:
-            loop.kill()
+        for loop in loops:  # the loop is timeout's child: its whole session goes
+            os.killpg(loop.pid, signal.SIGKILL)
             loop.wait(10)
 
 
@@ -103,9 +106,44 @@ def test_the_sweep_measures_one_core_and_two_sharing_the_load_generators_within_
         "cpu-off-1c": ("cpu-off", 1, "0", False), "cpu-off-2c": ("cpu-off", 2, "0-1", True)}
     assert {c.server.name: c.server_resources.cpus for c in searched if c.server_resources} == {
         "cpu-off-1c": 1.0, "cpu-off-2c": 2.0}
-    assert all(c.provenance.loadgen_cpus in (None, "1") for c in searched)
+    assert json.loads((run_dir / "plan.json").read_text())["run"]["loadgen_cpus"] == "1"
     started = datetime.strptime(run_dir.name, "%Y%m%dT%H%M%SZ").timestamp()
     ended = max(datetime.fromisoformat(c.utc_time).timestamp() for c in cells)
     assert ended - started <= BUDGET_MIN * 60 * 1.1, f"the sweep took {ended - started:.0f} s of {BUDGET_MIN * 60:g}"
-    figures = json.loads((run_dir / "figures.json").read_text())
-    print(capacities(cells), ended - started, json.dumps(figures.get("card", {}).get("rows"), indent=1)[:2000])
+    measured = capacities(cells)
+    row = card_row(run_dir)
+    print(f"capacities {measured}, efficiency {efficiency(measured)}, {ended - started:.0f} s; card row {row}")
+    assert row["replica_cores"] == cheapest_shape(measured), (measured, row)
+    assert "linearly" not in (run_dir / "report.md").read_text()
+
+
+def test_a_second_core_taken_by_a_planted_load_makes_the_one_core_shape_the_answer(exported_model, tmp_path):
+    with busy_core(1, processes=1, max_s=BUDGET_MIN * 60 + 240):
+        _, cells, run_dir = sweep(exported_model, tmp_path)
+    measured = capacities(cells)
+    row = card_row(run_dir)
+    print(f"planted: capacities {measured}, efficiency {efficiency(measured)}; card row {row}")
+    assert measured[1] > 0 and efficiency(measured) < 0.9, measured  # sublinear: the second core added little
+    assert row["replica_cores"] == 1 and cheapest_shape(measured) == 1, (measured, row)
+
+
+def card_row(run_dir: Path) -> dict:
+    """The card's one row (the target, on the CPU), as figures.json holds it."""
+    [row] = json.loads((run_dir / "figures.json").read_text())["card"]["rows"]
+    return row
+
+
+def efficiency(by_cores: dict[int, float]) -> float:
+    return by_cores[2] / (2 * by_cores[1]) if by_cores.get(1) else float("nan")
+
+
+def cheapest_shape(by_cores: dict[int, float], target: float = 1000.0, headroom: float = 0.2) -> int:
+    """The shape the card should take, worked out here from PRICES: replicas = ceil(target / (capacity x 0.8)); a
+    1-core replica on "one" (1 each, 1.0/h) or "two" (2 each, 1.8/h), a 2-core one on "two" (1 each); the cheapest
+    USD/h, a tie to the smaller shape."""
+    cost = {}
+    for cores, rate in by_cores.items():
+        if rate:
+            replicas = math.ceil(round(target / (rate * (1 - headroom)), 9))
+            cost[cores] = min(replicas * 1.0, math.ceil(replicas / 2) * 1.8) if cores == 1 else replicas * 1.8
+    return min(cost, key=lambda k: (cost[k], k))
