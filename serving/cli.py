@@ -5,7 +5,7 @@
     mnist-bench serve stop [NAME ...] | status
     mnist-bench serve files --batching cpu              (prints the generated directory)
     mnist-bench k8s [--batching gpu] [--replicas-cpu 2] [--replicas-gpu 1] [--from-sizing FILE]
-                    [--locust-workers 4] [--out build/k8s]   (Kubernetes manifests)
+                    [--replica-cores-cpu 2] [--locust-workers 4] [--out build/k8s]   (Kubernetes manifests)
 
 The command line is the last layer of the serving config (defaults -> serving/serving.toml ->
 `SERVING_*` -> these flags). Errors a user causes are one line and exit status 1; bad usage
@@ -206,6 +206,10 @@ def k8s_layers(batching: str, from_sizing: Path | None, replicas: dict[str, int 
 @click.option("--batching", default="off", show_default=True, help="batching profile from the serving config")
 @click.option("--replicas-cpu", type=click.IntRange(min=0), help="CPU Deployment replicas and HPA minimum (0: none)")
 @click.option("--replicas-gpu", type=click.IntRange(min=0), help="GPU Deployment replicas and HPA minimum (0: none)")
+@click.option("--replica-cores-cpu", type=click.IntRange(min=1),
+              help="whole cores per CPU replica: TF Serving requests == limits (Guaranteed QoS, its own cores)")
+@click.option("--replica-cores-gpu", type=click.IntRange(min=1),
+              help="whole cores per GPU replica: TF Serving requests == limits (Guaranteed QoS, its own cores)")
 @click.option("--from-sizing", type=click.Path(dir_okay=False, path_type=Path),
               help="replicas per device from `mnist-bench size ... --json > FILE` (the flags above win)")
 @click.option("--locust-workers", "workers", type=click.IntRange(min=1), help="Locust worker replicas")
@@ -225,12 +229,15 @@ def k8s_layers(batching: str, from_sizing: Path | None, replicas: dict[str, int 
 @click.option("--set", "assignments", multiple=True, metavar="FIELD=VALUE", callback=_check_assignments,
               help="override one batching field of the chosen profile (repeatable)")
 @user_errors
-def k8s(batching: str, replicas_cpu: int | None, replicas_gpu: int | None, from_sizing: Path | None, out: Path,
-        config_file: str | None, model_name: str | None, assignments: list[str], **flags: Any) -> None:
+def k8s(batching: str, replicas_cpu: int | None, replicas_gpu: int | None, replica_cores_cpu: int | None,
+        replica_cores_gpu: int | None, from_sizing: Path | None, out: Path, config_file: str | None,
+        model_name: str | None, assignments: list[str], **flags: Any) -> None:
     """Kubernetes manifests (TF Serving per device, Locust master + workers) from the serving config."""
     config_path = Path(config_file or os.environ.get("SERVING_CONFIG") or DEFAULT_CONFIG_FILE)
     replicas = {Device.CPU.value: replicas_cpu, Device.GPU.value: replicas_gpu}
-    settings = k8s_settings.load_settings(config_path, *k8s_layers(batching, from_sizing, replicas, **flags))
+    cores = {Device.CPU.value: replica_cores_cpu, Device.GPU.value: replica_cores_gpu}
+    settings = k8s_settings.load_settings(config_path, *k8s_layers(batching, from_sizing, replicas,
+                                                                    replica_cores=cores, **flags))
     configs = k8s_manifests.device_configs(config_path, settings, batching, batching_overrides(os.environ, assignments),
                                            command_line_layer(model_name=model_name))
     warning = k8s_manifests.version_warning(configs)

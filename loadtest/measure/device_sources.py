@@ -11,7 +11,8 @@ there is none (`Unavailable`), so the record can carry the reason instead of an 
   owner: `server_roots`). CPU seconds of the processes, every thread included (the kernel sums them),
   resident memory, and its cores from their CPU affinities: where the host probe looks for the server.
 - `CgroupSource`: a TF Serving container by its id: the cgroup's CPU usage and memory (v2 or v1),
-  its cores from `cpu.max` (a quota), else its cpuset, else the machine's.
+  its cores from `cpu.max` (a quota) or its cpuset, the fewer, else the machine's; a cpuset narrower
+  than the machine is the cores it is pinned to (a replica shape's container), as a pinned process's are.
 - `GpuSource`: NVML (`pynvml`, package nvidia-ml-py): utilisation %, memory used, power draw.
 
 Not for: sampling over time or the window's arithmetic (`loadtest.measure.telemetry`).
@@ -113,9 +114,10 @@ def _affinity(process: psutil.Process) -> list[int]:
 class CgroupSource:
     """A container's cgroup: CPU usage and memory from its files (cgroup v2, or v1's cpuacct/memory)."""
 
-    def __init__(self, cpu_file: Path, cpu_scale: float, memory_file: Path, cores: float) -> None:
+    def __init__(self, cpu_file: Path, cpu_scale: float, memory_file: Path, cores: float,
+                 cpu_set: frozenset[int] = frozenset()) -> None:
         self.cpu_file, self.cpu_scale, self.memory_file, self.cores = cpu_file, cpu_scale, memory_file, cores
-        self.cpu_set: frozenset[int] = frozenset()  # not used to keep the sampler off the server's cores
+        self.cpu_set = cpu_set  # its cpuset where narrower than the machine; empty: every core
 
     def read(self) -> ServerReading:
         return ServerReading(_cpu_seconds(self.cpu_file, self.cpu_scale), _int_file(self.memory_file))
@@ -144,14 +146,25 @@ def _cpu_seconds(path: Path, scale: float) -> float | None:
 
 
 def cgroup_cores(cpu_max: str, cpuset: str, machine: int) -> float:
-    """The cores a cgroup may use: its quota (`cpu.max` "200000 100000" = 2), else its cpuset, else all."""
+    """The cores a cgroup may use: its quota (`cpu.max` "200000 100000" = 2) or its cpuset's count, the
+    fewer (a quota of 4 on a cpuset of 2 cores runs on 2), else all."""
     quota, _, period = cpu_max.strip().partition(" ")
-    if quota and quota != "max" and period:
-        return int(quota) / int(period)
+    limits = [int(quota) / int(period)] if quota and quota != "max" and period else []
     try:
-        return float(len(cpu_list(cpuset.strip())))
+        limits.append(float(len(cpu_list(cpuset.strip()))))
     except ValueError:
-        return float(machine)
+        pass
+    return min(limits, default=float(machine))
+
+
+def cgroup_cpu_set(cpuset: str, machine: int) -> frozenset[int]:
+    """A cgroup's cpuset (`cpuset.cpus.effective`, "0-1") where it leaves out some of the machine's cores;
+    empty where it holds them all or cannot be read."""
+    try:
+        cores = frozenset(cpu_list(cpuset.strip()))
+    except ValueError:
+        return frozenset()
+    return cores if len(cores) < machine else frozenset()
 
 
 def _read(path: Path) -> str:
@@ -166,8 +179,9 @@ def cgroup_source(container_id: str, root: Path = CGROUP_ROOT) -> CgroupSource |
     machine = os.cpu_count() or 1
     for v2 in (root / "system.slice" / f"docker-{container_id}.scope", root / "docker" / container_id):
         if (v2 / "cpu.stat").is_file():
+            cpuset = _read(v2 / "cpuset.cpus.effective")
             return CgroupSource(v2 / "cpu.stat", 1e-6, v2 / "memory.current",
-                                cgroup_cores(_read(v2 / "cpu.max"), _read(v2 / "cpuset.cpus.effective"), machine))
+                                cgroup_cores(_read(v2 / "cpu.max"), cpuset, machine), cgroup_cpu_set(cpuset, machine))
     for place in ("docker/{id}", "system.slice/docker-{id}.scope"):
         where = place.format(id=container_id)
         cpu, memory = root / "cpuacct" / where, root / "memory" / where
@@ -175,8 +189,9 @@ def cgroup_source(container_id: str, root: Path = CGROUP_ROOT) -> CgroupSource |
             quota = _read(root / "cpu" / where / "cpu.cfs_quota_us").strip()  # -1: no quota
             period = _read(root / "cpu" / where / "cpu.cfs_period_us").strip()
             cpu_max = f"{quota} {period}" if quota and not quota.startswith("-") else "max"
-            cores = cgroup_cores(cpu_max, _read(root / "cpuset" / where / "cpuset.effective_cpus"), machine)
-            return CgroupSource(cpu / "cpuacct.usage", 1e-9, memory / "memory.usage_in_bytes", cores)
+            cpuset = _read(root / "cpuset" / where / "cpuset.effective_cpus")
+            return CgroupSource(cpu / "cpuacct.usage", 1e-9, memory / "memory.usage_in_bytes",
+                                cgroup_cores(cpu_max, cpuset, machine), cgroup_cpu_set(cpuset, machine))
     return Unavailable(f"no cgroup found for container {container_id[:12]} under {root}")
 
 

@@ -110,7 +110,7 @@ class LaunchSettings:
     serving_config: str = ""  # serving TOML; "" = $SERVING_CONFIG or serving/serving.toml
     models_dir: str = ""  # "" = the serving config's
     server_flags: tuple[str, ...] = ()  # embedded-server flags, e.g. ["--backend", "null", "--null_delay_ms", "5"]
-    server_cpus: str = ""  # pin the (embedded) server to these cores, e.g. "0"; its "cpu_cores" is their count
+    server_cpus: str = ""  # pin the server to these cores, e.g. "0" (taskset or cpuset); its "cpu_cores" is their count
     start_timeout_s: float = 300.0
 
 

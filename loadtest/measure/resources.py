@@ -2,7 +2,7 @@
 
 Sizing (`loadtest.report.sizing.instances`) maps the measured server, one replica, onto the instances a
 price file lists; for that it needs the replica's size in the units people rent: the cores it was
-pinned to (its CPU affinity) or its container's CPU limit, the CPU model, and its GPUs.
+pinned to (its CPU affinity, or its container's cpuset) or its container's CPU limit, the CPU model, and its GPUs.
 
 The cores come from the same source the telemetry samples (`loadtest.measure.device_sources`), so the
 record says what the server could use, not what the plan asked for. A server given by address has
@@ -38,6 +38,8 @@ def cpu_resources(source: ServerSource | None, machine_cores: int) -> tuple[floa
             return float(len(source.cpu_set)), f"pinned cores {core_list(source.cpu_set)}"
         return source.cores, f"affinity (all {machine_cores} cores)"
     if isinstance(source, CgroupSource):
+        if source.cpu_set and source.cores == len(source.cpu_set):  # a replica shape: the cores it was given
+            return source.cores, f"container cpuset {core_list(source.cpu_set)}"
         if source.cores < machine_cores:
             return source.cores, "container CPU limit"
         return source.cores, f"container without a CPU limit (all {machine_cores} cores)"

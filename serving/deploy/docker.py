@@ -4,7 +4,8 @@
 reported, never taken as working). `ContainerLauncher` starts the official tensorflow/serving
 image for one device through Compose v2, waits until gRPC GetModelStatus says AVAILABLE, and
 labels the run with the device TF Serving's own log shows. Pinned image versions come from
-docker/.env, overridable from the environment as compose does.
+docker/.env, overridable from the environment as compose does. A request pinned to cores
+(`StartRequest.cpus`) runs the container on them: its cpuset (`compose_environment`).
 
 Not for: choosing between the container and the embedded server (`serving.deploy.launcher`).
 """
@@ -17,6 +18,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from serving.endpoint import Device, ServedEndpoint, ServerKind
 COMPOSE_FILE = REPO / "docker" / "compose.yaml"
 COMPOSE_ENV_FILE = REPO / "docker" / ".env"
 LOG_TAIL_LINES = 40
+CPUSET_VARIABLE = "TFS_CPUSET"  # docker/compose.yaml's `cpuset`: the cores the container runs on
 LIVE_STATES = ("created", "running", "restarting")
 # TensorFlow logs this when TF Serving creates a GPU device, e.g. "Created device
 # /job:localhost/replica:0/task:0/device:GPU:0 with 79078 MB memory:  -> device: 0, name: NVIDIA
@@ -137,6 +140,15 @@ def container_state(container: str | None) -> str:
     return done.stdout.strip()
 
 
+def compose_environment(request: StartRequest, environ: Mapping[str, str]) -> dict[str, str]:
+    """What `docker compose` runs with: `environ`, the generated files' variables, and the cpuset.
+
+    TFS_CPUSET is always the request's cores ("" = unpinned), never a value left in `environ`: the
+    request says where the server runs, as it does for the embedded server's `taskset`. It is not in
+    compose.env because the cores are not the profile's: one set of files serves any shape."""
+    return {**environ, **compose_variables(request.config, request.files), CPUSET_VARIABLE: request.cpus}
+
+
 class ContainerLauncher:
     """The official tensorflow/serving image through docker/compose.yaml."""
 
@@ -146,7 +158,7 @@ class ContainerLauncher:
         self.docker = docker
 
     def _compose(self, request: StartRequest, *args: str, timeout: float) -> subprocess.CompletedProcess:
-        env = {**os.environ, **compose_variables(request.config, request.files)}
+        env = compose_environment(request, os.environ)
         command = [*self.docker.compose, "-f", str(COMPOSE_FILE), "--env-file", str(COMPOSE_ENV_FILE),
                    "--profile", str(request.device), *args]
         try:

@@ -106,14 +106,22 @@ def model_volume(settings: K8sSettings) -> Doc:
     return {"name": "models", "emptyDir": {}}
 
 
-def model_init_containers(settings: K8sSettings) -> list[Doc]:
-    """Copies /models from the model image into the emptyDir; none when a PVC holds the models."""
+COPY_REQUESTS = {"cpu": "100m", "memory": "64Mi"}
+COPY_LIMITS = {"cpu": "500m", "memory": "256Mi"}
+
+
+def model_init_containers(settings: K8sSettings, guaranteed: bool = False) -> list[Doc]:
+    """Copies /models from the model image into the emptyDir; none when a PVC holds the models.
+
+    `guaranteed`: its requests are its limits. A pod's QoS class counts its initContainers too, so a
+    whole-core replica (`replica_cores`) needs this one Guaranteed as well; its fractional CPU runs on
+    the node's shared cores and takes none of the server's."""
     if settings.delivery.models_pvc:
         return []
     return [{"name": "copy-models", "image": settings.delivery.models_image, "imagePullPolicy": "IfNotPresent",
              "command": ["sh", "-c", f"cp -R {MODELS_DIR}/. {DELIVERY_DIR}/"],
              "volumeMounts": [{"name": "models", "mountPath": DELIVERY_DIR}],
-             "resources": resources({"cpu": "100m", "memory": "64Mi"}, {"cpu": "500m", "memory": "256Mi"})}]
+             "resources": resources(COPY_LIMITS if guaranteed else COPY_REQUESTS, COPY_LIMITS)}]
 
 
 def deployment(name: str, component: str, replicas: int, pod: Doc, annotations: Mapping[str, str] | None = None) -> Doc:
@@ -198,10 +206,11 @@ def tfserving_pod(config: ServingConfig, device: str, settings: K8sSettings, env
         "ports": [{"name": "grpc", "containerPort": ports.grpc_port, "protocol": "TCP"},
                   {"name": "rest", "containerPort": ports.rest_port, "protocol": "TCP"}],
         **probes(config, device),
-        "resources": resources(one.requests, one.limits, {GPU_RESOURCE: "1"} if device == Device.GPU else None),
+        "resources": resources(*one.server_resources(), {GPU_RESOURCE: "1"} if device == Device.GPU else None),
         "volumeMounts": [{"name": "models", "mountPath": MODELS_DIR, "readOnly": True},
                          {"name": "tfserving-config", "mountPath": CONFIG_DIR, "readOnly": True}]}
-    pod: Doc = {**scheduling(one), "initContainers": model_init_containers(settings), "containers": [container],
+    pod: Doc = {**scheduling(one), "initContainers": model_init_containers(settings, guaranteed=one.replica_cores > 0),
+                "containers": [container],
                 "volumes": [model_volume(settings),
                             {"name": "tfserving-config", "configMap": {"name": f"{tfserving_name(device)}-config"}}]}
     return {key: value for key, value in pod.items() if value}
@@ -360,8 +369,10 @@ def summary(configs: Mapping[str, ServingConfig], settings: K8sSettings, out: Pa
     lines = []
     for device, config in configs.items():
         one = settings.devices[device]
-        lines.append(f"{tfserving_name(device)}: {one.replicas} replica(s), autoscaled up to {one.max_replicas} at "
-                     f"{one.cpu_utilization_percent}% CPU; batching {_only_profile(config)}")
+        shape = (f" of {one.replica_cores} whole core(s) each (Guaranteed QoS: its own cores under the static CPU "
+                 "manager policy)" if one.replica_cores else "")
+        lines.append(f"{tfserving_name(device)}: {one.replicas} replica(s){shape}, autoscaled up to "
+                     f"{one.max_replicas} at {one.cpu_utilization_percent}% CPU; batching {_only_profile(config)}")
     target = locust_target(configs[settings.locust.target_device], settings)
     lines.append(f"locust: master + {settings.locust.workers} worker(s) -> {target}")
     return "\n".join(lines + [f"apply: kubectl apply -f {out}/"])

@@ -1,10 +1,11 @@
 """What the Kubernetes manifests are rendered from, besides the serving config itself.
 
-Replicas, autoscaling bounds, resources and scheduling per device, the Locust pair, and how the model
-reaches the pods. Layered like every setting here (`serving.layering`): the defaults below ->
-`[kubernetes]` tables of `serving/serving.toml` -> `mnist-bench k8s` flags, with replicas also
-readable from `mnist-bench size --json` output (`replicas_from_sizing`). Images that are pinned
-(TF Serving, the load generator, the model image) come from docker/.env, the one place they are pinned.
+Replicas, autoscaling bounds, resources (or a whole-core replica shape, `replica_cores`) and scheduling
+per device, the Locust pair, and how the model reaches the pods. Layered like every setting here
+(`serving.layering`): the defaults below -> `[kubernetes]` tables of `serving/serving.toml` ->
+`mnist-bench k8s` flags, with replicas also readable from `mnist-bench size --json` output
+(`replicas_from_sizing`). Images that are pinned (TF Serving, the load generator, the model image)
+come from docker/.env, the one place they are pinned.
 
 Not for: the manifests themselves (`serving.deploy.k8s`) or TF Serving's files (`serving.deploy.tfs_files`).
 """
@@ -44,6 +45,11 @@ class DeviceSettings:
     limits: Mapping[str, str] | None = None
     node_selector: Mapping[str, str] | None = None
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    # A replica shape of k cores (issue #52): TF Serving requests and limits exactly k whole CPUs and its
+    # memory limit, and so does the model-copying initContainer: a Guaranteed pod, to which a kubelet
+    # running the static CPU manager policy gives k cores of its own (a cpuset, as the compose file's
+    # `cpuset`). 0: `requests` and `limits` as given (a Burstable pod sharing the node's cores).
+    replica_cores: int = 0
 
     @property
     def max_replicas(self) -> int:
@@ -51,8 +57,21 @@ class DeviceSettings:
 
     @property
     def cores(self) -> int:
-        """The cores TF Serving may use: its CPU limit, rounded up (resolves "cpu_cores" in a profile)."""
+        """The cores TF Serving may use: `replica_cores`, else its CPU limit rounded up (resolves
+        "cpu_cores" in a profile)."""
+        if self.replica_cores:
+            return self.replica_cores
         return cpu_quantity_cores((self.limits or {}).get("cpu") or (self.requests or {}).get("cpu") or "1")
+
+    def server_resources(self) -> tuple[dict[str, str], dict[str, str]]:
+        """TF Serving's requests and limits: with `replica_cores` k, both hold cpu "k" and the memory limit
+        (requests == limits for CPU and memory is what makes a pod Guaranteed); else as given."""
+        requests, limits = dict(self.requests or {}), dict(self.limits or {})
+        if not self.replica_cores:
+            return requests, limits
+        memory = limits.get("memory") or requests.get("memory")
+        whole = {"cpu": str(self.replica_cores), **({"memory": memory} if memory else {})}
+        return {**requests, **whole}, {**limits, **whole}
 
 
 @dataclass(frozen=True)
@@ -107,9 +126,12 @@ def default_layer(pinned: Mapping[str, str]) -> dict:
 def command_line_layer(replicas: Mapping[str, int | None], workers: int | None = None,
                        target_device: str | None = None, models_image: str | None = None,
                        models_pvc: str | None = None, loadgen_image: str | None = None,
-                       input_data: str | None = None) -> dict:
+                       input_data: str | None = None, replica_cores: Mapping[str, int | None] | None = None) -> dict:
     """The flags in the TOML's shape; options not given are left out."""
     layer: dict = {device: {"replicas": count} for device, count in replicas.items() if count is not None}
+    for device, cores in (replica_cores or {}).items():
+        if cores is not None:
+            layer.setdefault(device, {})["replica_cores"] = cores
     locust = {key: value for key, value in (("workers", workers), ("target_device", target_device),
                                             ("input_data", input_data)) if value is not None}
     if locust:
@@ -176,11 +198,21 @@ def _check_device(where: str, device: DeviceSettings) -> None:
     if not 1 <= device.cpu_utilization_percent <= 100:
         raise ValueError(f"{where}.cpu_utilization_percent must be 1-100, got {device.cpu_utilization_percent}")
     _check_resources(where, device.requests, device.limits)
+    _check_replica_cores(where, device)
     for toleration in device.tolerations:
         if not isinstance(toleration, Mapping) or set(toleration) - _TOLERATION_KEYS:
             raise ValueError(f"{where}.tolerations: {toleration!r}; keys are {', '.join(sorted(_TOLERATION_KEYS))}")
     if not all(isinstance(v, str) for v in (device.node_selector or {}).values()):
         raise ValueError(f"{where}.node_selector values must be strings, got {device.node_selector!r}")
+
+
+def _check_replica_cores(where: str, device: DeviceSettings) -> None:
+    if device.replica_cores < 0:
+        raise ValueError(f"{where}.replica_cores must be >= 0 (0: requests and limits as given), "
+                         f"got {device.replica_cores}")
+    if device.replica_cores and not ((device.limits or {}).get("memory") or (device.requests or {}).get("memory")):
+        raise ValueError(f"{where}.replica_cores needs a memory limit: a pod is Guaranteed (and its cores its own) "
+                         "only with memory requests == limits")
 
 
 def _check_resources(where: str, requests: Mapping[str, str] | None, limits: Mapping[str, str] | None) -> None:

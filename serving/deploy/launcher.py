@@ -71,17 +71,18 @@ def launcher_for(kind: str, docker: DockerProbe | None = None) -> Launcher:
 
 def choose_launcher(device: str, kind: str, docker: DockerProbe,
                     tf_gpus: Callable[[], RuntimeGpus] | None = None,
-                    server_flags: tuple[str, ...] = (), cpus: str = "") -> tuple[Launcher, str]:
+                    server_flags: tuple[str, ...] = ()) -> tuple[Launcher, str]:
     """Container when Docker can do it, else the embedded server; returns (launcher, note).
 
     The note says, in one line, why the embedded server was chosen; it is empty otherwise. A GPU
     server is refused where the chosen backend's runtime (TensorFlow or JAX) sees no GPU.
-    Embedded-server flags and pinning to cores mean the embedded server: the container takes neither.
+    Embedded-server flags mean the embedded server: the container does not take them. Pinned cores
+    (`StartRequest.cpus`) do not decide: either server takes them, the embedded server as its `taskset`,
+    the container as its cpuset (a replica shape of k cores is the same on both, issue #52).
     """
-    embedded_only = " ".join(server_flags) + (f" (pinned to cores {cpus})" if cpus else "")
-    if embedded_only:
+    if server_flags:
         if kind == LaunchKind.CONTAINER:
-            raise LaunchError(f"embedded-server settings {embedded_only.strip()} cannot go to a TF Serving container")
+            raise LaunchError(f"embedded-server settings {' '.join(server_flags)} cannot go to a TF Serving container")
         kind = LaunchKind.EMBEDDED
     docker_fits = docker.usable and (device == Device.CPU or docker.nvidia_runtime)
     if kind == LaunchKind.CONTAINER or (kind == LaunchKind.AUTO and docker_fits):
@@ -181,7 +182,7 @@ def start(request: StartRequest, docker: DockerProbe | None = None,
             return running, ALREADY_RUNNING
         check_model_exists(request.config)
         launcher, note = choose_launcher(request.device, request.kind, docker or probe_docker(),
-                                         server_flags=request.server_flags, cpus=request.cpus)
+                                         server_flags=request.server_flags)
         host = request.config.host if launcher.kind == ServerKind.EMBEDDED else publish_host()
         for port in (request.grpc_port, request.rest_port):
             check_port_free(host, port)

@@ -40,7 +40,8 @@ class StartRequest:
     server_name: str = ""  # the state file's key; "" = the device (`make serve-cpu` records "cpu")
     server_flags: tuple[str, ...] = field(default=())  # extra embedded-server flags (e.g. a null backend)
     log_path: Path | None = None  # the embedded server's output; None = beside the state file
-    cpus: str = ""  # pin the embedded server to these cores (`taskset -c` list); "" = not pinned
+    # The server's cores (`taskset -c` list, "0-1"): the embedded server's taskset, the container's cpuset; "" = all
+    cpus: str = ""
 
     @property
     def name(self) -> str:

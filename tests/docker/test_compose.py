@@ -7,6 +7,7 @@ checked against what `tensorflow_model_server` accepts and what the issue asks f
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -133,6 +134,19 @@ def test_gpu_service_reserves_an_nvidia_gpu_and_cpu_service_does_not(cpu_compose
     assert "deploy" not in doc["services"]["tfserving-cpu"]
 
 
+def test_the_cpuset_is_every_core_unless_the_launcher_pins_the_server(tmp_path):
+    """`cpuset` is a string in the Compose Specification; "" (TFS_CPUSET unset) is the engine's default,
+    every core. A replica shape's cores (TFS_CPUSET, set by the container launcher) go to both services."""
+    raw = yaml.safe_load(COMPOSE.read_text())["services"]
+    assert all(service["cpuset"] == "${TFS_CPUSET:-}" for service in raw.values())  # never required: `:-`
+    doc, files = compose_for("cpu", tmp_path)
+    assert [service["cpuset"] for service in doc["services"].values()] == ["", ""]
+    assert "TFS_CPUSET" not in tfs.compose_variables(cfg.load_config(env={}), files)  # the files fit any shape
+    pinned, _ = compose_for("cpu", tmp_path, {"TFS_CPUSET": "0-1"})
+    assert [service["cpuset"] for service in pinned["services"].values()] == ["0-1", "0-1"]
+    assert all(isinstance(service["cpuset"], str) for service in pinned["services"].values())
+
+
 @pytest.mark.parametrize("profile", ["off", "cpu", "gpu"])
 def test_flags_are_ones_tensorflow_model_server_accepts_and_name_the_generated_files(profile, tmp_path):
     doc, files = compose_for(profile, tmp_path)
@@ -196,9 +210,11 @@ def _compose_cli() -> list[str] | None:
 
 @pytest.mark.integration
 @pytest.mark.skipif(_compose_cli() is None, reason="no Docker Compose v2 on this machine")
-def test_docker_compose_itself_accepts_the_file(tmp_path):
+@pytest.mark.parametrize("cpuset", ["", "0"])  # unpinned, and a one-core replica shape
+def test_docker_compose_itself_accepts_the_file(tmp_path, cpuset):
     files = tfs.generate(cfg.load_config(env={}), "cpu", tmp_path)
     done = subprocess.run([*_compose_cli(), "-f", str(COMPOSE), "--env-file", str(DOCKER / ".env"),
                            "--env-file", str(files.compose_env_file), "--profile", "cpu", "--profile", "gpu",
-                           "config", "--quiet"], capture_output=True, text=True, timeout=60)
+                           "config", "--quiet"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "TFS_CPUSET": cpuset})
     assert done.returncode == 0, done.stderr

@@ -40,7 +40,7 @@ class Replica:
     cpu_model: str
     gpus: int
     gpu_name: str
-    source: str  # where `cpus` comes from: "pinned cores 0", "container CPU limit", ...
+    source: str  # where `cpus` comes from: "pinned cores 0", "container cpuset 0-1", "container CPU limit", ...
 
     def cores(self) -> str:
         return "cores unknown" if self.cpus is None else f"{self.cpus:g} core{'' if self.cpus == 1 else 's'}"

@@ -43,6 +43,10 @@ def test_cores_from_affinity_container_limit_or_unknown():
     assert cpu_resources(limited, 8) == (1.5, "container CPU limit")
     unlimited = sources.CgroupSource(Path("cpu.stat"), 1e-6, Path("memory.current"), 8.0)
     assert cpu_resources(unlimited, 8) == (8.0, "container without a CPU limit (all 8 cores)")
+    shape = sources.CgroupSource(Path("cpu.stat"), 1e-6, Path("memory.current"), 2.0, frozenset({2, 3}))
+    assert cpu_resources(shape, 8) == (2.0, "container cpuset 2-3")  # a replica shape's container
+    quota_within = sources.CgroupSource(Path("cpu.stat"), 1e-6, Path("memory.current"), 1.5, frozenset({2, 3}))
+    assert cpu_resources(quota_within, 8) == (1.5, "container CPU limit")
     assert cpu_resources(None, 8) == (None, "unknown")
 
 

@@ -166,7 +166,24 @@ def test_process_source_reads_cpu_time_memory_and_its_cores():
 def test_cgroup_cores_from_quota_cpuset_or_machine():
     assert sources.cgroup_cores("150000 100000\n", "0-3", 8) == 1.5
     assert sources.cgroup_cores("max 100000\n", "0-3\n", 8) == 4.0
+    assert sources.cgroup_cores("400000 100000\n", "0-1\n", 8) == 2.0  # a quota over its cpuset: the cpuset
     assert sources.cgroup_cores("", "", 8) == 8.0
+    assert sources.cgroup_cpu_set("2-3\n", 8) == {2, 3}  # pinned: a replica shape's container
+    assert sources.cgroup_cpu_set("0-7\n", 8) == sources.cgroup_cpu_set("", 8) == frozenset()  # every core
+
+
+def test_a_pinned_containers_cgroup_names_its_cores(tmp_path, monkeypatch):
+    """`docker run --cpuset-cpus 2-3` (compose's `cpuset`): the cgroup's effective cpuset is the server's cores,
+    so the record says them and the sampler keeps off them, as for a pinned embedded server."""
+    monkeypatch.setattr(sources.os, "cpu_count", lambda: 8)
+    v2 = tmp_path / "system.slice" / "docker-abc.scope"
+    v2.mkdir(parents=True)
+    for name, text in (("cpu.stat", "usage_usec 1\n"), ("memory.current", "1\n"), ("cpu.max", "max 100000\n"),
+                       ("cpuset.cpus.effective", "2-3\n")):
+        (v2 / name).write_text(text)
+    source = sources.cgroup_source("abc", tmp_path)
+    assert isinstance(source, sources.CgroupSource)
+    assert (source.cores, source.cpu_set) == (2.0, frozenset({2, 3}))
 
 
 def test_cgroup_v2_and_v1_files(tmp_path):

@@ -309,3 +309,74 @@ def test_model_image_dockerfile_copies_the_models_where_the_init_container_reads
     (init,) = find(defaults, "Deployment", "tfserving-cpu")["spec"]["template"]["spec"]["initContainers"]
     assert init["command"] == ["sh", "-c", "cp -R /models/. /delivery/"]
     assert init["volumeMounts"] == [{"name": "models", "mountPath": "/delivery"}]
+
+
+# ----------------------------------------------------------------------------- replica shapes: whole cores
+
+
+def qos_class(pod: dict) -> str:
+    """The pod's QoS class as the kubelet computes it (pkg/apis/core/v1/helper/qos): Guaranteed when every
+    container, initContainers included, limits CPU and memory and the requests equal the limits."""
+    everyone = pod.get("initContainers", []) + pod["containers"]
+    tables = [c.get("resources", {}) for c in everyone]
+    if not any(t.get("requests") or t.get("limits") for t in tables):
+        return "BestEffort"
+    guaranteed = all({"cpu", "memory"} <= set(t.get("limits", {})) and
+                     all(t.get("requests", t["limits"]).get(r, t["limits"][r]) == t["limits"][r]
+                         for r in ("cpu", "memory")) for t in tables)
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def test_replica_cores_make_a_guaranteed_pod_of_k_whole_cores(tmp_path):
+    """--replica-cores-cpu 2: TF Serving requests == limits == 2 CPUs and the memory limit, the model copy
+    is Guaranteed too, and the batching profile's cpu_cores is 2; the GPU Deployment is untouched."""
+    done = invoke("k8s", "--out", tmp_path, "--batching", "gpu", "--replica-cores-cpu", "2")
+    assert done.exit_code == 0, done.stderr
+    assert "tfserving-cpu: 1 replica(s) of 2 whole core(s) each (Guaranteed QoS" in done.stdout
+    files = {path.name: list(yaml.safe_load_all(path.read_text())) for path in tmp_path.glob("*.yaml")}
+    cpu = find(files, "Deployment", "tfserving-cpu")
+    kubernetes_validate.validate(cpu, K8S_VERSION, strict=True)
+    resources = container(cpu)["resources"]
+    assert resources["requests"] == resources["limits"] == {"cpu": "2", "memory": "1Gi"}
+    assert qos_class(cpu["spec"]["template"]["spec"]) == "Guaranteed"
+    data = find(files, "ConfigMap", "tfserving-cpu-config")["data"]
+    assert text_format.Parse(data["batching_parameters.txt"], BatchingParameters()).num_batch_threads.value == 2
+    gpu = find(files, "Deployment", "tfserving-gpu")
+    assert container(gpu)["resources"]["requests"]["cpu"] == "2" and container(gpu)["resources"]["limits"]["cpu"] == "4"
+    assert qos_class(gpu["spec"]["template"]["spec"]) == "Burstable"
+
+
+def test_the_settings_key_pins_too_and_without_it_the_resources_are_as_before(tmp_path, defaults):
+    toml = (REPO / "serving" / "serving.toml").read_text()
+    assert "# replica_cores = 2\n" in toml  # documented where the CPU Deployment's resources are
+    config = tmp_path / "serving.toml"
+    config.write_text(toml.replace("# replica_cores = 2\n", "replica_cores = 3\n", 1))
+    files = render(tmp_path / "k8s", "--config", str(config), "--models-pvc", "mnist-models")
+    cpu = find(files, "Deployment", "tfserving-cpu")
+    assert container(cpu)["resources"] == {"requests": {"cpu": "3", "memory": "1Gi"},
+                                           "limits": {"cpu": "3", "memory": "1Gi"}}
+    assert qos_class(cpu["spec"]["template"]["spec"]) == "Guaranteed"
+    unset = find(defaults, "Deployment", "tfserving-cpu")
+    assert container(unset)["resources"] == {"requests": {"cpu": "1", "memory": "512Mi"},
+                                             "limits": {"cpu": "2", "memory": "1Gi"}}
+    (copy,) = unset["spec"]["template"]["spec"]["initContainers"]
+    assert copy["resources"]["requests"] == {"cpu": "100m", "memory": "64Mi"}
+    assert qos_class(unset["spec"]["template"]["spec"]) == "Burstable"
+
+
+def test_a_gpu_replica_of_whole_cores_keeps_its_gpu_in_requests_and_limits(tmp_path):
+    files = render(tmp_path, "--replica-cores-gpu", "4")
+    gpu = find(files, "Deployment", "tfserving-gpu")
+    resources = container(gpu)["resources"]
+    assert resources["requests"] == resources["limits"] == {"cpu": "4", "memory": "4Gi", "nvidia.com/gpu": "1"}
+    assert qos_class(gpu["spec"]["template"]["spec"]) == "Guaranteed"
+
+
+def test_replica_cores_refused_without_memory_or_below_zero():
+    base = k8s_settings.load_settings(REPO / "serving" / "serving.toml")
+    with pytest.raises(ValueError, match=r"kubernetes.cpu.replica_cores must be >= 0"):
+        k8s_settings.load_settings(REPO / "serving" / "serving.toml", {"cpu": {"replica_cores": -1}})
+    no_memory = k8s_settings.DeviceSettings(requests={"cpu": "1"}, limits={"cpu": "2"}, replica_cores=2)
+    with pytest.raises(ValueError, match="replica_cores needs a memory limit"):
+        k8s_settings.check_settings(k8s_settings.K8sSettings({**base.devices, "cpu": no_memory}, base.locust,
+                                                             base.delivery))

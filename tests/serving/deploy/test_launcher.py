@@ -17,16 +17,19 @@ import signal
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
 from model_export.provenance import cpu_model_name
+from serving.cli import start_request
 from serving.deploy import docker as docker_launch
 from serving.deploy import launcher
 from serving.deploy.embedded import is_our_embedded_server
 from serving.deploy.gpus import RuntimeGpus
+from serving.deploy.request import StartRequest
 from serving.deploy.state import read_state, write_state
 from serving.endpoint import ServedEndpoint
 from tests.support.cli import command, invoke
@@ -342,6 +345,43 @@ def test_serve_gpu_with_docker_but_no_nvidia_runtime_and_no_gpu_names_both(fake_
     with_nvidia = launcher.DockerProbe(compose=("docker", "compose"), nvidia_runtime=True, server_version="28")
     chosen, note = launcher.choose_launcher("gpu", "auto", with_nvidia, lambda: no_gpu)
     assert isinstance(chosen, launcher.ContainerLauncher) and note == ""
+
+
+def test_embedded_server_flags_force_the_embedded_server_and_are_refused_by_the_container():
+    docker = launcher.DockerProbe(compose=("docker", "compose"), server_version="28")
+    chosen, note = launcher.choose_launcher("cpu", "auto", docker)
+    assert isinstance(chosen, launcher.ContainerLauncher) and note == ""
+    null = ("--backend", "null")
+    chosen, note = launcher.choose_launcher("cpu", "auto", docker, server_flags=null)
+    assert isinstance(chosen, launcher.EmbeddedLauncher)
+    with pytest.raises(launcher.LaunchError, match="embedded-server settings --backend null cannot go to a TF Serving"):
+        launcher.choose_launcher("cpu", "container", docker, server_flags=null)
+
+
+def pinned_request(bench: Bench, cpus: str, **changes) -> StartRequest:
+    """What `serve start --device cpu --batching off` asks for, pinned to `cpus` (as a plan's server_cpus)."""
+    request = start_request("cpu", "auto", "off", 60.0, models_dir=str(bench.models_dir), model_name=None,
+                            config_file=None, build_dir=str(bench.root / "build"), assignments=[],
+                            grpc_port=bench.grpc_port, rest_port=bench.rest_port)
+    return replace(request, cpus=cpus, **changes)
+
+
+def test_pinned_cores_go_to_the_container_as_its_cpuset(fake_models, tmp_path, monkeypatch):
+    """auto with a usable Docker starts the container on the request's cores: `docker compose up` runs with
+    TFS_CPUSET, which docker/compose.yaml's `cpuset` takes (the embedded server is not chosen instead)."""
+    bench = Bench(tmp_path, fake_models, mode="compose-fails")
+    for key, value in bench.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("TFS_CPUSET", "7")  # a stray value: the request decides, not the environment
+    docker = launcher.probe_docker()
+    assert docker.usable, docker.problem
+    with pytest.raises(launcher.LaunchError, match="docker compose up tfserving-cpu` failed"):
+        launcher.start(pinned_request(bench, "0-1"), docker=docker)
+    up = [c for c in bench.docker_calls() if "up" in c["args"]][0]
+    assert up["env"]["TFS_CPUSET"] == "0-1"
+    unpinned = docker_launch.compose_environment(pinned_request(bench, ""), {"TFS_CPUSET": "7", "HOME": "/h"})
+    assert unpinned["TFS_CPUSET"] == "" and unpinned["HOME"] == "/h"  # "": every core, as compose.yaml reads it
+    assert "TFS_CPUSET" not in (tmp_path / "build" / "off" / "compose.env").read_text()  # the files fit any shape
 
 
 def test_a_gpu_container_whose_log_shows_no_gpu_is_never_labelled_gpu(monkeypatch):
