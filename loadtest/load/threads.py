@@ -19,8 +19,10 @@ arrive), the response check and the record are made on native threads that never
   latency still counts from its intended time.
 
 A gRPC channel's locks are gevent's once Locust has patched `threading`, and gevent's locks do not
-work across native threads: so no channel is shared, each thread opens its own (one connection
-per thread, as one connection per user in Locust's HTTP users). Shared state uses the unpatched
+work across native threads: so no channel is shared, each thread opens its own, on a connection of its own
+(`loadtest.load.client.CHANNEL_OPTIONS`), as one connection per user in Locust's HTTP users: a server whose
+frontends share one port gets as many connections as threads, and a free thread takes the next send, so a busy
+frontend's connection takes fewer. Shared state uses the unpatched
 `_thread` locks. Records go to `on_record`, called on the thread that made the call: it must be
 thread-safe (see `loadtest.load.run_state.RunState.finished`).
 
