@@ -186,6 +186,10 @@ class Capacities:
         self.budget = RunBudget(self.budget_s, searches) if self.budget_s is not None else None
         self._max_s: float | None = None  # the searches beginning now: their share of the budget
 
+    def limit_each(self, max_s: float | None) -> None:
+        """Searches begun from now on end within `max_s` (None: their own `max_s`): a caller's budget (the tuner's)."""
+        self._max_s = max_s
+
     def _share(self, starting: int, paired: bool) -> None:
         if self.budget is not None:
             self._max_s = self.budget.share_s(starting, paired)

@@ -13,12 +13,14 @@ Not for: the tuner's decisions or its output format (`loadtest.search.tuning`, `
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from loadtest.measure.servers import ToStart, serving_config
 from loadtest.search.capacity_search import Capacities, CapacityRequest, Outcome
+from loadtest.search.run_budget import ALONE_RESERVE, PAIRED_RESERVE
 from loadtest.search.tuning import Evaluated, TuneAnswer, Tuner, TuneSettings
 from loadtest.search.tuning_output import TuneFiles, write_winner
 from serving.deploy.config import BatchingProfile
@@ -46,9 +48,11 @@ class TuneRun:
         self.searches = Capacities(self.request.capacity, [], [settings.batch_size], self.results_root, self.out,
                                    self.plan_path)
         self.run_dir = self.searches.run_dir
+        self.deadline = time.monotonic() + settings.max_s  # `run` sets it again as it begins
 
     def run(self) -> tuple[TuneAnswer, TuneFiles]:
         s = self.request.settings
+        self.deadline = time.monotonic() + s.max_s
         self.searches.cells.say(f"tune {self.searches.run_id}: {s.device}, {s.objective}, request batch "
                                 f"{s.batch_size}, from profile {self.start.name}; results in {self.run_dir}")
         answer = Tuner(s, self.start, self.evaluate,
@@ -58,14 +62,25 @@ class TuneRun:
     def evaluate(self, profile: BatchingProfile, beat_rps: float | None = None) -> Evaluated:
         """Start a server with `profile`, search its capacity (first at `beat_rps`, when given), stop it."""
         slot = ToStart(str(self.request.settings.device), profile, self.config, self.request.capacity.plan.launch)
+        self._within_budget(1)
         return evaluated(self.searches.search(slot, self.request.settings.batch_size, beat_rps))
 
     def evaluate_pair(self, incumbent: BatchingProfile, challenger: BatchingProfile) -> tuple[Evaluated, Evaluated]:
         """Both servers up at once, their searches interleaved (`Capacities.compare`), both stopped after."""
         device, launch = str(self.request.settings.device), self.request.capacity.plan.launch
         slots = [ToStart(device, profile, self.config, launch) for profile in (incumbent, challenger)]
+        self._within_budget(2)
         now, challenged = self.searches.compare(slots, self.request.settings.batch_size)
         return evaluated(now), evaluated(challenged)
+
+
+    def _within_budget(self, searches: int) -> None:
+        """The evaluation's searches end by the tuner's deadline: each at most what is left of it (less the reserve
+        of `loadtest.search.run_budget`) over its searches. The tuner checks the deadline only before an
+        evaluation, so without this one begun near it ran its searches' own --max-minutes past it."""
+        left_s = max(0.0, self.deadline - time.monotonic())
+        reserve = PAIRED_RESERVE if searches > 1 else ALONE_RESERVE
+        self.searches.limit_each(left_s * (1 - reserve) / searches)
 
 
 def evaluated(outcome: Outcome) -> Evaluated:
