@@ -22,8 +22,10 @@ their cells interleaved (`loadtest.search.capacity_search.Capacities.compare`), 
 capacity and upper end measured in those same minutes, so the machine's drift between evaluations cannot
 make a challenger win or lose. An unmet
 objective or a failed evaluation counts as capacity 0. No parameters are evaluated twice. The search is bounded by a
-number of evaluations and a deadline, both checked before each evaluation (the deadline with room
-for one more evaluation of average length), and a search cut short answers with its best so far.
+number of evaluations and a deadline, both checked before each evaluation: one begins while at least half an
+average evaluation's time is left (`SHORTEST_SHARE`), and its searches are cut to what is left (by `evaluate`:
+`loadtest.search.tune_run.TuneRun`), so the whole tuning ends by its deadline and uses it; a search cut short answers
+with its best so far.
 
 Not for: measuring a configuration (`Tuner` is given an `evaluate` function that starts a server
 with the profile, runs a capacity search and stops it) or printing and writing the answer
@@ -329,7 +331,7 @@ class Tuner:
             raise _Stop(f"budget: {s.max_evaluations} configurations")
         durations = [visit.duration_s for visit in self.trail]
         expected_s = sum(durations) / len(durations) if durations else 0.0
-        if self.clock() + expected_s > self.deadline:
+        if self.deadline - self.clock() < expected_s * SHORTEST_SHARE:
             raise _Stop(f"time limit ({s.max_s:g} s)")
 
     def _answer(self, ended: str) -> TuneAnswer:
@@ -338,6 +340,9 @@ class Tuner:
         return TuneAnswer(self.settings.objective, self.settings.batch_size, winner, by_stage.get(Stage.OFF),
                           by_stage.get(Stage.ADVICE), tuple(self.trail), ended,
                           grid_size(self.start, self.ladders), self.settings.min_gain)
+
+
+SHORTEST_SHARE = 0.5  # of an average evaluation's time: with less left, no evaluation begins
 
 
 class _Stop(Exception):

@@ -76,8 +76,8 @@ class Fake:
     """
 
     def __init__(self, capacity: Callable, clock: Clock | None = None, seconds: float = 0.0,
-                 upper: float | None = None, honour_beat: bool = True):
-        self.capacity, self.clock, self.seconds = capacity, clock, seconds
+                 upper: float | None = None, honour_beat: bool = True, deadline_s: float | None = None):
+        self.capacity, self.clock, self.seconds, self.deadline_s = capacity, clock, seconds, deadline_s
         self.upper, self.honour_beat = upper, honour_beat
         self.asked: list[BatchingProfile] = []
         self.beats: list[float | None] = []  # the rate to beat each evaluation was given
@@ -90,8 +90,9 @@ class Fake:
             assert profile.max_execution_batch_size <= profile.max_batch_size
         self.asked.append(profile)
         self.beats.append(beat_rps)
-        if self.clock:
-            self.clock.now += self.seconds
+        if self.clock:  # cut to the time left where the caller has a deadline, as `TuneRun` cuts its searches
+            left = self.seconds if self.deadline_s is None else max(0.0, self.deadline_s - self.clock.now)
+            self.clock.now += min(self.seconds, left)
         rps = self.capacity(profile)
         if not rps:
             return Evaluated(None, note="p99 31 ms > 10 ms at 1 req/s")
@@ -313,14 +314,17 @@ def test_the_evaluation_budget_ends_it_with_the_best_so_far():
     assert answer.winner.result.score == max(v.result.score for v in answer.trail if v.stage != Stage.OFF)
 
 
-def test_the_time_limit_ends_it_before_an_evaluation_would_overrun():
+@pytest.mark.parametrize("max_s, evaluations, durations", [(450, 5, [100, 100, 100, 100, 50]),
+                                                           (440, 4, [100, 100, 100, 100])])
+def test_the_time_limit_ends_it_by_its_deadline_using_it(max_s, evaluations, durations):
+    # An evaluation begins while half an average one's time is left, cut to what is left (the caller's cut, faked):
+    # 50 s left at 400 s is half of 100, so a fifth runs to 450 s; 40 s left is not.
     clock = Clock()
-    fake = Fake(surface(), clock=clock, seconds=100)
-    answer = tune(fake, clock=clock, max_s=450)
-    assert answer.ended_because == "time limit (450 s)"
-    assert len(fake.asked) == 4 and clock.now <= 450  # a 5th evaluation would end at 500 s
-    assert answer.winner.profile.batch_timeout_micros == 1000  # the best of off, 0, 500, 1000 us
-    assert [v.duration_s for v in answer.trail] == [100, 100, 100, 100]
+    fake = Fake(surface(), clock=clock, seconds=100, deadline_s=max_s)
+    answer = tune(fake, clock=clock, max_s=max_s)
+    assert answer.ended_because == f"time limit ({max_s} s)"
+    assert len(fake.asked) == evaluations and clock.now <= max_s
+    assert [v.duration_s for v in answer.trail] == durations
 
 
 def test_a_pass_limit_says_the_search_did_not_converge():
