@@ -201,7 +201,6 @@ def batches_that_fit(count: int, costs: Costs, left_s: float) -> int:
     return min(count, int((left_s - costs.start_s) // costs.search_s))
 
 
-
 @dataclass(frozen=True)
 class ShapeLeftOut:
     cores: int

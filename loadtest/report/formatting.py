@@ -30,3 +30,17 @@ def change(new: float | None, old: float | None) -> str:
 def params(d: dict, empty: str = MISSING) -> str:
     """`k=v, ...` sorted by key, or `empty`."""
     return ", ".join(f"{k}={v}" for k, v in sorted(d.items())) or empty
+
+
+NO_RANGE = "no range: neither bracket has an upper end"
+
+
+def ratio_range(low: float | None, high: float | None, none: str = NO_RANGE) -> str:
+    """A ratio's range from its two ends: `×1.12–×5.59`, only the end that holds (`at least ×0.90`), or `none`."""
+    if low is not None and high is not None:
+        return f"×{low:.2f}–×{high:.2f}"
+    if low is not None:
+        return f"at least ×{low:.2f}"
+    if high is not None:
+        return f"at most ×{high:.2f}"
+    return none

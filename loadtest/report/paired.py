@@ -33,6 +33,7 @@ from loadtest.report.answers import (
 from loadtest.report.blocks import Table
 from loadtest.report.drift import Drift, SpeedLink, Speeds, answer_index, drift_of, speed_link
 from loadtest.report.formatting import number as fmt
+from loadtest.report.formatting import ratio_range
 
 GPU_CPU = "GPU/CPU"
 
@@ -57,8 +58,8 @@ class RepeatRatio:
         if self.ratio is None:
             return f"— {self.reason}"
         if self.low is None or self.high is None:
-            return _range(self.low, self.high)
-        return f"×{self.ratio:.2f} ({_range(self.low, self.high)})"
+            return ratio_range(self.low, self.high)
+        return f"×{self.ratio:.2f} ({ratio_range(self.low, self.high)})"
 
 
 @dataclass(frozen=True)
@@ -142,8 +143,8 @@ class PairedRatio:
         """`×1.62 (×1.55–×1.70)`, or only the bound where an end is open (`at least ×0.50`): never a point estimate
         beside an open range."""
         if self.bounded:
-            return f"×{self.ratio:.2f} ({_range(self.low, self.high)})"
-        return _range(self.low, self.high)
+            return f"×{self.ratio:.2f} ({ratio_range(self.low, self.high)})"
+        return ratio_range(self.low, self.high)
 
     def short(self) -> str:
         """`×1.62 (×1.55–×1.70), paired, median of 3 repeats`: the ratio as a table cell gives it."""
@@ -195,16 +196,6 @@ def ranges_apart(measured: Sequence[RepeatRatio | PairedRatio]) -> bool:
     """Two of the ranges (repeats', or runs' ratios) do not overlap."""
     ranges = open_ranges(measured)
     return any(a_high < b_low for _, a_high in ranges for b_low, _ in ranges)
-
-
-def _range(low: float | None, high: float | None) -> str:
-    if low is not None and high is not None:
-        return f"×{low:.2f}–×{high:.2f}"
-    if low is not None:
-        return f"at least ×{low:.2f}"
-    if high is not None:
-        return f"at most ×{high:.2f}"
-    return "no range: neither bracket has an upper end"
 
 
 # ----------------------------------------------------------------------------- from the records

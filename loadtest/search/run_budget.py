@@ -37,10 +37,14 @@ class RunBudget:
 
     def share_s(self, starting: int, paired: bool) -> float:
         """The time of each of the `starting` searches that begin now."""
-        left_s = max(0.0, self._deadline - self.clock())
-        share = left_s * (1 - (PAIRED_RESERVE if paired else ALONE_RESERVE)) / max(1, self._left)
+        share = share_of(self._deadline - self.clock(), self._left, paired)
         self._left = max(0, self._left - starting)
         return share
 
 
-__all__ = ["RunBudget"]
+def share_of(left_s: float, searches: int, paired: bool) -> float:
+    """Each of `searches`' share of `left_s`, less the reserve (`PAIRED_RESERVE` where they run paired)."""
+    return max(0.0, left_s) * (1 - (PAIRED_RESERVE if paired else ALONE_RESERVE)) / max(1, searches)
+
+
+__all__ = ["RunBudget", "share_of"]

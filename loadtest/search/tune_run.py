@@ -20,7 +20,7 @@ from typing import TextIO
 
 from loadtest.measure.servers import ToStart, serving_config
 from loadtest.search.capacity_search import Capacities, CapacityRequest, Outcome
-from loadtest.search.run_budget import ALONE_RESERVE, PAIRED_RESERVE
+from loadtest.search.run_budget import share_of
 from loadtest.search.tuning import Evaluated, TuneAnswer, Tuner, TuneSettings
 from loadtest.search.tuning_output import TuneFiles, write_winner
 from serving.deploy.config import BatchingProfile
@@ -78,9 +78,7 @@ class TuneRun:
         """The evaluation's searches end by the tuner's deadline: each at most what is left of it (less the reserve
         of `loadtest.search.run_budget`) over its searches. The tuner checks the deadline only before an
         evaluation, so without this one begun near it ran its searches' own --max-minutes past it."""
-        left_s = max(0.0, self.deadline - time.monotonic())
-        reserve = PAIRED_RESERVE if searches > 1 else ALONE_RESERVE
-        self.searches.limit_each(left_s * (1 - reserve) / searches)
+        self.searches.limit_each(share_of(self.deadline - time.monotonic(), searches, paired=searches > 1))
 
 
 def evaluated(outcome: Outcome) -> Evaluated:

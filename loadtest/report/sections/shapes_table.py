@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from loadtest.report.blocks import Figure, Table
 from loadtest.report.formatting import number as fmt
+from loadtest.report.formatting import ratio_range
 from loadtest.report.shapes import SHARED, ShapeCurve, ShapePoint
 
 TITLE = "Replica shapes"
@@ -45,13 +46,7 @@ def efficiency_text(p: ShapePoint) -> str:
         return "×1 (the reference)"
     low, high = p.efficiency_low, p.efficiency_high
     value = f"{'≥ ' if p.lower_bound else ''}×{p.efficiency:.2f}"
-    if low is not None and high is not None:
-        return f"{value} (×{low:.2f}–×{high:.2f})"
-    if low is not None:
-        return f"{value} (at least ×{low:.2f})"
-    if high is not None:
-        return f"{value} (at most ×{high:.2f})"
-    return f"{value} (no range)"
+    return f"{value} ({ratio_range(low, high, 'no range')})"
 
 
 def _note(p: ShapePoint) -> str:
