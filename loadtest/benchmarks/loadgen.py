@@ -14,7 +14,7 @@ Locust process pinned to another (`taskset -c`), then prints, all measured withi
 Each run is one sweep cell (`loadtest.measure.locust_run.locust_command` / `run_locust`) against a
 `ServedEndpoint` built from the server's ready line.
 
-Not for: measuring a real model (see `loadtest.measure.runner`).
+Not for: measuring a real model (see `loadtest.measure.cell_sweep`).
 """
 
 from __future__ import annotations

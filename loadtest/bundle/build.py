@@ -9,7 +9,7 @@ no TensorFlow, no network, files only as a copy of the tree plus ≤ 64 MiB carr
 - `protos/`: TensorFlow's and TF Serving's generated `_pb2` modules that the server and the load
   generator import, copied from the installed packages (never committed): with no
   `tensorflow/__init__.py` beside them, nothing of TensorFlow's runtime can load;
-- `wheels/`: wheels for the target Python and platform of what the machine's image lacks
+- `wheels/`: wheels for the machine's Python and platforms (`WheelPlatforms`) of what the machine's image lacks
   (Keras and its small dependencies, Locust and its, hdrhistogram, ...), resolved by pip against
   this project's lock file; packages the image already has (`IMAGE_PACKAGES`) are left out, except
   `KEEP_ANYWAY` (protobuf: TF's generated code needs a runtime at least as new as its own);
@@ -76,14 +76,15 @@ class BundleError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Target:
-    """The Python the bundle's wheels are for."""
+class WheelPlatforms:
+    """What the bundle's wheels are for: the machine's Python and platforms, the packages its image already has
+    (left out), and the size the bundle may reach."""
 
     python_version: str = "3.12"
     platforms: tuple[str, ...] = ("manylinux1_x86_64", "manylinux_2_5_x86_64",  # py-spy's
                                   "manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_24_x86_64",
                                   "manylinux_2_26_x86_64", "manylinux_2_27_x86_64", "manylinux_2_28_x86_64")
-    image_packages: frozenset[str] = IMAGE_PACKAGES  # left out: the target already has them
+    image_packages: frozenset[str] = IMAGE_PACKAGES  # left out: the machine's image already has them
     limit_bytes: int | None = LIMIT_BYTES  # None: a self-contained bundle for a bare Python, any size
 
 
@@ -102,7 +103,7 @@ def normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def build(out: Path, models_dir: Path, target: Target = Target()) -> Manifest:
+def build(out: Path, models_dir: Path, wheel_platforms: WheelPlatforms = WheelPlatforms()) -> Manifest:
     """Write the bundle into `out` (replacing an older bundle there); its manifest."""
     if out.exists():
         shutil.rmtree(out)
@@ -112,13 +113,14 @@ def build(out: Path, models_dir: Path, target: Target = Target()) -> Manifest:
     (out / "project" / SOURCE_RECORD).write_text(json.dumps(source, indent=2) + "\n")
     version = copy_model(models_dir, out / "project" / "models")
     protos = copy_protos(out / "protos")
-    kept, left_out = download_wheels(out / "wheels", target)
+    kept, left_out = download_wheels(out / "wheels", wheel_platforms)
     shutil.copy2(Path(__file__).with_name("device_run.py"), out / "run.py")
-    manifest = Manifest(target.python_version, version, kept, left_out, protos, source=source)
+    manifest = Manifest(wheel_platforms.python_version, version, kept, left_out, protos, source=source)
     manifest.size_bytes = tree_size(out)
     (out / "manifest.json").write_text(json.dumps(asdict(manifest), indent=2) + "\n")
-    if target.limit_bytes is not None and manifest.size_bytes > target.limit_bytes:
-        raise BundleError(f"{out} is {manifest.size_bytes / 2**20:.1f} MiB, over the {target.limit_bytes >> 20} MiB "
+    limit = wheel_platforms.limit_bytes
+    if limit is not None and manifest.size_bytes > limit:
+        raise BundleError(f"{out} is {manifest.size_bytes / 2**20:.1f} MiB, over the {limit >> 20} MiB "
                           f"a device call carries")
     return manifest
 
@@ -205,12 +207,13 @@ def requirements() -> list[str]:
     return sorted({*(n for n in names if n not in NOT_ON_THE_DEVICE), *EXTRA_REQUIREMENTS})
 
 
-def download_wheels(dest: Path, target: Target) -> tuple[list[str], list[str]]:
-    """pip resolves `requirements()` for the target against the lock, then what the image has goes (a
+def download_wheels(dest: Path, wheel_platforms: WheelPlatforms) -> tuple[list[str], list[str]]:
+    """pip resolves `requirements()` for `wheel_platforms` against the lock, then what the image has goes (a
     self-contained bundle also gets JAX, which the image has)."""
-    wanted = (*requirements(), *(() if target.image_packages else ("jax",)))
+    wanted = (*requirements(), *(() if wheel_platforms.image_packages else ("jax",)))
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--implementation", "cp",
-               "--python-version", target.python_version, *(f"--platform={p}" for p in target.platforms),
+               "--python-version", wheel_platforms.python_version,
+               *(f"--platform={p}" for p in wheel_platforms.platforms),
                "--platform=any", "-c", str(REPO / "requirements.lock"), "-d", str(dest), *wanted]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -218,7 +221,7 @@ def download_wheels(dest: Path, target: Target) -> tuple[list[str], list[str]]:
     kept, left_out = [], []
     for wheel in sorted(dest.glob("*.whl")):
         name = normalized(wheel.name.split("-")[0])
-        if name in target.image_packages and name not in KEEP_ANYWAY:
+        if name in wheel_platforms.image_packages and name not in KEEP_ANYWAY:
             wheel.unlink()
             left_out.append(name)
         else:

@@ -26,7 +26,7 @@ standard library only, are the project's `loadtest.bundle` modules):
    beside the device alone, are said on the console), then profiles the best configuration found with
    py-spy (`--profile-s`) under load at ~90% of its capacity (`loadtest.bundle.profiling`).
 
-`--shapes auto|1,2,4` makes the call a replica-shape sweep of its own instead (`loadtest.bundle.shape_sweep`): the
+`--shapes auto|1,2,4` makes the call a replica-shape sweep of its own instead (`loadtest.bundle.shape_sweep_call`): the
 CPU configurations searched by `capacity --shapes`, on the shapes that fit the budget (the plan names the others).
 
 `--out` gets at most 8 files and no folder (`loadtest.bundle.run_outputs.OUT_FILES`); `device-run.json`
@@ -54,7 +54,7 @@ SITE = BUNDLE / "site"
 if (PROJECT / "loadtest" / "bundle").is_dir():  # as the bundle's run.py: its helpers are the project's
     sys.path.insert(0, str(PROJECT))
 
-from loadtest.bundle import budget, profiling, run_outputs, shape_sweep, smoke  # noqa: E402
+from loadtest.bundle import budget, profiling, run_outputs, shape_sweep_call, smoke  # noqa: E402
 from loadtest.bundle.machine import gpu_problem, round_trip_env, source, versions  # noqa: E402
 from loadtest.bundle.processes import Echoed, stop  # noqa: E402
 from loadtest.bundle.run_args import (  # noqa: E402
@@ -101,7 +101,7 @@ def environment() -> dict[str, str]:
 def sizing_flags(args: argparse.Namespace, batches: list[int] | None = None) -> list[str]:
     """`--goal RATE:P99:BATCH` a batch (online at 1, batch targets above), `--target-rps N --prices FILE`."""
     prices = args.prices.resolve() if args.prices is not None else PROJECT / EXAMPLE_PRICES
-    goals = [f"--goal={args.target_rps:g}:{args.p99_ms if b == 1 else args.batch_p99_ms:g}:{b}"
+    goals = [f"--goal={args.target_rps:g}:{args.p99_objective_ms if b == 1 else args.batch_p99_objective_ms:g}:{b}"
              for b in (batches if batches is not None else [int(b) for b in args.batches.split(",")])]
     return ["--target-rps", f"{args.target_rps:g}", "--prices", str(prices), *goals]
 
@@ -278,8 +278,8 @@ class DeviceRun:
     def capacity_command(self, plan_file: Path, name: str, serves: list[str], batches: list[int]) -> list[str]:
         """`mnist-bench capacity` for `serves` (device/profile) at `batches`, with `SERVER_FLAGS`."""
         a = self.args
-        return [sys.executable, "-m", "loadtest", "capacity", "--plan", str(plan_file), "--p99-ms", str(a.p99_ms),
-                *(f"--serve={s}" for s in serves), SERVER_FLAGS, "--models-dir",
+        return [sys.executable, "-m", "loadtest", "capacity", "--plan", str(plan_file),
+                "--p99-ms", str(a.p99_objective_ms), *(f"--serve={s}" for s in serves), SERVER_FLAGS, "--models-dir",
                 str(PROJECT / "models"), "--results-dir", str(self.work / "results" / name), "--max-steps",
                 str(a.max_steps), "--max-minutes", str(a.max_minutes), "--max-rate-s", str(a.max_rate_s),
                 "--confidence", str(a.confidence), "--unmet-ok", "--no-report", *(f"--batch={b}" for b in batches),
@@ -288,9 +288,9 @@ class DeviceRun:
     def tune(self, device: str, plan_file: Path, batch: int) -> None:
         """`mnist-bench tune` on the device: the BatchingParameters with the highest capacity, from its profile."""
         a = self.args
-        command = [sys.executable, "-m", "loadtest", "tune", "--plan", str(plan_file), "--p99-ms", str(a.p99_ms),
-                   "--device", device, "--batch", str(batch), "--budget-min", str(a.tune_minutes),
-                   SERVER_FLAGS, "--models-dir", str(PROJECT / "models"),
+        command = [sys.executable, "-m", "loadtest", "tune", "--plan", str(plan_file),
+                   "--p99-ms", str(a.p99_objective_ms), "--device", device, "--batch", str(batch),
+                   "--budget-min", str(a.tune_minutes), SERVER_FLAGS, "--models-dir", str(PROJECT / "models"),
                    "--results-dir", str(self.work / "results" / f"{device}-tune"), "--max-steps", str(a.max_steps)]
         self.command(f"{device}-tune", command, min(a.tune_minutes * 60 + a.start_s + 60, self.left_s()))
 
@@ -337,7 +337,8 @@ class DeviceRun:
         devices = self.prepare()
         loadgen_cores = self.smoke(devices)
         if self.args.shapes:  # a call of its own: the CPU configurations' replica-shape sweep
-            return shape_sweep.sweep(self, write_plan(self.args.out / "device-plan.toml", self.args, loadgen_cores))
+            plan_file = write_plan(self.args.out / "device-plan.toml", self.args, loadgen_cores)
+            return shape_sweep_call.sweep(self, plan_file)
         plan = self.plan(devices)
         plan_file = write_plan(self.args.out / "device-plan.toml", self.args, loadgen_cores)
         self.copier.start()

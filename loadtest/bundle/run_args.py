@@ -2,8 +2,8 @@
 where it writes (at most 8 files under `--out`, never over an earlier run's).
 
 Also what follows from it: the plan's estimates (`costs`, `reference_s`) and the cores (`core_split`).
-`--shapes` makes the call a shape sweep of its own (`loadtest.bundle.shape_sweep`): the CPU only, at request batch 1
-unless `--batches` says otherwise, no profile and no tuning.
+`--shapes` makes the call a shape sweep of its own (`loadtest.bundle.shape_sweep_call`): the CPU only, at request
+batch 1 unless `--batches` says otherwise, no profile and no tuning.
 Not for: running it (`loadtest.bundle.device_run`) or planning the budget (`loadtest.bundle.budget`).
 """
 
@@ -34,8 +34,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="comma-separated: gpu, cpu (in priority order; default gpu,cpu)")
     parser.add_argument("--batches", default=None,
                         help="request batch sizes, in priority order (default 1,32; a shape sweep's 1)")
-    parser.add_argument("--p99-ms", type=float, default=10.0, help="the online target's objective (request batch 1)")
-    parser.add_argument("--batch-p99-ms", type=float, default=50.0,
+    parser.add_argument("--p99-ms", dest="p99_objective_ms", type=float, default=10.0,
+                        help="the online target's objective (request batch 1)")
+    parser.add_argument("--batch-p99-ms", dest="batch_p99_objective_ms", type=float, default=50.0,
                         help="the batch targets' objective (each request batch above 1)")
     parser.add_argument("--measure-s", type=float, default=1.5)
     parser.add_argument("--max-steps", type=int, default=8, help="cells per search at most")
@@ -82,7 +83,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def shape_sweep_problem(args: argparse.Namespace) -> str:
     """Why `--shapes` cannot go with the other flags given; "" when it can (or was not given). Only its form is
-    checked here (`loadtest.measure.shapes.parse_shapes` reads it once the wheels are installed)."""
+    checked here (`loadtest.measure.shape_cores.parse_shapes` reads it once the wheels are installed)."""
     if args.shapes is None:
         return ""
     if not re.fullmatch(r"auto|[1-9]\d*(,[1-9]\d*)*", args.shapes.strip().lower().replace(" ", "")):

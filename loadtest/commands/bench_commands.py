@@ -202,7 +202,7 @@ def workers(**options) -> None:
 def shapes(**options) -> None:
     """Replica shapes: what k cores serve against k times one core (scaling efficiency), null backend spending CPU."""
     from loadtest.benchmarks.h2load import H2loadError
-    from loadtest.benchmarks.serving_path import shapes as bench_shapes
+    from loadtest.benchmarks.serving_path import shapes_bench as bench_shapes
     from serving.deploy.process import ServerNotReady
 
     settings = bench_shapes.ShapesOptions(**{**options, "shapes": tuple(options["shapes"])})
@@ -240,8 +240,8 @@ def runtime_calls(**options) -> None:
 @click.option("--server-cpu", callback=cpu_list, metavar="CORES", default="0,1", show_default=True)
 @click.option("--loadgen-cpu", callback=cpu_list, metavar="CORES", default="1", show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
-@click.option("--p99-ms", type=click.FloatRange(min=0.0, min_open=True), default=25.0, show_default=True,
-              help="the objective the capacity is confirmed at")
+@click.option("--p99-ms", "p99_objective_ms", type=click.FloatRange(min=0.0, min_open=True), default=25.0,
+              show_default=True, help="the objective the capacity is confirmed at")
 @click.option("--minutes", type=click.IntRange(min=2), default=10, show_default=True, help="one-minute cells held")
 def soak(**options) -> None:
     """Capacity confirmed in this run, then minutes at 80% of it: p99 a minute, every request answered, no process
@@ -297,7 +297,7 @@ def reproduce(runs: int, results_dir: Path | None, read_dir: Path | None, capaci
 
     Give capacity's arguments after `--`, e.g. `-- --plan loadtest/plans/demo.toml --p99-ms 50 --batch 16`."""
     from loadtest.benchmarks import reproduce as repeats
-    from loadtest.measure.runner import utc_stamp
+    from loadtest.measure.cell_sweep import utc_stamp
 
     if read_dir is not None:
         try:
@@ -326,7 +326,7 @@ def drift(runs: int, model_base_path: Path, samples: Path, results_dir: Path | N
     (Locust on core 1): each run's ratio, whether it lies within ×0.87–×1.15 with a range holding ×1.0."""
     from loadtest.benchmarks import paired_drift as drifting
     from loadtest.benchmarks.planted import Refused
-    from loadtest.measure.runner import utc_stamp
+    from loadtest.measure.cell_sweep import utc_stamp
 
     require(model_base_path, samples)
     if not {0, 1} <= os.sched_getaffinity(0):

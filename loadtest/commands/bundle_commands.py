@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from loadtest.bundle.build import BundleError, Target, build
+from loadtest.bundle.build import BundleError, WheelPlatforms, build
 
 
 @click.command("device-bundle")
@@ -22,11 +22,11 @@ from loadtest.bundle.build import BundleError, Target, build
               help="also pack what the device image has (JAX, numpy, ...): for a bare Python; no size limit")
 def device_bundle(out: Path, models_dir: Path, python_version: str, self_contained: bool) -> None:
     """The project, the newest model, TF's protos and the missing wheels, for an offline GPU machine."""
-    target = Target(python_version=python_version)
+    wheel_platforms = WheelPlatforms(python_version=python_version)
     if self_contained:
-        target = Target(python_version=python_version, image_packages=frozenset(), limit_bytes=None)
+        wheel_platforms = WheelPlatforms(python_version=python_version, image_packages=frozenset(), limit_bytes=None)
     try:
-        manifest = build(out, models_dir, target)
+        manifest = build(out, models_dir, wheel_platforms)
     except BundleError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"device bundle: {out} ({manifest.size_bytes / 2**20:.1f} MiB, Python {manifest.python_version}, "

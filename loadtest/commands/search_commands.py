@@ -42,7 +42,7 @@ from loadtest.evidence.records import CellResult
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE
 from loadtest.judge.goals import Target, goal_text, objectives_by_batch, parse_goal
 from loadtest.measure import plan as plans
-from loadtest.measure.runner import Interrupted
+from loadtest.measure.cell_sweep import Interrupted
 from loadtest.measure.targets import SweepError
 from loadtest.report.series import AnalysisError
 from serving.deploy.process import pinned_cores

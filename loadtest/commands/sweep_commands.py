@@ -10,7 +10,7 @@ or a usage error (exit 2, a bad flag), which the root command prints as one line
 The sweep's flags are the last layer of the plan's configuration (`loadtest.measure.plan`): they
 replace the plan file's `[run]` fields and its servers.
 
-Not for: the work itself (`loadtest.measure.runner`, `loadtest.report.page`/`size`, `loadtest.load.ui`).
+Not for: the work itself (`loadtest.measure.cell_sweep`, `loadtest.report.page`/`size`, `loadtest.load.ui`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import click
 from loadtest.evidence.vocab import Arrival, CellStatus, Check, Protocol
 from loadtest.load import ui
 from loadtest.measure import plan as plans
-from loadtest.measure.runner import Interrupted, Sweep
+from loadtest.measure.cell_sweep import Interrupted, Sweep
 from loadtest.measure.servers import parse_serve, server_slots
 from loadtest.measure.targets import SweepError, resolve_targets
 from loadtest.report.series import AnalysisError

@@ -1,6 +1,6 @@
 """Typed records of a sweep: one `CellResult` per measured cell, one JSON line each.
 
-The sweep (`loadtest.measure.runner`) computes a cell's summary once into a `CellResult` and appends it
+The sweep (`loadtest.measure.cell_sweep`) computes a cell's summary once into a `CellResult` and appends it
 to `results/<UTC time>/results.jsonl`; the report and the sizing read the same records back with
 `read_results`. Field names carry their units. CSV is a derived view whose columns are declared
 once in `CSV_COLUMNS`.

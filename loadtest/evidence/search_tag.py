@@ -100,7 +100,7 @@ class SearchTag:
     confirming: bool | None = None  # measured while confirming a rate (its verdict needs the higher confidence)
     objectives: tuple[float, ...] | None = None  # the p99s the report also answers the search's cells at
     comparison: ComparisonTag | None = None
-    evidence: CellEvidence | None = None  # added by the runner to a measured cell with an objective
+    evidence: CellEvidence | None = None  # added by `CellRunner` to a measured cell with an objective
     attempt: int = 0  # a paired comparison's re-confirmation of its answer: the try; 0 (not written) otherwise
     when: str | None = None  # a reference cell: "start", "between" or "end"
     shape: ShapeTag | None = None  # the server's replica shape, in a shape sweep (not written otherwise)

@@ -60,10 +60,6 @@ def _judged(cell: CellResult) -> bool:
     return cell.load.mode == LoadMode.OPEN and cell.status == CellStatus.OK and bool(cell.requests)
 
 
-def is_overloaded(cell: CellResult) -> bool:
-    return overloaded_reason(cell) is not None
-
-
 def shortfall(sent: float, done: float, share: float) -> float | None:
     """The share of `sent` that `done` fell short by, when beyond counting noise and `share`; else None."""
     missing = sent - done

@@ -7,7 +7,7 @@ the collector), so every sample crosses the wire exactly once whatever the repor
 master's `Aggregate` adds them up: the merged histogram equals a histogram of all samples.
 
 No clock and no I/O here: callers pass times in, so the arithmetic is testable.
-Not for: sending requests (see `loadtest.load.client`) or summarising into results (see `loadtest.measure.runner`).
+Not for: sending requests (see `loadtest.load.client`) or summarising into results (see `loadtest.measure.cell_sweep`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Locust users for TF Serving's Predict API over gRPC and REST, closed or open loop.
 
-Run headless by the sweep (`loadtest.measure.runner`), or interactively in Locust's web UI (`make
+Run headless by the sweep (`loadtest.measure.cell_sweep`), or interactively in Locust's web UI (`make
 locust-ui`). Users, by protocol and load model:
 
 - `GrpcClosedUser` / `RestClosedUser`: closed loop, each user sends back to back.

@@ -2,7 +2,7 @@
 
 Also the provenance every record of a sweep shares (code, machine, library versions, the plan).
 
-Not for: running anything (`loadtest.measure.runner`) or the record format itself (`loadtest.evidence.records`).
+Not for: running anything (`loadtest.measure.cell_sweep`) or the record format itself (`loadtest.evidence.records`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ server keeps busy, the probe also waits for the server's own threads (as short a
 makes a waking sleeper's wait): the probe is evidence about the host when its oversleeps are far
 longer than that.
 
-Not for: what the oversleeps mean for a p99 (`loadtest.judge.noise`) or running the cell (`loadtest.measure.runner`).
+Not for: what the oversleeps mean for a p99 (`loadtest.judge.noise`) or running the cell
+(`loadtest.measure.cell_sweep`).
 """
 
 from __future__ import annotations

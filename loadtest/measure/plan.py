@@ -10,7 +10,7 @@ started by the tool itself, one configuration at a time (`[servers] configs`, `[
 or `--serve`; see `loadtest.measure.servers`).
 
 Fixed rules (validity thresholds, histogram precision) live in `loadtest.evidence.stats`, apart from what
-users tune here. Not for: running anything (see `loadtest.measure.runner`).
+users tune here. Not for: running anything (see `loadtest.measure.cell_sweep`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from loadtest.evidence.vocab import Arrival, Check, InputKind, LoadMode, Protoco
 from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS
 from loadtest.judge.goals import parse_goal
 from loadtest.load.inputs import InputError, InputOptions, effective_check, options_for, resolve_input_kind
-from loadtest.measure.shapes import AUTO
+from loadtest.measure.shape_cores import AUTO
 from serving.deploy.config import split_base_path
 from serving.deploy.process import cpu_list
 from serving.endpoint import ServedEndpoint, ServerKind
@@ -92,10 +92,11 @@ class TargetAddress:
 
 
 @dataclass(frozen=True)
-class ServerConfig:
-    """A server configuration the tool starts itself: `{ device = "cpu", batching = "cpu", set = {
-    batch_timeout_micros = [0, 1000] } }`: a batching profile of the serving config with fields of
-    TF Serving's BatchingParameters replaced; a list in `set` is a grid (one server per value)."""
+class PlannedServer:
+    """A planned server, one entry of `[servers] configs` (or `--serve`) that the tool starts itself: `{ device =
+    "cpu", batching = "cpu", set = { batch_timeout_micros = [0, 1000] } }`: a batching profile of the serving
+    config with fields of TF Serving's BatchingParameters replaced; a list in `set` is a grid (one server per
+    value)."""
 
     device: str = "cpu"
     batching: str = "off"
@@ -127,10 +128,10 @@ class CapacityObjectives:
     p99_ms_by_batch: dict = field(default_factory=dict)  # request batch (a TOML key: text) -> p99 ms
     objectives: tuple[float, ...] = ()  # p99 ms
     goals: tuple[str, ...] = ()  # targets, RATE:P99_MS:BATCH (`loadtest.judge.goals`), under the command's --goal
-    shapes: str | tuple[int, ...] = ()  # replica shapes, cores per replica, or "auto" (`loadtest.measure.shapes`)
+    shapes: str | tuple[int, ...] = ()  # replica shapes, cores per replica, or "auto" (`loadtest.measure.shape_cores`)
     shapes_budget_min: float = 0.0  # the whole shape sweep's minutes (0: each search its own --max-minutes)
 
-    def p99_ms(self, batch_size: int, default: float) -> float:
+    def p99_objective_ms(self, batch_size: int, default: float) -> float:
         return float(self.p99_ms_by_batch.get(str(batch_size), default))
 
     def objectives_ms(self) -> tuple[float, ...]:
@@ -145,7 +146,7 @@ class Plan:
     grid: Grid = field(default_factory=Grid)
     server_names: tuple[str, ...] = ()  # from the state file; empty = every recorded server
     targets: tuple[ServedEndpoint, ...] = ()  # servers given by address, used instead of the state file
-    configs: tuple[ServerConfig, ...] = ()  # servers the tool starts itself, instead of either
+    configs: tuple[PlannedServer, ...] = ()  # servers the tool starts itself, instead of either
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     capacity: CapacityObjectives = field(default_factory=CapacityObjectives)
 
@@ -273,7 +274,7 @@ def _from_layers(raw: Mapping[str, Any], default_name: str) -> Plan:
     addresses = [typed(TargetAddress, t, "servers.targets") for t in servers.get("targets", [])]
     targets = tuple(replace(endpoint_at(a.name, a.grpc, a.rest, run.model_name), kind=a.kind, device=a.device,
                             device_name=a.device_name, batching_profile=a.batching_profile) for a in addresses)
-    configs = tuple(typed(ServerConfig, c, "servers.configs") for c in servers.get("configs", []))
+    configs = tuple(typed(PlannedServer, c, "servers.configs") for c in servers.get("configs", []))
     launch = typed(LaunchSettings, servers.get("launch", {}), "servers.launch")
     capacity = typed(CapacityObjectives, raw.get("capacity", {}), "capacity")
     return Plan(raw.get("name", default_name), run, grid, tuple(servers.get("names", [])), targets, configs, launch,

@@ -13,7 +13,7 @@ AVAILABLE, and stops the server when the block ends, however it ends. A start th
 `StartFailed` with the reason and the record of what was asked, so the caller records that
 configuration's cells as failed and goes on with the next.
 
-Not for: measuring (`loadtest.measure.runner`) or how the launcher chooses and waits.
+Not for: measuring (`loadtest.measure.cell_sweep`) or how the launcher chooses and waits.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 from loadtest.evidence.search_tag import ShapeTag
 from loadtest.measure import plan as plans
-from loadtest.measure.shapes import ReplicaShape
+from loadtest.measure.shape_cores import ReplicaShape
 from loadtest.measure.targets import resolve_targets
 from serving.deploy import launcher
 from serving.deploy.config import (
@@ -209,7 +209,7 @@ def grid_points(setting: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(point) for point in itertools.product(*axes)]
 
 
-def parse_serve(text: str) -> plans.ServerConfig:
+def parse_serve(text: str) -> plans.PlannedServer:
     """`--serve cpu/off`, `--serve cpu/cpu+batch_timeout_micros=1000,max_batch_size=64` (the names results use)."""
     device, slash, rest = text.partition("/")
     profile, _, tuned = rest.partition("+")
@@ -221,7 +221,7 @@ def parse_serve(text: str) -> plans.ServerConfig:
         if not eq:
             raise plans.PlanError(f"--serve {text!r}: {item!r} is not FIELD=VALUE")
         overrides[field_name] = value
-    return plans.ServerConfig(device=device, batching=profile, set=overrides)
+    return plans.PlannedServer(device=device, batching=profile, set=overrides)
 
 
 def _check_launch_kind(kind: str) -> None:

@@ -52,7 +52,7 @@ The answer is always a measured, passing rate, never an interpolated one, with i
 (`loadtest.judge.conclusion.Conclusion`). The search ends early when the server stops answering.
 
 Not for: measuring a cell (`CapacitySearch` is given a `measure` function; the command line wires
-it to `loadtest.measure.runner.CellRunner`), answering other objectives from the same cells
+it to `loadtest.measure.cell_sweep.CellRunner`), answering other objectives from the same cells
 (`loadtest.judge.objectives.objective_answers`) or sizing replicas (`loadtest.report.sizing.size`).
 """
 
@@ -90,7 +90,7 @@ class Pairing(Protocol):
 @dataclass
 class CapacitySearch:
     """Runs the search with `measure(rate_rps, role, window_s) -> Measured`; `run()` returns the answer.
-    `measure` raising one of `interrupts` (Ctrl-C; the command line adds the runner's `Interrupted`) ends
+    `measure` raising one of `interrupts` (Ctrl-C; the command line adds the cell sweep's `Interrupted`) ends
     the search with the answer of the steps before it."""
 
     settings: SearchSettings

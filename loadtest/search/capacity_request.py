@@ -38,7 +38,7 @@ class CapacityRequest:
 
     def objective_at(self, batch_size: int) -> Objective:
         """The objective of a search at this request batch: the one place it is derived."""
-        return Objective(self.plan.capacity.p99_ms(batch_size, self.objective.p99_ms))
+        return Objective(self.plan.capacity.p99_objective_ms(batch_size, self.objective.p99_ms))
 
     def searches_at(self, batch_size: int) -> tuple[Objective, ...]:
         """The objective of each search at this request batch, strictest first: one per objective of the plan's

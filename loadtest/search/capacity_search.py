@@ -9,7 +9,7 @@ answer is "at least". Without a start rate a short closed-loop probe (concurrenc
 takes and the search starts at half of it (paired: every search at the lowest of those). A server that does
 not start or answer gets one failed cell (role `start`), and the next goes on.
 
-Not for: the search's decisions (`loadtest.search.capacity`) or a grid of cells (`loadtest.measure.runner`).
+Not for: the search's decisions (`loadtest.search.capacity`) or a grid of cells (`loadtest.measure.cell_sweep`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE
 from loadtest.judge.verdicts import client_limited
 from loadtest.measure import plan as plans
+from loadtest.measure.cell_sweep import CellRunner, Interrupted, cell_estimate_s
 from loadtest.measure.probe import Prober
-from loadtest.measure.runner import CellRunner, Interrupted, cell_estimate_s
 from loadtest.measure.servers import Slot, StartFailed, ToStart
 from loadtest.search.capacity import CapacitySearch, Pairing
 from loadtest.search.capacity_output import outcome_line, trail_table
@@ -145,7 +145,7 @@ def search_tag(search_id: str, role: Role, objective: Objective, rate_rps: float
                confidence: float = DEFAULT_CONFIDENCE, confirming: bool = False,
                objectives: tuple[float, ...] = DEFAULT_OBJECTIVES_MS,
                comparison: ComparisonTag | None = None) -> SearchTag:
-    """What a search's cell records about the search (`CellResult.search`); the runner adds the cell's own
+    """What a search's cell records about the search (`CellResult.search`); `CellRunner` adds the cell's own
     evidence on the objective (`loadtest.judge.verdicts.evidence_record`). `objectives`: the p99s the report
     answers the search's cells at, besides its own (`loadtest.report.answers.objective_answers`); `comparison`:
     the comparison it is part of (`loadtest.search.comparison.comparison_tag`), when it is."""

@@ -23,8 +23,8 @@ from loadtest.evidence.records import CellResult
 from loadtest.evidence.search_tag import ComparisonTag, SearchTag
 from loadtest.evidence.vocab import LoadMode
 from loadtest.measure import plan as plans
+from loadtest.measure.cell_sweep import CellRunner
 from loadtest.measure.probe import Prober
-from loadtest.measure.runner import CellRunner
 from serving.endpoint import ServedEndpoint
 
 REFERENCE_S = 1.0  # the reference cell's measured seconds (one request at a time: ~1,000 requests here)

@@ -21,7 +21,7 @@ is one more chance to fail, so none is measured that the same minutes do not nee
 (it searches on below; the others agree again when it has its next answer: `loadtest.search.capacity`).
 Waiting while held is not on the body's clock.
 
-Ctrl-C (or the runner's `Interrupted`) in a call or in `between` stops every body at its next call (the call
+Ctrl-C (or the cell sweep's `Interrupted`) in a call or in `between` stops every body at its next call (the call
 raises `Interrupted`): each answers from what it measured, and `interleave` raises `Interrupted` after all have
 ended. Any other error in a call is raised in the body that asked for it.
 
@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from loadtest.measure.runner import Interrupted
+from loadtest.measure.cell_sweep import Interrupted
 from loadtest.search.search_settings import Agreement
 
 T = TypeVar("T")

@@ -1,13 +1,13 @@
 """A capacity run as a shape sweep: every configuration searched once per replica shape, within a budget.
 
 `capacity --shapes 1,2` (or `auto`, or the plan's `[capacity] shapes`) turns each configuration the tool starts
-into one server per shape (`loadtest.measure.shapes`: k cores, one frontend per core), all searched in one run,
+into one server per shape (`loadtest.measure.shape_cores`: k cores, one frontend per core), all searched in one run,
 paired as several servers always are (all up, their cells interleaved: only one is loaded at a time, so shapes
 that overlap on cores do not slow one another). The load generator is pinned to the cores the shapes plan gives
 it. `--shapes-budget-min` (`[capacity] shapes_budget_min`) is the whole sweep's time: each search gets an equal
 share (`loadtest.search.capacity_search.Capacities.budget_s`).
 
-Not for: which cores a shape gets (`loadtest.measure.shapes`) or pricing the shapes (`loadtest.report`).
+Not for: which cores a shape gets (`loadtest.measure.shape_cores`) or pricing the shapes (`loadtest.report`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from loadtest.measure import plan as plans
 from loadtest.measure.servers import Slot, ToStart
-from loadtest.measure.shapes import ShapePlan, machine_cores, parse_shapes, plan_shapes
+from loadtest.measure.shape_cores import ShapePlan, machine_cores, parse_shapes, plan_shapes
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from loadtest.bundle.build import (
     IMAGE_PACKAGES,
     LIMIT_BYTES,
     BundleError,
-    Target,
+    WheelPlatforms,
     build,
     copy_model,
     normalized,
@@ -137,8 +137,8 @@ def cpu_bundle(exported_model, tmp_path_factory):
     in it: (the venv's python, the bundle)."""
     root = tmp_path_factory.mktemp("cpu-bundle")
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    build(root / "bundle", exported_model.output_dir, Target(python_version=version, image_packages=frozenset(),
-                                                             limit_bytes=None))
+    build(root / "bundle", exported_model.output_dir,
+          WheelPlatforms(python_version=version, image_packages=frozenset(), limit_bytes=None))
     subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
     python = root / "venv" / "bin" / "python"
     # run.py's own install, once for both runs (~30 s here): their budgets then go to what they measure

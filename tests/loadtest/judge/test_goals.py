@@ -37,7 +37,7 @@ def test_each_target_is_searched_at_its_own_objective_and_request_batch():
     goals = [parse_goal("5000:10:1"), parse_goal("5000:50:32"), parse_goal("2000:25:1"), parse_goal("-:10:1")]
     assert objectives_by_batch(goals) == {1: 10.0, 32: 50.0}  # each batch's default: its strictest target's
     plan = with_goals(plans.Plan(), goals)
-    assert plan.capacity.p99_ms(1, 99.0) == 10.0 and plan.capacity.p99_ms(32, 99.0) == 50.0
+    assert plan.capacity.p99_objective_ms(1, 99.0) == 10.0 and plan.capacity.p99_objective_ms(32, 99.0) == 50.0
     request = CapacityRequest(plan, Objective(10.0))
     assert request.searches_at(1) == (Objective(10.0), Objective(25.0))  # two targets at batch 1: two searches
     assert request.searches_at(32) == (Objective(50.0),)

@@ -18,7 +18,7 @@ from loadtest.evidence.records import read_results
 from loadtest.judge import noise
 from loadtest.judge.noise import NoiseSource
 from loadtest.measure import plan as plans
-from loadtest.measure.runner import Sweep
+from loadtest.measure.cell_sweep import Sweep
 from serving.deploy.process import start_server
 from tests.loadtest.measure.test_sweep import short_plan, target_of
 from tests.support.stalls import host_stall

@@ -14,7 +14,7 @@ import pytest
 
 from loadtest.evidence.records import read_results
 from loadtest.measure import plan as plans
-from loadtest.measure.runner import Sweep
+from loadtest.measure.cell_sweep import Sweep
 from serving.deploy.process import start_server
 from tests.loadtest.measure.test_sweep import target_of
 from tests.support.cli import command

@@ -9,7 +9,7 @@ import pytest
 
 from loadtest.judge.overload import overloaded_reason
 from loadtest.measure import plan as plans
-from loadtest.measure.runner import Sweep
+from loadtest.measure.cell_sweep import Sweep
 from serving.deploy.process import start_server
 from tests.loadtest.measure.test_sweep import short_plan, target_of
 

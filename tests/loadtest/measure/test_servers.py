@@ -75,8 +75,8 @@ def test_running_servers_are_used_when_no_configuration_is_named(tmp_path):
 
 
 def test_serve_flags_use_the_names_results_use():
-    assert parse_serve("cpu/off") == plans.ServerConfig("cpu", "off", {})
-    assert parse_serve("gpu/gpu+batch_timeout_micros=1000,max_batch_size=64") == plans.ServerConfig(
+    assert parse_serve("cpu/off") == plans.PlannedServer("cpu", "off", {})
+    assert parse_serve("gpu/gpu+batch_timeout_micros=1000,max_batch_size=64") == plans.PlannedServer(
         "gpu", "gpu", {"batch_timeout_micros": "1000", "max_batch_size": "64"})
     for bad in ("cpu", "/off", "cpu/", "cpu/cpu+max_batch_size"):
         with pytest.raises(plans.PlanError, match="--serve"):

@@ -23,8 +23,8 @@ from loadtest.evidence.records import CSV_COLUMNS, read_results
 from loadtest.measure import plan as plans
 from loadtest.measure import scrape
 from loadtest.measure.cell_results import CellContext, cell_flags, load_spec
+from loadtest.measure.cell_sweep import Sweep
 from loadtest.measure.locust_run import locust_command, run_locust
-from loadtest.measure.runner import Sweep
 from serving.deploy.process import start_server
 from serving.endpoint import ServedEndpoint
 from tests.support.cli import command

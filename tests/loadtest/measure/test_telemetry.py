@@ -289,8 +289,8 @@ def test_telemetry_goes_into_the_record_and_back():
 
 
 def test_a_local_server_whose_processes_were_not_found_is_said_not_probed_never_quiet():
+    from loadtest.measure.cell_sweep import probe_cores
     from loadtest.measure.plan import RunSettings
-    from loadtest.measure.runner import probe_cores
 
     cores, unprobed = probe_cores(RunSettings(loadgen_cpus="1"), endpoint(), None,
                                   "no process on this host listens on port 8500")

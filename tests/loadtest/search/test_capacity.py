@@ -446,7 +446,7 @@ def test_an_interruption_mid_search_still_answers():
 
 
 class Interrupted(Exception):
-    """Stands in for the runner's: raised by `measure` after recording its cell."""
+    """Stands in for the cell sweep's: raised by `measure` after recording its cell."""
 
 
 def test_a_server_that_dies_ends_the_search_keeping_what_was_measured():

@@ -10,8 +10,8 @@ import pytest
 
 from loadtest.evidence.objective import Objective
 from loadtest.measure import plan as plans
+from loadtest.measure.cell_sweep import Interrupted
 from loadtest.measure.probe import Probe
-from loadtest.measure.runner import Interrupted
 from loadtest.search.capacity_output import answer_line
 from loadtest.search.capacity_search import CapacityRequest, CapacityRun
 from tests.loadtest.search.test_capacity import FAST_US, cell
@@ -67,7 +67,7 @@ def test_without_a_free_core_the_answer_is_at_least(loadgen_cpus, server_cpus):
 
 @dataclass
 class InterruptedCells(Cells):
-    """Ctrl-C during the cell after `cells` measured ones (the runner records it, then raises `Interrupted`)."""
+    """Ctrl-C during the cell after `cells` measured ones (`CellRunner` records it, then raises `Interrupted`)."""
 
     cells: int = 3
 

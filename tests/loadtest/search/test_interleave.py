@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from loadtest.measure.runner import Interrupted
+from loadtest.measure.cell_sweep import Interrupted
 from loadtest.search.interleave import Turn, interleave
 
 

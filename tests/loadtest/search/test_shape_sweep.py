@@ -9,7 +9,7 @@ from loadtest.measure.servers import Running, configurations
 from loadtest.search.run_budget import PAIRED_RESERVE, RunBudget
 from loadtest.search.shape_sweep import shape_sweep
 
-PLAN = plans.Plan(configs=(plans.ServerConfig(device="cpu", batching="off"),),
+PLAN = plans.Plan(configs=(plans.PlannedServer(device="cpu", batching="off"),),
                   launch=plans.LaunchSettings(kind="embedded", server_flags=("--workers", "1", "--backend", "null")))
 
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from loadtest.bundle import device_run, shape_sweep
+from loadtest.bundle import device_run, shape_sweep_call
 
 SIXTEEN = list(range(16))
 
@@ -31,8 +31,8 @@ def sweep_args(tmp_path, *flags: str):
 
 
 def test_on_16_cores_auto_measures_1_2_4_and_8_cores_with_the_load_generator_on_its_own(plan_file):
-    assert shape_sweep.pinned_cpus(plan_file) == ("0,1,2,3,4,5,6,7,8,9,10,11", "12,13,14,15")
-    machine = shape_sweep.machine_shapes("auto", SIXTEEN, *shape_sweep.pinned_cpus(plan_file))
+    assert shape_sweep_call.pinned_cpus(plan_file) == ("0,1,2,3,4,5,6,7,8,9,10,11", "12,13,14,15")
+    machine = shape_sweep_call.machine_shapes("auto", SIXTEEN, *shape_sweep_call.pinned_cpus(plan_file))
     assert [(s.cores, s.cpus, s.shares_loadgen) for s in machine.shapes] == [
         (1, "0", False), (2, "0-1", False), (4, "0-3", False), (8, "0-7", False)]
     assert machine.loadgen_cpus == "12-15" and not machine.refused
@@ -40,10 +40,10 @@ def test_on_16_cores_auto_measures_1_2_4_and_8_cores_with_the_load_generator_on_
 
 def test_with_room_for_every_shape_the_plan_keeps_them_all(plan_file, tmp_path):
     args = sweep_args(tmp_path, "--shapes", "auto")
-    machine = shape_sweep.machine_shapes(args.shapes, SIXTEEN, *shape_sweep.pinned_cpus(plan_file))
-    planned = shape_sweep.plan(args, machine, budget_s=20 * 60)
+    machine = shape_sweep_call.machine_shapes(args.shapes, SIXTEEN, *shape_sweep_call.pinned_cpus(plan_file))
+    planned = shape_sweep_call.plan(args, machine, budget_s=20 * 60)
     assert planned.kept == (1, 2, 4, 8) and not planned.left_out
-    lines = shape_sweep.plan_lines(machine, planned)
+    lines = shape_sweep_call.plan_lines(machine, planned)
     assert "shapes kept (cores per replica): 1, 2, 4, 8" in lines[0]
     assert lines[1] == ("  replica shapes: 1 core (cores 0); 2 cores (cores 0-1); 4 cores (cores 0-3); "
                         "8 cores (cores 0-7); the load generator on cores 12-15")
@@ -53,12 +53,12 @@ def test_a_small_budget_names_the_larger_shapes_as_not_fitting_and_a_too_large_o
     """5 minutes: 270 s after the 10% margin, 240 s after the report's 30 s; a shape is both CPU configurations'
     starts (15 s) and searches (33.5 s) and the pair's reference cells (21.9 s): 118.9 s. Two fit."""
     args = sweep_args(tmp_path, "--shapes", "1,2,4,8,32")
-    machine = shape_sweep.machine_shapes(args.shapes, SIXTEEN, *shape_sweep.pinned_cpus(plan_file))
-    planned = shape_sweep.plan(args, machine, budget_s=300)
+    machine = shape_sweep_call.machine_shapes(args.shapes, SIXTEEN, *shape_sweep_call.pinned_cpus(plan_file))
+    planned = shape_sweep_call.plan(args, machine, budget_s=300)
     assert planned.kept == (1, 2) and planned.shape_s == pytest.approx(2 * (15 + 33.5) + 21.9)
     assert [(o.cores, o.reason) for o in planned.left_out] == [(4, "needs 119 s, 2 s of the budget left"),
                                                                (8, "needs 119 s, 2 s of the budget left")]
-    lines = shape_sweep.plan_lines(machine, planned)
+    lines = shape_sweep_call.plan_lines(machine, planned)
     assert "  left out: 4 cores a replica: needs 119 s, 2 s of the budget left" in lines
     assert "  left out: 8 cores a replica: needs 119 s, 2 s of the budget left" in lines
     assert "  replica shape not measured: 32 cores: this machine gives 16" in lines
@@ -77,7 +77,7 @@ def test_the_sweeps_capacity_run_gets_only_the_shapes_that_fit_and_their_minutes
     monkeypatch.setattr(device_run.DeviceRun, "report", lambda self: None)
     monkeypatch.setattr(device_run.DeviceRun, "left_s", lambda self: 300.0)
     run = device_run.DeviceRun(sweep_args(tmp_path, "--shapes", "auto", "--budget-min", "5"))
-    assert shape_sweep.sweep(run, plan_file, SIXTEEN) == 0
+    assert shape_sweep_call.sweep(run, plan_file, SIXTEEN) == 0
     [(name, line, timeout_s)] = ran
     assert name == "shapes" and line[1:4] == ["-m", "loadtest", "capacity"]
     assert line[line.index("--shapes") + 1] == "1,2"  # 4 and 8 cores do not fit 5 minutes: not passed
@@ -98,16 +98,16 @@ def test_no_shape_fitting_runs_no_capacity_and_fails_saying_so(plan_file, tmp_pa
     monkeypatch.setattr(device_run.DeviceRun, "command", lambda *a, **k: pytest.fail("nothing should run"))
     monkeypatch.setattr(device_run.DeviceRun, "left_s", lambda self: 60.0)
     run = device_run.DeviceRun(sweep_args(tmp_path, "--shapes", "1,2"))
-    assert shape_sweep.sweep(run, plan_file, SIXTEEN) == 1
+    assert shape_sweep_call.sweep(run, plan_file, SIXTEEN) == 1
     assert "no replica shape fits the budget" in (tmp_path / "out" / "run.log").read_text()
 
 
 def test_a_sequential_sweep_counts_no_reference_cells_and_says_sequential(plan_file, tmp_path):
     args = sweep_args(tmp_path, "--shapes", "2", "--sequential", "--batches", "1,32")
-    machine = shape_sweep.machine_shapes(args.shapes, SIXTEEN, *shape_sweep.pinned_cpus(plan_file))
-    planned = shape_sweep.plan(args, machine, budget_s=600)
+    machine = shape_sweep_call.machine_shapes(args.shapes, SIXTEEN, *shape_sweep_call.pinned_cpus(plan_file))
+    planned = shape_sweep_call.plan(args, machine, budget_s=600)
     assert planned.shape_s == pytest.approx(2 * (15 + 2 * 33.5)) and planned.searches_per_shape == 4
-    assert shape_sweep.capacity_flags(args, planned) == ["--shapes", "2", "--shapes-budget-min", "1.4",
+    assert shape_sweep_call.capacity_flags(args, planned) == ["--shapes", "2", "--shapes-budget-min", "1.4",
                                                          "--sequential"]
 
 

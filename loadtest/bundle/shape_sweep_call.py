@@ -5,7 +5,7 @@ The default run compares the devices; this call asks how the CPU's capacity grow
 given. After the install, the probes and the smoke test of `cpu-cpu` (which sizes Locust's cores, as in the
 default run), it:
 
-1. reads which shapes the machine holds (`loadtest.measure.shapes.plan_shapes`, from the cores the run's plan file
+1. reads which shapes the machine holds (`loadtest.measure.shape_cores.plan_shapes`, from the cores the run's plan file
    pins, as `capacity` reads them): a server of k cores on the server's first cores, the load generator on its own;
 2. plans them to what is left of the budget (`loadtest.bundle.budget.plan_shapes`) and prints and records which fit,
    naming those that do not fit it and those larger than the machine; neither is passed to `capacity`;
@@ -14,9 +14,9 @@ default run), it:
    equal share of exactly the `--max-minutes` it was planned with; its results are copied into `--out` as it goes;
 4. writes the report, as the default run does. No profile and no tuning.
 
-Standard library only where `run.py` imports it (before its wheels are installed); `loadtest.measure.shapes` is
+Standard library only where `run.py` imports it (before its wheels are installed); `loadtest.measure.shape_cores` is
 imported once the sweep plans (it needs psutil: the image's, else the bundle's). Not for: the default run
-(`loadtest.bundle.device_run`) or which cores a shape gets (`loadtest.measure.shapes`).
+(`loadtest.bundle.device_run`) or which cores a shape gets (`loadtest.measure.shape_cores`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from loadtest.bundle import budget, run_outputs
 from loadtest.bundle.run_args import reference_s, sweep_costs
 
 if TYPE_CHECKING:
-    from loadtest.measure.shapes import ShapePlan
+    from loadtest.measure.shape_cores import ShapePlan
 
 CONFIGURATIONS = ("cpu/off", "cpu/cpu")  # the CPU's configurations in the default run: batching off, its profile
 NAME = "shapes"  # the capacity run's name: its results folder and its exit code's key
@@ -71,8 +71,8 @@ def pinned_cpus(plan_file: Path) -> tuple[str, str]:
 
 
 def machine_shapes(asked: str, cores: Sequence[int], server_cpus: str, loadgen_cpus: str) -> ShapePlan:
-    """The shapes asked for that `cores` hold (`loadtest.measure.shapes.plan_shapes`), and those refused."""
-    from loadtest.measure.shapes import parse_shapes, plan_shapes
+    """The shapes asked for that `cores` hold (`loadtest.measure.shape_cores.plan_shapes`), and those refused."""
+    from loadtest.measure.shape_cores import parse_shapes, plan_shapes
 
     return plan_shapes(parse_shapes(asked), cores, server_cpus, loadgen_cpus)
 
@@ -113,7 +113,7 @@ def capacity_flags(args: argparse.Namespace, planned: budget.ShapesPlan) -> list
 
 def use_bundle_packages(env: dict[str, str]) -> None:
     """The subprocesses' path (the bundle's installed wheels, its project, its protos) after this Python's own, so
-    that the plan can import `loadtest.measure.shapes`."""
+    that the plan can import `loadtest.measure.shape_cores`."""
     sys.path.extend(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest.measure.shapes import AUTO, ReplicaShape, auto_shapes, cpu_text, parse_shapes, plan_shapes
+from loadtest.measure.shape_cores import AUTO, ReplicaShape, auto_shapes, cpu_text, parse_shapes, plan_shapes
 
 
 def test_on_two_cores_auto_measures_one_core_and_two_sharing_the_load_generators():

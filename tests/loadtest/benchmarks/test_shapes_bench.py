@@ -1,11 +1,11 @@
-"""The replica-shape benchmark's arithmetic (`loadtest.benchmarks.serving_path.shapes`): which cores a shape takes,
-which shapes share the load generator's core, and the scaling efficiency of each round."""
+"""The replica-shape benchmark's arithmetic (`loadtest.benchmarks.serving_path.shapes_bench`): which cores a shape
+takes, which shapes share the load generator's core, and the scaling efficiency of each round."""
 
 from __future__ import annotations
 
 import pytest
 
-from loadtest.benchmarks.serving_path.shapes import ShapesOptions, cores_of, efficiencies, shapes_of
+from loadtest.benchmarks.serving_path.shapes_bench import ShapesOptions, cores_of, efficiencies, shapes_of
 from tests.support.cli import invoke
 
 
