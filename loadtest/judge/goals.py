@@ -3,7 +3,7 @@
 `5000:10:1` is 5,000 requests/s at p99 ≤ 10 ms with 1 image a request (`--goal`, make's `GOALS`, a plan's
 `[capacity] goals`). Each target gets its own capacity search, at its objective and request batch (two targets at
 one batch: two searches, `loadtest.search.capacity_request.CapacityRequest.searches_at`); every other objective is
-answered from their cells. The report's card (`loadtest.report.card`) answers each target.
+answered from their cells. The report's card (`loadtest.report.card.card`) answers each target.
 
 Not for: judging a cell against an objective (`loadtest.judge.verdicts`) or the card itself.
 """

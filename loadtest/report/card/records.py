@@ -1,6 +1,6 @@
 """The card's records: one row of the card (a target, `loadtest.judge.goals.Target`, on one device).
 
-Not for: building the card (`loadtest.report.card`) or its words (`loadtest.report.card_text`).
+Not for: building the card (`loadtest.report.card.card`) or its words (`loadtest.report.card.words`).
 """
 
 from __future__ import annotations

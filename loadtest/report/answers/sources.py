@@ -14,7 +14,7 @@ In order of preference, each labelled with its source:
    series with open-loop ones: a closed loop slows its senders when the server stalls.
 
 Pure functions over `CellResult`s. Not for: replicas and cost (`loadtest.report.sizing.size`) or what a
-search answered (`loadtest.report.answers`).
+search answered (`loadtest.report.answers.answers`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
 from loadtest.judge.verdicts import verdict_of
-from loadtest.report.answers import SearchAnswer, best, search_answers
+from loadtest.report.answers.answers import SearchAnswer, best, search_answers
 from loadtest.report.configs import Config, config_of
 from loadtest.report.series import level_name, load_level, unusable_reason, usable
 
