@@ -221,7 +221,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     if goals:  # each target searched at its objective and request batch (`CapacityRequest.searches_at`)
         plan, batch_sizes = with_goals(plan, goals), tuple(sorted({g.batch for g in goals}))
         target_rps = target_rps or next((g.rate_rps for g in goals if g.rate_rps), None)
-        values["objective"] = values["objective"] or Objective(min(g.p99_ms for g in goals))
+        values["objective"] = values["objective"] or Objective(min(g.p99_objective_ms for g in goals))
     try:  # a bad target or price file is said before anything is measured
         pricing = pricing_from(values["objective"].p99_ms if values["objective"] else None, target_rps, prices,
                                headroom)
@@ -258,7 +258,7 @@ def with_goals(plan: plans.Plan, goals: Sequence[Target]) -> plans.Plan:
     """The plan with its targets (each searched at its objective and request batch), each request batch's default
     objective the strictest target's there, and every target's objective among those its cells are answered at."""
     by_batch = {**plan.capacity.p99_ms_by_batch, **{str(b): p for b, p in objectives_by_batch(goals).items()}}
-    answered = tuple(sorted({*plan.capacity.objectives_ms(), *(g.p99_ms for g in goals)}))
+    answered = tuple(sorted({*plan.capacity.objectives_ms(), *(g.p99_objective_ms for g in goals)}))
     return replace(plan, capacity=replace(plan.capacity, p99_ms_by_batch=by_batch, objectives=answered,
                                           goals=tuple(goal_text(g) for g in goals)))
 

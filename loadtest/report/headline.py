@@ -56,8 +56,8 @@ def _rps(s: SearchAnswer) -> str:
     return f"{'at least ' if s.conclusion and s.conclusion.at_least else ''}{fmt(s.capacity_rps)} req/s"
 
 
-def _where(batch: int, p99_ms: float) -> str:
-    return f"at p99 ≤ {p99_ms:g} ms (request batch {batch})"
+def _where(batch: int, p99_objective_ms: float) -> str:
+    return f"at p99 ≤ {p99_objective_ms:g} ms (request batch {batch})"
 
 
 def _device(d: DeviceAnswer) -> str:
@@ -75,9 +75,9 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
              paired: Mapping[tuple, PairedRatio] | None = None) -> tuple[str, ...]:
     """Per device at the smallest request batch and objective searched: what bounded its answer (from its
     `figures`), then its batching gain; then GPU/CPU."""
-    batch, p99_ms = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
+    batch, p99_objective_ms = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
     here = _here(devices)
-    where = _where(batch, p99_ms)
+    where = _where(batch, p99_objective_ms)
     paired = by_key(paired_ratios(results)) if paired is None else paired
     lines = []
     for d in here:
@@ -85,7 +85,7 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
         if bound:
             lines.append(bound)
         on, off = d.gain.batching, d.gain.off
-        if (compared := paired.get((f"batching gain on {d.device}", batch, p99_ms))) is not None:
+        if (compared := paired.get((f"batching gain on {d.device}", batch, p99_objective_ms))) is not None:
             lines.append(_paired_text(compared, host_floor_ms(results, d.device, batch)))
         elif d.gain.ratio is not None and on and off:
             lines.append(f"batching gain {d.gain.describe()} on {_device(d)} {where}: {labels[on.config]} "
@@ -95,16 +95,16 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
             lines.append(f"capacity on {_device(d)} {where}: {labels[d.best.config]} {_rps(d.best)} "
                          f"({fmt(d.best.capacity_ips)} images/s served; {d.best.uncertainty()}); no batching gain: "
                          f"{d.gain.reason}.")
-        elif (floor := host_floor_ms(results, d.device, batch)) is not None and floor > p99_ms:
-            lines.append(f"p99 ≤ {p99_ms:g} ms cannot be confirmed on this host for {_device(d)} (request batch "
-                         f"{batch}): the machine's own stalls put objectives below {floor:g} ms out of reach, "
-                         "whatever the server does (the machine held a 1 ms sleep loop beside it past them more than "
-                         "0.5% of the time).")
-        # else: why none met is said once, above (`decision.why_none_lines`), with the figures the card reads
-    if (compared := paired.get((GPU_CPU, batch, p99_ms))) is not None:
+        elif (floor := host_floor_ms(results, d.device, batch)) is not None and floor > p99_objective_ms:
+            lines.append(f"p99 ≤ {p99_objective_ms:g} ms cannot be confirmed on this host for {_device(d)} "
+                         f"(request batch {batch}): the machine's own stalls put objectives below {floor:g} ms out of "
+                         "reach, whatever the server does (the machine held a 1 ms sleep loop beside it past them "
+                         "more than 0.5% of the time).")
+        # else: why none met is said once, above (`card.decision.why_none_lines`), with the figures the card reads
+    if (compared := paired.get((GPU_CPU, batch, p99_objective_ms))) is not None:
         return (*lines, _paired_text(compared))
     for r in ratios:
-        if (r.request_batch_size, r.p99_objective_ms) == (batch, p99_ms) and r.ratio and r.gpu and r.cpu:
+        if (r.request_batch_size, r.p99_objective_ms) == (batch, p99_objective_ms) and r.ratio and r.gpu and r.cpu:
             lines.append(f"GPU/CPU ×{r.ratio:.2f} {where}: {labels[r.gpu.config]} {_rps(r.gpu)} vs "
                          f"{labels[r.cpu.config]} {_rps(r.cpu)}.")
     return tuple(lines)
@@ -201,7 +201,7 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
 # ----------------------------------------------------------------------------- without searches
 
 
-def lower_bound_table(results: Sequence[CellResult], labels: Labels, p99_ms: float) -> Table:
+def lower_bound_table(results: Sequence[CellResult], labels: Labels, p99_objective_ms: float) -> Table:
     """Per configuration and request batch: the highest open-loop rate measured passing, a lower bound."""
     groups: dict[tuple[Config, int], list[CellResult]] = {}
     for c in results:
@@ -209,14 +209,14 @@ def lower_bound_table(results: Sequence[CellResult], labels: Labels, p99_ms: flo
             groups.setdefault((config_of(c), c.load.request_batch_size), []).append(c)
     rows = []
     for (config, batch), cells in sorted(groups.items()):
-        high = highest_passing(cells, p99_ms, LoadMode.OPEN)
+        high = highest_passing(cells, p99_objective_ms, LoadMode.OPEN)
         top = high.cell
         rows.append((labels[config], str(batch), fmt(high.rate_rps), fmt(top.throughput_rps if top else None),
                      fmt(top.throughput_ips if top else None),
                      busy_text(top.server_cpu_percent, top.gpu_utilization_percent) if top else "—",
                      fmt(top.latency_p99_ms if top else None, 2),
                      high.note))
-    return Table(f"Best measured open-loop rate at p99 ≤ {p99_ms:g} ms: a lower bound",
+    return Table(f"Best measured open-loop rate at p99 ≤ {p99_objective_ms:g} ms: a lower bound",
                  "Not a capacity: the highest offered rate a sweep measured passing (valid, p99 within the "
                  "objective); untried rates above it may pass too. A capacity search finds the real one. "
                  + OFFERED_VS_SERVED_REF + "."
@@ -232,38 +232,38 @@ def model_named(results: Sequence[CellResult], lines: tuple[str, ...]) -> tuple[
     return (f"model {models}: {lines[0]}", *lines[1:]) if lines and models else lines
 
 
-def summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None = None,
+def summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_objective_ms: float | None = None,
               pricing: Pricing | None = None, figures: Mapping[tuple[Config, int], Figures] | None = None,
               targets: Sequence[Target] | None = None) -> Summary:
-    """The answer at `p99_ms` (None: every objective searched), naming the model unless it is the demo's.
+    """The answer at `p99_objective_ms` (None: every objective searched), naming the model unless it is the demo's.
     `figures`: `figures_of` these results, when the caller has them already; `targets`: what the card answers
     (default: each objective and request batch searched, at the pricing's rate)."""
     figures = figures_of(results, answers, labels) if figures is None else figures
-    summary = _summarise(results, answers, labels, p99_ms, pricing, figures, targets)
+    summary = _summarise(results, answers, labels, p99_objective_ms, pricing, figures, targets)
     models = models_named(results)
     tables = tuple(replace(t, title=f"{t.title} (model {models})") for t in summary.tables) if models else \
         summary.tables
     return replace(summary, headline=model_named(results, summary.headline), tables=tables)
 
 
-def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None,
+def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_objective_ms: float | None,
                pricing: Pricing | None, figures: Mapping[tuple[Config, int], Figures],
                targets: Sequence[Target] | None = None) -> Summary:
-    devices = [d for d in answers.devices if p99_ms is None or d.p99_objective_ms == p99_ms]
+    devices = [d for d in answers.devices if p99_objective_ms is None or d.p99_objective_ms == p99_objective_ms]
     pricing = with_replicas(pricing, results)
     if devices:
         by_objective = objective_table(answers, labels)
         compared = paired_ratios(results)
         keyed = by_key(compared)
-        card = card_for(results, pricing, targets, answers, keyed, p99_ms)
-        lines = (*why_none_lines(answers, results, labels, p99_ms),
+        card = card_for(results, pricing, targets, answers, keyed, p99_objective_ms)
+        lines = (*why_none_lines(answers, results, labels, p99_objective_ms),
                  *headline(devices, answers.ratios, labels, results, figures, keyed), *objective_headline(answers),
                  *host_floor_lines(results, answers.objectives_ms()))
         table = paired_table(compared)
         return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing, keyed),
                                                      *((table,) if table else ()),
                                                      *((by_objective,) if by_objective else ())), card=card)
-    objective = p99_ms if p99_ms is not None else DEFAULT_P99_MS
+    objective = p99_objective_ms if p99_objective_ms is not None else DEFAULT_P99_MS
     if answers.searches:
         searched = ", ".join(sorted({f"{s.p99_objective_ms:g} ms" for s in answers.searches}))
         first = f"no capacity search at p99 ≤ {objective:g} ms in these results (searched: {searched})."

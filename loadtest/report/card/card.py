@@ -153,10 +153,10 @@ def _share(row: CardRow) -> str:
 # ----------------------------------------------------------------------------- building it
 
 
-def targets_of(answers: Answers, pricing: Pricing | None, p99_ms: float | None = None) -> tuple[Target, ...]:
-    """Each objective and request batch searched (or only `p99_ms`), at the pricing's rate."""
+def targets_of(answers: Answers, pricing: Pricing | None, p99_objective_ms: float | None = None) -> tuple[Target, ...]:
+    """Each objective and request batch searched (or only `p99_objective_ms`), at the pricing's rate."""
     keys = sorted({(d.p99_objective_ms, d.request_batch_size) for d in answers.devices
-                   if p99_ms is None or d.p99_objective_ms == p99_ms})
+                   if p99_objective_ms is None or d.p99_objective_ms == p99_objective_ms})
     return tuple(Target(p99, batch, pricing.target_rps if pricing else None) for p99, batch in keys)
 
 
@@ -193,7 +193,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
         if line:
             comparisons.append(line)
         if not _target_for_buying(found) and here:
-            nexts.append(run_next([s.config for d in here for s in d.searches], target.batch, target.p99_ms))
+            nexts.append(run_next([s.config for d in here for s in d.searches], target.batch, target.p99_objective_ms))
     priced = any(r.boxes is not None for r in rows)
     for_buying = bool(targets) and all(_target_for_buying([r for r in rows if r.target == t]) for t in targets)
     example = priced and pricing is not None and pricing.prices.example
@@ -209,7 +209,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
 def _devices_at(answers: Answers, target: Target) -> list[DeviceAnswer]:
     """Each device's answer at the target's objective and request batch: a search's own, else from its cells."""
     by_key = answers_by_objective(answers)
-    return [by_key[key] for key in sorted(by_key) if key[1:] == (target.batch, target.p99_ms)]
+    return [by_key[key] for key in sorted(by_key) if key[1:] == (target.batch, target.p99_objective_ms)]
 
 
 def _configs(answers: Answers) -> list[Config]:
@@ -229,7 +229,7 @@ def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None) -> CardRow:
     best = sized_on(d, target, pricing)
     if best is None or not best.capacity_rps:
         return CardRow(target, d.device, "", None, None, False, None, "", None, False,
-                       why_not=f"none met p99 ≤ {target.p99_ms:g} ms")
+                       why_not=f"none met p99 ≤ {target.p99_objective_ms:g} ms")
     served = _served(best)
     share = served.share if served is not None else None
     bound = share is not None and share < SERVED_SHARE
@@ -282,10 +282,10 @@ def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[Car
                 paired: Mapping[tuple, PairedRatio], ratios: dict, answers_ratios: Sequence[DeviceRatio]) -> str:
     """One line: across devices (the cheaper and by how much where both are priced, else GPU/CPU with its range),
     then batching on ÷ off per device, each figure once."""
-    where = f"{target.p99_ms:g} ms, {target.batch} image{'s' if target.batch > 1 else ''}"
+    where = f"{target.p99_objective_ms:g} ms, {target.batch} image{'s' if target.batch > 1 else ''}"
     parts = []
     priced = {r.device: r for r in rows if r.usd_per_m_requests}
-    across = paired.get((GPU_CPU, target.batch, target.p99_ms))
+    across = paired.get((GPU_CPU, target.batch, target.p99_objective_ms))
     if len(priced) == 2:
         cheap, dear = sorted(priced.values(), key=lambda r: r.usd_per_m_requests or 0.0)
         times = (dear.usd_per_m_requests or 0.0) / (cheap.usd_per_m_requests or 1.0)
@@ -300,7 +300,7 @@ def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[Car
         ratios[f"GPU/CPU at {where}"] = {"ratio": unpaired, "low": None, "high": None, "paired": False}
     gains = []
     for d in here:
-        compared = paired.get((f"batching gain on {d.device}", target.batch, target.p99_ms))
+        compared = paired.get((f"batching gain on {d.device}", target.batch, target.p99_objective_ms))
         if compared is not None and _has_range(compared):
             gains.append(f"{DEVICES.get(d.device, d.device)} {compared.value()}")
             ratios[f"batching gain on {d.device} at {where}"] = _ratio_record(compared)
@@ -324,8 +324,8 @@ def _has_range(compared: PairedRatio) -> bool:
 
 
 def _device_ratio(ratios: Sequence[DeviceRatio], target: Target) -> float | None:
-    return next((r.ratio for r in ratios if (r.request_batch_size, r.p99_objective_ms) == (target.batch, target.p99_ms)
-                 and r.ratio), None)
+    at = (target.batch, target.p99_objective_ms)
+    return next((r.ratio for r in ratios if (r.request_batch_size, r.p99_objective_ms) == at and r.ratio), None)
 
 
 def _gain_value(gain: Gain) -> str:

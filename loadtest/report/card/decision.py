@@ -40,11 +40,11 @@ def spelled(config: Config, labels: Labels) -> str:
 
 
 def why_none_lines(answers: Answers, results: Sequence[CellResult], labels: Labels,
-                   p99_ms: float | None = None) -> tuple[str, ...]:
-    """Per objective searched (or `p99_ms`) and request batch where no configuration met it: why, per device, in
-    words a buyer can act on (the card's row says only "none met it")."""
+                   p99_objective_ms: float | None = None) -> tuple[str, ...]:
+    """Per objective searched (or `p99_objective_ms`) and request batch where no configuration met it: why, per
+    device, in words a buyer can act on (the card's row says only "none met it")."""
     keys = sorted({(d.p99_objective_ms, d.request_batch_size) for d in answers.devices
-                   if p99_ms is None or d.p99_objective_ms == p99_ms})
+                   if p99_objective_ms is None or d.p99_objective_ms == p99_objective_ms})
     lines = []
     for objective, batch in keys:
         here = _at(answers.devices, objective, batch)

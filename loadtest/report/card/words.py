@@ -75,7 +75,7 @@ def _why_not(rows: Sequence[CardRow], pricing: Pricing | None) -> str:
         return "no target rate given (--target-rps)"
     if bound:
         return "the serving path bounded a target's best answer"
-    missing = sorted({r.target.p99_ms for r in rows if r.capacity_rps is None})
+    missing = sorted({r.target.p99_objective_ms for r in rows if r.capacity_rps is None})
     if missing:
         return f"no setup met p99 ≤ {missing[0]:g} ms"
     return "no price for a target's answer (below the card)"
