@@ -22,7 +22,7 @@ from pathlib import Path
 
 from loadtest.benchmarks import planted
 from loadtest.benchmarks.reproduce import Run, run_capacity, summary
-from loadtest.report.paired import PairedRatio
+from loadtest.report.answers.paired import PairedRatio
 from serving.deploy.process import start_server
 
 HOLDS = (0.87, 1.15)  # a run's ratio of two identical servers lies within these

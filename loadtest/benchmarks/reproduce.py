@@ -1,5 +1,5 @@
 """Does a comparison reproduce? `mnist-bench capacity` with the same arguments, several times in a row, each
-run's ratios read back (`loadtest.report.paired`), then per ratio: every run's value and range, whether every
+run's ratios read back (`loadtest.report.answers.paired`), then per ratio: every run's value and range, whether every
 range overlaps every other, the largest ÷ the smallest value, and how the ratio went with the machine's speed
 (each run's median reference cell): pairing cancels a drift that slows both servers alike, not one that changes
 their ratio (a server at a knee loses more to a slower machine than one that batches): `paired.speed_link`.
@@ -26,8 +26,8 @@ from pathlib import Path
 
 from loadtest.bundle.processes import stop
 from loadtest.evidence.records import read_results
-from loadtest.report.drift import speed_link
-from loadtest.report.paired import PairedRatio, paired_ratios, ranges_apart
+from loadtest.report.answers.drift import speed_link
+from loadtest.report.answers.paired import PairedRatio, paired_ratios, ranges_apart
 
 STOP_GRACE_S = 60.0  # an interrupted run's time to stop its servers (each drains its requests first)
 

@@ -155,7 +155,7 @@ def objective_lines(results: Sequence[CellResult], outcomes: Sequence[Any], obje
 
 
 def rate_view(rows: Sequence[Any]) -> Table:
-    """`loadtest.report.answers.RateRow`s as a console table."""
+    """`loadtest.report.answers.answers.RateRow`s as a console table."""
     table = Table(box=None, pad_edge=False)
     for name in ("offered req/s", "req/s", "img/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "N", "windows",
                  "overloaded"):
@@ -202,8 +202,8 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     batch; the card answers each target. With --shapes, each configuration is searched once per replica shape
     and the card prices every measured shape, the cheapest taken."""
     from loadtest.measure.servers import server_slots
+    from loadtest.report.answers.paired import without_majority
     from loadtest.report.page import pricing_from
-    from loadtest.report.paired import without_majority
     from loadtest.search.capacity_search import Capacities
     from loadtest.search.comparison import Repeats
     from loadtest.search.shape_sweep import shape_sweep
@@ -221,7 +221,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     if goals:  # each target searched at its objective and request batch (`CapacityRequest.searches_at`)
         plan, batch_sizes = with_goals(plan, goals), tuple(sorted({g.batch for g in goals}))
         target_rps = target_rps or next((g.rate_rps for g in goals if g.rate_rps), None)
-        values["objective"] = values["objective"] or Objective(min(g.p99_ms for g in goals))
+        values["objective"] = values["objective"] or Objective(min(g.p99_objective_ms for g in goals))
     try:  # a bad target or price file is said before anything is measured
         pricing = pricing_from(values["objective"].p99_ms if values["objective"] else None, target_rps, prices,
                                headroom)
@@ -258,7 +258,7 @@ def with_goals(plan: plans.Plan, goals: Sequence[Target]) -> plans.Plan:
     """The plan with its targets (each searched at its objective and request batch), each request batch's default
     objective the strictest target's there, and every target's objective among those its cells are answered at."""
     by_batch = {**plan.capacity.p99_ms_by_batch, **{str(b): p for b, p in objectives_by_batch(goals).items()}}
-    answered = tuple(sorted({*plan.capacity.objectives_ms(), *(g.p99_ms for g in goals)}))
+    answered = tuple(sorted({*plan.capacity.objectives_ms(), *(g.p99_objective_ms for g in goals)}))
     return replace(plan, capacity=replace(plan.capacity, p99_ms_by_batch=by_batch, objectives=answered,
                                           goals=tuple(goal_text(g) for g in goals)))
 
@@ -266,8 +266,8 @@ def with_goals(plan: plans.Plan, goals: Sequence[Target]) -> plans.Plan:
 def _capacity_end(results: Sequence[CellResult], outcomes: Sequence[Any], request: Any, bounds: bool,
                   pricing: Any = None, targets: Sequence[Target] | None = None) -> None:
     """Every search's rate table and objective lines, what bounded the answers, then each search's answer."""
+    from loadtest.report.answers.paired import paired_lines
     from loadtest.report.headline import console_end
-    from loadtest.report.paired import paired_lines
     from loadtest.search.capacity_output import outcome_line
 
     named = len(outcomes) > 1
@@ -353,7 +353,7 @@ def tune_command(ctx: click.Context, device: str, batch_size: int, budget_min: f
     click.echo(f"results: {tune.searches.cells.jsonl_path}")
     if report and tune.searches.cells.results:
         build_report(tune.searches.cells.jsonl_path, "tune")
-    from loadtest.report.headline import card_for  # the report stage's card, before the answer lines as capacity's
+    from loadtest.report.card.card import card_for  # the report stage's card, before the answer lines as capacity's
 
     card = card_for(tune.searches.cells.results) if tune.searches.cells.results else None
     if card is not None:

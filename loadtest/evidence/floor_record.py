@@ -9,7 +9,7 @@ the keys the report reads are typed, every other key is kept as it came, and `fr
 included). A cell made before floors were recorded has None (written `{}`).
 
 Not for: measuring or asking for a floor (`loadtest.measure.device_floor`, `serving.server.handling.floor`) or judging a
-result against it (`loadtest.report.bound`).
+result against it (`loadtest.report.answers.bound`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ only where they apply), so `to_dict` writes exactly the keys the tag has and `fr
 A cell no search measured has no tag (`CellResult.search` is None, written `{}`).
 
 Not for: making the tags (`loadtest.search.capacity_search.search_tag`) or reading answers from them
-(`loadtest.judge.objectives`, `loadtest.report.answers`).
+(`loadtest.judge.objectives`, `loadtest.report.answers.answers`).
 """
 
 from __future__ import annotations

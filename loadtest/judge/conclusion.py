@@ -1,7 +1,7 @@
 """What a capacity search's cells say, with its uncertainty: the one place a capacity is concluded.
 
 The search (`loadtest.search.capacity`) concludes from its steps as it goes; the report, the sizing
-and the tuner conclude from the same steps rebuilt from the records (`loadtest.report.answers`),
+and the tuner conclude from the same steps rebuilt from the records (`loadtest.report.answers.answers`),
 so both read the same answer:
 
 - cells at one offered rate are pooled: a rate's first window and the extensions that measured it

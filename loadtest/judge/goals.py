@@ -3,7 +3,7 @@
 `5000:10:1` is 5,000 requests/s at p99 ≤ 10 ms with 1 image a request (`--goal`, make's `GOALS`, a plan's
 `[capacity] goals`). Each target gets its own capacity search, at its objective and request batch (two targets at
 one batch: two searches, `loadtest.search.capacity_request.CapacityRequest.searches_at`); every other objective is
-answered from their cells. The report's card (`loadtest.report.card`) answers each target.
+answered from their cells. The report's card (`loadtest.report.card.card`) answers each target.
 
 Not for: judging a cell against an objective (`loadtest.judge.verdicts`) or the card itself.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 class Target:
     """What must be served: a rate (None: none given, so nothing is sized), a p99 objective, images a request."""
 
-    p99_ms: float
+    p99_objective_ms: float
     batch: int
     rate_rps: float | None = None
 
@@ -26,7 +26,7 @@ class Target:
         """`5,000 req/s · p99 ≤ 10 ms · 1 image`, `p99 ≤ 50 ms · 16 images/request`."""
         images = "1 image" if self.batch == 1 else f"{self.batch} images/request"
         rate = f"{self.rate_rps:,g} req/s · " if self.rate_rps else ""
-        return f"{rate}p99 ≤ {self.p99_ms:g} ms · {images}"
+        return f"{rate}p99 ≤ {self.p99_objective_ms:g} ms · {images}"
 
 
 def parse_goal(text: str) -> Target:
@@ -40,14 +40,14 @@ def parse_goal(text: str) -> Target:
         target = Target(float(p99), int(batch), None if rate.strip() in ("", "-") else float(rate))
     except ValueError:
         raise ValueError(f"{text!r}: expected numbers, RATE:P99_MS:BATCH, e.g. 5000:10:1") from None
-    if target.p99_ms <= 0 or target.batch < 1 or (target.rate_rps is not None and target.rate_rps <= 0):
+    if target.p99_objective_ms <= 0 or target.batch < 1 or (target.rate_rps is not None and target.rate_rps <= 0):
         raise ValueError(f"{text!r}: the rate and p99 must be positive and the batch at least 1")
     return target
 
 
 def goal_text(target: Target) -> str:
     """The target as `--goal` takes it: `5000:10:1` (`-:10:1` without a rate)."""
-    return f"{'-' if target.rate_rps is None else f'{target.rate_rps:g}'}:{target.p99_ms:g}:{target.batch}"
+    return f"{'-' if target.rate_rps is None else f'{target.rate_rps:g}'}:{target.p99_objective_ms:g}:{target.batch}"
 
 
 def objectives_by_batch(targets: Sequence[Target]) -> dict[int, float]:
@@ -55,7 +55,7 @@ def objectives_by_batch(targets: Sequence[Target]) -> dict[int, float]:
     target names, the tuner's or a server that did not start, is tagged with; each target is searched at its own)."""
     found: dict[int, float] = {}
     for t in targets:
-        found[t.batch] = min(found.get(t.batch, t.p99_ms), t.p99_ms)
+        found[t.batch] = min(found.get(t.batch, t.p99_objective_ms), t.p99_objective_ms)
     return found
 
 

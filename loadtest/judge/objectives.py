@@ -13,7 +13,7 @@ their histograms merge exactly), and:
   search did not go high enough to bound it), and a pass above a rate that failed named as not monotone.
 
 Pure functions over `CellResult`s. Not for: the search's own answer at its objective
-(`loadtest.report.answers.search_answer`) or the comparisons built on both (`loadtest.report.answers`).
+(`loadtest.report.answers.answers.search_answer`) or the comparisons built on both (`loadtest.report.answers.answers`).
 """
 
 from __future__ import annotations

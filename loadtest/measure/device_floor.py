@@ -15,7 +15,7 @@ The record's `device_floor` (`loadtest.evidence.floor_record.DeviceFloorRecord`)
 "latency_us", "latency_p99_us", "images_per_s", "runs"}], "round_trip_us", "round_trip_note", "budget_s", ...}`
 (from the gauges: batch size, latency and images/s only), with every key the server wrote.
 
-Not for: judging a result against its floor (`loadtest.report.bound`).
+Not for: judging a result against its floor (`loadtest.report.answers.bound`).
 """
 
 from __future__ import annotations

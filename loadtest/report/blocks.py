@@ -19,6 +19,7 @@ OFFERED_VS_SERVED = ("req/s offered: the rate the open loop sent at, requests at
                      "than the mean in any one window, and a request sent before the window and answered in it "
                      "(or sent in it and answered after) counts on one side only")
 OFFERED_VS_SERVED_REF = "req/s offered and images/s served: why they differ is in Terms"  # the definition, once
+DEVICES = {"cpu": "CPU", "gpu": "GPU"}  # a device as the card, the shape notes and the cost chart name it
 
 
 @dataclass(frozen=True)

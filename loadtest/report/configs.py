@@ -3,7 +3,7 @@
 A configuration is what was measured, whatever the load: server kind, device, device name, batching profile and
 parameters, server versions, the load generator's host, the server's name (and, unkeyed, a CPU's machine).
 
-Not for: what its searches answer (`loadtest.report.answers`).
+Not for: what its searches answer (`loadtest.report.answers.answers`).
 """
 
 from __future__ import annotations
@@ -66,3 +66,12 @@ def config_labels(configs: Iterable[Config]) -> dict[Config, str]:
             seen[base] += 1
             labels[c] = f"{base}#{seen[base]}"
     return labels
+
+
+DEFAULT_MODEL = "mnist"  # the demo's model: its answers are not named
+
+
+def models_named(results: Iterable[CellResult]) -> str:
+    """The models measured, "" when only the demo's (the card's title and the headline name them)."""
+    models = sorted({r.server.model_name for r in results})
+    return "" if models in ([], [DEFAULT_MODEL]) else ", ".join(models)

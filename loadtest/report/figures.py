@@ -10,11 +10,11 @@ Per configuration and request batch:
   overloaded cell (the server fell behind) is never a peak. Named with its load mode and level;
 - at the answer's cell: the client's mean latency, the server's own mean request latency, their
   difference (client + wire), the served images/s, the batch the server ran (its processed batch mean,
-  rounded up; `loadtest.report.bound.padded_batch`) and the device alone at that batch (the floor).
+  rounded up; `loadtest.report.answers.bound.padded_batch`) and the device alone at that batch (the floor).
 
 Pure functions over `CellResult`s and `Answers`. Not for: the tables that print them
 (`loadtest.report.sections.request_time`, `loadtest.report.sections.details`) or what bounded an answer
-(`loadtest.report.bound`).
+(`loadtest.report.answers.bound`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
-from loadtest.report.answers import Answers, is_reference, typical
-from loadtest.report.bound import ServedShare, padded_batch, served_share
+from loadtest.report.answers.answers import Answers, is_reference, typical
+from loadtest.report.answers.bound import ServedShare, padded_batch, served_share
 from loadtest.report.configs import Config, config_of
 from loadtest.report.formatting import number as fmt
 from loadtest.report.series import load_level, sustained, usable

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from markupsafe import Markup, escape
 
 from loadtest.report.blocks import OFFERED_VS_SERVED, Table
+from loadtest.report.card.decision import spelled
 from loadtest.report.configs import Config
-from loadtest.report.decision import spelled
 
 TERMS: tuple[tuple[str, str], ...] = (
     ("capacity", "the highest offered rate (requests/s, open loop: sends on a schedule, latency timed from the "

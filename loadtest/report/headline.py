@@ -1,14 +1,14 @@
 """The answer the report leads with: its first screen in HTML, its first lines in Markdown.
 
 A headline (per device, first what bounded its answer, the model on the device or the serving path
-(`loadtest.report.bound`), then the batching gain at the smallest request batch size and objective
+(`loadtest.report.answers.bound`), then the batching gain at the smallest request batch size and objective
 searched, with both capacities; then the GPU/CPU ratio where both were searched) and one row per device, request batch
 size and objective: the best configuration, its capacity under the objective, the batching gain
 over batching off, the GPU/CPU ratio, and, given a target load and prices, replicas and cost
 (`loadtest.report.sizing.size`'s arithmetic). Without capacity searches it says so plainly and shows the
 best open-loop rate measured passing per configuration, as a lower bound.
 
-Not for: deriving the answers (`loadtest.report.answers`, `loadtest.report.sources`) or layout
+Not for: deriving the answers (`loadtest.report.answers.answers`, `loadtest.report.answers.sources`) or layout
 (`loadtest.report.page`).
 """
 
@@ -21,21 +21,21 @@ from dataclasses import dataclass, replace
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
 from loadtest.judge.goals import Target
-from loadtest.report.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer
+from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer
+from loadtest.report.answers.bound import bound_line
+from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
+from loadtest.report.answers.sources import highest_passing
 from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Figure, Table, device_name
-from loadtest.report.bound import bound_line
-from loadtest.report.card import Card, card_of, targets_of
-from loadtest.report.configs import Config, config_labels, config_of
-from loadtest.report.decision import why_none_lines
+from loadtest.report.card.card import Card, card_for
+from loadtest.report.card.decision import why_none_lines
+from loadtest.report.configs import Config, config_labels, config_of, models_named
+from loadtest.report.device_use import busy_text
 from loadtest.report.figures import Figures, console_lines, device_figures, figures_of
 from loadtest.report.formatting import number as fmt
-from loadtest.report.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
-from loadtest.report.sections.device_use import busy_text
-from loadtest.report.sections.noise_table import host_floor_lines, host_floor_ms
+from loadtest.report.host_floor import host_floor_lines, host_floor_ms
 from loadtest.report.sections.objective_table import objective_headline, objective_table
-from loadtest.report.shapes import instance_hour_words, measured_by_device
-from loadtest.report.sizing.instances import Pricing, replicas_by_config
-from loadtest.report.sources import highest_passing
+from loadtest.report.shape_sizing import instance_hour_words, measured_by_device
+from loadtest.report.sizing.instances import Pricing, with_replicas
 
 DEFAULT_P99_MS = 50.0  # the objective without a capacity search or a p99 asked for (`make size`'s default)
 NO_SEARCH = "no capacity search in these results: run make capacity or make tune"
@@ -48,7 +48,7 @@ class Summary:
     tables: tuple[Table, ...]
     lead: str = ""  # the answer in one sentence: the first of the headline's first line (HTML's first screen)
     chart: Figure | None = None  # the server against the device alone, per configuration (HTML's first screen)
-    card: Card | None = None  # the first screen: for buying or not, per target and device (`loadtest.report.card`)
+    card: Card | None = None  # the first screen: for buying or not, per target and device (`loadtest.report.card.card`)
     cost_chart: Figure | None = None  # per target and device, USD/h (or capacity) against the p99 objective
 
 
@@ -56,8 +56,8 @@ def _rps(s: SearchAnswer) -> str:
     return f"{'at least ' if s.conclusion and s.conclusion.at_least else ''}{fmt(s.capacity_rps)} req/s"
 
 
-def _where(batch: int, p99_ms: float) -> str:
-    return f"at p99 ≤ {p99_ms:g} ms (request batch {batch})"
+def _where(batch: int, p99_objective_ms: float) -> str:
+    return f"at p99 ≤ {p99_objective_ms:g} ms (request batch {batch})"
 
 
 def _device(d: DeviceAnswer) -> str:
@@ -75,9 +75,9 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
              paired: Mapping[tuple, PairedRatio] | None = None) -> tuple[str, ...]:
     """Per device at the smallest request batch and objective searched: what bounded its answer (from its
     `figures`), then its batching gain; then GPU/CPU."""
-    batch, p99_ms = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
+    batch, p99_objective_ms = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
     here = _here(devices)
-    where = _where(batch, p99_ms)
+    where = _where(batch, p99_objective_ms)
     paired = by_key(paired_ratios(results)) if paired is None else paired
     lines = []
     for d in here:
@@ -85,7 +85,7 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
         if bound:
             lines.append(bound)
         on, off = d.gain.batching, d.gain.off
-        if (compared := paired.get((f"batching gain on {d.device}", batch, p99_ms))) is not None:
+        if (compared := paired.get((f"batching gain on {d.device}", batch, p99_objective_ms))) is not None:
             lines.append(_paired_text(compared, host_floor_ms(results, d.device, batch)))
         elif d.gain.ratio is not None and on and off:
             lines.append(f"batching gain {d.gain.describe()} on {_device(d)} {where}: {labels[on.config]} "
@@ -95,16 +95,16 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
             lines.append(f"capacity on {_device(d)} {where}: {labels[d.best.config]} {_rps(d.best)} "
                          f"({fmt(d.best.capacity_ips)} images/s served; {d.best.uncertainty()}); no batching gain: "
                          f"{d.gain.reason}.")
-        elif (floor := host_floor_ms(results, d.device, batch)) is not None and floor > p99_ms:
-            lines.append(f"p99 ≤ {p99_ms:g} ms cannot be confirmed on this host for {_device(d)} (request batch "
-                         f"{batch}): the machine's own stalls put objectives below {floor:g} ms out of reach, "
-                         "whatever the server does (the machine held a 1 ms sleep loop beside it past them more than "
-                         "0.5% of the time).")
-        # else: why none met is said once, above (`decision.why_none_lines`), with the figures the card reads
-    if (compared := paired.get((GPU_CPU, batch, p99_ms))) is not None:
+        elif (floor := host_floor_ms(results, d.device, batch)) is not None and floor > p99_objective_ms:
+            lines.append(f"p99 ≤ {p99_objective_ms:g} ms cannot be confirmed on this host for {_device(d)} "
+                         f"(request batch {batch}): the machine's own stalls put objectives below {floor:g} ms out of "
+                         "reach, whatever the server does (the machine held a 1 ms sleep loop beside it past them "
+                         "more than 0.5% of the time).")
+        # else: why none met is said once, above (`card.decision.why_none_lines`), with the figures the card reads
+    if (compared := paired.get((GPU_CPU, batch, p99_objective_ms))) is not None:
         return (*lines, _paired_text(compared))
     for r in ratios:
-        if (r.request_batch_size, r.p99_objective_ms) == (batch, p99_ms) and r.ratio and r.gpu and r.cpu:
+        if (r.request_batch_size, r.p99_objective_ms) == (batch, p99_objective_ms) and r.ratio and r.gpu and r.cpu:
             lines.append(f"GPU/CPU ×{r.ratio:.2f} {where}: {labels[r.gpu.config]} {_rps(r.gpu)} vs "
                          f"{labels[r.cpu.config]} {_rps(r.cpu)}.")
     return tuple(lines)
@@ -157,7 +157,7 @@ def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio],
 
 def _pricing_caption(pricing: Pricing | None, devices: Sequence[DeviceAnswer] = ()) -> str:
     """How the card's boxes are counted and priced; where a device's replica shapes were measured, that they were
-    and each was priced (`loadtest.report.shapes`), never that its replica is assumed to scale linearly."""
+    and each was priced (`loadtest.report.shape_sizing`), never that its replica is assumed to scale linearly."""
     if pricing is None:
         return " Give a target load (--target-rps) for boxes and cost (the card above)."
     p = pricing.prices
@@ -201,7 +201,7 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
 # ----------------------------------------------------------------------------- without searches
 
 
-def lower_bound_table(results: Sequence[CellResult], labels: Labels, p99_ms: float) -> Table:
+def lower_bound_table(results: Sequence[CellResult], labels: Labels, p99_objective_ms: float) -> Table:
     """Per configuration and request batch: the highest open-loop rate measured passing, a lower bound."""
     groups: dict[tuple[Config, int], list[CellResult]] = {}
     for c in results:
@@ -209,14 +209,14 @@ def lower_bound_table(results: Sequence[CellResult], labels: Labels, p99_ms: flo
             groups.setdefault((config_of(c), c.load.request_batch_size), []).append(c)
     rows = []
     for (config, batch), cells in sorted(groups.items()):
-        high = highest_passing(cells, p99_ms, LoadMode.OPEN)
+        high = highest_passing(cells, p99_objective_ms, LoadMode.OPEN)
         top = high.cell
         rows.append((labels[config], str(batch), fmt(high.rate_rps), fmt(top.throughput_rps if top else None),
                      fmt(top.throughput_ips if top else None),
                      busy_text(top.server_cpu_percent, top.gpu_utilization_percent) if top else "—",
                      fmt(top.latency_p99_ms if top else None, 2),
                      high.note))
-    return Table(f"Best measured open-loop rate at p99 ≤ {p99_ms:g} ms: a lower bound",
+    return Table(f"Best measured open-loop rate at p99 ≤ {p99_objective_ms:g} ms: a lower bound",
                  "Not a capacity: the highest offered rate a sweep measured passing (valid, p99 within the "
                  "objective); untried rates above it may pass too. A capacity search finds the real one. "
                  + OFFERED_VS_SERVED_REF + "."
@@ -226,57 +226,44 @@ def lower_bound_table(results: Sequence[CellResult], labels: Labels, p99_ms: flo
                  tuple(rows))
 
 
-DEFAULT_MODEL = "mnist"  # the demo's model: its answers are not named
-
-
 def model_named(results: Sequence[CellResult], lines: tuple[str, ...]) -> tuple[str, ...]:
     """`lines` with the first naming the model(s) measured ("model ranker: ..."), unless only the demo's."""
     models = models_named(results)
     return (f"model {models}: {lines[0]}", *lines[1:]) if lines and models else lines
 
 
-def models_named(results: Sequence[CellResult]) -> str:
-    """The models measured, "" when only the demo's."""
-    models = sorted({r.server.model_name for r in results})
-    return "" if models in ([], [DEFAULT_MODEL]) else ", ".join(models)
-
-
-def summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None = None,
+def summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_objective_ms: float | None = None,
               pricing: Pricing | None = None, figures: Mapping[tuple[Config, int], Figures] | None = None,
               targets: Sequence[Target] | None = None) -> Summary:
-    """The answer at `p99_ms` (None: every objective searched), naming the model unless it is the demo's.
+    """The answer at `p99_objective_ms` (None: every objective searched), naming the model unless it is the demo's.
     `figures`: `figures_of` these results, when the caller has them already; `targets`: what the card answers
     (default: each objective and request batch searched, at the pricing's rate)."""
     figures = figures_of(results, answers, labels) if figures is None else figures
-    summary = _summarise(results, answers, labels, p99_ms, pricing, figures, targets)
+    summary = _summarise(results, answers, labels, p99_objective_ms, pricing, figures, targets)
     models = models_named(results)
     tables = tuple(replace(t, title=f"{t.title} (model {models})") for t in summary.tables) if models else \
         summary.tables
-    card = summary.card
-    if card is not None and models:  # the card names the model measured, unless it is the demo's
-        card = replace(card, title=card.title.replace(" — ", f" — model {models}, ", 1))
-    return replace(summary, headline=model_named(results, summary.headline), tables=tables, card=card)
+    return replace(summary, headline=model_named(results, summary.headline), tables=tables)
 
 
-def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_ms: float | None,
+def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, p99_objective_ms: float | None,
                pricing: Pricing | None, figures: Mapping[tuple[Config, int], Figures],
                targets: Sequence[Target] | None = None) -> Summary:
-    devices = [d for d in answers.devices if p99_ms is None or d.p99_objective_ms == p99_ms]
-    if pricing is not None and not pricing.replicas:
-        pricing = replace(pricing, replicas=replicas_by_config(results))
+    devices = [d for d in answers.devices if p99_objective_ms is None or d.p99_objective_ms == p99_objective_ms]
+    pricing = with_replicas(pricing, results)
     if devices:
         by_objective = objective_table(answers, labels)
         compared = paired_ratios(results)
         keyed = by_key(compared)
-        card = card_of(answers, pricing, keyed, targets_of(answers, pricing, p99_ms) if targets is None else targets)
-        lines = (*why_none_lines(answers, results, labels, p99_ms),
+        card = card_for(results, pricing, targets, answers, keyed, p99_objective_ms)
+        lines = (*why_none_lines(answers, results, labels, p99_objective_ms),
                  *headline(devices, answers.ratios, labels, results, figures, keyed), *objective_headline(answers),
                  *host_floor_lines(results, answers.objectives_ms()))
         table = paired_table(compared)
         return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing, keyed),
                                                      *((table,) if table else ()),
                                                      *((by_objective,) if by_objective else ())), card=card)
-    objective = p99_ms if p99_ms is not None else DEFAULT_P99_MS
+    objective = p99_objective_ms if p99_objective_ms is not None else DEFAULT_P99_MS
     if answers.searches:
         searched = ", ".join(sorted({f"{s.p99_objective_ms:g} ms" for s in answers.searches}))
         first = f"no capacity search at p99 ≤ {objective:g} ms in these results (searched: {searched})."
@@ -292,33 +279,13 @@ def lead_of(headline: Sequence[str]) -> str:
     return re.split(r"(?<=\.)\s+(?=[A-Z])", headline[0], maxsplit=1)[0] if headline else ""
 
 
-def headline_of(results: Sequence[CellResult], pricing: Pricing | None = None) -> tuple[str, ...]:
-    """The report's first sentences for these records alone (what `capacity` prints before its answers)."""
-    labels = config_labels(config_of(cell) for cell in results)
-    return summarise(results, answer(results), labels, pricing=pricing).headline
-
-
-def bound_lines(results: Sequence[CellResult]) -> tuple[str, ...]:
+def bound_lines(results: Sequence[CellResult], answers: Answers, labels: Labels,
+                figures: Mapping[tuple[Config, int], Figures]) -> tuple[str, ...]:
     """Only what bounded each device's answer (what `capacity` prints before a single answer)."""
-    answers = answer(results)
-    labels = config_labels(config_of(cell) for cell in results)
-    return _bound_lines(results, answers, labels, figures_of(results, answers, labels))
-
-
-def _bound_lines(results: Sequence[CellResult], answers: Answers, labels: Labels,
-                 figures: Mapping[tuple[Config, int], Figures]) -> tuple[str, ...]:
     if not answers.devices:  # no capacity search: nothing was answered, so nothing bounded an answer
         return ()
     return model_named(results, tuple(line for d in _here(answers.devices)
                                       if (line := _bound(d, figures, results, labels))))
-
-
-def card_for(results: Sequence[CellResult], pricing: Pricing | None = None,
-             targets: Sequence[Target] | None = None) -> Card | None:
-    """The card of these records alone (None without a capacity search)."""
-    answers = answer(results)
-    labels = config_labels(config_of(cell) for cell in results)
-    return summarise(results, answers, labels, pricing=pricing, targets=targets).card
 
 
 def console_end(results: Sequence[CellResult], pricing: Pricing | None,
@@ -328,7 +295,7 @@ def console_end(results: Sequence[CellResult], pricing: Pricing | None,
     answers = answer(results)
     labels = config_labels(config_of(cell) for cell in results)
     figures = figures_of(results, answers, labels)
-    card = summarise(results, answers, labels, pricing=pricing, figures=figures, targets=targets).card
-    bounds = _bound_lines(results, answers, labels, figures)
+    card = card_for(results, pricing, targets, answers)
+    bounds = bound_lines(results, answers, labels, figures)
     return (*bounds, *([""] if bounds else []), *console_lines(list(figures.values())),
             *(("", *card.lines()) if card is not None else ()))

@@ -39,19 +39,19 @@ import jinja2
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus, LoadMode
 from loadtest.judge.goals import Target
-from loadtest.report.answers import Answers, answer
+from loadtest.report.answers.answers import Answers, answer
 from loadtest.report.blocks import Figure, Table
-from loadtest.report.card import Card, targets_of
+from loadtest.report.card.card import Card, targets_of
+from loadtest.report.card.objective_costs import objective_curves
 from loadtest.report.configs import Config, config_labels, config_of
 from loadtest.report.figures import Figures, ceiling_bars, console_lines, csv_text, figures_of
 from loadtest.report.glossary import glossary_table, glossed, header_link
 from loadtest.report.headline import DEFAULT_P99_MS, Summary, lead_of, summarise
-from loadtest.report.objective_costs import objective_curves
 from loadtest.report.sections import details, noise_table, request_time, versions_table
 from loadtest.report.sections.objective_table import rates_table
 from loadtest.report.sections.shapes_table import shapes_blocks
 from loadtest.report.series import group_series, load_level, read_all, usable
-from loadtest.report.shapes import ShapePoint, shape_curves
+from loadtest.report.shape_sizing import ShapePoint, shape_curves
 from loadtest.report.sizing import size
 from loadtest.report.sizing.instances import Pricing
 from loadtest.report.sizing.prices import DEFAULT_PRICES, load_prices

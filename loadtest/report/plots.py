@@ -15,6 +15,7 @@ import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import matplotlib
 
@@ -27,9 +28,8 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLoca
 from loadtest.evidence.records import CellResult  # noqa: E402
 from loadtest.evidence.vocab import CellStatus, LoadMode  # noqa: E402
 from loadtest.report.figures import CeilingBar  # noqa: E402
-from loadtest.report.objective_costs import ObjectiveCurve  # noqa: E402
 from loadtest.report.series import Series, level_name, load_level, usable  # noqa: E402
-from loadtest.report.shapes import ShapeCurve  # noqa: E402
+from loadtest.report.shape_sizing import ShapeCurve  # noqa: E402
 
 DPI = 100
 PALETTE = plt.get_cmap("tab20").colors  # type: ignore[attr-defined]
@@ -332,7 +332,18 @@ def ceiling_figure(bars: Sequence[CeilingBar]) -> bytes | None:
     return png(fig)
 
 
-def objective_figure(curves: Sequence[ObjectiveCurve], ylabel: str) -> bytes | None:
+class LabelledPoints(Protocol):
+    """A labelled line of (x, y) points: the card's cost curves (`loadtest.report.card.objective_costs`), drawn here
+    without this room importing the card's."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def points(self) -> tuple[tuple[float, float], ...]: ...
+
+
+def objective_figure(curves: Sequence[LabelledPoints], ylabel: str) -> bytes | None:
     """Per target and device, USD/h (or capacity) against the p99 objective: what loosening it is worth."""
     if not curves:
         return None

@@ -23,7 +23,7 @@ do it (LoadGen's peak finding confirms a lower rate before it searches upward), 
    come from the same minutes, while the newest waits (each confirmation more at a knee is one more chance to
    fail). One did not pass: it searches on below, and the others wait for its next answer, then agree again. A
    search whose time runs out answers with its last confirmation (the ratio's range then carries the
-   machine's drift between the two answers: `loadtest.report.paired`).
+   machine's drift between the two answers: `loadtest.report.answers.paired`).
 
 Whatever stops it (its step limit, its deadline, Ctrl-C or SIGTERM: `interrupts`) it answers with its
 best evidence: the highest confirmed rate; above it, the highest rate that passed but was not

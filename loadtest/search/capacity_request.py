@@ -43,7 +43,7 @@ class CapacityRequest:
     def searches_at(self, batch_size: int) -> tuple[Objective, ...]:
         """The objective of each search at this request batch, strictest first: one per objective of the plan's
         targets at this batch (`[capacity] goals`), else the batch's own (`objective_at`)."""
-        at = {goal.p99_ms for goal in map(parse_goal, self.plan.capacity.goals) if goal.batch == batch_size}
+        at = {goal.p99_objective_ms for goal in map(parse_goal, self.plan.capacity.goals) if goal.batch == batch_size}
         return tuple(Objective(p99) for p99 in sorted(at)) or (self.objective_at(batch_size),)
 
 

@@ -147,7 +147,7 @@ def search_tag(search_id: str, role: Role, objective: Objective, rate_rps: float
                comparison: ComparisonTag | None = None) -> SearchTag:
     """What a search's cell records about the search (`CellResult.search`); `CellRunner` adds the cell's own
     evidence on the objective (`loadtest.judge.verdicts.evidence_record`). `objectives`: the p99s the report
-    answers the search's cells at, besides its own (`loadtest.report.answers.objective_answers`); `comparison`:
+    answers the search's cells at, besides its own (`loadtest.report.answers.answers.objective_answers`); `comparison`:
     the comparison it is part of (`loadtest.search.comparison.comparison_tag`), when it is."""
     return SearchTag(search_id, role, objective, rate_rps, confidence, confirming, tuple(objectives), comparison)
 

@@ -4,14 +4,14 @@ slices and at the end, which shows how far this machine's speed moved while they
 
 The reference cell is the same every time: the comparison's first server, one request at a time (closed
 loop, 1 user) at request batch 1 for `REFERENCE_S` seconds. Its throughput is the machine's speed as this
-server sees it; `loadtest.report.paired` reads the drift from it. Every cell of a comparison, searches and
+server sees it; `loadtest.report.answers.paired` reads the drift from it. Every cell of a comparison, searches and
 reference alike, records `search.comparison`: its id (one per request batch size), the repeat, whether it
 was paired (interleaved) or searched one after the other, and the servers compared.
 
 How many times a comparison runs (`Repeats`): `--repeat` times, then one more, up to `--max-repeats`, while no
 ratio lies in the ranges of more than half its repeats (two repeats apart: their median stands on neither).
 
-Not for: the searches (`loadtest.search.capacity_search`) or reading the ratio (`loadtest.report.paired`).
+Not for: the searches (`loadtest.search.capacity_search`) or reading the ratio (`loadtest.report.answers.paired`).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Reference:
 @dataclass(frozen=True)
 class Repeats:
     """`at_least` repeats of a comparison, then one more, up to `at_most`, while `disagree(the run's cells, its
-    comparison id)` (`loadtest.report.paired.without_majority`, given by the command) finds no majority."""
+    comparison id)` (`loadtest.report.answers.paired.without_majority`, given by the command) finds no majority."""
 
     at_least: int = 1
     at_most: int = 0  # 0: `at_least`, none more

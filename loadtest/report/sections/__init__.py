@@ -1,1 +1,1 @@
-"""The report's detail sections: every search, noise, every objective, request time, device use, versions."""
+"""The report's detail sections: every search, noise, every objective, request time, replica shapes, versions."""

@@ -14,14 +14,10 @@ from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus
 from loadtest.judge.conclusion import describe_pair
 from loadtest.judge.overload import overloaded_reason
-from loadtest.report.answers import SearchAnswer
+from loadtest.report.answers.answers import SearchAnswer
 from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Table, cell_mark, device_name
 from loadtest.report.configs import Config, config_of
-from loadtest.report.figures import MS_DIGITS, Figures, highest_sustained, load_words, mean_ms, peak_images, wire_ms
-from loadtest.report.formatting import change as pct
-from loadtest.report.formatting import number as fmt
-from loadtest.report.formatting import params
-from loadtest.report.sections.device_use import (
+from loadtest.report.device_use import (
     CPU_BUSY_PERCENT,
     GPU_BUSY_PERCENT,
     busy_text,
@@ -29,6 +25,10 @@ from loadtest.report.sections.device_use import (
     idle_note,
     unmeasured_reason,
 )
+from loadtest.report.figures import MS_DIGITS, Figures, highest_sustained, load_words, mean_ms, peak_images, wire_ms
+from loadtest.report.formatting import change as pct
+from loadtest.report.formatting import number as fmt
+from loadtest.report.formatting import params
 from loadtest.report.series import Series, level_name, load_level, overloaded_note, unusable_reason, usable
 from serving.endpoint import kind_display_name, server_with_runtime
 

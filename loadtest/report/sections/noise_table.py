@@ -8,34 +8,20 @@ the three shares over the objective (client, server's own, host) and the attribu
 (`loadtest.judge.noise.attribute`). Overloaded cells are left out: a queue that grows is the server's, and
 says nothing about noise; so are cells the load generator limited (its lateness is its own).
 
-Also the headline's sentence for a host that makes an objective unconfirmable by itself.
-
-Pure functions over `CellResult`s. Not for: the attribution's rules (`loadtest.judge.noise`).
+Pure functions over `CellResult`s. Not for: the attribution's rules (`loadtest.judge.noise`) or the lowest objective
+the host itself allows (`loadtest.report.host_floor`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.stats import decode
-from loadtest.evidence.vocab import CellStatus, LoadMode
 from loadtest.judge import noise
-from loadtest.judge.overload import overloaded_reason
-from loadtest.judge.verdicts import client_limited
 from loadtest.report.blocks import Table
-from loadtest.report.configs import Config, config_of
-
-
-def open_cells(results: Iterable[CellResult]) -> dict[tuple[Config, int], list[CellResult]]:
-    """Measured open-loop cells by configuration and request batch size, neither overloaded nor limited by the
-    load generator (its late sends' latencies, timed from the intended send, are its own)."""
-    groups: dict[tuple[Config, int], list[CellResult]] = {}
-    for c in results:
-        if (c.load.mode == LoadMode.OPEN and c.status == CellStatus.OK and c.requests
-                and overloaded_reason(c) is None and not client_limited(c)):
-            groups.setdefault((config_of(c), c.load.request_batch_size), []).append(c)
-    return groups
+from loadtest.report.configs import Config
+from loadtest.report.host_floor import open_cells
 
 
 def slow_cells(cells: Sequence[CellResult], objective_ms: float) -> list[CellResult]:
@@ -101,30 +87,6 @@ def noise_table(results: Sequence[CellResult], labels: dict[Config, str], object
                   "host allows p99 ≥ ms",
                   "client over", "server over", "host over", "whose"),
                  tuple(rows))
-
-
-def host_floor_ms(results: Sequence[CellResult], device: str, batch: int) -> float | None:
-    """The lowest objective the host allowed the open-loop cells on `device` at request batch `batch`."""
-    cells = [c for (config, b), group in open_cells(results).items() if config.device == device and b == batch
-             for c in group]
-    return noise.lowest_confirmable_ms(cells)
-
-
-def host_floor_lines(results: Sequence[CellResult], objectives: Sequence[float]) -> tuple[str, ...]:
-    """`objectives below X ms cannot be confirmed on this host ...`, where the host's own stalls put an
-    objective out of reach; () where no probe ran or every objective asked for is within reach."""
-    lines = []
-    for (config, batch), cells in sorted(open_cells(results).items()):
-        floor = noise.lowest_confirmable_ms(cells)
-        if floor is None or not any(o < floor for o in objectives):
-            continue
-        side = noise.host_share(cells, floor)
-        where = noise.SIDE_NAMES.get(side[1], "") if side else ""
-        name = config.name or config.device
-        lines.append(f"objectives below {floor:g} ms cannot be confirmed on this host for {name}"
-                     f" (request batch {batch}): the machine's own stalls{' on ' + where if where else ''} held a "
-                     f"1 ms sleep loop past them more than 0.5% of the time, whatever the server does.")
-    return tuple(dict.fromkeys(lines))
 
 
 def search_noise_lines(cells: Sequence[CellResult], answered: Sequence[tuple[float, bool]]) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ device and the GPU/CPU ratio, each at every objective both sides answered (a low
 least"; at the searches' own objective the headline's ratio, of confirmed capacities, so that one
 objective never shows two), and the headline's sentences for the ratio and the gain across objectives.
 
-Pure functions over `Answers`. Not for: the answers themselves (`loadtest.report.answers`) or the
+Pure functions over `Answers`. Not for: the answers themselves (`loadtest.report.answers.answers`) or the
 answer at the search's own objective (`loadtest.report.headline`).
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from loadtest.judge.conclusion import AnswerKind
 from loadtest.judge.objectives import ObjectiveAnswer
-from loadtest.report.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, lower_bound
+from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, lower_bound
 from loadtest.report.blocks import Table
 from loadtest.report.configs import Config
 from loadtest.report.formatting import number as fmt

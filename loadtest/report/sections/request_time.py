@@ -5,10 +5,10 @@ search confirmed, else its peak), from the figures computed once (`loadtest.repo
 client's mean latency split into the client and
 the wire (client mean − server mean), the server's own mean, and the server's phases
 (`CellResult.server_phases`: decode … encode, which sum to its request latency); then served images/s
-against the device alone at the batch the server ran (`CellResult.device_floor`, `loadtest.report.bound`).
+against the device alone at the batch the server ran (`CellResult.device_floor`, `loadtest.report.answers.bound`).
 A TF Serving container times only its request and batching queue: its other phases read "not exported".
 
-Not for: the verdict on what bounded an answer (`loadtest.report.bound`) or the other tables
+Not for: the verdict on what bounded an answer (`loadtest.report.answers.bound`) or the other tables
 (`loadtest.report.sections.details`).
 """
 

@@ -2,8 +2,8 @@
 shape measured (capacity against cores per replica), beside linear from one core, and the scaling efficiency with
 its range; and the figure of the same curves. Only where a search has a shape tag (a shape sweep).
 
-Not for: the curves' arithmetic (`loadtest.report.shapes`) or which shape a target is sized on (the card's,
-`loadtest.report.shapes.sized_on`).
+Not for: the curves' arithmetic (`loadtest.report.shape_sizing`) or which shape a target is sized on (the card's,
+`loadtest.report.shape_sizing.sized_on`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from loadtest.report.blocks import Figure, Table
 from loadtest.report.formatting import number as fmt
 from loadtest.report.formatting import ratio_range
-from loadtest.report.shapes import SHARED, ShapeCurve, ShapePoint
+from loadtest.report.shape_sizing import SHARED, ShapeCurve, ShapePoint
 
 TITLE = "Replica shapes"
 HEADER = ("configuration family", "request batch", "p99 objective ms", "cores per replica", "capacity req/s",

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.search_tag import ShapeTag
@@ -199,4 +199,11 @@ class Pricing:
     target_rps: float
     headroom: float
     prices: PriceBook
-    replicas: Mapping[Config, Replica] = field(default_factory=dict)  # what one replica is (`summarise` fills it)
+    replicas: Mapping[Config, Replica] = field(default_factory=dict)  # what one replica is (`with_replicas` fills it)
+
+
+def with_replicas(pricing: Pricing | None, results: Sequence[CellResult]) -> Pricing | None:
+    """`pricing` with what one replica of each configuration is, from these records, unless it says already."""
+    if pricing is None or pricing.replicas:
+        return pricing
+    return replace(pricing, replicas=replicas_by_config(results))

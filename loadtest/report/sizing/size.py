@@ -3,12 +3,12 @@
 At one request batch size (the smallest measured unless asked for), every configuration measured
 there (server kind × device × batching × versions: `loadtest.report.configs.Config`) gets a
 per-replica capacity from the best evidence it has, labelled with its source
-(`loadtest.report.sources`: a capacity search, else the open-loop grid, else a closed-loop lower
+(`loadtest.report.answers.sources`: a capacity search, else the open-loop grid, else a closed-loop lower
 bound), then replicas, and from a price file the user edits, the instances that hold them
 (`loadtest.report.sizing.instances`: a replica is the measured server, its cores or GPUs as recorded), their
 cost per hour and per million inferences. A replica no priced instance can hold is refused with the
 reason, not priced. An older price file prices replicas, not instances, and the answer says so.
-A shape sweep's shapes (`cpu-off-1c`, `cpu-off-2c`: `loadtest.report.shapes`) are options of their
+A shape sweep's shapes (`cpu-off-1c`, `cpu-off-2c`: `loadtest.report.shape_sizing`) are options of their
 own, each sized on its measured capacity; their note names the shapes measured instead of assuming
 that a replica scales linearly.
 
@@ -18,7 +18,7 @@ used (they are listed), a real capacity ranks before a lower bound, and where th
 cannot answer, the answer says so.
 
 Not for: drawing plots or writing the report (`loadtest.report.page`), choosing the capacity's
-source (`loadtest.report.sources`), reading prices (`loadtest.report.sizing.prices`), or measuring.
+source (`loadtest.report.answers.sources`), reading prices (`loadtest.report.sizing.prices`), or measuring.
 
     mnist-bench size --p99-ms 50 --target-rps 5000 [--batch 1] [--headroom 0.2] \
         [--prices loadtest/prices.example.toml] results/*/results.jsonl
@@ -36,6 +36,7 @@ from rich.table import Table
 
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.tables import plain_table
+from loadtest.report.answers.sources import ConfigCapacity, Source, capacities, request_batches
 from loadtest.report.configs import Config, config_labels, config_of
 from loadtest.report.formatting import money, number
 from loadtest.report.series import AnalysisError, read_all
@@ -49,7 +50,6 @@ from loadtest.report.sizing.instances import (
     shape_note,
 )
 from loadtest.report.sizing.prices import DEFAULT_PRICES, PriceBook, load_prices
-from loadtest.report.sources import ConfigCapacity, Source, capacities, request_batches
 from serving.endpoint import server_with_runtime
 
 UNITS = {"rps": "requests/s", "ips": "images/s"}

@@ -11,8 +11,8 @@ import psutil
 import pytest
 
 from loadtest.benchmarks.reproduce import Run, speed_line, summary
-from loadtest.report.drift import Drift
-from loadtest.report.paired import PairedRatio, RepeatRatio
+from loadtest.report.answers.drift import Drift
+from loadtest.report.answers.paired import PairedRatio, RepeatRatio
 from tests.support.cli import command
 from tests.support.paths import REPO
 from tests.support.waiting import wait_for

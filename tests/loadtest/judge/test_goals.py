@@ -10,7 +10,7 @@ from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import read_results
 from loadtest.judge.goals import Target, goal_text, objectives_by_batch, parse_goal
 from loadtest.measure import plan as plans
-from loadtest.report.headline import card_for
+from loadtest.report.card.card import card_for
 from loadtest.report.sizing.instances import Pricing, replicas_by_config
 from loadtest.report.sizing.prices import DEFAULT_PRICES, load_prices
 from loadtest.search.capacity_request import CapacityRequest

@@ -12,7 +12,7 @@ from loadtest.evidence.provenance_record import Provenance
 from loadtest.evidence.search_tag import SearchTag
 from loadtest.judge.conclusion import AnswerKind
 from loadtest.judge.objectives import objective_answers, rate_table
-from loadtest.report import answers
+from loadtest.report.answers import answers
 from tests.loadtest.report.handmade import server
 from tests.loadtest.search.test_capacity import cell
 

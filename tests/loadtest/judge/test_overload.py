@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from loadtest.judge.overload import overloaded_reason
-from loadtest.report.answers import answer
+from loadtest.report.answers.answers import answer
 from loadtest.report.configs import config_labels, config_of
 from loadtest.report.figures import figures_of
 from loadtest.report.sections.details import PEAK_HEADER, peak_table

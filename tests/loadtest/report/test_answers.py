@@ -9,7 +9,7 @@ import pytest
 
 from loadtest.evidence.provenance_record import Provenance
 from loadtest.evidence.records import read_results
-from loadtest.report import answers
+from loadtest.report.answers import answers
 from loadtest.report.configs import config_labels, config_of
 from tests.loadtest.report.handmade import cell, rates, search, server
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES

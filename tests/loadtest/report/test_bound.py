@@ -11,16 +11,16 @@ import pytest
 from loadtest.evidence.cell_parts import GcPauses, PhaseWindow, ServerPhases
 from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.evidence.records import append_result, read_results
-from loadtest.report import bound
 from loadtest.report import page as report
-from loadtest.report.answers import answer
+from loadtest.report.answers import bound
+from loadtest.report.answers.answers import answer
 from loadtest.report.configs import config_labels, config_of
 from loadtest.report.figures import figures_of
-from loadtest.report.headline import bound_lines, headline_of
+from loadtest.report.headline import bound_lines
 from loadtest.report.sections.request_time import request_time_table
 from serving.protocol.names import REQUEST_PHASES
 from tests.loadtest.report.handmade import cell, search, server
-from tests.loadtest.report.test_report import table
+from tests.loadtest.report.test_report import headline_of, table
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
 NULL = replace(server("cpu-off", "off"), versions={"runtime": "none (null backend)"})
@@ -29,6 +29,13 @@ GPU = server("gpu-off", "off", device="gpu")
 def findings(cells) -> tuple[str, ...]:
     """The headline's findings after the reasons none met: what bounded the answer comes first there."""
     return tuple(line for line in headline_of(cells) if not line.startswith("Why none met"))
+
+
+def printed_bounds(cells) -> tuple[str, ...]:
+    """Only what bounded each device's answer, as `capacity` prints it (`headline.bound_lines`)."""
+    answers = answer(cells)
+    labels = config_labels(config_of(c) for c in cells)
+    return bound_lines(cells, answers, labels, figures_of(cells, answers, labels))
 
 
 def lead_finding(md: str) -> str:
@@ -83,7 +90,7 @@ def test_null_backend_far_below_its_floor_leads_with_the_serving_path():
     assert lines[0] == ("the serving path bounded this answer, not the device: cpu (Test CPU) alone runs the model "
                         "at 25,000.0 images/s at batch 1, ×63 what cpu-off served (396.0 images/s at capacity).")
     assert lines[1].startswith("capacity on cpu (Test CPU)")
-    assert bound_lines(cells) == lines[:1]
+    assert printed_bounds(cells) == lines[:1]
 
 
 def test_a_serialised_delay_near_its_floor_names_the_model_calls_not_the_idle_cpu():
@@ -127,7 +134,7 @@ def test_when_the_load_generator_was_the_limit_it_is_named_instead():
 def test_without_a_floor_a_busy_device_gets_no_bound_sentence():
     cells = capacity(NULL, 400.0, server_cpu_percent=90.0)
     assert findings(cells)[0].startswith("capacity on cpu (Test CPU)")
-    assert bound_lines(cells) == ()
+    assert printed_bounds(cells) == ()
 
 
 def test_the_h100_run_opens_by_saying_the_gpu_did_not_bound_it(tmp_path):
@@ -191,5 +198,5 @@ def test_the_second_h100_run_never_says_the_gpu_bounded_it(tmp_path):
     assert "on the device bounded" not in md
     assert lead.startswith("the runtime (JAX, 0.68 ms per call) bounded this answer, not the gpu (NVIDIA H100 80GB "
                            "HBM3) (GPU 4% busy): 940.5 images/s served = 82% of the floor"), lead
-    verbatim = bound_lines(cells)
+    verbatim = printed_bounds(cells)
     assert verbatim and not any("on the device bounded" in line for line in verbatim)

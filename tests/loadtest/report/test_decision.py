@@ -1,5 +1,5 @@
-"""The card a report opens with (`loadtest.report.card`): for buying or not, per target and device, and why none
-met where none did (`loadtest.report.decision.why_none_lines`)."""
+"""The card a report opens with (`loadtest.report.card.card`): for buying or not, per target and device, and why none
+met where none did (`loadtest.report.card.decision.why_none_lines`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import shutil
 from loadtest.evidence.records import read_results
 from loadtest.judge.goals import Target
 from loadtest.report import page as report
-from loadtest.report.answers import answer
+from loadtest.report.answers.answers import answer
+from loadtest.report.card.card import card_for
+from loadtest.report.card.decision import why_none_lines
 from loadtest.report.configs import config_labels, config_of
-from loadtest.report.decision import why_none_lines
-from loadtest.report.headline import card_for
 from loadtest.report.sections.objective_table import objective_table
 from loadtest.report.sizing.instances import Pricing, replicas_by_config
 from loadtest.report.sizing.prices import DEFAULT_PRICES, load_prices
@@ -198,7 +198,7 @@ def test_a_card_row_carries_one_upper_end_per_answer():
 
 
 def test_each_targets_cost_at_every_objective_is_the_cards_arithmetic_at_that_capacity():
-    from loadtest.report.objective_costs import objective_curves
+    from loadtest.report.card.objective_costs import objective_curves
 
     results = read_results(FIXTURES / "capacity-run" / "results.jsonl")
     pricing = Pricing(5000.0, 0.2, load_prices(FIXTURES / "prices.toml"), replicas_by_config(results))

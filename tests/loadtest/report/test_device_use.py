@@ -7,11 +7,11 @@ from dataclasses import replace
 
 from loadtest.evidence.cell_parts import TelemetryNote
 from loadtest.evidence.records import append_result, read_results
+from loadtest.report import device_use
 from loadtest.report import page as report
-from loadtest.report.answers import answer
+from loadtest.report.answers.answers import answer
 from loadtest.report.configs import config_labels, config_of
 from loadtest.report.figures import figures_of
-from loadtest.report.sections import device_use
 from tests.loadtest.report import handmade
 from tests.loadtest.report.test_report import md_answer_rows, table
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES

@@ -10,7 +10,7 @@ import shutil
 
 from loadtest.bundle import run_outputs as outputs
 from loadtest.evidence.records import read_results
-from loadtest.report.answers import answer
+from loadtest.report.answers.answers import answer
 from loadtest.report.configs import config_labels, config_of
 from loadtest.report.figures import HEADER, figures_of
 from tests.support.cli import invoke

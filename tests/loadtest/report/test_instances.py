@@ -21,7 +21,7 @@ import pytest
 from loadtest.evidence.cell_parts import ServerResources
 from loadtest.evidence.provenance_record import Provenance
 from loadtest.report import headline as summary
-from loadtest.report.answers import answer
+from loadtest.report.answers.answers import answer
 from loadtest.report.configs import config_labels, config_of
 from loadtest.report.series import AnalysisError, read_all
 from loadtest.report.sizing import instances, prices, size
@@ -203,7 +203,7 @@ def test_the_cards_cost_cells_name_instances_or_the_refusal(tmp_path):
     from dataclasses import replace
 
     from loadtest.judge.goals import Target
-    from loadtest.report.headline import card_for
+    from loadtest.report.card.card import card_for
     from loadtest.report.sizing.instances import replicas_by_config
 
     results = [replace(c, device_floor=None) for c in read_all([DEMO])]

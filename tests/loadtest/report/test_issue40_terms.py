@@ -10,10 +10,10 @@ from dataclasses import replace
 from loadtest.evidence.cell_parts import ServerResources
 from loadtest.report import page as report
 from loadtest.report.blocks import OFFERED_VS_SERVED, OFFERED_VS_SERVED_REF, cpu_count_words, machine_words
+from loadtest.report.card.card import card_for
+from loadtest.report.card.decision import spelled
 from loadtest.report.configs import config_labels, config_of
-from loadtest.report.decision import spelled
 from loadtest.report.glossary import TERMS, anchor
-from loadtest.report.headline import card_for
 from loadtest.report.sections.details import configurations_table
 from loadtest.report.sections.noise_table import noise_table
 from tests.loadtest.report.handmade import rates, server

@@ -7,7 +7,8 @@ from dataclasses import replace
 from loadtest.evidence.records import ValidityFlag
 from loadtest.evidence.vocab import Flag
 from loadtest.report.configs import config_labels, config_of
-from loadtest.report.sections.noise_table import host_floor_lines, noise_table
+from loadtest.report.host_floor import host_floor_lines
+from loadtest.report.sections.noise_table import noise_table
 from tests.loadtest.judge.test_noise import client_histogram, latency_record, probed, side
 from tests.loadtest.report.handmade import cell, server
 
@@ -62,7 +63,7 @@ def test_cells_the_load_generator_limited_are_left_out():
 def test_the_headline_says_the_host_not_the_device_where_the_host_put_the_objective_out_of_reach():
     """A search at 10 ms that found nothing, on a host whose stalls allow no objective below 18 ms: the headline
     names the host, and the noise table counts its stalls over 10 ms (2 in 1 s)."""
-    from loadtest.report.headline import headline_of
+    from tests.loadtest.report.test_report import headline_of
 
     tag = {"id": "s1", "role": "bracket", "p99_objective_ms": 10.0, "offered_rps": 100.0, "objectives": [10.0]}
     slow = probed(cell(LABEL, rate=100.0, search=tag), STALLED, QUIET, histogram_us=client_histogram(30))

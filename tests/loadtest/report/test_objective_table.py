@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from loadtest.report import answers, configs
+from loadtest.report import configs
+from loadtest.report.answers import answers
 from loadtest.report.sections.objective_table import objective_headline, objective_table
 from tests.loadtest.judge.test_objectives import OFF, ON, search_cells
 from tests.loadtest.report.handmade import server

@@ -11,11 +11,19 @@ import pytest
 
 from loadtest.evidence.cell_parts import ServerScrape
 from loadtest.report import page as report
+from loadtest.report.answers.answers import answer
+from loadtest.report.configs import config_labels, config_of
+from loadtest.report.headline import summarise
 from loadtest.report.sections.details import latency_split
 from loadtest.report.series import AnalysisError
 from tests.loadtest.report import handmade
 from tests.support.cli import invoke
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
+
+
+def headline_of(cells) -> tuple[str, ...]:
+    """The report's first sentences for these cells alone (`headline.summarise`'s headline)."""
+    return summarise(cells, answer(cells), config_labels(config_of(c) for c in cells)).headline
 
 
 def table(md: str, title: str) -> list[list[str]]:
@@ -251,7 +259,7 @@ def test_report_of_a_run_whose_every_cell_failed(tmp_path):
 
 def test_a_search_whose_server_never_started_is_reported_not_plotted(runs):
     from loadtest.evidence.records import append_result, read_results
-    from loadtest.report.answers import answer
+    from loadtest.report.answers.answers import answer
     from loadtest.report.configs import config_labels, config_of
     from tests.loadtest.report.handmade import cell, server
 

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from loadtest.evidence.vocab import LoadMode
+from loadtest.report.answers.sources import highest_passing
 from loadtest.report.series import AnalysisError
 from loadtest.report.sizing import prices, size
-from loadtest.report.sources import highest_passing
 from tests.loadtest.report.handmade import cell, search, server
 from tests.support.cli import invoke
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES

@@ -11,7 +11,7 @@ import pytest
 from loadtest.evidence.records import read_results
 from loadtest.judge.conclusion import AnswerKind
 from loadtest.judge.objectives import objective_answers
-from loadtest.report.answers import search_answers
+from loadtest.report.answers.answers import search_answers
 from tests.support.cli import command
 from tests.support.paths import REPO
 

@@ -28,7 +28,8 @@ from loadtest.evidence.records import CellResult, read_results
 from loadtest.judge import noise
 from loadtest.judge.noise import NoiseSource
 from loadtest.judge.objectives import objective_answers
-from loadtest.report.sections.noise_table import open_cells, slow_cells
+from loadtest.report.host_floor import open_cells
+from loadtest.report.sections.noise_table import slow_cells
 from serving.deploy.process import start_server
 from tests.support.cli import command
 from tests.support.paths import REPO

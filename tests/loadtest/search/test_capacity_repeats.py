@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from loadtest.evidence.objective import Objective
 from loadtest.measure.plan import load_plan, with_overrides
-from loadtest.report.paired import without_majority
+from loadtest.report.answers.paired import without_majority
 from loadtest.search.capacity_search import Capacities, CapacityRequest
 from loadtest.search.comparison import Repeats
 from tests.loadtest.report.test_paired import comparison

@@ -15,7 +15,7 @@ import pytest
 
 from loadtest.evidence.records import read_results
 from loadtest.judge.verdicts import Decision
-from loadtest.report.answers import search_answers
+from loadtest.report.answers.answers import search_answers
 from serving.deploy.process import start_server
 from serving.protocol.names import REQUEST_PHASES
 from tests.support.cli import command

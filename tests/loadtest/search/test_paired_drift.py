@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from loadtest.evidence.records import read_results
-from loadtest.report.paired import PairedRatio, paired_ratios
+from loadtest.report.answers.paired import PairedRatio, paired_ratios
 from serving.deploy.process import start_server
 from tests.support.cli import command
 from tests.support.paths import REPO

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from loadtest.evidence.records import CellResult, read_results
-from loadtest.report.answers import search_answers
+from loadtest.report.answers.answers import search_answers
 from tests.support.cli import command
 from tests.support.paths import REPO
 

@@ -22,7 +22,7 @@ device name, batching profile and parameters, server versions, the load generato
 (the name is part of it: two servers of one configuration are compared, not merged).
 
 Pure functions over `CellResult`s: nothing here reads files, prints or draws. Not for: the report's layout
-(`loadtest.report.headline`), capacities from plain sweeps (`loadtest.report.sources`), or replicas and cost.
+(`loadtest.report.headline`), capacities from plain sweeps (`loadtest.report.answers.sources`), or replicas and cost.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class SearchAnswer:
     conclusion: Conclusion | None = field(default=None, compare=False)  # with the uncertainty
     objectives: tuple[ObjectiveAnswer, ...] = field(default=(), compare=False)  # its cells at each objective
     rates: tuple[RateRow, ...] = field(default=(), compare=False)  # its rate table
-    shape: ShapeTag | None = None  # its server's replica shape, in a shape sweep (`loadtest.report.shapes`)
+    shape: ShapeTag | None = None  # its server's replica shape, in a shape sweep (`loadtest.report.shape_sizing`)
 
     @property
     def met(self) -> bool:
@@ -173,11 +173,6 @@ def typical(searches: Iterable[SearchAnswer]) -> list[SearchAnswer]:
     for s in searches:
         groups.setdefault(_repeat_key(s), []).append(s)
     return [sorted(group, key=capacity)[(len(group) - 1) // 2] for group in groups.values()]
-
-
-def repeats_of(answer: SearchAnswer, searches: Iterable[SearchAnswer]) -> list[SearchAnswer]:
-    """The searches of `answer`'s configuration at its request batch size and objective (itself included)."""
-    return [s for s in searches if _repeat_key(s) == _repeat_key(answer)]
 
 
 def _repeat_key(s: SearchAnswer) -> tuple[Config, int, float]:

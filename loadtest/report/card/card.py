@@ -6,10 +6,10 @@ as Model Analyzer's summary opens with its recommendation:
 - a title: FOR BUYING or NOT FOR BUYING, what was measured (the server: TF Serving's containers or the embedded
   stand-in and its runtime; the machine: its CPU and vCPUs, its GPU), and, where not for buying, why in a few words;
 - a table, one row per target and device: the best setup (where replica shapes were measured, the cheapest shape
-  and how many replicas an instance holds, `loadtest.report.shapes.sized_on`), its capacity with the rate that
+  and how many replicas an instance holds, `loadtest.report.shape_sizing.sized_on`), its capacity with the rate that
   failed above it, p99 there, how busy the device was, then either boxes (a range, from the capacity's range and
   the headroom), USD/h and USD per million requests, or, where the serving path bounded the answer (it served less
-  than half of what the device alone runs, `loadtest.report.bound`), what it served of the device alone and no
+  than half of what the device alone runs, `loadtest.report.answers.bound`), what it served of the device alone and no
   price. A row whose device alone was never measured is priced and marked "bound unchecked";
 - at most one comparison line per target (GPU/CPU, batching on ÷ off: each ratio once, with its range), and
   "Run next:" where not for buying.
@@ -17,8 +17,8 @@ as Model Analyzer's summary opens with its recommendation:
 The title says FOR BUYING when each target's cheapest row is for buying. `Card.as_dict()` is what figures.json
 holds; `Card.lines()` is what report.md, report.html, the console and the bundle's run.log print.
 
-Not for: the answers (`loadtest.report.answers`), replicas and prices (`loadtest.report.sizing`), what bounded an
-answer in detail (`loadtest.report.bound`) or the page (`loadtest.report.page`).
+Not for: the answers (`loadtest.report.answers.answers`), replicas and prices (`loadtest.report.sizing`), what
+bounded an answer in detail (`loadtest.report.answers.bound`) or the page (`loadtest.report.page`).
 """
 
 from __future__ import annotations
@@ -28,12 +28,24 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from loadtest.evidence.records import CellResult
 from loadtest.judge.goals import Target
-from loadtest.report.answers import Answers, DeviceAnswer, DeviceRatio, Gain, SearchAnswer, lower_bound
-from loadtest.report.bound import SERVED_SHARE, ServedShare, served_share
-from loadtest.report.card_records import CardRow
-from loadtest.report.card_text import (
-    DEVICES,
+from loadtest.report.answers.answers import (
+    Answers,
+    DeviceAnswer,
+    DeviceRatio,
+    Gain,
+    SearchAnswer,
+    answer,
+    lower_bound,
+)
+from loadtest.report.answers.bound import SERVED_SHARE, ServedShare, served_share
+from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios
+from loadtest.report.blocks import DEVICES
+from loadtest.report.card.decision import run_next
+from loadtest.report.card.objective_costs import answers_by_objective
+from loadtest.report.card.records import CardRow
+from loadtest.report.card.words import (
     SERVING_PATH_BOUND,
     SHAPED_SETUP,
     SHAPES,
@@ -42,17 +54,14 @@ from loadtest.report.card_text import (
     UNCHECKED,
     UNPAIRED,
 )
-from loadtest.report.card_text import title as card_title
-from loadtest.report.configs import Config
-from loadtest.report.decision import run_next
+from loadtest.report.card.words import title as card_title
+from loadtest.report.configs import Config, models_named
+from loadtest.report.device_use import busy_text
 from loadtest.report.formatting import money
 from loadtest.report.formatting import number as fmt
-from loadtest.report.objective_costs import answers_by_objective
-from loadtest.report.paired import GPU_CPU, PairedRatio
-from loadtest.report.sections.device_use import busy_text
-from loadtest.report.shapes import UNKNOWN_REPLICA, sized_on
+from loadtest.report.shape_sizing import UNKNOWN_REPLICA, sized_on
 from loadtest.report.sizing import size
-from loadtest.report.sizing.instances import Pricing
+from loadtest.report.sizing.instances import Pricing, with_replicas
 
 HEADER = ("target", "device", "best setup", "capacity req/s", "p99 ms at it", "busy")
 PRICED_HEADER = ("boxes", "USD/h", "USD per M requests")
@@ -144,11 +153,28 @@ def _share(row: CardRow) -> str:
 # ----------------------------------------------------------------------------- building it
 
 
-def targets_of(answers: Answers, pricing: Pricing | None, p99_ms: float | None = None) -> tuple[Target, ...]:
-    """Each objective and request batch searched (or only `p99_ms`), at the pricing's rate."""
+def targets_of(answers: Answers, pricing: Pricing | None, p99_objective_ms: float | None = None) -> tuple[Target, ...]:
+    """Each objective and request batch searched (or only `p99_objective_ms`), at the pricing's rate."""
     keys = sorted({(d.p99_objective_ms, d.request_batch_size) for d in answers.devices
-                   if p99_ms is None or d.p99_objective_ms == p99_ms})
+                   if p99_objective_ms is None or d.p99_objective_ms == p99_objective_ms})
     return tuple(Target(p99, batch, pricing.target_rps if pricing else None) for p99, batch in keys)
+
+
+def card_for(results: Sequence[CellResult], pricing: Pricing | None = None, targets: Sequence[Target] | None = None,
+             answers: Answers | None = None, paired: Mapping[tuple, PairedRatio] | None = None,
+             p99_objective_ms: float | None = None) -> Card | None:
+    """The card of these records (None without a capacity search at `p99_objective_ms`, None: at any), naming the
+    model measured unless it is the demo's. `targets`: what it answers (default: each objective and request batch
+    searched, at the pricing's rate); `answers`, `paired`: these records' own, where the caller has them already."""
+    answers = answer(results) if answers is None else answers
+    if not any(p99_objective_ms in (None, d.p99_objective_ms) for d in answers.devices):
+        return None
+    pricing = with_replicas(pricing, results)
+    paired = by_key(paired_ratios(results)) if paired is None else paired
+    card = card_of(answers, pricing, paired,
+                   targets_of(answers, pricing, p99_objective_ms) if targets is None else targets)
+    models = models_named(results)
+    return replace(card, title=card.title.replace(" — ", f" — model {models}, ", 1)) if models else card
 
 
 def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, PairedRatio],
@@ -167,7 +193,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
         if line:
             comparisons.append(line)
         if not _target_for_buying(found) and here:
-            nexts.append(run_next([s.config for d in here for s in d.searches], target.batch, target.p99_ms))
+            nexts.append(run_next([s.config for d in here for s in d.searches], target.batch, target.p99_objective_ms))
     priced = any(r.boxes is not None for r in rows)
     for_buying = bool(targets) and all(_target_for_buying([r for r in rows if r.target == t]) for t in targets)
     example = priced and pricing is not None and pricing.prices.example
@@ -183,7 +209,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
 def _devices_at(answers: Answers, target: Target) -> list[DeviceAnswer]:
     """Each device's answer at the target's objective and request batch: a search's own, else from its cells."""
     by_key = answers_by_objective(answers)
-    return [by_key[key] for key in sorted(by_key) if key[1:] == (target.batch, target.p99_ms)]
+    return [by_key[key] for key in sorted(by_key) if key[1:] == (target.batch, target.p99_objective_ms)]
 
 
 def _configs(answers: Answers) -> list[Config]:
@@ -203,7 +229,7 @@ def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None) -> CardRow:
     best = sized_on(d, target, pricing)
     if best is None or not best.capacity_rps:
         return CardRow(target, d.device, "", None, None, False, None, "", None, False,
-                       why_not=f"none met p99 ≤ {target.p99_ms:g} ms")
+                       why_not=f"none met p99 ≤ {target.p99_objective_ms:g} ms")
     served = _served(best)
     share = served.share if served is not None else None
     bound = share is not None and share < SERVED_SHARE
@@ -256,10 +282,10 @@ def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[Car
                 paired: Mapping[tuple, PairedRatio], ratios: dict, answers_ratios: Sequence[DeviceRatio]) -> str:
     """One line: across devices (the cheaper and by how much where both are priced, else GPU/CPU with its range),
     then batching on ÷ off per device, each figure once."""
-    where = f"{target.p99_ms:g} ms, {target.batch} image{'s' if target.batch > 1 else ''}"
+    where = f"{target.p99_objective_ms:g} ms, {target.batch} image{'s' if target.batch > 1 else ''}"
     parts = []
     priced = {r.device: r for r in rows if r.usd_per_m_requests}
-    across = paired.get((GPU_CPU, target.batch, target.p99_ms))
+    across = paired.get((GPU_CPU, target.batch, target.p99_objective_ms))
     if len(priced) == 2:
         cheap, dear = sorted(priced.values(), key=lambda r: r.usd_per_m_requests or 0.0)
         times = (dear.usd_per_m_requests or 0.0) / (cheap.usd_per_m_requests or 1.0)
@@ -274,7 +300,7 @@ def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[Car
         ratios[f"GPU/CPU at {where}"] = {"ratio": unpaired, "low": None, "high": None, "paired": False}
     gains = []
     for d in here:
-        compared = paired.get((f"batching gain on {d.device}", target.batch, target.p99_ms))
+        compared = paired.get((f"batching gain on {d.device}", target.batch, target.p99_objective_ms))
         if compared is not None and _has_range(compared):
             gains.append(f"{DEVICES.get(d.device, d.device)} {compared.value()}")
             ratios[f"batching gain on {d.device} at {where}"] = _ratio_record(compared)
@@ -298,8 +324,8 @@ def _has_range(compared: PairedRatio) -> bool:
 
 
 def _device_ratio(ratios: Sequence[DeviceRatio], target: Target) -> float | None:
-    return next((r.ratio for r in ratios if (r.request_batch_size, r.p99_objective_ms) == (target.batch, target.p99_ms)
-                 and r.ratio), None)
+    at = (target.batch, target.p99_objective_ms)
+    return next((r.ratio for r in ratios if (r.request_batch_size, r.p99_objective_ms) == at and r.ratio), None)
 
 
 def _gain_value(gain: Gain) -> str:
@@ -319,4 +345,4 @@ def _ratio_record(compared: PairedRatio) -> dict:
             "repeats": len(compared.repeats), "no_difference": compared.no_difference}
 
 
-__all__ = ["Card", "CardRow", "Target", "card_of", "targets_of"]
+__all__ = ["Card", "CardRow", "Target", "card_for", "card_of", "targets_of"]

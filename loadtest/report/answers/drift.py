@@ -7,7 +7,7 @@ median speed their reference cells read; at |r| >= `SPEED_LINK` over `SPEED_MEAS
 itself moves with the machine's speed (its servers answer a slower machine differently), which pairing does not
 cancel.
 
-Not for: the ratios themselves (`loadtest.report.paired`).
+Not for: the ratios themselves (`loadtest.report.answers.paired`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Protocol
 
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus
-from loadtest.report.answers import SearchAnswer
+from loadtest.report.answers.answers import SearchAnswer
 
 SPEED_LINK = 0.8  # |r| between ratios and their reference speeds from which the ratio is said to move with it
 SPEED_MEASUREMENTS = 4  # ratios needed before saying so

@@ -1,6 +1,6 @@
 """The card's records: one row of the card (a target, `loadtest.judge.goals.Target`, on one device).
 
-Not for: building the card (`loadtest.report.card`) or its words (`loadtest.report.card_text`).
+Not for: building the card (`loadtest.report.card.card`) or its words (`loadtest.report.card.words`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ class CardRow:
     shared_cores: bool = False  # that shape shared the load generator's cores: its capacity is a lower bound
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "target": asdict(self.target)}
+        """figures.json's row: its target under the keys figures.json has always had (`p99_ms`: the objective)."""
+        t = self.target
+        return {**asdict(self), "target": {"p99_ms": t.p99_objective_ms, "batch": t.batch, "rate_rps": t.rate_rps}}
 
 
 __all__ = ["CardRow", "Target"]

@@ -1,6 +1,6 @@
 """The card's words: its title (for buying or not, what was measured, why not) and what each term on it means.
 
-Not for: the card's figures (`loadtest.report.card`).
+Not for: the card's figures (`loadtest.report.card.card`).
 """
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from loadtest.report.card_records import CardRow
+from loadtest.report.blocks import DEVICES
+from loadtest.report.card.records import CardRow
 from loadtest.report.configs import Config
 from loadtest.report.sizing.instances import Pricing
 from serving.endpoint import ServerKind
 
-DEVICES = {"cpu": "CPU", "gpu": "GPU"}
 UNCHECKED = "bound unchecked"
 SERVING_PATH_BOUND = "serving path bound"
 SHAPES = "k-core replicas"  # a row sized on a measured replica shape
@@ -75,7 +75,7 @@ def _why_not(rows: Sequence[CardRow], pricing: Pricing | None) -> str:
         return "no target rate given (--target-rps)"
     if bound:
         return "the serving path bounded a target's best answer"
-    missing = sorted({r.target.p99_ms for r in rows if r.capacity_rps is None})
+    missing = sorted({r.target.p99_objective_ms for r in rows if r.capacity_rps is None})
     if missing:
         return f"no setup met p99 ≤ {missing[0]:g} ms"
     return "no price for a target's answer (below the card)"
@@ -108,4 +108,4 @@ def _plain(name: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-__all__ = ["DEVICES", "SERVING_PATH_BOUND", "SHAPED_SETUP", "SHAPES", "SHARED_CORES", "TERMS", "UNCHECKED", "title"]
+__all__ = ["SERVING_PATH_BOUND", "SHAPED_SETUP", "SHAPES", "SHARED_CORES", "TERMS", "UNCHECKED", "title"]

@@ -11,7 +11,7 @@ A capacity is the device's only if the device was what stopped it. Two ways to t
   floor timed the runtime's dispatch (JAX: ~0.6 ms a call on an H100 whose own round trip, PyTorch's, is
   0.044 ms), so the runtime bounded it; a device that was far from busy did not bound it either;
 - with no floor (older records, or none measurable): how busy the device was. When every cell measured
-  on that device left it far from busy (`loadtest.report.sections.device_use`'s thresholds: GPU < 50%, a CPU
+  on that device left it far from busy (`loadtest.report.device_use`'s thresholds: GPU < 50%, a CPU
   server < 60% of its cores), the device did not bound the run, so the run measured the serving path.
   Otherwise nothing is said: a busy device is not proof that the device bounded it.
 
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus
-from loadtest.report.answers import DeviceAnswer
+from loadtest.report.answers.answers import DeviceAnswer
 from loadtest.report.blocks import device_name
 from loadtest.report.configs import Config, config_of
+from loadtest.report.device_use import device_busy
 from loadtest.report.formatting import number as fmt
-from loadtest.report.sections.device_use import device_busy
 from serving.protocol.runtime_names import short_name
 
 SERVED_SHARE = 0.5  # served below this share of the device alone: the serving path bounded the answer

@@ -1,4 +1,4 @@
-"""What the card (`loadtest.report.card`) leans on from the answers: why none met, and what to run next.
+"""What the card (`loadtest.report.card.card`) leans on from the answers: why none met, and what to run next.
 
 - `why_none_lines`: where no configuration met an objective at a request batch, why, in words a buyer can act
   on (the machine's own stalls put the objective out of reach here; pauses independent of the load, which more
@@ -9,7 +9,7 @@
   measured, a larger request batch, or batching tuned);
 - `spelled`: a configuration's name and what it means, for the Terms table.
 
-Pure functions over `Answers` and the records. Not for: the answers (`loadtest.report.answers`), the card itself
+Pure functions over `Answers` and the records. Not for: the answers (`loadtest.report.answers.answers`), the card itself
 or the report's layout (`loadtest.report.headline`).
 """
 
@@ -19,11 +19,11 @@ from collections.abc import Mapping, Sequence
 
 from loadtest.evidence.records import CellResult
 from loadtest.judge.conclusion import AnswerKind
-from loadtest.report.answers import Answers, DeviceAnswer
+from loadtest.report.answers.answers import Answers, DeviceAnswer
 from loadtest.report.blocks import device_name
 from loadtest.report.configs import Config
 from loadtest.report.formatting import number as fmt
-from loadtest.report.sections.noise_table import host_floor_ms
+from loadtest.report.host_floor import host_floor_ms
 from serving.endpoint import ServerKind
 
 Labels = Mapping[Config, str]
@@ -40,11 +40,11 @@ def spelled(config: Config, labels: Labels) -> str:
 
 
 def why_none_lines(answers: Answers, results: Sequence[CellResult], labels: Labels,
-                   p99_ms: float | None = None) -> tuple[str, ...]:
-    """Per objective searched (or `p99_ms`) and request batch where no configuration met it: why, per device, in
-    words a buyer can act on (the card's row says only "none met it")."""
+                   p99_objective_ms: float | None = None) -> tuple[str, ...]:
+    """Per objective searched (or `p99_objective_ms`) and request batch where no configuration met it: why, per
+    device, in words a buyer can act on (the card's row says only "none met it")."""
     keys = sorted({(d.p99_objective_ms, d.request_batch_size) for d in answers.devices
-                   if p99_ms is None or d.p99_objective_ms == p99_ms})
+                   if p99_objective_ms is None or d.p99_objective_ms == p99_objective_ms})
     lines = []
     for objective, batch in keys:
         here = _at(answers.devices, objective, batch)
@@ -111,7 +111,3 @@ def _why_none(d: DeviceAnswer, results: Sequence[CellResult], labels: Labels) ->
                 "a verdict at the stated confidence): give it more time (--max-minutes, --max-rate-s)")
     return (f"{where}, every rate tried missed it (the lowest failing: {fmt(min(failing))} req/s): this device "
             "cannot meet it at this request batch")
-
-
-def _cap(text: str) -> str:
-    return text[:1].upper() + text[1:]

@@ -3,9 +3,9 @@
 Per target rate and request batch and per device, at each objective the run's cells answer (5 to 100 ms by
 default): the best setup's capacity there, and on a card for buying, USD/h for the target's rate (the card's
 sizing arithmetic at that capacity; where replica shapes were measured, the shape the card sizes on,
-`loadtest.report.shapes.sized_on`). A buyer sees what loosening or tightening the objective is worth.
+`loadtest.report.shape_sizing.sized_on`). A buyer sees what loosening or tightening the objective is worth.
 
-Not for: the card itself (`loadtest.report.card`) or drawing (`loadtest.report.plots.objective_figure`).
+Not for: the card itself (`loadtest.report.card.card`) or drawing (`loadtest.report.plots.objective_figure`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from loadtest.judge.goals import Target
-from loadtest.report.answers import Answers, DeviceAnswer
-from loadtest.report.card_text import DEVICES
-from loadtest.report.shapes import per_hour, sized_on
+from loadtest.report.answers.answers import Answers, DeviceAnswer
+from loadtest.report.blocks import DEVICES
+from loadtest.report.shape_sizing import per_hour, sized_on
 from loadtest.report.sizing.instances import Pricing
 
 

@@ -1,5 +1,5 @@
 """Replicas sized from measured scaling (#52): a shape sweep's shapes each priced and the cheapest taken
-(`loadtest.report.shapes`), never "assumed to scale linearly" where shapes were measured, and the report's
+(`loadtest.report.shape_sizing`), never "assumed to scale linearly" where shapes were measured, and the report's
 "Replica shapes" section (`loadtest.report.sections.shapes_table`).
 
 Every search here: a bracket at its capacity (passes), one at 1.1 x it (fails), a confirmation at it; so each
@@ -21,12 +21,13 @@ from loadtest.evidence.records import CellResult
 from loadtest.evidence.search_tag import ShapeTag
 from loadtest.judge.goals import Target
 from loadtest.report import page as report
-from loadtest.report.answers import answer
+from loadtest.report.answers.answers import answer
+from loadtest.report.card.card import card_for
+from loadtest.report.card.objective_costs import objective_curves
 from loadtest.report.configs import config_labels, config_of
-from loadtest.report.headline import card_for, summarise
-from loadtest.report.objective_costs import objective_curves
+from loadtest.report.headline import summarise
 from loadtest.report.sections.shapes_table import shapes_table
-from loadtest.report.shapes import shape_curves
+from loadtest.report.shape_sizing import shape_curves
 from loadtest.report.sizing import size
 from loadtest.report.sizing.instances import Pricing, replicas_by_config
 from loadtest.report.sizing.prices import load_prices
@@ -240,7 +241,7 @@ def test_batching_configurations_and_shapes_are_priced_together(tmp_path):
 
 
 def test_the_caption_keeps_the_assumption_only_for_a_device_whose_shapes_were_not_measured():
-    from loadtest.report.shapes import LINEAR_UNIT, instance_hour_words
+    from loadtest.report.shape_sizing import LINEAR_UNIT, instance_hour_words
 
     assert instance_hour_words({}, ["cpu", "gpu"]) == LINEAR_UNIT
     mixed = instance_hour_words({"cpu": (1, 2, 4)}, ["cpu", "gpu"])

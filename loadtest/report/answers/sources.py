@@ -14,7 +14,7 @@ In order of preference, each labelled with its source:
    series with open-loop ones: a closed loop slows its senders when the server stalls.
 
 Pure functions over `CellResult`s. Not for: replicas and cost (`loadtest.report.sizing.size`) or what a
-search answered (`loadtest.report.answers`).
+search answered (`loadtest.report.answers.answers`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
 from loadtest.judge.verdicts import verdict_of
-from loadtest.report.answers import SearchAnswer, best, search_answers
+from loadtest.report.answers.answers import SearchAnswer, best, search_answers
 from loadtest.report.configs import Config, config_of
 from loadtest.report.series import level_name, load_level, unusable_reason, usable
 
@@ -57,13 +57,13 @@ def _rate(cell: CellResult) -> float:
     return load_level(cell) if cell.load.mode == LoadMode.OPEN else cell.throughput_rps
 
 
-def highest_passing(cells: Sequence[CellResult], p99_ms: float, mode: LoadMode) -> Highest:
-    """The highest measured load of `mode` meeting p99 <= `p99_ms`; search cells are not a grid."""
+def highest_passing(cells: Sequence[CellResult], p99_objective_ms: float, mode: LoadMode) -> Highest:
+    """The highest measured load of `mode` meeting p99 <= `p99_objective_ms`; search cells are not a grid."""
     plain = [c for c in cells if not c.search and c.load.mode == mode]
     valid = [c for c in plain if usable(c)]
     level = level_name(mode)
     not_used = tuple(f"{level} {load_level(c):g}: {unusable_reason(c)}" for c in plain if not usable(c))
-    passed = {id(c): verdict_of([c], Objective(p99_ms)).passed for c in plain}  # each cell judged once
+    passed = {id(c): verdict_of([c], Objective(p99_objective_ms)).passed for c in plain}  # each cell judged once
     passing = [c for c in valid if passed[id(c)]]
     if not passing:
         if not valid:
@@ -101,28 +101,29 @@ class ConfigCapacity:
     cells_not_used: tuple[str, ...]
 
 
-def search_for(searches: Sequence[SearchAnswer], p99_ms: float) -> SearchAnswer | None:
+def search_for(searches: Sequence[SearchAnswer], p99_objective_ms: float) -> SearchAnswer | None:
     """The best met search at the requested objective, else at the loosest stricter one."""
-    fitting = [s for s in searches if s.met and s.p99_objective_ms <= p99_ms]
+    fitting = [s for s in searches if s.met and s.p99_objective_ms <= p99_objective_ms]
     if not fitting:
         return None
     closest = max(s.p99_objective_ms for s in fitting)
     return best(s for s in fitting if s.p99_objective_ms == closest)
 
 
-def _unused_searches(searches: Sequence[SearchAnswer], used: SearchAnswer | None, p99_ms: float) -> str:
+def _unused_searches(searches: Sequence[SearchAnswer], used: SearchAnswer | None, p99_objective_ms: float) -> str:
     notes = [f"search {s.search_id} at p99 <= {s.p99_objective_ms:g} ms "
-             + ("not used: its objective is looser" if s.p99_objective_ms > p99_ms else "did not meet its objective")
-             for s in searches if s is not used and (not s.met or s.p99_objective_ms > p99_ms)]
+             + ("not used: its objective is looser" if s.p99_objective_ms > p99_objective_ms
+                else "did not meet its objective")
+             for s in searches if s is not used and (not s.met or s.p99_objective_ms > p99_objective_ms)]
     return "".join(f"; {n}" for n in notes)
 
 
-def _from_search(config: Config, batch: int, search: SearchAnswer, p99_ms: float) -> ConfigCapacity:
-    stricter = search.p99_objective_ms < p99_ms
+def _from_search(config: Config, batch: int, search: SearchAnswer, p99_objective_ms: float) -> ConfigCapacity:
+    stricter = search.p99_objective_ms < p99_objective_ms
     estimate = f"est. p99 {search.estimate_ms:g} ms" if search.estimate_ms is not None else f"p99 {search.p99_ms:g} ms"
     note = (f"search {search.search_id}: its confirmed rate, {estimate} <= {search.p99_objective_ms:g} ms"
             + (f"; {search.uncertainty()}" if search.uncertainty() else "")
-            + (f" (stricter than {p99_ms:g} ms: capacity there may be higher)" if stricter else ""))
+            + (f" (stricter than {p99_objective_ms:g} ms: capacity there may be higher)" if stricter else ""))
     at_least = search.conclusion is not None and search.conclusion.at_least  # the load generator's limit above it
     return ConfigCapacity(config, batch, search.capacity_rps, search.capacity_ips, Source.SEARCH, stricter or at_least,
                           note, search.cells, ())
@@ -134,9 +135,9 @@ def _from_cells(config: Config, batch: int, source: Source, high: Highest) -> Co
                           high.lower_bound, high.note, high.valid_cells, high.not_used)
 
 
-def _from_plain(config: Config, batch: int, cells: Sequence[CellResult], p99_ms: float) -> ConfigCapacity:
-    grid = highest_passing(cells, p99_ms, LoadMode.OPEN)
-    closed = highest_passing(cells, p99_ms, LoadMode.CLOSED)
+def _from_plain(config: Config, batch: int, cells: Sequence[CellResult], p99_objective_ms: float) -> ConfigCapacity:
+    grid = highest_passing(cells, p99_objective_ms, LoadMode.OPEN)
+    closed = highest_passing(cells, p99_objective_ms, LoadMode.CLOSED)
     if grid.valid_cells:
         found = _from_cells(config, batch, Source.GRID, grid)
         ignored = f"; {closed.valid_cells} closed-loop cell(s) not used (open-loop cells measured)"
@@ -148,23 +149,24 @@ def _from_plain(config: Config, batch: int, cells: Sequence[CellResult], p99_ms:
 
 
 def capacity_of(config: Config, batch: int, cells: Sequence[CellResult], searches: Sequence[SearchAnswer],
-                p99_ms: float) -> ConfigCapacity:
+                p99_objective_ms: float) -> ConfigCapacity:
     """`config`'s capacity at `batch` from its cells and searches there (see the module docstring)."""
-    search = search_for(searches, p99_ms)
-    found = _from_search(config, batch, search, p99_ms) if search else _from_plain(config, batch, cells, p99_ms)
-    return replace(found, note=found.note + _unused_searches(searches, search, p99_ms))
+    search = search_for(searches, p99_objective_ms)
+    found = (_from_search(config, batch, search, p99_objective_ms) if search
+             else _from_plain(config, batch, cells, p99_objective_ms))
+    return replace(found, note=found.note + _unused_searches(searches, search, p99_objective_ms))
 
 
 def request_batches(results: Sequence[CellResult]) -> list[int]:
     return sorted({c.load.request_batch_size for c in results})
 
 
-def capacities(results: Sequence[CellResult], batch: int, p99_ms: float) -> list[ConfigCapacity]:
-    """Every configuration measured at request batch `batch`: its capacity at p99 <= `p99_ms`."""
+def capacities(results: Sequence[CellResult], batch: int, p99_objective_ms: float) -> list[ConfigCapacity]:
+    """Every configuration measured at request batch `batch`: its capacity at p99 <= `p99_objective_ms`."""
     here = [c for c in results if c.load.request_batch_size == batch]
     searches = search_answers(here)
     by_config: dict[Config, list[CellResult]] = {}
     for cell in here:
         by_config.setdefault(config_of(cell), []).append(cell)
-    return [capacity_of(config, batch, cells, [s for s in searches if s.config == config], p99_ms)
+    return [capacity_of(config, batch, cells, [s for s in searches if s.config == config], p99_objective_ms)
             for config, cells in sorted(by_config.items())]

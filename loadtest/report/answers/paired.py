@@ -4,7 +4,7 @@ how far the machine's speed moved while they were measured (the reference cells,
 A paired comparison's searches ran at the same time, their cells interleaved, so the machine's drift lands on
 both sides of the ratio; one searched one after the other is shown too (`paired` False), without a drift. Per
 repeat, the batching gain (best batching-enabled ÷ batching-off capacity on a device) and the GPU/CPU ratio are
-`loadtest.report.answers`' own, with their range from the two searches' brackets. Over the repeats the ratio
+`loadtest.report.answers.answers`' own, with their range from the two searches' brackets. Over the repeats the ratio
 is their median and its range spans every repeat's range: the pairs' spread. A range that holds ×1.0 is "no
 measurable difference", never a gain. Pairing cancels a drift that slows both servers alike; where the repeats'
 ratios follow their reference speed (|r| >= 0.8 over four or more: `SpeedLink`), the ratio itself moves with the
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.search_tag import ComparisonTag
-from loadtest.report.answers import (
+from loadtest.report.answers.answers import (
     Gain,
     SearchAnswer,
     device_answers,
@@ -30,8 +30,8 @@ from loadtest.report.answers import (
     lower_bound,
     search_answers,
 )
+from loadtest.report.answers.drift import Drift, SpeedLink, Speeds, answer_index, drift_of, speed_link
 from loadtest.report.blocks import Table
-from loadtest.report.drift import Drift, SpeedLink, Speeds, answer_index, drift_of, speed_link
 from loadtest.report.formatting import number as fmt
 from loadtest.report.formatting import ratio_range
 

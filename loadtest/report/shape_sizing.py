@@ -16,7 +16,7 @@ with k gRPC frontends and named `cpu-off-2c` (`loadtest.evidence.search_tag.Shap
 - the pricing words of the answer table's caption: where a device's shapes were measured (two or more), that they
   were and each was priced; where one shape was, the assumption as before, that it repeats linearly.
 
-Pure functions over `SearchAnswer`s. Not for: the card's row (`loadtest.report.card`), the report's section
+Pure functions over `SearchAnswer`s. Not for: the card's row (`loadtest.report.card.card`), the report's section
 (`loadtest.report.sections.shapes_table`), replicas and prices (`loadtest.report.sizing`), or measuring the shapes.
 """
 
@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from loadtest.judge.goals import Target
-from loadtest.report.answers import DeviceAnswer, SearchAnswer, capacity, lower_bound, typical
-from loadtest.report.card_text import DEVICES
+from loadtest.report.answers.answers import DeviceAnswer, SearchAnswer, capacity, lower_bound, typical
+from loadtest.report.blocks import DEVICES
 from loadtest.report.sizing import size
 from loadtest.report.sizing.instances import Pricing, Replica
 
