@@ -1,7 +1,8 @@
-"""The request core both protocols call: resolve the model version, validate, run alone or batched.
+"""The request core both protocols call: resolve the model version, validate, run through the process's runner.
 
 `ServingCore` checks the signature and inputs before TensorFlow sees anything, then runs the
-model through its runner (`serving.server.handling.runner`): alone, or batched by its model version's queue.
+model through the runner it was given (`serving.server.handling.runner.runner_for`: alone, batched by its
+model version's queue, or on the device owner).
 `ServerConfig` is everything one server process needs; `select_device` pins the backend's runtime to the
 device (`serving.server.runtimes`), importing TensorFlow only for the savedmodel backend: the device bundle's
 machines have none.
@@ -13,6 +14,7 @@ lifecycle (`serving.server.app`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Generic
 
 import numpy as np
 
@@ -23,10 +25,10 @@ from serving.server.handling.errors import ServingError
 from serving.server.handling.metrics import ServerMetrics
 from serving.server.handling.model_source import ModelEntry, ModelSource
 from serving.server.handling.phases import VALIDATE, PhaseClock
-from serving.server.handling.runner import runner_for
+from serving.server.handling.runner import Model, Runner
 from serving.server.handling.validation import check_inputs, check_outputs
 from serving.server.runtimes import DEFAULT_BACKEND, Runtime, runtime_of
-from serving.server.runtimes.model_spec import DEFAULT_SIGNATURE, BackendOptions, LoadedModel, SignatureSpec
+from serving.server.runtimes.model_spec import DEFAULT_SIGNATURE, BackendOptions, SignatureSpec
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
@@ -74,18 +76,20 @@ def select_device(device: str, backend: str) -> str:
     return runtime_of(backend).device_name(device)
 
 
-class ServingCore:
-    """Request handling shared by gRPC and REST: resolve, validate, run (through its runner: alone or batched)."""
+class ServingCore(Generic[Model]):
+    """Request handling shared by gRPC and REST: resolve, validate, run (through `runner`: alone, batched or on
+    the device owner, as `runner_for` chose for this process)."""
 
-    def __init__(self, config: ServerConfig, source: ModelSource, metrics: ServerMetrics) -> None:
+    def __init__(self, config: ServerConfig, source: ModelSource[Model], metrics: ServerMetrics,
+                 runner: Runner[Model]) -> None:
         self.config = config
         self.source = source
         self.metrics = metrics
-        self.runner = runner_for(config.batching, metrics, config.runtime.names.metric, source.versions)
+        self.runner = runner
         self.device_floor: dict | None = None  # DeviceFloor.as_dict(), set once at start (handling.floor)
 
     def resolve(self, name: str, version: int | None, label: str | None,
-                signature_name: str) -> tuple[LoadedModel, SignatureSpec]:
+                signature_name: str) -> tuple[Model, SignatureSpec]:
         """Model version and signature a request names: NOT_FOUND / FAILED_PRECONDITION as TF Serving."""
         model = self.source.resolve(name, version, label)
         signature_name = signature_name or DEFAULT_SIGNATURE
@@ -94,24 +98,18 @@ class ServingCore:
             raise ServingError("FAILED_PRECONDITION", f'Serving signature key "{signature_name}" not found.')
         return model, spec
 
-    def predict(self, model: LoadedModel, spec: SignatureSpec, inputs: dict[str, np.ndarray],
+    def predict(self, model: Model, spec: SignatureSpec, inputs: dict[str, np.ndarray],
                 output_filter: list[str], clock: PhaseClock | None = None) -> dict[str, np.ndarray]:
-        """Validated inputs -> outputs, on the calling (request) thread; `clock` gets the validate, queue,
-        assemble, compute and deliver phases."""
+        """Validated inputs -> outputs, answered on the calling (request) thread; `clock` gets the validate,
+        queue, assemble, compute and deliver phases (with an owner, its phases and the hand-off)."""
         clock = clock or PhaseClock()
         rows = check_inputs(spec, inputs)
         outputs = check_outputs(spec, output_filter)
         clock.lap(VALIDATE)
-        return self.execute(model, spec.name, inputs, rows, outputs, clock)
-
-    def execute(self, model: LoadedModel, signature: str, inputs: dict[str, np.ndarray], rows: int,
-                outputs: list[str], clock: PhaseClock) -> dict[str, np.ndarray]:
-        """Validated inputs -> outputs, here (`serving.server.handling.runner`: alone or batched). A process that runs
-        the model elsewhere (serving.pool's frontends) overrides this."""
-        return self.runner.run(model, signature, inputs, rows, outputs, clock)
+        return self.runner.run(model, spec.name, inputs, rows, outputs, clock)
 
     def shutdown(self) -> None:
-        """Finish every queued batch and stop the batch threads."""
+        """Finish what the runner holds (queued batches; the owner's connection) and stop its threads."""
         self.runner.shutdown()
 
 
