@@ -66,11 +66,6 @@ def encoded_bytes(encoded: Encoded) -> int:
     return sum(_aligned(len(data) if isinstance(data, bytes) else data.nbytes) for _, _, data in encoded)
 
 
-def needed_bytes(arrays: dict[str, np.ndarray]) -> int:
-    """Bytes `write_arrays` takes for these arrays (each aligned)."""
-    return encoded_bytes(encode_arrays(arrays))
-
-
 def write_encoded(buffer: memoryview, encoded: Encoded) -> tuple[TensorRef, ...]:
     """Copy encoded arrays into `buffer` one after another; ValueError when they do not fit."""
     refs, at = [], 0
@@ -105,5 +100,5 @@ def read_arrays(buffer: memoryview, refs: tuple[TensorRef, ...], copy: bool) -> 
     return out
 
 
-__all__ = ["ALIGN", "Encoded", "TensorRef", "encode_arrays", "encoded_bytes", "needed_bytes", "read_arrays",
+__all__ = ["ALIGN", "Encoded", "TensorRef", "encode_arrays", "encoded_bytes", "read_arrays",
            "write_arrays", "write_encoded"]

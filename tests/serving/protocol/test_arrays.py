@@ -10,7 +10,6 @@ from serving.protocol.arrays import (
     TensorRef,
     encode_arrays,
     encoded_bytes,
-    needed_bytes,
     read_arrays,
     write_arrays,
 )
@@ -25,7 +24,7 @@ def test_numbers_and_strings_round_trip_each_at_an_aligned_offset():
     buffer = memoryview(bytearray(4096))
     arrays = _arrays()
     refs = write_arrays(buffer, arrays)
-    assert needed_bytes(arrays) == encoded_bytes(encode_arrays(arrays)) == 64 * 3
+    assert encoded_bytes(encode_arrays(arrays)) == 64 * 3
     assert [r.offset for r in refs] == [0, ALIGN, 2 * ALIGN]
     assert refs[0] == TensorRef("x", "<i8", (2, 3), 0, 48) and refs[1] == TensorRef("s", "O", (3,), 64, 17)
     back = read_arrays(buffer, refs, copy=True)
