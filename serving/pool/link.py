@@ -22,12 +22,19 @@ import time
 
 import numpy as np
 
-from serving.pool.channel import Receiver, connect
-from serving.pool.messages import Hello, Request, Response
-from serving.pool.slab import Slab, buffer_of, open_segment, remove_segment
-from serving.protocol.arrays import encode_arrays, encoded_bytes, read_arrays, write_encoded
+from serving.pool.messages import Hello, Receiver, Request, Response, connect
+from serving.pool.slab import (
+    Slab,
+    buffer_of,
+    encode_arrays,
+    encoded_bytes,
+    open_segment,
+    read_arrays,
+    remove_segment,
+    write_encoded,
+)
 from serving.server.handling.errors import ServingError
-from serving.server.handling.phases import PhaseClock
+from serving.server.handling.metrics import PhaseClock
 from serving.server.handling.runner import Arrays, Runner
 from serving.server.runtimes.model_spec import ModelVersion
 

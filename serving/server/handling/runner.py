@@ -11,7 +11,7 @@ calling thread; `start` hands the answer to a callback, on the batch thread when
 connection thread never waits for a batch. The padded batch sizes the device floor measures follow the same
 choice (`floor_batch_sizes`).
 
-Not for: validation (`serving.server.handling.validation`) or the scheduler itself (`serving.server.handling.batching`).
+Not for: validation (`serving.server.handling.core`) or the scheduler itself (`serving.server.handling.batching`).
 """
 
 from __future__ import annotations
@@ -20,17 +20,15 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
-from serving.server.handling.batching import BatchingOptions, BatchScheduler, Task
+from serving.server.handling.batching import BatchScheduler, Task
+from serving.server.handling.batching_options import BatchingOptions
 from serving.server.handling.errors import ServingError
-from serving.server.handling.phases import PhaseClock
+from serving.server.handling.metrics import PhaseClock, ServerMetrics
 from serving.server.runtimes.model_spec import Computed, LoadedModel, ModelVersion
-
-if TYPE_CHECKING:  # the device floor's sizes (below) are read where no metrics are kept (serving.server.handling.floor)
-    from serving.server.handling.metrics import ServerMetrics
 
 NO_BATCHING_SIZES = tuple(2 ** i for i in range(10))  # 1, 2, 4, ..., 512
 
@@ -60,6 +58,16 @@ class Runner(ABC, Generic[Model]):
         """Finish what is queued and stop any threads."""
 
 
+def timed_call(model: LoadedModel, signature: str, inputs: Arrays, outputs: list[str]) -> Computed:
+    """One call of the model with its time split into host -> device, inference and device -> host (`Computed`):
+    the runtime's own `run_timed` where it has one, else the whole call counted as inference."""
+    if model.run_timed is not None:
+        return model.run_timed(signature, inputs, outputs)
+    started = time.perf_counter()
+    result = model.run(signature, inputs, outputs)
+    return Computed(result, 0.0, time.perf_counter() - started, 0.0)
+
+
 class Local(Runner[LoadedModel]):
     """Runs the model in this process: each model call timed and recorded as runtime latency."""
 
@@ -71,7 +79,7 @@ class Local(Runner[LoadedModel]):
         """One model call on the calling thread, its time recorded as runtime latency."""
         started = time.perf_counter()
         try:
-            return model.timed(signature, inputs, outputs)
+            return timed_call(model, signature, inputs, outputs)
         except ServingError:
             raise
         except Exception as exc:  # the runtime's own refusal of something validation let through
@@ -178,4 +186,4 @@ def floor_batch_sizes(batching: BatchingOptions | None) -> tuple[int, ...]:
 
 
 __all__ = ["NO_BATCHING_SIZES", "Alone", "Answer", "Arrays", "Batched", "Local", "Runner", "floor_batch_sizes",
-           "runner_for"]
+           "runner_for", "timed_call"]

@@ -9,7 +9,6 @@ Not for: loading or running a model (`serving.server.runtimes`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,18 +86,10 @@ def described(name: str, version: int, path: Path) -> ModelVersion:
 class LoadedModel(ModelVersion):
     """One loaded version of one model: its signatures and a function running a batch.
 
-    `run` gives the outputs only; `timed` gives them with the call's compute sub-phases (`Computed`),
-    from the backend's own `run_timed` when it has one, else the whole call counted as inference."""
+    `run` gives the outputs only; `run_timed`, where the backend has one, gives them with the call's compute
+    sub-phases (`Computed`); `serving.server.handling.runner.timed_call` times a call either way."""
 
     # run(signature_name, {alias: array}, [output aliases]) -> {alias: array}; thread-safe.
     run: RunFunction
     unload: Callable[[], None] = field(default=lambda: None)  # ModelVersion's `unload`, given by the runtime
     run_timed: TimedRunFunction | None = None  # same arguments as `run`; thread-safe
-
-    def timed(self, signature: str, inputs: dict[str, np.ndarray], outputs: list[str]) -> Computed:
-        """`run` with its time split into host -> device, inference and device -> host."""
-        if self.run_timed is not None:
-            return self.run_timed(signature, inputs, outputs)
-        started = time.perf_counter()
-        result = self.run(signature, inputs, outputs)
-        return Computed(result, 0.0, time.perf_counter() - started, 0.0)

@@ -4,7 +4,7 @@ A batch of `rows` runs padded up to its padded size, the next power of two up to
 batches run as `MAX_PADDED_SIZE`-row chunks, and the padding is sliced off the outputs. Every padded size is
 prepared at load time, so no request pays for a compilation or a capture.
 
-Not for: TF Serving's own padding (`allowed_batch_sizes`, `serving.server.handling.batch_rows`).
+Not for: TF Serving's own padding (`allowed_batch_sizes`, `serving.server.handling.batching`).
 """
 
 from __future__ import annotations

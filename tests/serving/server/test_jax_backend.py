@@ -73,7 +73,7 @@ for chunk in chunks(len(images)):
     parts.append((np.asarray(scores, np.float32)[:len(rows)], np.asarray(classes).astype(np.int64)[:len(rows)]))
 results["before_scores"] = np.concatenate([p[0] for p in parts])
 results["before_classes"] = np.concatenate([p[1] for p in parts])
-timed = model.timed("predict_images", {"images": images}, ["scores", "classes"])
+timed = model.run_timed("predict_images", {"images": images}, ["scores", "classes"])
 results["after_scores"], results["after_classes"] = timed.outputs["scores"], timed.outputs["classes"]
 results["timed_phases_s"] = np.array(timed[1:])
 one_chunk = compiled_forward(keras_model, device)(np.zeros((4, 784), np.float32))

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serving.server.handling.batching import BatchingOptions
+from serving.server.handling.batching_options import BatchingOptions
 from serving.server.handling.errors import ServingError
-from serving.server.handling.phases import COMPUTE_INFER, PhaseClock
+from serving.server.handling.metrics import COMPUTE_INFER, PhaseClock
 from serving.server.handling.runner import Alone, Batched, Runner, runner_for
 from serving.server.runtimes.model_spec import LoadedModel
 

@@ -46,7 +46,7 @@ for size in map(int, sizes):
     parts = [model.run(signature, {k: v[i:i + size] for k, v in inputs.items()}, outputs) for i in range(0, rows, size)]
     for name in outputs:
         results[f"{name}_{size}"] = np.concatenate([p[name] for p in parts])
-timed = model.timed(signature, {k: v[:3] for k, v in inputs.items()}, outputs)
+timed = model.run_timed(signature, {k: v[:3] for k, v in inputs.items()}, outputs)
 results["timed_phases_s"] = np.array(timed[1:])
 loaded = load_torch_model(f"{model_dir}/model.keras", signature_specs(read_signature_defs(model_dir)), "cpu",
                           padded_sizes=(1, 2))
