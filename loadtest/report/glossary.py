@@ -17,6 +17,7 @@ from markupsafe import Markup, escape
 from loadtest.report.blocks import OFFERED_VS_SERVED, Table
 from loadtest.report.card.decision import spelled
 from loadtest.report.configs import Config
+from serving.protocol.runtime_names import RUNTIME_NAMES
 
 TERMS: tuple[tuple[str, str], ...] = (
     ("capacity", "the highest offered rate (requests/s, open loop: sends on a schedule, latency timed from the "
@@ -145,4 +146,13 @@ def glossary_markdown() -> str:
     return ("# Terms used in the report\n\nEvery report ends with this table, with its own configurations spelled "
             "out first (`cpu-off`: the CPU, batching off; `gpu-gpu`: the GPU, batching profile `gpu`; a name is the "
             "device, then the batching profile). How each is measured: [methodology](methodology.md).\n\n"
-            f"| term | meaning |\n|---|---|\n{rows}\n")
+            f"| term | meaning |\n|---|---|\n{rows}\n\n{runtimes_markdown()}")
+
+
+def runtimes_markdown() -> str:
+    """The embedded server's runtimes: the name a user types and the one a report prints (one table:
+    `serving.protocol.runtime_names`)."""
+    rows = "\n".join(f"| `{names.backend}` | {names.display} |" for names in RUNTIME_NAMES)
+    return ("## Runtimes\n\nWhat ran the model in the embedded server: the name `--backend` takes, and the one a "
+            "report prints (a TF Serving container is \"TF Serving\").\n\n"
+            f"| --backend | in the report |\n|---|---|\n{rows}\n")

@@ -53,11 +53,6 @@ def probe_gpus(backend: str, timeout_s: float = 180) -> RuntimeGpus:
     return _probe(probe.script, probe.label, probe.install_hint, timeout_s)
 
 
-def probe_tensorflow_gpus(timeout_s: float = 180) -> RuntimeGpus:
-    """Ask TensorFlow, in a child process, which GPUs it sees (the savedmodel backend's view)."""
-    return probe_gpus(DEFAULT_BACKEND, timeout_s)
-
-
 def describe_missing_gpu(docker: DockerProbe, gpus: RuntimeGpus) -> str:
     """Why nothing can serve on a GPU here: the container's side and the runtime's, in one line."""
     docker_part = (f"no usable Docker engine ({docker.problem})" if not docker.usable

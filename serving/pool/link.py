@@ -1,10 +1,12 @@
 """The frontend's side of the owner connection: send a request, wait for its answer, fail fast when the owner is gone.
 
-`OwnerLink` keeps one Unix-socket connection to the device owner (reconnecting while the supervisor
-restarts it). A request thread writes its inputs into a slab slot (or a one-off segment when they do not
-fit), sends a `Request`, and waits on a lock that the link's reader thread releases when the `Response`
-arrives. When the connection ends (the owner died), every request in flight fails at once with
-UNAVAILABLE, as do new ones until the owner is back: nothing waits on a process that is gone.
+`OwnerRunner` is a frontend's runner when the device owner runs the model (`serving.server.handling.runner`
+chooses it for such a frontend): each validated request goes over its `OwnerLink`. `OwnerLink` keeps one
+Unix-socket connection to the device owner (reconnecting while the supervisor restarts it). A request thread
+writes its inputs into a slab slot (or a one-off segment when they do not fit), sends a `Request`, and waits
+on a lock released when its `Response` arrives. When the connection ends (the owner died), every request in
+flight fails at once with UNAVAILABLE, as do new ones until the owner is back: nothing waits on a process that
+is gone.
 
 Not for: the owner's side (`serving.pool.owner`) or the message layout (`serving.pool.messages`).
 """
@@ -20,11 +22,21 @@ import time
 
 import numpy as np
 
-from serving.pool.channel import Receiver, connect
-from serving.pool.messages import Hello, Request, Response
-from serving.pool.slab import Slab, buffer_of, open_segment, remove_segment
-from serving.protocol.arrays import encode_arrays, encoded_bytes, read_arrays, write_encoded
+from serving.pool.messages import Hello, Receiver, Request, Response, connect
+from serving.pool.slab import (
+    Slab,
+    buffer_of,
+    encode_arrays,
+    encoded_bytes,
+    open_segment,
+    read_arrays,
+    remove_segment,
+    write_encoded,
+)
 from serving.server.handling.errors import ServingError
+from serving.server.handling.metrics import PhaseClock
+from serving.server.handling.runner import Arrays, Runner
+from serving.server.runtimes.model_spec import ModelVersion
 
 log = logging.getLogger("serving.pool")
 
@@ -223,6 +235,25 @@ class OwnerLink:
             _close(conn)
 
 
+class OwnerRunner(Runner[ModelVersion]):
+    """Runs each validated request on the device owner, over `link`: the owner's phases go on the request's clock
+    and the rest of the round trip as the hand-off."""
+
+    def __init__(self, link: OwnerLink) -> None:
+        self.link = link
+
+    def run(self, model: ModelVersion, signature: str, inputs: Arrays, rows: int, outputs: list[str],
+            clock: PhaseClock) -> Arrays:
+        result, phases = self.link.call(model.name, model.version, signature, rows, outputs, inputs)
+        clock.remote(phases)
+        return result
+
+    def shutdown(self) -> None:
+        """The connection closed, then the frontend's slab."""
+        self.link.close()
+        self.link.slab.close()
+
+
 def _close(conn: socket.socket) -> None:
     """Wake any thread reading it (close alone would not), then close."""
     try:
@@ -232,4 +263,4 @@ def _close(conn: socket.socket) -> None:
     conn.close()
 
 
-__all__ = ["GONE", "OwnerLink"]
+__all__ = ["GONE", "OwnerLink", "OwnerRunner"]

@@ -1,7 +1,8 @@
-"""What crosses the frontend <-> owner boundary: small typed messages, never pickles.
+"""What crosses the frontend <-> owner boundary and how it travels: small typed messages, never pickles, one
+datagram each on a Unix SOCK_SEQPACKET socket.
 
 A `Request` names the model version, signature and outputs, and where each input tensor lies in shared
-memory (`TensorRef` from `serving.protocol.arrays`: offset, size, dtype, shape); a `Response` says how it
+memory (`TensorRef` from `serving.pool.slab`: offset, size, dtype, shape); a `Response` says how it
 went (TF Serving's status code name and message), where each output lies, and the owner's own phase
 durations, so the frontend can split the round trip into the owner's phases and the hand-off. `Hello`
 opens a frontend's connection: its slab.
@@ -14,15 +15,22 @@ request, and a frozen dataclass's constructor costs a few microseconds more. Dec
 stay plain tuples of `TensorRef`'s fields (readers unpack them by position): a NamedTuple per tensor
 cost more than all the rest of decoding.
 
-Not for: the shared memory itself (`serving.pool.slab`) or the sockets (`serving.pool.channel`).
+The socket keeps message boundaries (no length prefix to read first) and order, so sending or receiving a
+message is one system call; a receiver reads into one buffer it keeps (`Receiver`). Messages are small (the
+tensors travel in shared memory), at most `MAX_MESSAGE_BYTES`.
+
+Not for: the shared memory and how arrays lie in it (`serving.pool.slab`).
 """
 
 from __future__ import annotations
 
 import marshal
+import socket
 from typing import NamedTuple
 
-from serving.protocol.arrays import TensorRef
+from serving.pool.slab import TensorRef
+
+MAX_MESSAGE_BYTES = 256 * 1024
 
 
 def _plain(refs: tuple[TensorRef, ...]) -> tuple:
@@ -87,4 +95,36 @@ class Response(NamedTuple):
         return cls._make(marshal.loads(data))  # outputs: plain (alias, dtype, shape, offset, nbytes) tuples
 
 
-__all__ = ["Hello", "Request", "Response"]
+def listen(address: str) -> socket.socket:
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server.bind(address)
+    server.listen(128)
+    return server
+
+
+def connect(address: str) -> socket.socket:
+    """A connection to `address`; OSError when nobody listens there."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.connect(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class Receiver:
+    """Reads one message at a time from `sock` into a buffer of its own."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._buffer = bytearray(MAX_MESSAGE_BYTES)
+        self._view = memoryview(self._buffer)
+
+    def recv(self) -> memoryview | None:
+        """The next message (valid until the next call), or None once the peer closed the connection."""
+        size = self.sock.recv_into(self._buffer)
+        return self._view[:size] if size else None
+
+
+__all__ = ["MAX_MESSAGE_BYTES", "Hello", "Receiver", "Request", "Response", "connect", "listen"]

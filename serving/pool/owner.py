@@ -22,14 +22,22 @@ from pathlib import Path
 
 import numpy as np
 
-from serving.pool.channel import Receiver, listen
 from serving.pool.control import ChildReady, OwnerStart, Role
-from serving.pool.messages import Hello, Request, Response
-from serving.pool.slab import buffer_of, close_segment, open_segment, owner_prefix, slot_region
-from serving.protocol.arrays import encode_arrays, encoded_bytes, read_arrays, write_encoded
+from serving.pool.messages import Hello, Receiver, Request, Response, listen
+from serving.pool.slab import (
+    buffer_of,
+    close_segment,
+    encode_arrays,
+    encoded_bytes,
+    open_segment,
+    owner_prefix,
+    read_arrays,
+    slot_region,
+    write_encoded,
+)
 from serving.server.handling.core import ServingCore
 from serving.server.handling.errors import ServingError
-from serving.server.handling.phases import DELIVER, PhaseClock
+from serving.server.handling.metrics import DELIVER, PhaseClock
 
 log = logging.getLogger("serving.pool")
 

@@ -1,4 +1,5 @@
-"""Shared memory between a frontend and the device owner: a slab of fixed slots per frontend, one-off segments.
+"""Shared memory between a frontend and the device owner: a slab of fixed slots per frontend, one-off segments,
+and how numpy arrays lie in them.
 
 Each frontend makes one segment of `slots` slots (`Slab`); a request's inputs are written into a free slot
 and the owner writes the outputs back into the same slot, so a request crosses the boundary as two small
@@ -9,21 +10,34 @@ supervisor can remove whatever a process that died left behind (`sweep`).
 Python's resource tracker is kept out: it would unlink a segment when any process that merely attached to
 it exits. Creators unlink their own segments; the supervisor sweeps the rest.
 
-Not for: how arrays are laid out in a slot (`serving.protocol.arrays`) or the messages that point into the
-segments (`serving.pool.messages`).
+Arrays are written one after another into a slot or segment, each at an offset aligned to 64 bytes; a
+`TensorRef` per array says where it lies and how to read it back (numpy dtype string, shape, offset, size).
+Numbers are copied as their raw bytes; strings (dtype object) as length-prefixed bytes. Reading can return
+views into the buffer (no copy) or copies.
+
+Not for: TensorProto encoding (`serving.protocol.tensors`) or the messages that point into the segments
+(`serving.pool.messages`).
 """
 
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import threading
 from multiprocessing import resource_tracker, shared_memory
 from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
 
 SHM_DIR = Path("/dev/shm")
 DEFAULT_SLOT_BYTES = 256 * 1024
 DEFAULT_SLOTS = 64
+ALIGN = 64
+_LENGTH = struct.Struct("<I")
+
+Encoded = list[tuple[str, tuple[int, ...], bytes | np.ndarray]]  # (alias, shape, contiguous data) per array
 
 
 def segment_prefix(supervisor_pid: int) -> str:
@@ -136,5 +150,84 @@ def slot_region(segment: shared_memory.SharedMemory, slot: int, slot_bytes: int)
     return buffer_of(segment)[start:start + slot_bytes]
 
 
-__all__ = ["DEFAULT_SLOTS", "DEFAULT_SLOT_BYTES", "Slab", "buffer_of", "close_segment", "open_segment",
-           "owner_prefix", "remove_segment", "segment_prefix", "segments", "slot_region", "sweep"]
+class TensorRef(NamedTuple):
+    """One tensor in a shared-memory region: numpy dtype string ('<f4', or 'O' for length-prefixed bytes)."""
+
+    alias: str
+    dtype: str
+    shape: tuple[int, ...]
+    offset: int
+    nbytes: int
+
+
+def _aligned(size: int) -> int:
+    return -(-size // ALIGN) * ALIGN
+
+
+def _object_bytes(array: np.ndarray) -> bytes:
+    parts = []
+    for item in array.reshape(-1):
+        data = item if isinstance(item, bytes) else str(item).encode()
+        parts += [_LENGTH.pack(len(data)), data]
+    return b"".join(parts)
+
+
+def _object_array(data: memoryview, shape: tuple[int, ...]) -> np.ndarray:
+    items, at = [], 0
+    while at < len(data):
+        (size,) = _LENGTH.unpack_from(data, at)
+        items.append(bytes(data[at + 4:at + 4 + size]))
+        at += 4 + size
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out.reshape(shape)
+
+
+def encode_arrays(arrays: dict[str, np.ndarray]) -> Encoded:
+    """(alias, shape, contiguous data) per array: what `write_encoded` copies; strings as length-prefixed bytes."""
+    return [(alias, a.shape, _object_bytes(a) if a.dtype == object else np.ascontiguousarray(a))
+            for alias, a in arrays.items()]
+
+
+def encoded_bytes(encoded: Encoded) -> int:
+    """Bytes `write_encoded` takes for them (each aligned)."""
+    return sum(_aligned(len(data) if isinstance(data, bytes) else data.nbytes) for _, _, data in encoded)
+
+
+def write_encoded(buffer: memoryview, encoded: Encoded) -> tuple[TensorRef, ...]:
+    """Copy encoded arrays into `buffer` one after another; ValueError when they do not fit."""
+    refs, at = [], 0
+    for alias, shape, data in encoded:
+        if isinstance(data, bytes):
+            size, dtype = len(data), "O"
+        else:
+            size, dtype = data.nbytes, data.dtype.str
+        if at + size > len(buffer):
+            raise ValueError(f"{at + size} bytes do not fit in {len(buffer)}")
+        buffer[at:at + size] = data if isinstance(data, bytes) else memoryview(data.reshape(-1)).cast("B")  # type: ignore[arg-type]
+        refs.append(TensorRef(alias, dtype, shape, at, size))
+        at += _aligned(size)
+    return tuple(refs)
+
+
+def write_arrays(buffer: memoryview, arrays: dict[str, np.ndarray]) -> tuple[TensorRef, ...]:
+    """Copy arrays into `buffer` one after another; ValueError when they do not fit."""
+    return write_encoded(buffer, encode_arrays(arrays))
+
+
+def read_arrays(buffer: memoryview, refs: tuple[TensorRef, ...], copy: bool) -> dict[str, np.ndarray]:
+    """Arrays from `buffer`: views into it (`copy` False: valid while the region is held) or copies."""
+    out = {}
+    for alias, dtype_text, shape, offset, nbytes in refs:  # TensorRefs, or plain tuples of their fields
+        if dtype_text == "O":
+            out[alias] = _object_array(buffer[offset:offset + nbytes], tuple(shape))
+            continue
+        dtype = np.dtype(dtype_text)
+        view = np.frombuffer(buffer, dtype, nbytes // dtype.itemsize if dtype.itemsize else 0, offset).reshape(shape)
+        out[alias] = view.copy() if copy else view
+    return out
+
+
+__all__ = ["ALIGN", "DEFAULT_SLOTS", "DEFAULT_SLOT_BYTES", "Encoded", "Slab", "TensorRef", "buffer_of", "close_segment",
+           "encode_arrays", "encoded_bytes", "open_segment", "owner_prefix", "read_arrays", "remove_segment",
+           "segment_prefix", "segments", "slot_region", "sweep", "write_arrays", "write_encoded"]

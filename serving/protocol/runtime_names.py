@@ -1,6 +1,12 @@
-"""How each runtime the embedded server knows is named: its `--backend`, the runtime its ready line and metrics
-report, and the words a report uses for it. The one table of these names: the server's runtimes
+"""How each runtime the embedded server knows is named: the one table of these names. The server's runtimes
 (`serving.server.runtimes`) take theirs from it, and the load test's reports read it without importing them.
+
+Two names are for people: `backend`, what a user types (`--backend`), and `display`, what a report prints
+for what ran the model (both in docs/glossary.md's Runtimes table, written from this one). The other three
+are each one output's words, kept because that output has readers: `runtime`, what the ready line,
+server_info and the device floor report (results record it: reports read old ones by it); `short`, the
+report's shorter form inside a sentence; `metric`, the runtime-latency label (TF Serving's "TF2" for the
+SavedModel). A recorded runtime is looked up by its backend or runtime name (`named`).
 
 A runtime not in this table (one registered at run time) is reported under its own runtime name.
 
@@ -40,10 +46,9 @@ def names_of(backend: str) -> RuntimeName:
 
 
 def named(recorded: str) -> RuntimeName | None:
-    """The runtime a recorded name stands for, whichever of its names was recorded (any case); None if unknown."""
+    """The runtime a recorded name stands for, its backend or runtime name (any case); None if unknown."""
     lowered = recorded.lower()
-    return next((n for n in RUNTIME_NAMES
-                 if lowered in (n.backend, n.runtime, n.metric.lower())), None)
+    return next((n for n in RUNTIME_NAMES if lowered in (n.backend, n.runtime)), None)
 
 
 def display_name(recorded: str) -> str:
@@ -53,7 +58,7 @@ def display_name(recorded: str) -> str:
 
 
 def short_name(recorded: str) -> str:
-    """"TensorFlow" for `tensorflow`, `savedmodel` or `TF2`; an unknown runtime under its own name."""
+    """"TensorFlow" for `tensorflow` or `savedmodel`; an unknown runtime under its own name."""
     found = named(recorded)
     return found.short if found else recorded
 

@@ -9,7 +9,7 @@ Encoding follows TF Serving: by default responses use the typed repeated fields
 written for TF Serving read them unchanged; `tensor_content` (raw little-endian bytes, what
 `tf.make_tensor_proto` sends) is available as an option.
 
-Not for: validating a tensor against a signature (see `serving.server.handling.validation`).
+Not for: validating a tensor against a signature (see `serving.server.handling.core`).
 """
 
 from __future__ import annotations

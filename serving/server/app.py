@@ -28,9 +28,10 @@ from serving.server.handling.core import ServerConfig, ServingCore, select_devic
 from serving.server.handling.floor import callers_for, floor_batch_sizes, measure_floor, not_measured
 from serving.server.handling.gc_pauses import freeze_start_up_heap
 from serving.server.handling.metrics import ServerMetrics
-from serving.server.handling.model_source import ModelEntry, ModelSource
+from serving.server.handling.model_source import ModelEntry, ModelSource, Version
+from serving.server.handling.runner import Runner, runner_for
 from serving.server.lifecycle import stop_requested
-from serving.server.runtimes.model_spec import DEFAULT_SIGNATURE, LoadedModel
+from serving.server.runtimes.model_spec import DEFAULT_SIGNATURE, ModelVersion, described
 from serving.server.warmup import load_and_warm
 
 log = logging.getLogger("serving")
@@ -51,7 +52,7 @@ def served_version(core: ServingCore) -> int:
     return max(versions) if versions else 0
 
 
-def load_models(config: ServerConfig, load: Callable[[ModelEntry, int], LoadedModel] | None = None) -> ModelSource:
+def load_models(config: ServerConfig, load: Callable[[ModelEntry, int], Version] | None = None) -> ModelSource:
     """Every configured model's versions loaded (by `load`; default: the backend's, warmed); an error when one
     has none to serve."""
     source = ModelSource(list(config.models), load or (lambda entry, version: load_and_warm(config, entry, version)),
@@ -116,17 +117,24 @@ def on_device(config: ServerConfig) -> ServerConfig:
     return replace(config, device_name=select_device(config.device, config.backend))
 
 
-def local_core(config: ServerConfig) -> ServingCore:
-    """A core that runs the model in this process, its models loaded and warmed."""
-    return ServingCore(config, load_models(config), server_metrics(config))
+def core_of(config: ServerConfig, owner: Runner[ModelVersion] | None = None) -> ServingCore:
+    """This process's core: its models loaded, warmed and run here (alone or batched); with `owner` (a frontend
+    with a device owner: the runner serving.pool built to it) only described, their signatures read (it never
+    loads the model's runtime, nor touches the GPU), and run there."""
+    metrics = server_metrics(config)
+    source: ModelSource = load_models(config) if owner is None else load_models(
+        config, lambda entry, version: described(entry.name, version, entry.base_path / str(version)))
+    runner = runner_for(config.batching, metrics, config.runtime.names.metric, source.versions, owner)
+    return ServingCore(config, source, metrics, runner)
 
 
-def start_up(config: ServerConfig, core_for: Callable[[ServerConfig], ServingCore] = local_core,
-             known_floor: dict | None = None) -> ServingCore:
-    """What every server process does before it serves, whatever its role: its core made (`core_for`; default:
-    the model run here), then the device floor measured before anything else runs on the device (`known_floor`,
-    another process's of the same server, instead where given), the start-up heap frozen and GC pauses exported."""
-    core = core_for(config)
+def start_up(config: ServerConfig, known_floor: dict | None = None,
+             owner: Runner[ModelVersion] | None = None) -> ServingCore:
+    """What every server process does before it serves, whatever its role: its core made (`core_of`; `owner`: the
+    runner to the device owner, where one runs the model), then the device floor measured before anything else
+    runs on the device (`known_floor`, another process's of the same server, instead where given), the start-up
+    heap frozen and GC pauses exported."""
+    core = core_of(config, owner)
     core.device_floor = device_floor(core.config, core.source) if known_floor is None else known_floor
     core.metrics.record_device_floor(core.device_floor)
     if core.config.gc_freeze:
@@ -184,5 +192,5 @@ def serve(config: ServerConfig) -> int:
     return 0
 
 
-__all__ = ["Protocols", "device_floor", "load_models", "local_core", "on_device", "ready_line", "serve",
+__all__ = ["Protocols", "core_of", "device_floor", "load_models", "on_device", "ready_line", "serve",
            "served_version", "server_metrics", "start_protocols", "start_up", "stop_requested"]

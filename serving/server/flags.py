@@ -24,7 +24,7 @@ from serving.protocol.names import METRICS_PATH
 from serving.server.runtimes import DEFAULT_BACKEND, RUNTIMES
 
 if TYPE_CHECKING:  # imported in the functions, after prepare_process: they import TensorFlow's protos
-    from serving.server.handling.batching import BatchingOptions
+    from serving.server.handling.batching_options import BatchingOptions
     from serving.server.handling.core import ServerConfig
     from serving.server.handling.model_source import ModelEntry
 
@@ -155,7 +155,7 @@ def model_entries(args: argparse.Namespace) -> tuple[ModelEntry, ...]:
 
 
 def batching_options(args: argparse.Namespace) -> BatchingOptions | None:
-    from serving.server.handling.batching import BatchingOptions, check_options, options_from_proto
+    from serving.server.handling.batching_options import BatchingOptions, check_options, options_from_proto
 
     if not args.enable_batching:
         if args.batching_parameters_file:

@@ -15,10 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from serving.server.api.grpc_api import decode_inputs
-from serving.server.handling.core import ServerConfig
+from serving.server.handling.core import ServerConfig, check_inputs, check_outputs
 from serving.server.handling.errors import ServingError
 from serving.server.handling.model_source import ModelEntry
-from serving.server.handling.validation import check_inputs, check_outputs
 from serving.server.runtimes import load_model
 from serving.server.runtimes.model_spec import DEFAULT_SIGNATURE, LoadedModel
 

@@ -5,9 +5,10 @@ backend: CUDA graphs on a GPU, the model called directly on a CPU).
 
 Each round starts one child process per backend, in turn, pinned to the same cores (Keras's backend is
 fixed per process): it loads the newest version's model.keras through the backend itself, warms up, then
-times `LoadedModel.timed` one call after another at each request batch for `--seconds`, and prints the
-median and p99 µs per call and the images/s that makes. Rounds alternate the order of the backends; the
-ratio torch / jax per batch is the median of the rounds' ratios, with their range.
+times the runner's model call (`serving.server.handling.runner.timed_call`) one call after another at each
+request batch for `--seconds`, and prints the median and p99 µs per call and the images/s that makes. Rounds
+alternate the order of the backends; the ratio torch / jax per batch is the median of the rounds' ratios,
+with their range.
 
 Not for: served throughput (`mnist-bench bench runtimes`, which serves each runtime over gRPC).
 """
@@ -54,6 +55,7 @@ def child(backend: str, model_dir: str, device: str, seconds: float, batches: li
     from serving.server.runtimes import prepare_process
 
     prepare_process(backend)
+    from serving.server.handling.runner import timed_call
     from serving.server.runtimes import load_model
     from serving.server.runtimes.model_spec import BackendOptions
 
@@ -66,12 +68,12 @@ def child(backend: str, model_dir: str, device: str, seconds: float, batches: li
                   for alias, t in spec.inputs.items()}
         outputs = sorted(spec.outputs)
         for _ in range(20):
-            model.timed(signature, inputs, outputs)
+            timed_call(model, signature, inputs, outputs)
         times = []
         stop = time.perf_counter() + seconds
         while time.perf_counter() < stop:
             started = time.perf_counter()
-            model.timed(signature, inputs, outputs)
+            timed_call(model, signature, inputs, outputs)
             times.append(time.perf_counter() - started)
         median = statistics.median(times)
         out[str(batch)] = {"median_us": median * 1e6, "p99_us": statistics.quantiles(times, n=100)[-1] * 1e6,

@@ -127,7 +127,7 @@ def cpu_part(options: WorkersOptions, body: Path, rate: float, echo: Print) -> f
 
 def echo_main(address: str) -> None:
     """A bare echo on the owner link's kind of socket: the host's own floor for a round trip between processes."""
-    from serving.pool.channel import Receiver, listen
+    from serving.pool.messages import Receiver, listen
 
     server = listen(address)
     conn, _ = server.accept()
@@ -153,16 +153,14 @@ def handoff_us(options: WorkersOptions) -> tuple[list[float], list[float]]:
     dropped (warm-up)."""
     import numpy as np
 
-    from serving.pool.channel import Receiver, connect
     from serving.pool.control import Launch, OwnerAddress, OwnerStart
     from serving.pool.link import OwnerLink
-    from serving.pool.messages import Request
+    from serving.pool.messages import Receiver, Request, connect
     from serving.pool.roles import child_main
-    from serving.pool.slab import Slab, segment_prefix, sweep
-    from serving.protocol.arrays import TensorRef
+    from serving.pool.slab import Slab, TensorRef, segment_prefix, sweep
     from serving.server.handling.core import ServerConfig
+    from serving.server.handling.metrics import HANDOFF
     from serving.server.handling.model_source import ModelEntry
-    from serving.server.handling.phases import HANDOFF
 
     config = ServerConfig(models=(ModelEntry(MODEL, options.model_base_path.resolve()),), backend="null",
                           device_floor_s=0.0, frontends=2, log_level="WARNING")

@@ -31,8 +31,8 @@ from serving.endpoint import ServerKind
 from serving.protocol.tensors import to_numpy, write_tensor
 from serving.server.handling.core import ServerConfig, ServingCore
 from serving.server.handling.errors import ServingError
+from serving.server.handling.metrics import DECODE, ENCODE, VALIDATE, PhaseClock
 from serving.server.handling.model_source import ModelSource
-from serving.server.handling.phases import DECODE, ENCODE, VALIDATE, PhaseClock
 
 log = logging.getLogger("serving")
 

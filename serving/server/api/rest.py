@@ -26,10 +26,9 @@ from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 
 from serving.protocol.tensors import CODECS_BY_ENUM
 from serving.server.api.grpc_api import model_metadata, model_status, server_info
-from serving.server.handling.core import ServingCore
+from serving.server.handling.core import ServingCore, check_input_names
 from serving.server.handling.errors import ServingError
-from serving.server.handling.phases import DECODE, ENCODE, VALIDATE, PhaseClock
-from serving.server.handling.validation import check_input_names
+from serving.server.handling.metrics import CONTENT_TYPE, DECODE, ENCODE, VALIDATE, PhaseClock
 from serving.server.runtimes.model_spec import SignatureSpec
 
 log = logging.getLogger("serving.server.api.rest")
@@ -203,8 +202,6 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802  (the stdlib's name)
         try:
             if self.path == self.core.config.monitoring_path:
-                from serving.server.handling.metrics import CONTENT_TYPE
-
                 self._send(200, self.core.metrics.exposition(), CONTENT_TYPE)
                 return
             match = _MODEL_PATH.match(self.path)

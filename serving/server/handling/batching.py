@@ -16,115 +16,30 @@ tensorflow_serving/batching/batching_session.cc):
 - a batch is padded up to the next `allowed_batch_sizes` entry with copies of the first row of
   its last task, and the padding rows are dropped from the outputs;
 - with `pad_variable_length_inputs`, inner dimensions that differ between tasks are padded to
-  the largest (with the first element of each task's tensor, as TF Serving does); both in
-  `serving.server.handling.batch_rows`.
+  the largest (with the first element of each task's tensor, as TF Serving does): `merge_inputs`,
+  `split_outputs` below.
 
 Request threads enqueue under one lock and wait on their task; batch threads run the model and
-answer each task. Not for: protocol handling or validation (see `serving.server.handling.core`).
+answer each task. Not for: protocol handling or validation (see `serving.server.handling.core`) or the
+options themselves, their defaults and checks (`serving.server.handling.batching_options`).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
-from serving.server.handling.batch_rows import merge_inputs, padded_size, split_outputs
+from serving.server.handling.batching_options import BatchingOptions
 from serving.server.handling.errors import ServingError
-from serving.server.handling.phases import BatchTiming
+from serving.server.handling.metrics import BatchStats, BatchTiming
 from serving.server.runtimes.model_spec import Computed
 
 _PARTS_LOCK = threading.Lock()
 QUEUE_FULL_MESSAGE = "The batch scheduling queue to which this task was submitted is full"
-
-
-@dataclass(frozen=True)
-class BatchingOptions:
-    """BatchingParameters with TF Serving's defaults filled in (BasicBatchScheduler::Options)."""
-
-    max_batch_size: int = 1000
-    batch_timeout_micros: int = 0
-    num_batch_threads: int = os.cpu_count() or 1
-    max_enqueued_batches: int = 10
-    allowed_batch_sizes: tuple[int, ...] = ()
-    enable_large_batch_splitting: bool = False
-    max_execution_batch_size: int = 0  # 0: same as max_batch_size
-    pad_variable_length_inputs: bool = False
-    thread_pool_name: str = "batch_threads"
-
-    @property
-    def execution_batch_size(self) -> int:
-        """The most rows one model call gets."""
-        if self.enable_large_batch_splitting and self.max_execution_batch_size:
-            return self.max_execution_batch_size
-        return self.max_batch_size
-
-    def as_dict(self) -> dict:
-        """TF Serving field names and values, for metadata, state and results."""
-        return {
-            "max_batch_size": self.max_batch_size,
-            "batch_timeout_micros": self.batch_timeout_micros,
-            "num_batch_threads": self.num_batch_threads,
-            "max_enqueued_batches": self.max_enqueued_batches,
-            "allowed_batch_sizes": list(self.allowed_batch_sizes),
-            "enable_large_batch_splitting": self.enable_large_batch_splitting,
-            "max_execution_batch_size": self.execution_batch_size,
-            "pad_variable_length_inputs": self.pad_variable_length_inputs,
-        }
-
-
-def options_from_proto(params) -> BatchingOptions:
-    """Build options from a `BatchingParameters` message, checking them as TF Serving does."""
-    defaults = BatchingOptions()
-
-    def wrapped(name: str, default):
-        return getattr(params, name).value if params.HasField(name) else default
-
-    options = BatchingOptions(
-        max_batch_size=wrapped("max_batch_size", defaults.max_batch_size),
-        batch_timeout_micros=wrapped("batch_timeout_micros", defaults.batch_timeout_micros),
-        num_batch_threads=wrapped("num_batch_threads", defaults.num_batch_threads),
-        max_enqueued_batches=wrapped("max_enqueued_batches", defaults.max_enqueued_batches),
-        allowed_batch_sizes=tuple(params.allowed_batch_sizes),
-        enable_large_batch_splitting=wrapped("enable_large_batch_splitting", False),
-        max_execution_batch_size=wrapped("max_execution_batch_size", 0),
-        pad_variable_length_inputs=params.pad_variable_length_inputs,
-        thread_pool_name=wrapped("thread_pool_name", defaults.thread_pool_name),
-    )
-    check_options(options)
-    return options
-
-
-def check_options(o: BatchingOptions) -> None:
-    """Raise ValueError with TF Serving's wording for parameters it would refuse at start."""
-    if o.max_batch_size <= 0:
-        raise ValueError(f"max_batch_size must be positive; was {o.max_batch_size}")
-    if o.num_batch_threads <= 0:
-        raise ValueError(f"num_batch_threads must be positive; was {o.num_batch_threads}")
-    if o.batch_timeout_micros < 0:
-        raise ValueError(f"batch_timeout_micros must be non-negative; was {o.batch_timeout_micros}")
-    if o.max_enqueued_batches <= 0:
-        raise ValueError(f"max_enqueued_batches must be positive; was {o.max_enqueued_batches}")
-    if o.enable_large_batch_splitting and o.max_batch_size < o.execution_batch_size:
-        raise ValueError("When enable_large_batch_splitting is true, input_batch_size_limit must be greater "
-                         "than or equal to max_execution_batch_size.")
-    sizes = o.allowed_batch_sizes
-    if not sizes:
-        return
-    if any(b <= a for a, b in zip(sizes, sizes[1:])):
-        raise ValueError("allowed_batch_sizes entries must be monotonically increasing")
-    if o.enable_large_batch_splitting:
-        if sizes[-1] != o.execution_batch_size:
-            raise ValueError("Last entry in allowed_batch_sizes must be equal to max_execution_batch_size; last "
-                             f"entry was {sizes[-1]}; expected {o.execution_batch_size}")
-    elif sizes[-1] != o.max_batch_size:
-        raise ValueError("Last entry in allowed_batch_sizes must match max_batch_size; last entry was "
-                         f"{sizes[-1]}; expected {o.max_batch_size}")
 
 
 class Task:
@@ -180,16 +95,6 @@ class Batch:
         self.size = 0
         self.opened_s = time.monotonic()
         self.closed = False
-
-
-@dataclass(frozen=True)
-class BatchStats:
-    """What one processed batch looked like, for the batching metrics."""
-
-    input_sizes: tuple[int, ...]  # rows of each task slice
-    processed_size: int  # rows after padding
-    padding: int
-    queueing_delays_s: tuple[float, ...]  # per slice: enqueue -> processing start
 
 
 class BatchScheduler:
@@ -356,6 +261,58 @@ class BatchScheduler:
             thread.join()
 
 
+# A batch's rows put together and taken apart, as TF Serving's BatchingSession does (batching_session.cc).
+def padded_size(size: int, allowed: tuple[int, ...]) -> int:
+    """Smallest allowed batch size holding `size` rows (`size` itself when none is configured)."""
+    for candidate in allowed:
+        if candidate >= size:
+            return candidate
+    return size
+
+
+def merge_inputs(batch_slices: list[tuple[dict[str, np.ndarray], int, int]], padding: int,
+                 pad_variable_length: bool) -> dict[str, np.ndarray]:
+    """Concatenate the tasks' rows per input and append `padding` copies of the last task's first row."""
+    merged = {}
+    for name in batch_slices[0][0]:
+        parts = [inputs[name][start:start + count] for inputs, start, count in batch_slices]
+        if pad_variable_length:
+            parts = _pad_inner_dims(parts)
+        elif any(p.shape[1:] != parts[0].shape[1:] for p in parts):
+            raise ServingError(
+                "FAILED_PRECONDITION",
+                f"Tensors with name '{name}' from different tasks have different shapes and padding is turned off. "
+                "Set pad_variable_length_inputs to true, or ensure that all tensors with the same name have equal "
+                "dimensions starting with the first dim.")
+        if padding:
+            parts.append(np.repeat(parts[-1][:1], padding, axis=0))
+        merged[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return merged
+
+
+def _pad_inner_dims(parts: list[np.ndarray]) -> list[np.ndarray]:
+    """Pad every part's inner dims up to the largest, with that part's first element (TF Serving's rule)."""
+    target = tuple(max(dims) for dims in zip(*(p.shape[1:] for p in parts)))
+    out = []
+    for p in parts:
+        if p.shape[1:] == target:
+            out.append(p)
+            continue
+        widths = [(0, 0)] + [(0, t - s) for s, t in zip(p.shape[1:], target)]
+        fill = p.flat[0] if p.size else 0
+        out.append(np.pad(p, widths, mode="constant", constant_values=fill))
+    return out
+
+
+def split_outputs(outputs: dict[str, np.ndarray], sizes: list[int]) -> list[dict[str, np.ndarray]]:
+    """Cut batched outputs back into per-slice rows (padding rows at the end are dropped)."""
+    answers, offset = [], 0
+    for count in sizes:
+        answers.append({k: v[offset:offset + count] for k, v in outputs.items()})
+        offset += count
+    return answers
+
+
 def _deliver(task: Task, part: int, answer: dict[str, np.ndarray] | BaseException) -> None:
     if task.parts is None:
         task.answer(answer)
@@ -370,5 +327,4 @@ def _deliver(task: Task, part: int, answer: dict[str, np.ndarray] | BaseExceptio
             task.answer({k: np.concatenate([p[k] for p in task.parts]) for k in task.parts[0]})
 
 
-__all__ = ["QUEUE_FULL_MESSAGE", "Batch", "BatchScheduler", "BatchStats", "BatchingOptions", "Task",
-           "check_options", "options_from_proto", "padded_size"]
+__all__ = ["QUEUE_FULL_MESSAGE", "Batch", "BatchScheduler", "Task", "merge_inputs", "padded_size", "split_outputs"]

@@ -16,7 +16,7 @@ own round trip measured by another runtime (PyTorch's, probed by the device bund
 server, handed over in `DEVICE_ROUND_TRIP_ENV`) is kept beside it, so a report can tell the two apart.
 
 `measure_floor` is pure apart from the calls it times, so the load test can call it in-process too
-(for a TF Serving container's host). Not for: the per-request phases (`serving.server.handling.phases`) or
+(for a TF Serving container's host). Not for: the per-request phases or
 exporting the figures (`serving.server.handling.metrics`, `serving.server.api.grpc_api.server_info`).
 """
 

@@ -13,8 +13,7 @@ first H100 run's stalls looked. Two things here:
   after start-up (the runtime, the model, the protos) into the permanent generation (`gc.freeze()`),
   so later collections walk only what requests allocate.
 
-Not for: request phases (`serving.server.handling.phases`) or exporting the other metrics
-(`serving.server.handling.metrics`).
+Not for: request phases or exporting the other metrics (`serving.server.handling.metrics`).
 """
 
 from __future__ import annotations

@@ -10,13 +10,25 @@ Serving has no such metric; it lets results tell CPU and GPU servers apart). The
 explanations sit beside them: per-request phase histograms (`REQUEST_PHASE_LATENCY`) and the device
 floor measured at start (`DEVICE_FLOOR_*`, `DEVICE_ROUND_TRIP`; names in `serving.protocol.names`).
 
-Not for: load-test statistics (loadtest computes its own from client-side records).
+What one request records starts here too: a `PhaseClock` starts when a Predict arrives and is one chain of
+`time.perf_counter()` stamps; each step ends with `lap(phase)`, which adds the time since the previous stamp
+to that phase, so the phases of a request sum to `total_s()` (the latency recorded in `request_latency`) up
+to float rounding. Model time comes from the backend's own split (`Computed`); with batching, from the
+batch's shared stamps (`BatchTiming`): each request in a batch sees the batch's assemble and compute times,
+and its own queue and deliver times. The phase indices below follow `serving.protocol.names.REQUEST_PHASES`.
+
+Not for: load-test statistics (loadtest computes its own from client-side records) or the GC pauses'
+collector (`serving.server.handling.gc_pauses`).
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import prometheus_client
 from prometheus_client.core import HistogramMetricFamily
@@ -38,11 +50,86 @@ from serving.protocol.names import (
     SERVER_INFO,
     WRAPPED_RUN_COUNT,
 )
-from serving.server.handling.batching import BatchStats
-from serving.server.handling.bucket_counts import bucket_of, cumulative_buckets, empty_counts
+from serving.server.handling.bucket_counts import cumulative_buckets, empty_counts
 from serving.server.handling.gc_pauses import GcPauses
-from serving.server.handling.phases import PhaseClock
 from serving.server.runtimes import DEFAULT_BACKEND, Runtime, runtime_of
+from serving.server.runtimes.model_spec import Computed
+
+DECODE, VALIDATE, QUEUE, ASSEMBLE, COMPUTE_INPUT, COMPUTE_INFER, COMPUTE_OUTPUT, DELIVER, ENCODE, HANDOFF = range(10)
+assert REQUEST_PHASES[COMPUTE_INFER] == "compute_infer" and REQUEST_PHASES[HANDOFF] == "handoff"
+
+
+class BatchTiming(NamedTuple):
+    """The stamps one batch shares with every request in it (perf_counter seconds)."""
+
+    started: float  # taken off the queue
+    assembled: float  # merged and padded; the model call starts
+    input_s: float
+    infer_s: float
+    computed: float  # the model call returned
+
+
+class PhaseClock:
+    """One request's stamps: `durations[i]` is the seconds spent in REQUEST_PHASES[i]."""
+
+    __slots__ = ("started", "last", "durations")
+
+    def __init__(self) -> None:
+        self.started = self.last = time.perf_counter()
+        self.durations = [0.0] * len(REQUEST_PHASES)
+
+    def lap(self, phase: int) -> float:
+        """End the current step: the time since the last stamp goes to `phase`; returns the new stamp."""
+        now = time.perf_counter()
+        self.durations[phase] += now - self.last
+        self.last = now
+        return now
+
+    def computed(self, computed: Computed) -> None:
+        """End an unbatched model call: the backend's input and inference split, the rest is output."""
+        now = time.perf_counter()
+        d = self.durations
+        d[COMPUTE_INPUT] += computed.input_s
+        d[COMPUTE_INFER] += computed.infer_s
+        d[COMPUTE_OUTPUT] += (now - self.last) - computed.input_s - computed.infer_s
+        self.last = now
+
+    def batched(self, timing: BatchTiming) -> None:
+        """End a wait for a batch: queued until it started, its shared phases, then delivery up to now."""
+        now = time.perf_counter()
+        d = self.durations
+        d[QUEUE] += timing.started - self.last
+        d[ASSEMBLE] += timing.assembled - timing.started
+        d[COMPUTE_INPUT] += timing.input_s
+        d[COMPUTE_INFER] += timing.infer_s
+        d[COMPUTE_OUTPUT] += (timing.computed - timing.assembled) - timing.input_s - timing.infer_s
+        d[DELIVER] += now - timing.computed
+        self.last = now
+
+    def remote(self, durations_s: list[float] | tuple[float, ...]) -> None:
+        """End a call run in another process (serving.pool's owner): its own phases as it timed them, and the
+        rest of the time since the last stamp as the hand-off there and back."""
+        now = time.perf_counter()
+        d = self.durations
+        for i, seconds in enumerate(durations_s):
+            d[i] += seconds
+        d[HANDOFF] += max(0.0, (now - self.last) - sum(durations_s))
+        self.last = now
+
+    def total_s(self) -> float:
+        """Seconds from the first stamp to the last: the sum of the phases."""
+        return self.last - self.started
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """What one processed batch looked like, for the batching metrics."""
+
+    input_sizes: tuple[int, ...]  # rows of each task slice
+    processed_size: int  # rows after padding
+    padding: int
+    queueing_delays_s: tuple[float, ...]  # per slice: enqueue -> processing start
+
 
 prometheus_client.disable_created_metrics()
 
@@ -131,7 +218,7 @@ class PhaseHistograms:
         with self._lock:
             for i, seconds in enumerate(durations_s):
                 us = seconds * 1e6
-                counts[i][bucket_of(bounds, us)] += 1
+                counts[i][bisect_left(bounds, us)] += 1  # bucket_of, inlined: nine calls a request
                 sums[i] += us
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
@@ -247,4 +334,6 @@ class ServerMetrics:
         return self._counters.exposition().encode() + prometheus_client.generate_latest(self.registry)
 
 
-__all__ = ["CONTENT_TYPE", "PHASE_BUCKETS_US", "PhaseHistograms", "ServerMetrics", "exponential_buckets"]
+__all__ = ["ASSEMBLE", "BatchStats", "BatchTiming", "COMPUTE_INFER", "COMPUTE_INPUT", "COMPUTE_OUTPUT", "CONTENT_TYPE",
+           "DECODE", "DELIVER", "ENCODE", "HANDOFF", "PHASE_BUCKETS_US", "PhaseClock", "PhaseHistograms", "QUEUE",
+           "ServerMetrics", "VALIDATE", "exponential_buckets"]

@@ -16,11 +16,15 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from serving.server.handling.errors import ServingError
-from serving.server.runtimes.model_spec import LoadedModel
+from serving.server.runtimes.model_spec import ModelVersion
 
 log = logging.getLogger("serving")
+
+# What a source holds: loaded models, or (a frontend with a device owner) versions described by their signatures.
+Version = TypeVar("Version", bound=ModelVersion)
 
 
 @dataclass(frozen=True)
@@ -79,15 +83,15 @@ def aspired_versions(entry: ModelEntry, on_disk: list[int]) -> list[int]:
     return on_disk[-entry.num_versions:] if on_disk else []
 
 
-class ModelSource:
+class ModelSource(Generic[Version]):
     """The loaded versions of every model, refreshed by a polling thread."""
 
-    def __init__(self, entries: list[ModelEntry], load: Callable[[ModelEntry, int], LoadedModel],
+    def __init__(self, entries: list[ModelEntry], load: Callable[[ModelEntry, int], Version],
                  poll_wait_s: float) -> None:
         self.entries = {e.name: e for e in entries}
         self._load = load
         self._poll_wait_s = poll_wait_s
-        self._served: dict[str, dict[int, LoadedModel]] = {e.name: {} for e in entries}
+        self._served: dict[str, dict[int, Version]] = {e.name: {} for e in entries}
         self._failed: dict[str, dict[int, str]] = {e.name: {} for e in entries}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -139,14 +143,14 @@ class ModelSource:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def versions(self, name: str) -> dict[int, LoadedModel]:
+    def versions(self, name: str) -> dict[int, Version]:
         """Served versions of `name` (empty when unknown)."""
         return self._served.get(name, {})
 
     def failures(self, name: str) -> dict[int, str]:
         return dict(self._failed.get(name, {}))
 
-    def resolve(self, name: str, version: int | None = None, label: str | None = None) -> LoadedModel:
+    def resolve(self, name: str, version: int | None = None, label: str | None = None) -> Version:
         """The version a request asks for; NOT_FOUND / INVALID_ARGUMENT worded as TF Serving's manager does."""
         served = self._served.get(name)
         if label:
@@ -160,7 +164,7 @@ class ModelSource:
             return served[max(served)]
         return self.loaded(name, version)
 
-    def loaded(self, name: str, version: int) -> LoadedModel:
+    def loaded(self, name: str, version: int) -> Version:
         """A version already resolved (the device owner gets its frontend's): no label or latest rule applied
         again; NOT_FOUND as TF Serving's manager words it when that version is not loaded (or no longer)."""
         model = self._served.get(name, {}).get(version)

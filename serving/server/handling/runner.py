@@ -1,15 +1,17 @@
-"""How a validated request runs: alone on the calling thread, or through its model version's batch queue.
+"""How a validated request runs: alone on the calling thread, batched through its version's queue, or on the owner.
 
 TF Serving wraps a model's session in a `batching_session` when batching is on, so nothing that calls the
-session asks whether batching is on. `runner_for` makes that choice once per server process, here: `Alone`
-calls the model on the calling thread; `Batched` hands the request to the batch queue of its model version,
-signature and outputs (TF Serving's TensorSignature). Both the one-process server (`ServingCore.execute`)
-and the device owner (`serving.pool.owner`) run their requests through it: `run` answers on the calling
-thread; `start` hands the answer to a callback, on the batch thread when batched, so the owner's connection
-thread never waits for a batch. The padded batch sizes the device floor measures follow the same choice
-(`floor_batch_sizes`).
+session asks whether batching is on. `runner_for` makes that choice once per server process, here, and
+`ServingCore` takes what it chose: `Alone` calls the model on the calling thread; `Batched` hands the request
+to the batch queue of its model version, signature and outputs (TF Serving's TensorSignature); a frontend
+with a device owner gets the runner `serving.pool` built for it (`serving.pool.link.OwnerRunner`: this
+package never imports the pool), which sends each request to the owner. The one-process server, every
+frontend and the device owner (`serving.pool.owner`) run their requests through one: `run` answers on the
+calling thread; `start` hands the answer to a callback, on the batch thread when batched, so the owner's
+connection thread never waits for a batch. The padded batch sizes the device floor measures follow the same
+choice (`floor_batch_sizes`).
 
-Not for: validation (`serving.server.handling.validation`) or the scheduler itself (`serving.server.handling.batching`).
+Not for: validation (`serving.server.handling.core`) or the scheduler itself (`serving.server.handling.batching`).
 """
 
 from __future__ import annotations
@@ -18,50 +20,66 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
 import numpy as np
 
-from serving.server.handling.batching import BatchingOptions, BatchScheduler, Task
+from serving.server.handling.batching import BatchScheduler, Task
+from serving.server.handling.batching_options import BatchingOptions
 from serving.server.handling.errors import ServingError
-from serving.server.handling.phases import PhaseClock
-from serving.server.runtimes.model_spec import Computed, LoadedModel
-
-if TYPE_CHECKING:  # the device floor's sizes (below) are read where no metrics are kept (serving.server.handling.floor)
-    from serving.server.handling.metrics import ServerMetrics
+from serving.server.handling.metrics import PhaseClock, ServerMetrics
+from serving.server.runtimes.model_spec import Computed, LoadedModel, ModelVersion
 
 NO_BATCHING_SIZES = tuple(2 ** i for i in range(10))  # 1, 2, 4, ..., 512
 
 Arrays = dict[str, np.ndarray]
 Answer = Callable[[Arrays | BaseException], None]
 Versions = Callable[[str], Mapping[int, LoadedModel]]  # a model's loaded versions (ModelSource.versions)
+Model = TypeVar("Model", bound=ModelVersion)  # what a runner needs of a version: loaded here, or described only
 
 
-class Runner(ABC):
-    """Runs validated requests: each model call timed and recorded as runtime latency; alone or batched by
-    subclass."""
+class Runner(ABC, Generic[Model]):
+    """Runs validated requests of the versions its process holds; alone, batched or on the owner by subclass."""
+
+    @abstractmethod
+    def run(self, model: Model, signature: str, inputs: Arrays, rows: int, outputs: list[str],
+            clock: PhaseClock) -> Arrays:
+        """Validated inputs -> outputs, answered on the calling thread; `clock` gets the model's phases."""
+
+    def start(self, model: Model, signature: str, inputs: Arrays, rows: int, outputs: list[str],
+              clock: PhaseClock, answer: Answer) -> None:
+        """As `run`, but the outputs go to `answer`: here unless batched, on the batch thread when batched (with
+        the batch's error instead, should its model call fail). What fails here (a request the queue refuses;
+        unbatched, the model's error) raises here."""
+        answer(self.run(model, signature, inputs, rows, outputs, clock))  # no hop: an error raises here
+
+    @abstractmethod
+    def shutdown(self) -> None:
+        """Finish what is queued and stop any threads."""
+
+
+def timed_call(model: LoadedModel, signature: str, inputs: Arrays, outputs: list[str]) -> Computed:
+    """One call of the model with its time split into host -> device, inference and device -> host (`Computed`):
+    the runtime's own `run_timed` where it has one, else the whole call counted as inference."""
+    if model.run_timed is not None:
+        return model.run_timed(signature, inputs, outputs)
+    started = time.perf_counter()
+    result = model.run(signature, inputs, outputs)
+    return Computed(result, 0.0, time.perf_counter() - started, 0.0)
+
+
+class Local(Runner[LoadedModel]):
+    """Runs the model in this process: each model call timed and recorded as runtime latency."""
 
     def __init__(self, metrics: ServerMetrics, runtime: str) -> None:
         self.metrics = metrics
         self._runtime = runtime  # the runtime latency's label
 
-    @abstractmethod
-    def run(self, model: LoadedModel, signature: str, inputs: Arrays, rows: int, outputs: list[str],
-            clock: PhaseClock) -> Arrays:
-        """Validated inputs -> outputs, answered on the calling thread; `clock` gets the model's phases."""
-
-    @abstractmethod
-    def start(self, model: LoadedModel, signature: str, inputs: Arrays, rows: int, outputs: list[str],
-              clock: PhaseClock, answer: Answer) -> None:
-        """As `run`, but the outputs go to `answer`: here when alone, on the batch thread when batched (with the
-        batch's error instead, should its model call fail). What fails here (a request the queue refuses; alone,
-        the model's error) raises here."""
-
     def call(self, model: LoadedModel, signature: str, inputs: Arrays, outputs: list[str]) -> Computed:
         """One model call on the calling thread, its time recorded as runtime latency."""
         started = time.perf_counter()
         try:
-            return model.timed(signature, inputs, outputs)
+            return timed_call(model, signature, inputs, outputs)
         except ServingError:
             raise
         except Exception as exc:  # the runtime's own refusal of something validation let through
@@ -69,12 +87,8 @@ class Runner(ABC):
         finally:
             self.metrics.record_runtime(model.name, "Predict", self._runtime, time.perf_counter() - started)
 
-    @abstractmethod
-    def shutdown(self) -> None:
-        """Finish what is queued and stop any threads."""
 
-
-class Alone(Runner):
+class Alone(Local):
     """Batching off: every request its own model call, on the thread that asks."""
 
     def run(self, model: LoadedModel, signature: str, inputs: Arrays, rows: int, outputs: list[str],
@@ -83,15 +97,11 @@ class Alone(Runner):
         clock.computed(computed)
         return computed.outputs
 
-    def start(self, model: LoadedModel, signature: str, inputs: Arrays, rows: int, outputs: list[str],
-              clock: PhaseClock, answer: Answer) -> None:
-        answer(self.run(model, signature, inputs, rows, outputs, clock))  # no hop: the model's error raises here
-
     def shutdown(self) -> None:
         """Nothing queued, no threads: every call ran on its caller's thread."""
 
 
-class Batched(Runner):
+class Batched(Local):
     """Batching on: one queue per model version, signature and output set, each with its batch threads."""
 
     def __init__(self, options: BatchingOptions, metrics: ServerMetrics, runtime: str, versions: Versions) -> None:
@@ -152,8 +162,12 @@ def _deliver(task: Task, clock: PhaseClock, answer: Answer) -> None:
     answer(outputs)
 
 
-def runner_for(batching: BatchingOptions | None, metrics: ServerMetrics, runtime: str, versions: Versions) -> Runner:
-    """The one place a server process chooses: alone (batching None) or batched with these options."""
+def runner_for(batching: BatchingOptions | None, metrics: ServerMetrics, runtime: str, versions: Versions,
+               owner: Runner[ModelVersion] | None = None) -> Runner:
+    """The one place a server process chooses how its requests run: on the device owner (`owner`, the runner
+    `serving.pool` built for a frontend with one), alone (batching None) or batched with these options."""
+    if owner is not None:
+        return owner
     if batching is None:
         return Alone(metrics, runtime)
     return Batched(batching, metrics, runtime, versions)
@@ -171,4 +185,5 @@ def floor_batch_sizes(batching: BatchingOptions | None) -> tuple[int, ...]:
     return tuple(sizes if sizes[-1] == limit else [*sizes, limit])
 
 
-__all__ = ["NO_BATCHING_SIZES", "Alone", "Answer", "Batched", "Runner", "floor_batch_sizes", "runner_for"]
+__all__ = ["NO_BATCHING_SIZES", "Alone", "Answer", "Arrays", "Batched", "Local", "Runner", "floor_batch_sizes",
+           "runner_for", "timed_call"]

@@ -2,8 +2,8 @@
 
 The Keras model is loaded with Keras's JAX backend and called through `model.stateless_call` inside
 one `jax.jit` function of (weights, images), so XLA compiles the whole forward pass. XLA compiles
-once per input shape, so every batch is padded up to a fixed bucket (1, 2, 4, ... `MAX_BUCKET`
-rows; larger batches run as `MAX_BUCKET`-row chunks) and the outputs are sliced back; all buckets
+once per input shape, so every batch is padded up to a fixed size (1, 2, 4, ... `MAX_PADDED_SIZE`
+rows; larger batches run as `MAX_PADDED_SIZE`-row chunks) and the outputs are sliced back; all padded sizes
 are compiled at load time, so no request pays for a compilation. Per chunk, one copy goes to the
 device and one comes back (the scores; the classes are argmaxed on the host), each waited for, so
 the backend reports the device's own input, inference and output times (docs/jax-path.md).
@@ -29,7 +29,6 @@ import numpy as np
 
 from model_export.export import CLASSES_KEY, INPUT_KEY, KERAS_FILE, SCORES_KEY
 from model_export.provenance import cpu_model_name
-from serving.server.runtimes.buckets import BUCKETS, MAX_BUCKET, Chunk, bucket_for, chunks, pad_rows
 from serving.server.runtimes.keras_process import prepare_jax
 from serving.server.runtimes.model_spec import (
     BackendOptions,
@@ -38,6 +37,14 @@ from serving.server.runtimes.model_spec import (
     SignatureSpec,
     read_signature_defs,
     signature_specs,
+)
+from serving.server.runtimes.padded_batches import (
+    MAX_PADDED_SIZE,
+    PADDED_SIZES,
+    Chunk,
+    chunks,
+    pad_rows,
+    padded_size_for,
 )
 
 
@@ -80,7 +87,7 @@ def check_contract(specs: dict[str, SignatureSpec], path: Path) -> None:
                              f"{sorted(spec.outputs)}")
 
 
-# One chunk through the device: (scores [bucket, 10] float32 on the host, input_s, infer_s, output_s).
+# One chunk through the device: (scores [padded size, 10] float32 on the host, input_s, infer_s, output_s).
 Forward = Callable[[np.ndarray], tuple[np.ndarray, float, float, float]]
 
 
@@ -121,22 +128,22 @@ def classes_of(scores: np.ndarray) -> np.ndarray:
     return scores.argmax(axis=1).astype(np.int64, copy=False)
 
 
-def bucketed(forward: Forward, images: np.ndarray) -> tuple[np.ndarray, float, float, float]:
-    """`forward` over `images`, each chunk padded to its bucket and the padding sliced off; the phases summed."""
+def run_padded(forward: Forward, images: np.ndarray) -> tuple[np.ndarray, float, float, float]:
+    """`forward` over `images`, each chunk padded to its size and the padding sliced off; the phases summed."""
     rows = len(images)
-    if rows <= MAX_BUCKET:  # one chunk: no chunk list, no concatenation
-        scores, input_s, infer_s, output_s = forward(pad_rows(images, bucket_for(rows)))
+    if rows <= MAX_PADDED_SIZE:  # one chunk: no chunk list, no concatenation
+        scores, input_s, infer_s, output_s = forward(pad_rows(images, padded_size_for(rows)))
         return scores[:rows], input_s, infer_s, output_s
     parts, input_s, infer_s, output_s = [], 0.0, 0.0, 0.0
     for chunk in chunks(len(images)):
-        scores, moved_s, ran_s, back_s = forward(pad_rows(images[chunk.start:chunk.stop], chunk.bucket))
+        scores, moved_s, ran_s, back_s = forward(pad_rows(images[chunk.start:chunk.stop], chunk.padded_size))
         parts.append(scores[:chunk.stop - chunk.start])
         input_s, infer_s, output_s = input_s + moved_s, infer_s + ran_s, output_s + back_s
     return (parts[0] if len(parts) == 1 else np.concatenate(parts)), input_s, infer_s, output_s
 
 
 def load_jax(name: str, version: int, path: Path, options: BackendOptions) -> LoadedModel:
-    """One version's model.keras on JAX, every bucket compiled; signatures from its saved_model.pb."""
+    """One version's model.keras on JAX, every padded size compiled; signatures from its saved_model.pb."""
     keras_file = Path(path) / KERAS_FILE
     if not keras_file.is_file():
         raise FileNotFoundError(f"re-run make export: version {version} has no {KERAS_FILE} ({keras_file})")
@@ -147,11 +154,11 @@ def load_jax(name: str, version: int, path: Path, options: BackendOptions) -> Lo
     keras_model = keras.saving.load_model(keras_file, compile=False)
     forward = compiled_forward(keras_model, jax_device(options.device))
     width = int(np.prod(keras_model.input_shape[1:]))
-    for bucket in BUCKETS:  # compile every shape now, not on a live request
-        forward(np.zeros((bucket, width), np.float32))
+    for size in PADDED_SIZES:  # compile every shape now, not on a live request
+        forward(np.zeros((size, width), np.float32))
 
     def run_timed(signature: str, inputs: dict[str, np.ndarray], outputs: list[str]) -> Computed:
-        scores, input_s, infer_s, output_s = bucketed(forward, np.asarray(inputs[INPUT_KEY], np.float32))
+        scores, input_s, infer_s, output_s = run_padded(forward, np.asarray(inputs[INPUT_KEY], np.float32))
         started = time.perf_counter()  # host-side post-processing counts as the output phase
         result = {SCORES_KEY: scores}
         if CLASSES_KEY in outputs:
@@ -165,5 +172,5 @@ def load_jax(name: str, version: int, path: Path, options: BackendOptions) -> Lo
     return LoadedModel(name, version, path, defs, specs, run, run_timed=run_timed)
 
 
-__all__ = ["BUCKETS", "KERAS_FILE", "MAX_BUCKET", "Chunk", "Forward", "bucket_for", "bucketed", "chunks",
-           "classes_of", "compiled_forward", "device_name", "jax_device", "load_jax", "pad_rows"]
+__all__ = ["KERAS_FILE", "MAX_PADDED_SIZE", "PADDED_SIZES", "Chunk", "Forward", "chunks", "classes_of",
+           "compiled_forward", "device_name", "jax_device", "load_jax", "pad_rows", "padded_size_for", "run_padded"]

@@ -1,4 +1,4 @@
-"""The `torch` runtime: the export's own `model.keras` on Keras 3's PyTorch backend, one CUDA graph per bucket
+"""The `torch` runtime: the export's own `model.keras` on Keras 3's PyTorch backend, one CUDA graph per padded size
 on a GPU.
 
 What it does with a model is `torch_model` (imported only when a model loads); this module is what the server

@@ -9,7 +9,6 @@ Not for: loading or running a model (`serving.server.runtimes`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,26 +61,35 @@ TimedRunFunction = Callable[[str, dict[str, np.ndarray], list[str]], Computed]
 
 
 @dataclass
-class LoadedModel:
-    """One loaded version of one model: its signatures and a function running a batch.
-
-    `run` gives the outputs only; `timed` gives them with the call's compute sub-phases (`Computed`),
-    from the backend's own `run_timed` when it has one, else the whole call counted as inference."""
+class ModelVersion:
+    """One version of one model as its signatures describe it: all that resolving a request, validating it and
+    answering metadata need. A frontend with a device owner holds only this (`described`); what runs the model
+    holds a `LoadedModel`."""
 
     name: str
     version: int
     path: Path
     signature_defs: dict[str, meta_graph_pb2.SignatureDef]
     signatures: dict[str, SignatureSpec]
+
+    def unload(self) -> None:
+        """Nothing to let go of: no runtime holds it."""
+
+
+def described(name: str, version: int, path: Path) -> ModelVersion:
+    """A version directory's signatures, read without loading the model (nor its runtime)."""
+    defs = read_signature_defs(path)
+    return ModelVersion(name, version, path, defs, signature_specs(defs))
+
+
+@dataclass
+class LoadedModel(ModelVersion):
+    """One loaded version of one model: its signatures and a function running a batch.
+
+    `run` gives the outputs only; `run_timed`, where the backend has one, gives them with the call's compute
+    sub-phases (`Computed`); `serving.server.handling.runner.timed_call` times a call either way."""
+
     # run(signature_name, {alias: array}, [output aliases]) -> {alias: array}; thread-safe.
     run: RunFunction
-    unload: Callable[[], None] = field(default=lambda: None)
+    unload: Callable[[], None] = field(default=lambda: None)  # ModelVersion's `unload`, given by the runtime
     run_timed: TimedRunFunction | None = None  # same arguments as `run`; thread-safe
-
-    def timed(self, signature: str, inputs: dict[str, np.ndarray], outputs: list[str]) -> Computed:
-        """`run` with its time split into host -> device, inference and device -> host."""
-        if self.run_timed is not None:
-            return self.run_timed(signature, inputs, outputs)
-        started = time.perf_counter()
-        result = self.run(signature, inputs, outputs)
-        return Computed(result, 0.0, time.perf_counter() - started, 0.0)

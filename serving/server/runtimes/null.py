@@ -92,7 +92,7 @@ def load(name: str, version: int, path: Path, options: BackendOptions) -> Loaded
         out_specs = specs[signature].outputs
         return {k: _zeros(out_specs[k], batch) for k in outputs}
 
-    # No device: LoadedModel.timed counts the whole call (stall, delay, zeros) as inference.
+    # No device: the runner's timed_call counts the whole call (stall, delay, zeros) as inference.
     return LoadedModel(name, version, path, defs, specs, run)
 
 

@@ -1,4 +1,4 @@
-"""The `torch` runtime's model: the export's own `model.keras` on Keras 3's PyTorch backend, one CUDA graph per bucket.
+"""The `torch` runtime's model: the export's own `model.keras` on Keras 3's PyTorch backend, a CUDA graph a padded size.
 
 Any `.keras` model whose inputs and outputs the version's signature names loads here (not a hand
 re-implementation): the signature's inputs are fed to the model's inputs (by name, or the one input to
@@ -7,9 +7,9 @@ flattens its 28x28x1 digits to 784); each signature output is the model output o
 model output, or, for an int64 vector beside one float matrix output, its row-wise argmax (the export's
 `classes`). Anything else is refused at load with the reason.
 
-Batches run padded to a bucket (`serving.server.runtimes.buckets`). Per bucket a `Replayer` holds static buffers:
+Batches run padded (`serving.server.runtimes.padded_batches`). Per padded size a `Replayer` holds static buffers:
 a host input buffer (pinned on a GPU), the device input, and host outputs. On a GPU the model's forward
-pass is captured once per bucket as a CUDA graph (warmed up on a side stream first) and each call copies
+pass is captured once per padded size as a CUDA graph (warmed up on a side stream first) and each call copies
 in, replays, copies out and synchronizes: a few tens of microseconds where calling Keras eagerly costs
 milliseconds (../shared/data/h100-2026-11-26). On a CPU the same buffers and copies run, and the model is
 called directly where the graph would be replayed; `graphs` says which. A replayer serves one call at a
@@ -32,7 +32,6 @@ import numpy as np
 
 from model_export.export import KERAS_FILE
 from model_export.provenance import cpu_model_name
-from serving.server.runtimes.buckets import BUCKETS, MAX_BUCKET, bucket_for, chunks, pad_rows
 from serving.server.runtimes.keras_process import prepare_torch
 from serving.server.runtimes.model_spec import (
     DEFAULT_SIGNATURE,
@@ -43,6 +42,7 @@ from serving.server.runtimes.model_spec import (
     read_signature_defs,
     signature_specs,
 )
+from serving.server.runtimes.padded_batches import MAX_PADDED_SIZE, PADDED_SIZES, chunks, pad_rows, padded_size_for
 
 WARMUP_CALLS = 3  # eager calls on the side stream before a capture (cuDNN picks its kernels there)
 
@@ -152,16 +152,16 @@ def io_plan(model: Any, specs: dict[str, SignatureSpec]) -> IOPlan:
 
 
 class Replayer:
-    """One bucket's static buffers and, on a GPU, its captured CUDA graph."""
+    """One padded size's static buffers and, on a GPU, its captured CUDA graph."""
 
-    def __init__(self, forward: Callable[..., list[Any]], plan: IOPlan, bucket: int, device: Any) -> None:
+    def __init__(self, forward: Callable[..., list[Any]], plan: IOPlan, size: int, device: Any) -> None:
         import torch
 
-        self.device, self.bucket, self.plan = device, bucket, plan
+        self.device, self.size, self.plan = device, size, plan
         self.cuda = device.type == "cuda"
         self.lock = threading.Lock()
         dtypes = [torch.from_numpy(np.zeros(1, dtype)).dtype for _, _, dtype in plan.inputs]
-        self.host_in = [torch.zeros((bucket,) + shape, dtype=d, pin_memory=self.cuda)
+        self.host_in = [torch.zeros((size,) + shape, dtype=d, pin_memory=self.cuda)
                         for (_, shape, _), d in zip(plan.inputs, dtypes)]
         self.device_in = [h.to(device) for h in self.host_in]
         self.forward = forward
@@ -225,24 +225,25 @@ def keras_forward(model: Any) -> Callable[..., list[Any]]:
 
 @dataclass
 class TorchModel:
-    """A loaded model.keras and one replayer per bucket."""
+    """A loaded model.keras and one replayer per padded size."""
 
     plan: IOPlan
     replayers: dict[int, Replayer]
     graphs: bool  # True: CUDA graphs replayed; False: the model called directly (CPU)
 
     def run(self, inputs: dict[str, np.ndarray]) -> tuple[list[np.ndarray], float, float, float]:
-        """Every input (rows of one request or batch) through the buckets; the model's outputs, padding cut."""
+        """Every input (rows of one request or batch) through the padded sizes; the model's outputs, padding cut."""
         arrays = [np.asarray(inputs[alias], dtype).reshape((-1,) + shape) for alias, shape, dtype in self.plan.inputs]
         rows = len(arrays[0])
-        if rows <= MAX_BUCKET:
-            outs, a, b, c = self.replayers[bucket_for(rows)].run([pad_rows(x, bucket_for(rows)) for x in arrays])
+        if rows <= MAX_PADDED_SIZE:
+            size = padded_size_for(rows)
+            outs, a, b, c = self.replayers[size].run([pad_rows(x, size) for x in arrays])
             return [o[:rows] for o in outs], a, b, c
         parts: list[list[np.ndarray]] = []
         phases = [0.0, 0.0, 0.0]
         for chunk in chunks(rows):
-            outs, *spent = self.replayers[chunk.bucket].run(
-                [pad_rows(x[chunk.start:chunk.stop], chunk.bucket) for x in arrays])
+            outs, *spent = self.replayers[chunk.padded_size].run(
+                [pad_rows(x[chunk.start:chunk.stop], chunk.padded_size) for x in arrays])
             parts.append([o[:chunk.stop - chunk.start] for o in outs])
             phases = [p + s for p, s in zip(phases, spent)]
         joined = [np.concatenate([p[i] for p in parts]) for i in range(len(parts[0]))]
@@ -258,15 +259,15 @@ class TorchModel:
 
 
 def load_torch_model(keras_file: Path, specs: dict[str, SignatureSpec], device: str,
-                     buckets: tuple[int, ...] = BUCKETS) -> TorchModel:
-    """model.keras on Keras-torch, on `device`, every bucket captured (GPU) or run once (CPU)."""
+                     padded_sizes: tuple[int, ...] = PADDED_SIZES) -> TorchModel:
+    """model.keras on Keras-torch, on `device`, every padded size captured (GPU) or run once (CPU)."""
     keras = import_keras_on_torch()
     target = torch_device(device)
     with keras.device(f"{target.type}:{target.index or 0}" if target.type == "cuda" else "cpu"):
         model = keras.saving.load_model(keras_file, compile=False)
         plan = io_plan(model, specs)
         forward = keras_forward(model)
-        replayers = {bucket: Replayer(forward, plan, bucket, target) for bucket in buckets}
+        replayers = {size: Replayer(forward, plan, size, target) for size in padded_sizes}
     return TorchModel(plan, replayers, graphs=target.type == "cuda")
 
 

@@ -16,7 +16,7 @@ import pytest
 from google.protobuf import text_format
 
 from loadtest.evidence.records import read_results
-from serving.deploy.gpus import probe_tensorflow_gpus
+from serving.deploy.gpus import probe_gpus
 from serving.protocol.protos import BatchingParameters
 from tests.support.cli import command
 from tests.support.paths import REPO
@@ -51,7 +51,7 @@ def our_servers(tmp_path) -> list[psutil.Process]:
 
 def test_each_configuration_is_started_measured_and_stopped_and_a_failed_start_fails_only_its_cells(
         tmp_path, exported_model):
-    if probe_tensorflow_gpus().gpu_names:
+    if probe_gpus("savedmodel").gpu_names:
         pytest.skip("TensorFlow sees a GPU here: the gpu configuration would start")
     plan = tmp_path / "plan.toml"
     plan.write_text("[grid]\nbatch_sizes = [1, 4]\nconcurrency = [2]\n")

@@ -1,4 +1,5 @@
-"""The pool's parts alone: messages, the shared-memory slab, the port reservation, the frontends' default."""
+"""The pool's parts alone: messages, the shared-memory slab and the arrays written into it (numbers and strings read
+back the same), the port reservation, the frontends' default."""
 
 from __future__ import annotations
 
@@ -8,11 +9,22 @@ import numpy as np
 import pytest
 
 from serving.pool.messages import Hello, Request, Response
-from serving.pool.slab import Slab, segment_prefix, segments, slot_region, sweep
+from serving.pool.slab import (
+    ALIGN,
+    Slab,
+    TensorRef,
+    encode_arrays,
+    encoded_bytes,
+    read_arrays,
+    segment_prefix,
+    segments,
+    slot_region,
+    sweep,
+    write_arrays,
+)
 from serving.pool.supervisor import needs_owner, reserve_port
-from serving.protocol.arrays import TensorRef, read_arrays, write_arrays
 from serving.server.flags import default_frontends, parse_args, server_config
-from serving.server.handling.phases import COMPUTE_INFER, HANDOFF, QUEUE, PhaseClock
+from serving.server.handling.metrics import COMPUTE_INFER, HANDOFF, QUEUE, PhaseClock
 
 
 def test_messages_round_trip_as_their_own_types():
@@ -43,6 +55,37 @@ def test_a_slab_hands_out_its_slots_shares_them_and_is_removed():
     finally:
         slab.close()
     assert segments(prefix) == [] and sweep(prefix) == []
+
+
+def _arrays() -> dict[str, np.ndarray]:
+    return {"x": np.arange(6, dtype=np.int64).reshape(2, 3), "s": np.array([b"ab", b"", b"c\x00d"], dtype=object),
+            "f": np.float32(2.5) * np.ones((1,), np.float32)}
+
+
+def test_numbers_and_strings_round_trip_each_at_an_aligned_offset():
+    buffer = memoryview(bytearray(4096))
+    arrays = _arrays()
+    refs = write_arrays(buffer, arrays)
+    assert encoded_bytes(encode_arrays(arrays)) == 64 * 3
+    assert [r.offset for r in refs] == [0, ALIGN, 2 * ALIGN]
+    assert refs[0] == TensorRef("x", "<i8", (2, 3), 0, 48) and refs[1] == TensorRef("s", "O", (3,), 64, 17)
+    back = read_arrays(buffer, refs, copy=True)
+    assert back["x"].tolist() == arrays["x"].tolist() and back["s"].tolist() == [b"ab", b"", b"c\x00d"]
+    assert back["f"].dtype == np.float32 and back["f"].tolist() == [2.5]
+
+
+def test_plain_tuples_of_the_refs_fields_read_as_views_or_copies():
+    buffer = memoryview(bytearray(256))
+    refs = tuple(map(tuple, write_arrays(buffer, {"x": np.arange(4, dtype=np.float32)})))  # as a decoded message
+    view, copy = read_arrays(buffer, refs, copy=False)["x"], read_arrays(buffer, refs, copy=True)["x"]  # type: ignore[arg-type]
+    buffer[0:4] = np.float32(9).tobytes()
+    assert view.tolist() == [9, 1, 2, 3] and copy.tolist() == [0, 1, 2, 3]
+    del view
+
+
+def test_arrays_that_do_not_fit_are_refused():
+    with pytest.raises(ValueError, match="8192 bytes do not fit in 4096"):
+        write_arrays(memoryview(bytearray(4096)), {"big": np.zeros(2048, np.float32)})
 
 
 def test_a_remote_call_splits_into_the_owners_phases_and_the_hand_off():

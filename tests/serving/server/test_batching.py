@@ -12,13 +12,8 @@ import pytest
 
 from serving.deploy.process import start_server
 from serving.protocol.tensors import to_numpy
-from serving.server.handling.batching import (
-    QUEUE_FULL_MESSAGE,
-    BatchingOptions,
-    BatchScheduler,
-    check_options,
-    padded_size,
-)
+from serving.server.handling.batching import QUEUE_FULL_MESSAGE, BatchScheduler, padded_size
+from serving.server.handling.batching_options import BatchingOptions, check_options
 from serving.server.handling.errors import ServingError
 from tests.support.batching import write_batching_file
 from tests.support.grpc import predict_request, rpc_error, stub_for

@@ -15,7 +15,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_p
 
 from serving.deploy.process import start_server
 from serving.protocol.names import DEVICE_FLOOR_IMAGES, DEVICE_FLOOR_LATENCY, DEVICE_ROUND_TRIP
-from serving.server.handling.batching import BatchingOptions
+from serving.server.handling.batching_options import BatchingOptions
 from serving.server.handling.floor import (
     NO_BATCHING_SIZES,
     BatchFloor,

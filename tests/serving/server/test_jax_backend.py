@@ -1,4 +1,4 @@
-"""The jax backend: same answers as the SavedModel on every sample digit, padded buckets, a served Predict,
+"""The jax backend: same answers as the SavedModel on every sample digit, padded batch sizes, a served Predict,
 no TensorFlow runtime in its process, and clear errors for a missing GPU or a missing model.keras.
 
 The jax side always runs in a child process: Keras's backend is fixed at its first import, and this
@@ -20,14 +20,14 @@ import pytest
 from serving.deploy.process import REPO, start_server
 from serving.server.runtimes import RUNTIMES, load_model, runtime_of
 from serving.server.runtimes.jax_model import (
-    BUCKETS,
-    MAX_BUCKET,
+    MAX_PADDED_SIZE,
+    PADDED_SIZES,
     Chunk,
-    bucket_for,
-    bucketed,
     chunks,
     classes_of,
     pad_rows,
+    padded_size_for,
+    run_padded,
 )
 from serving.server.runtimes.model_spec import BackendOptions
 from tests.support.export import quiet_tf_env
@@ -68,12 +68,12 @@ def before(trainable, non_trainable, x):
 parts = []
 for chunk in chunks(len(images)):
     rows = images[chunk.start:chunk.stop]
-    padded = np.concatenate([rows, np.zeros((chunk.bucket - len(rows), 784), np.float32)])
+    padded = np.concatenate([rows, np.zeros((chunk.padded_size - len(rows), 784), np.float32)])
     scores, classes = before(*weights, jax.device_put(padded, device))
     parts.append((np.asarray(scores, np.float32)[:len(rows)], np.asarray(classes).astype(np.int64)[:len(rows)]))
 results["before_scores"] = np.concatenate([p[0] for p in parts])
 results["before_classes"] = np.concatenate([p[1] for p in parts])
-timed = model.timed("predict_images", {"images": images}, ["scores", "classes"])
+timed = model.run_timed("predict_images", {"images": images}, ["scores", "classes"])
 results["after_scores"], results["after_classes"] = timed.outputs["scores"], timed.outputs["classes"]
 results["timed_phases_s"] = np.array(timed[1:])
 one_chunk = compiled_forward(keras_model, device)(np.zeros((4, 784), np.float32))
@@ -90,9 +90,9 @@ def run_jax_child(model_dir: Path, samples_path: Path, out_path: Path, *sizes: i
                           env=quiet_tf_env())
 
 
-def test_buckets_are_powers_of_two_up_to_the_largest():
-    assert BUCKETS[0] == 1 and BUCKETS[-1] == MAX_BUCKET == 512 and len(BUCKETS) == 10
-    assert [bucket_for(n) for n in (1, 2, 3, 7, 64, 65, 512)] == [1, 2, 4, 8, 64, 128, 512]
+def test_padded_sizes_are_powers_of_two_up_to_the_largest():
+    assert PADDED_SIZES[0] == 1 and PADDED_SIZES[-1] == MAX_PADDED_SIZE == 512 and len(PADDED_SIZES) == 10
+    assert [padded_size_for(n) for n in (1, 2, 3, 7, 64, 65, 512)] == [1, 2, 4, 8, 64, 128, 512]
 
 
 def test_large_batches_run_as_full_chunks_and_a_padded_rest():
@@ -160,7 +160,7 @@ def test_one_transfer_back_per_chunk_and_three_timed_phases(jax_outputs):
     assert len(phases) == 3 and (phases >= 0).all() and phases[1] > 0
 
 
-def test_bucketed_pads_each_chunk_and_sums_its_phases():
+def test_run_padded_pads_each_chunk_and_sums_its_phases():
     seen = []
 
     def forward(images):
@@ -168,10 +168,10 @@ def test_bucketed_pads_each_chunk_and_sums_its_phases():
         return np.repeat(images[:, :1], 10, axis=1), 1.0, 2.0, 3.0
 
     images = np.arange(600, dtype=np.float32).reshape(600, 1)
-    scores, input_s, infer_s, output_s = bucketed(forward, images)
+    scores, input_s, infer_s, output_s = run_padded(forward, images)
     assert seen == [512, 128] and scores.shape == (600, 10) and (input_s, infer_s, output_s) == (2.0, 4.0, 6.0)
     np.testing.assert_array_equal(scores[:, 0], images[:, 0])
-    scores, *phases = bucketed(forward, images[:3])
+    scores, *phases = run_padded(forward, images[:3])
     assert seen[-1] == 4 and scores.shape == (3, 10) and phases == [1.0, 2.0, 3.0]
 
 
@@ -227,7 +227,7 @@ def test_server_on_jax_answers_predict_and_names_its_runtime(exported_model, sam
         assert server.fields["runtime"] == "jax" and "jaxlib=" in server.fields["runtime_versions"]
         info = get_json(f"{server.rest_url}/v1/models/mnist/metadata")["server_info"]
         assert info["backend"] == "jax" and info["runtime"] == "jax"
-        floor = info["device_floor"]  # measured at start: the model alone per bucket, and a device round trip
+        floor = info["device_floor"]  # measured at start: the model alone per padded size, and a device round trip
         assert floor["runtime"] == "jax" and floor["batches"][0]["batch_size"] == 1
         assert floor["round_trip_us"] > 0 and floor["round_trip_note"].startswith("jax: device_put")
         with urllib.request.urlopen(f"{server.rest_url}/monitoring/prometheus/metrics", timeout=30) as page:

@@ -13,9 +13,9 @@ import pytest
 
 from serving.deploy.process import start_server
 from serving.protocol.names import REQUEST_LATENCY, REQUEST_PHASE_LATENCY, REQUEST_PHASES
-from serving.server.handling.batching import BatchingOptions, BatchScheduler
-from serving.server.handling.metrics import PhaseHistograms
-from serving.server.handling.phases import (
+from serving.server.handling.batching import BatchScheduler
+from serving.server.handling.batching_options import BatchingOptions
+from serving.server.handling.metrics import (
     COMPUTE_INFER,
     COMPUTE_INPUT,
     DECODE,
@@ -25,6 +25,7 @@ from serving.server.handling.phases import (
     VALIDATE,
     BatchTiming,
     PhaseClock,
+    PhaseHistograms,
 )
 from serving.server.runtimes.model_spec import Computed
 from tests.support.batching import write_batching_file

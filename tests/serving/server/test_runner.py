@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serving.server.handling.batching import BatchingOptions
+from serving.server.handling.batching_options import BatchingOptions
 from serving.server.handling.errors import ServingError
-from serving.server.handling.phases import COMPUTE_INFER, PhaseClock
-from serving.server.handling.runner import Alone, Batched, runner_for
+from serving.server.handling.metrics import COMPUTE_INFER, PhaseClock
+from serving.server.handling.runner import Alone, Batched, Runner, runner_for
 from serving.server.runtimes.model_spec import LoadedModel
 
 
@@ -56,10 +56,25 @@ def _answers(runner, model: LoadedModel) -> list:
     return got
 
 
-def test_the_choice_is_batching_none_or_its_options():
+class _Elsewhere(Runner):
+    """A runner built outside `handling/` (as serving.pool builds its runner to the device owner)."""
+
+    def run(self, model, signature, inputs, rows, outputs, clock):
+        return {"y": inputs["x"] * 3}
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_the_choice_is_the_owner_given_else_batching_none_or_its_options():
     metrics = _Metrics()
     assert type(runner_for(None, metrics, "TF2", lambda name: {})) is Alone
     assert type(runner_for(BatchingOptions(), metrics, "TF2", lambda name: {})) is Batched
+    owner = _Elsewhere()
+    assert runner_for(BatchingOptions(), metrics, "TF2", lambda name: {}, owner) is owner
+    assert runner_for(None, metrics, "TF2", lambda name: {}, owner) is owner
+    [(outputs, thread)] = _answers(owner, _model())  # unbatched `start`: answered here, no hop
+    assert outputs["y"].tolist() == [[3.0], [3.0]] and thread == threading.current_thread().name
 
 
 def test_alone_answers_on_the_calling_thread_and_raises_the_models_error_there():

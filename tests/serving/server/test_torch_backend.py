@@ -1,5 +1,5 @@
 """The torch backend (model.keras on Keras-torch): TensorFlow's answers on every sample digit, a served Predict,
-the bucket code around the CUDA graph run on this CPU, and a model that is not the MNIST convnet.
+the padding code around the CUDA graph run on this CPU, and a model that is not the MNIST convnet.
 
 The torch side always runs in a child process: Keras's backend is fixed at its first import, and this pytest
 process imports TensorFlow (and may import Keras with it) for the other tests. Capturing and replaying CUDA
@@ -46,14 +46,14 @@ for size in map(int, sizes):
     parts = [model.run(signature, {k: v[i:i + size] for k, v in inputs.items()}, outputs) for i in range(0, rows, size)]
     for name in outputs:
         results[f"{name}_{size}"] = np.concatenate([p[name] for p in parts])
-timed = model.timed(signature, {k: v[:3] for k, v in inputs.items()}, outputs)
+timed = model.run_timed(signature, {k: v[:3] for k, v in inputs.items()}, outputs)
 results["timed_phases_s"] = np.array(timed[1:])
 loaded = load_torch_model(f"{model_dir}/model.keras", signature_specs(read_signature_defs(model_dir)), "cpu",
-                          buckets=(1, 2))
+                          padded_sizes=(1, 2))
 import keras
 np.savez(out_path, tensorflow_runtime_loaded=np.bool_("tensorflow.python" in sys.modules),
          keras_backend=np.str_(keras.config.backend()), graphs=np.bool_(loaded.graphs),
-         buckets=np.array(sorted(loaded.replayers)), **results)
+         padded_sizes=np.array(sorted(loaded.replayers)), **results)
 """
 
 
@@ -76,7 +76,7 @@ def test_same_answers_as_the_saved_model_on_every_sample_digit(exported_model, t
         assert np.abs(got[f"scores_{size}"] - reference["output.scores"]).max() <= 1e-4, size
     assert got["classes_1"].dtype == np.int64 and got["scores_1"].dtype == np.float32
     assert not got["tensorflow_runtime_loaded"] and str(got["keras_backend"]) == "torch"
-    assert not got["graphs"] and got["buckets"].tolist() == [1, 2]  # no CUDA here: called, not replayed
+    assert not got["graphs"] and got["padded_sizes"].tolist() == [1, 2]  # no CUDA here: called, not replayed
     assert (got["timed_phases_s"] >= 0).all() and got["timed_phases_s"][1] > 0
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from tensorflow.core.framework import types_pb2
 
+from serving.server.handling.core import check_inputs, check_outputs
 from serving.server.handling.errors import HTTP_STATUS, ServingError
 from serving.server.handling.model_source import entries_from_config
-from serving.server.handling.validation import check_inputs, check_outputs
 from serving.server.runtimes.model_spec import SignatureSpec, TensorSpec
 
 SPEC = SignatureSpec(
