@@ -41,21 +41,23 @@ def _share(bar: CeilingBar, ips: float | None) -> float | None:
 def ceiling_figure(bars: Sequence[CeilingBar], colours: Sequence[str]) -> bytes | None:
     """Per configuration and request batch, served ÷ device alone at its answer (a bar in its configuration's colour,
     the whisker up to the answer's upper end, its share printed beside it) on a linear axis from 0, the 50% line
-    dashed; a configuration without the device alone measured says so in its label. None without bars."""
+    dashed; a configuration without the device alone measured says so in its row. None without bars."""
     if not bars:
         return None
-    fig, ax = plt.subplots(figsize=(9, 0.5 * len(bars) + 1.3))
+    fig, ax = plt.subplots(figsize=(8.5, 0.5 * len(bars) + 1.3))  # with its labels, within the page's 900 px
     rows = range(len(bars))[::-1]
     shares = [(_share(b, b.served_ips), _share(b, b.high_ips)) for b in bars]
     for row, (share, high), colour in zip(rows, shares, colours, strict=True):
         if share is None:
+            ax.annotate("device alone not measured", (0, row), xytext=(6, 0), textcoords="offset points",
+                        va="center", fontsize=8, color=GREY)
             continue
         whisker = None if high is None else [[0], [max(high - share, 0)]]
         ax.barh(row, share, height=0.55, color=colour, xerr=whisker, capsize=4, error_kw={"ecolor": "#333"})
         ax.annotate(f"{share:.1%}", (max(share, high or 0), row), xytext=(6, 0), textcoords="offset points",
                     va="center", fontsize=8)
-    ax.set_yticks(list(rows), [b.label + ("" if s is not None else " (device alone not measured)")
-                               for b, (s, _) in zip(bars, shares)], fontsize=9)
+    ax.set_yticks(list(rows), [b.label for b in bars], fontsize=9)
+    ax.set_ylim(-0.6, len(bars) - 0.4)  # each row its own band, bars drawn or not
     top = max((v for pair in shares for v in pair if v is not None), default=0.0)
     ax.set_xlim(0, max(1.0, top * 1.15))
     ax.xaxis.set_major_formatter(PERCENT)
