@@ -9,7 +9,7 @@
 
 Each configuration keeps its colour (`loadtest.report.chart_style.config_colours`); legends sit under the panels.
 
-Not for: the charts of cells (`loadtest.report.plots`) or choosing the values drawn (`loadtest.report.page` hands
+Not for: the charts of cells (`loadtest.report.plots`) or choosing the values drawn (`loadtest.report.charts` hands
 them over from the records the tables print).
 """
 
