@@ -7,9 +7,10 @@ offline), `report.md`, and the figures of every configuration (`figures.csv`, `f
 new names (`report-2.html`, `figures-2.csv`, ...) when earlier reports exist: nothing is overwritten.
 
 Order: first the answer (`loadtest.report.headline`: the batching gain and capacity under the
-objective per device, or plainly that no capacity search was run), then the curves (latency vs
-offered load with the capacity found, throughput vs load, latency vs throughput, server batch
-sizes; after a shape sweep, the replica shapes: `loadtest.report.sections.shapes_table`), then the
+objective per device, or plainly that no capacity search was run), then the curves
+(`loadtest.report.charts`: capacity against the objective, latency vs offered load with the capacity
+found, throughput vs load, latency vs throughput, server batch sizes; after a shape sweep, the replica
+shapes: `loadtest.report.sections.shapes_table`), then the
 details (`loadtest.report.sections.details`), among them what was measured, stated once
 per configuration. Invalid and failed cells are drawn hollow or as crosses and listed with their
 reasons, never dropped.
@@ -18,7 +19,8 @@ The HTML page is rendered from a Jinja2 template (`templates/report.html.j2`, au
 Markdown summary is written directly (it is a file format of its own, not a drawn table).
 
 Not for: sizing (`loadtest.report.sizing.size`, whose arithmetic the answer's replicas and cost use),
-grouping into series (`loadtest.report.series`) or measuring anything.
+grouping into series (`loadtest.report.series`), what each chart draws (`loadtest.report.charts`) or
+measuring anything.
 
     mnist-bench report RESULTS.jsonl... [--compare OTHER.jsonl...] [--out DIR]
 """
@@ -32,32 +34,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import jinja2
 
 from loadtest.evidence.records import CellResult
-from loadtest.evidence.vocab import CellStatus, LoadMode
+from loadtest.evidence.vocab import CellStatus
 from loadtest.judge.goals import Target
-from loadtest.report.answers.answers import Answers, answer
+from loadtest.report.answers.answers import answer
 from loadtest.report.blocks import Figure, Table
-from loadtest.report.card.card import Card, targets_of
-from loadtest.report.card.objective_costs import objective_curves
-from loadtest.report.configs import Config, config_labels, config_of
-from loadtest.report.figures import Figures, ceiling_bars, console_lines, csv_text, figures_of
+from loadtest.report.card.card import targets_of
+from loadtest.report.charts import ceiling_chart, colours_of, curves, objective_chart
+from loadtest.report.configs import config_labels, config_of
+from loadtest.report.figures import Figures, console_lines, csv_text, figures_of
 from loadtest.report.glossary import glossary_table, glossed, header_link
 from loadtest.report.headline import DEFAULT_P99_MS, Summary, lead_of, summarise
 from loadtest.report.sections import details, noise_table, request_time, versions_table
 from loadtest.report.sections.objective_table import rates_table
 from loadtest.report.sections.shapes_table import shapes_blocks
-from loadtest.report.series import group_series, load_level, read_all, usable
+from loadtest.report.series import group_series, read_all, usable
 from loadtest.report.shape_sizing import ShapePoint, shape_curves
 from loadtest.report.sizing import size
 from loadtest.report.sizing.instances import Pricing
 from loadtest.report.sizing.prices import DEFAULT_PRICES, load_prices
-
-if TYPE_CHECKING:
-    from loadtest.report.plots import OfferedLine
 
 
 @dataclass(frozen=True)
@@ -73,73 +71,6 @@ class Report:
 # ----------------------------------------------------------------------------- assembly
 
 
-def offered_lines(results: Sequence[CellResult], answers: Answers, labels: dict[Config, str],
-                  p99_ms: float | None = None) -> list[OfferedLine]:
-    """One latency-vs-offered-load panel per configuration × request batch with open-loop cells; the
-    objectives drawn are those searched there, else `p99_ms` (the summary's lower bounds are at it)."""
-    from loadtest.report.plots import OfferedLine  # matplotlib is slow to import; only the report needs it
-
-    groups: dict[tuple[Config, int], list[CellResult]] = {}
-    for c in results:
-        if c.load.mode == LoadMode.OPEN and c.load.rate_rps is not None:  # a search that never ran offered none
-            groups.setdefault((config_of(c), c.load.request_batch_size), []).append(c)
-    lines = []
-    for (config, batch), cells in sorted(groups.items()):
-        searches = [s for s in answers.searches if (s.config, s.request_batch_size) == (config, batch)]
-        lines.append(OfferedLine(f"{labels[config]}, req batch {batch}",
-                                 tuple(sorted(cells, key=lambda c: (load_level(c), c.cell_index))),
-                                 tuple((s.p99_objective_ms, s.capacity_rps) for s in searches if s.capacity_rps),
-                                 tuple(sorted({s.p99_objective_ms for s in searches}))
-                                 or ((p99_ms,) if p99_ms is not None else ())))
-    return lines
-
-
-def rate_panels(answers: Answers, labels: dict[Config, str]) -> list:
-    """Per request batch: one curve per search (its pooled rates) and the objectives answered."""
-    from loadtest.report.plots import RateCurve
-
-    panels = []
-    for batch in sorted({s.request_batch_size for s in answers.searches}):
-        here = [s for s in answers.searches if s.request_batch_size == batch and s.rates]
-        curves = [RateCurve(labels[s.config], s.rates, tuple((a.p99_objective_ms, a.capacity_rps) for a in s.objectives
-                                                             if a.capacity_rps is not None)) for s in here]
-        objectives = sorted({a.p99_objective_ms for s in here for a in s.objectives})
-        panels.append((batch, curves, objectives))
-    return panels
-
-
-def curves(results: Sequence[CellResult], answers: Answers, labels: dict[Config, str], series: list,
-           series_names: list[str], p99_ms: float) -> list[Table | Figure]:
-    from loadtest.report import plots  # matplotlib is slow to import; only the report needs it
-
-    offered_png = plots.offered_latency_figure(offered_lines(results, answers, labels, p99_ms))
-    batch_png = plots.batch_figure(series, series_names)
-    rates_png = plots.rate_latency_figure(rate_panels(answers, labels))
-    searched = [Figure("Latency against throughput, per configuration", "Each capacity search's rates, every window "
-                       "at a rate pooled: p99 (solid) and p50 (dashed) against the achieved req/s, one line per "
-                       "configuration, one panel per request batch; the dotted lines are the objectives its cells "
-                       "were answered at (the table \"Capacity at each p99 objective\" gives each capacity). Hollow: "
-                       "an overloaded rate (the server did not keep up: never a capacity or a peak).", rates_png)] \
-        if rates_png else []
-    return [
-        *searched,
-        Figure("Latency vs offered load", "p99 (solid) and p50 (dashed) against the offered rate of every open-loop "
-               "cell (sweeps and searches), per configuration and request batch size; the dotted line is the p99 "
-               "objective (searched, else the one the answer above uses), the dash-dot line the capacity a search "
-               "confirmed. Hollow: invalid cell; cross: failed cell."
-               if offered_png else "No open-loop cells in these results.", offered_png),
-        Figure("Throughput vs load", "Achieved throughput against concurrency (closed loop) or offered rate "
-               "(open loop). Hollow: invalid cell; cross: failed cell.",
-               plots.throughput_figure(series, series_names)),
-        Figure("Latency vs throughput", "p50 and p99 against achieved throughput (log latency axis). Hollow: "
-               "invalid cell; failed cells have no latency (see the tables).",
-               plots.latency_figure(series, series_names)),
-        Figure("Server-side batch sizes", "Batch sizes the server processed, from its metrics during each cell."
-               if batch_png else "No server-side batch sizes were recorded in these results (the server exposed "
-               "no batching metrics).", batch_png),
-    ]
-
-
 def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = (), sources: Sequence[Path] = (),
                  *, p99_ms: float | None = None, pricing: Pricing | None = None,
                  targets: Sequence[Target] | None = None) -> Report:
@@ -150,7 +81,10 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
     names = details.series_labels(series, labels)
     objective = p99_ms if p99_ms is not None else DEFAULT_P99_MS
     shapes = shape_curves(answers.searches)
-    blocks: list[Table | Figure] = [*curves(results, answers, labels, series, names, objective), *shapes_blocks(shapes)]
+    colours = colours_of(labels)
+    drawn = targets or targets_of(answers, pricing, p99_ms)
+    blocks: list[Table | Figure] = [*curves(results, answers, labels, colours, series, names, objective, drawn),
+                                    *shapes_blocks(shapes)]
     if answers.searches:
         blocks.append(details.searches_table(answers.searches, labels))
         rates = rates_table(answers, labels)
@@ -174,44 +108,10 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
              f"{sum(c.status != CellStatus.OK for c in results)} failed cells.",
              *versions_table.notes(results))  # a model written by a newer TensorFlow than its server, or unknown
     summary = summarise(results, answers, labels, p99_ms, pricing, figures, targets)
-    summary = replace(summary, lead=lead_of(summary.headline), chart=ceiling_chart(figures, answers),
+    summary = replace(summary, lead=lead_of(summary.headline), chart=ceiling_chart(figures, answers, colours),
                       cost_chart=objective_chart(answers, summary.card, pricing, targets, p99_ms))
     return Report("Inference load test report", summary, intro, tuple(blocks), tuple(figures.values()),
                   tuple(p for c in shapes for p in c.points))
-
-
-def objective_chart(answers: Answers, card: Card | None, pricing: Pricing | None,
-                    targets: Sequence[Target] | None, p99_ms: float | None) -> Figure | None:
-    """Below the card: each target's USD/h per device against the p99 objective (capacity where not for buying)."""
-    from loadtest.report import plots
-
-    if card is None:
-        return None
-    priced = card.for_buying
-    curves = objective_curves(answers, targets or targets_of(answers, pricing, p99_ms), pricing, priced)
-    what = "USD/h for each target" if priced else "Capacity"
-    unit = f"{pricing.prices.currency}/h" if priced and pricing else "capacity req/s"
-    figure = plots.objective_figure(curves, unit)
-    if figure is None:
-        return None
-    return Figure(f"{what} at each p99 objective", "Per target and device, at each p99 objective the cells answer: "
-                  + ("what the best setup's boxes for the target's rate cost an hour (the card's arithmetic)."
-                     if priced else "the best setup's capacity (not for buying: no price)."), figure)
-
-
-def ceiling_chart(figures: dict[tuple[Config, int], Figures], answers: Answers) -> Figure | None:
-    """The first screen's chart: each searched configuration's answer beside the device alone; None without a
-    capacity search."""
-    from loadtest.report import plots
-
-    bars = ceiling_bars(figures, answers)
-    if not bars:
-        return None
-    return Figure("What the server served, against the device alone",
-                  "Per configuration and request batch: images/s served at its answer (the whisker reaches the "
-                  "answer's upper end, the lowest rate that did not pass) beside the model alone on the device at "
-                  "the batch the server ran (hatched; absent where not measured). A bar far short of its hatched "
-                  "one: the serving path, not the device, bounded that answer.", plots.ceiling_figure(bars))
 
 
 # ----------------------------------------------------------------------------- rendering

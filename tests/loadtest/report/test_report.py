@@ -260,6 +260,7 @@ def test_report_of_a_run_whose_every_cell_failed(tmp_path):
 def test_a_search_whose_server_never_started_is_reported_not_plotted(runs):
     from loadtest.evidence.records import append_result, read_results
     from loadtest.report.answers.answers import answer
+    from loadtest.report.charts import colours_of, offered_lines
     from loadtest.report.configs import config_labels, config_of
     from tests.loadtest.report.handmade import cell, server
 
@@ -271,7 +272,7 @@ def test_a_search_whose_server_never_started_is_reported_not_plotted(runs):
     assert rows["never"][3] == "NO" and rows["never"][12] == "no rate measured: server cpu-late is not answering"
     cells = read_results(runs["capacity-run"])
     labels = config_labels(config_of(c) for c in cells)
-    panels = [line.label for line in report.offered_lines(cells, answer(cells), labels)]
+    panels = [line.label for line in offered_lines(cells, answer(cells), labels, colours_of(labels))]
     assert len(panels) == 6 and not any(p.startswith("cpu-late") for p in panels)  # nothing offered: no panel
     [late] = [r for r in md_answer_rows(md_path.read_text()) if r[1] == "Test CPU"]
     assert late[4] == "none met the objective" and late[11] == "— no batching-off search to compare with"

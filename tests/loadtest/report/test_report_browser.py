@@ -1,5 +1,6 @@
 """The report's HTML opened in headless Chromium with no console error, no request leaving the
-page, plots visible on a screenshot, and the answer on the first screen.
+page, plots visible on a screenshot, the answer on the first screen, and every chart shown at its own size with
+no text over it (the texts inside a chart are checked apart in matplotlib's boxes: `test_charts.py`).
 
 Playwright drives Debian's `chromium` (installed by `make browser`, which `make test` runs; the
 test installs nothing itself and fails, not skips, without it).
@@ -12,10 +13,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib import image as mpimg
 from playwright.sync_api import Browser, Page, sync_playwright
+
+from loadtest.report.chart_style import png
 
 pytestmark = pytest.mark.integration
 
@@ -134,3 +138,72 @@ def test_first_screen_check_catches_text_below_the_fold(browser, tmp_path):
     hidden = tmp_path / "hidden.html"
     hidden.write_text('<html><body><p style="visibility:hidden">batching gain ×2</p></body></html>')
     assert not on_first_screen(browser, hidden, "batching gain ×2")[0]
+
+
+READABLE = 0.9  # a chart drawn at less than this share of its pixels shrinks its 7-8 pt labels below ~9 px
+
+CHART_BOXES = """() => {
+  const box = e => { const r = e.getBoundingClientRect(); return [r.x, r.y + scrollY, r.width, r.height]; };
+  const charts = Array.from(document.images).map(i => [i.alt, i.naturalWidth, ...box(i)]);
+  const texts = Array.from(document.querySelectorAll('h1, h2, p, th, td, li')).filter(e => e.innerText.trim())
+    .map(e => [e.innerText.trim().slice(0, 60), ...box(e)]);
+  return [charts, texts];
+}"""
+
+
+def charts_on(browser: Browser, html: Path) -> tuple[list, list]:
+    """Each chart's name, natural width and box, and every text block's start and box, on a 1280 px wide window."""
+    context = browser.new_context(viewport=FIRST_SCREEN)
+    try:
+        page = context.new_page()
+        page.goto(html.resolve().as_uri(), wait_until="load")
+        charts, texts = page.evaluate(CHART_BOXES)
+        return charts, texts
+    finally:
+        context.close()
+
+
+def boxes_overlap(a, b) -> bool:
+    ax, ay, aw, ah = a
+    bx, by, bw, bh = b
+    return min(ax + aw, bx + bw) - max(ax, bx) > 1 and min(ay + ah, by + bh) - max(ay, by) > 1
+
+
+@pytest.fixture(scope="module")
+def paired(tmp_path_factory) -> Path:
+    """The report of the paired H200 run (every chart drawn from real records)."""
+    from loadtest.report import page as report
+    from tests.support.paths import ANALYSIS_FIXTURES
+
+    out = tmp_path_factory.mktemp("h200-paired")
+    shutil.copy(ANALYSIS_FIXTURES / "h200-paired" / "results.jsonl", out / "results.jsonl")
+    return report.run([out / "results.jsonl"])[0]
+
+
+def test_charts_read_at_1280_px_and_no_text_lies_over_them(paired, searched, browser):
+    """At 1280 px every chart is shown at (nearly) its own size, so its labels keep the sizes
+    `test_charts.py` checked apart in matplotlib's boxes, and no heading, caption or table text lies over a chart."""
+    for html in (paired, searched[0]):
+        charts, texts = charts_on(browser, html)
+        assert len(charts) >= 6, html
+        for name, natural, *box in charts:
+            assert box[2] >= READABLE * natural, (html.name, name, box[2], natural)
+            over = [text for text, *other in texts if boxes_overlap(box, other)]
+            assert over == [], (html.name, name, over)
+        for i, (_, _, *box) in enumerate(charts):
+            assert not any(boxes_overlap(box, other) for _, _, *other in charts[i + 1:]), html.name
+
+
+def test_chart_check_catches_a_shrunk_chart_and_text_over_it(browser, tmp_path):
+    """The check above can fail: a chart squeezed to a third of its width, and a caption pulled over it."""
+    from loadtest.report.page import png_data_uri
+
+    fig, ax = plt.subplots(figsize=(9, 3))
+    ax.plot([0, 1], [0, 1])
+    src = png_data_uri(png(fig))
+    bad = tmp_path / "bad.html"
+    bad.write_text(f'<html><body><img alt="a" src="{src}" style="width:300px">'
+                   '<p style="margin-top:-60px">over the chart</p></body></html>')
+    [(_, natural, *box)], texts = charts_on(browser, bad)
+    assert box[2] < READABLE * natural
+    assert any(boxes_overlap(box, other) for _, *other in texts)
