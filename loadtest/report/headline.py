@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
 from loadtest.judge.goals import Target
-from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer
+from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer, lower_bound
 from loadtest.report.answers.bound import bound_line
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
 from loadtest.report.answers.sources import highest_passing
@@ -53,7 +53,7 @@ class Summary:
 
 
 def _rps(s: SearchAnswer) -> str:
-    return f"{'at least ' if s.conclusion and s.conclusion.at_least else ''}{fmt(s.capacity_rps)} req/s"
+    return f"{'at least ' if lower_bound(s) else ''}{fmt(s.capacity_rps)} req/s"
 
 
 def _where(batch: int, p99_objective_ms: float) -> str:

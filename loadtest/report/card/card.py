@@ -37,9 +37,12 @@ from loadtest.report.answers.answers import (
     Gain,
     SearchAnswer,
     answer,
+    capacity,
     lower_bound,
+    typical,
 )
 from loadtest.report.answers.bound import SERVED_SHARE, ServedShare, served_share
+from loadtest.report.answers.figure_text import capacity_text
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios
 from loadtest.report.blocks import DEVICES
 from loadtest.report.card.decision import run_next
@@ -117,10 +120,11 @@ class Card:
 
 
 def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
-    capacity = "none met it" if row.capacity_rps is None else (
-        f"{'≥ ' if row.at_least else ''}{fmt(row.capacity_rps)}"
-        + (f" ({fmt(row.failed_rps)} {'failed' if row.above_failed else 'not passed'})" if row.failed_rps else
-           "" if row.at_least else " (nothing above it tried)"))
+    capacity = row.state or "none"
+    if row.failed_rps is not None:
+        capacity += f", upper end {fmt(row.failed_rps)}"
+    if row.higher:
+        capacity += f"; {row.higher}"
     base = (row.target.words(), DEVICES.get(row.device, row.device), _setup_cell(row), capacity,
             fmt(row.p99_ms, 1) if row.p99_ms is not None else "—", row.busy or "—")
     if not priced:
@@ -217,29 +221,41 @@ def _configs(answers: Answers) -> list[Config]:
 
 
 def _served(s: SearchAnswer) -> ServedShare | None:
-    capacity = s.conclusion.capacity if s.conclusion else None
-    return served_share(capacity.result) if capacity is not None else None
+    step = s.conclusion.answer if s.conclusion else None
+    return served_share(step.result) if step is not None else None
 
 
 def _setup(config: Config) -> str:
     return f"batching on (profile {config.batching_profile})" if config.batching_on else "batching off"
 
 
+def _higher(d: DeviceAnswer, best: SearchAnswer) -> str:
+    """Every other setup on the device whose table cell at this objective shows more than `best`'s figure, named
+    (a higher unconfirmed pass never left out): `batching on (profile cpu) 874.5 passed`."""
+    top = capacity(best)
+    shown = [(s, r) for s in typical(d.searches) if s.config != best.config
+             for r in (s.passed_rps, s.capacity_rps) if r is not None and r > top]
+    return "; ".join(f"{_setup(s.config)} {fmt(r)} {'confirmed' if r == s.capacity_rps else 'passed'}"
+                     for s, r in sorted(shown, key=lambda sr: -sr[1]))
+
+
 def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None) -> CardRow:
     best = sized_on(d, target, pricing)
-    if best is None or not best.capacity_rps:
+    if best is None or best.figure_rps is None:
         return CardRow(target, d.device, "", None, None, False, None, "", None, False,
-                       why_not=f"none met p99 ≤ {target.p99_objective_ms:g} ms")
+                       why_not=f"none passed p99 ≤ {target.p99_objective_ms:g} ms")
     served = _served(best)
     share = served.share if served is not None else None
     bound = share is not None and share < SERVED_SHARE
-    row = CardRow(target, d.device, _setup(best.config), best.capacity_rps, best.upper_rps, lower_bound(best),
+    row = CardRow(target, d.device, _setup(best.config), best.figure_rps, best.upper_rps, lower_bound(best),
                   best.p99_ms, busy_text(best.server_cpu_percent, best.gpu_utilization_percent), share, False,
-                  above_failed=best.upper_rps == best.lowest_failing_rps,
+                  state=capacity_text(best.at), higher=_higher(d, best),
                   replica_cores=best.shape.cores if best.shape else None,
                   shared_cores=bool(best.shape and best.shape.shares_loadgen))
     if bound:
         return replace(row, why_not=SERVING_PATH_BOUND)
+    if not best.met:
+        return replace(row, why_not="not confirmed")
     if pricing is None or not target.rate_rps:
         return replace(row, why_not="no target rate")
     return _priced(row, best, target, pricing)

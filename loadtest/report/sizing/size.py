@@ -158,7 +158,8 @@ class SizingAnswer:
     def how(self) -> str:
         """The source, and "(lower bound)" where the source's label does not already say so."""
         bound = self.lower_bound and self.source != Source.CLOSED
-        return self.source + (" (lower bound)" if bound else "")
+        state = ", not confirmed" if self.source in (Source.GRID, Source.CLOSED) else ""
+        return self.source + state + (" (lower bound)" if bound else "")
 
     def server(self) -> str:
         config = self.config
@@ -262,8 +263,9 @@ def answer_table(answers: Sequence[SizingAnswer], unit: str, prices: PriceBook) 
     return plain_table(table, 10_000) if table.row_count else ""
 
 
-SOURCES_LEGEND = ("source: capacity search = a search's confirmed answer; open-loop, measured grid = the highest "
-                  "passing offered rate a sweep measured; closed-loop: lower bound = a closed loop's throughput, "
+SOURCES_LEGEND = ("source: capacity search = a search's confirmed answer at this objective (the report's rule); "
+                  "open-loop, measured grid = the highest passing offered rate a sweep measured, not confirmed; "
+                  "closed-loop: lower bound = a closed loop's throughput, "
                   "not an open-loop capacity; (lower bound) = capacity may be higher.")
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from loadtest.evidence.provenance_record import Provenance
 from loadtest.evidence.records import read_results
+from loadtest.judge.objectives import Bound
 from loadtest.report.answers import answers
 from loadtest.report.configs import config_labels, config_of
 from tests.loadtest.report.handmade import cell, rates, search, server
@@ -199,12 +200,11 @@ def test_a_gain_over_lower_bounds_keeps_only_the_bound_that_holds():
     gain = device(result, "cpu").gain  # cpu-cpu 675 (upper end 700) over cpu-off 453.1 (upper end 471.2)
 
     def limited(search):  # the same answer, but the load generator was the limit above it
-        return replace(search, conclusion=replace(search.conclusion, loadgen_limited_rps=search.capacity_rps + 1,
-                                                  lowest_failing_rps=None, inconclusive=()))
+        return replace(search, at=replace(search.at, bound=Bound.LOADGEN, upper_rps=None, lowest_failing_rps=None))
 
     on_limited = replace(gain, batching=limited(gain.batching))
-    assert on_limited.describe() == ("at least ×1.43 (batching's capacity is a lower bound: the load generator "
-                                     "was the limit)")  # 675 / 471.2
+    assert on_limited.describe() == ("at least ×1.43 (batching's capacity is a lower bound: the load generator's "
+                                     "limit)")  # 675 / 471.2
     off_limited = replace(gain, off=limited(gain.off))
     assert off_limited.describe().startswith("at most ×1.54 (off's")  # 700 / 453.1
     both = answers.batching_gain([limited(gain.batching), limited(gain.off)])

@@ -43,16 +43,16 @@ def test_the_h100_card_says_no_setup_met_10_ms_and_why_below_it(tmp_path):
                                   "HBM3: no setup met any target's objective")
     rows = card_rows(md)
     assert [(r[0], r[1], r[3]) for r in rows] == [
-        ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "none met it"),
-        ("5,000 req/s · p99 ≤ 10 ms · 1 image", "GPU", "none met it"),
-        ("5,000 req/s · p99 ≤ 10 ms · 32 images/request", "CPU", "none met it"),
-        ("5,000 req/s · p99 ≤ 10 ms · 32 images/request", "GPU", "none met it")]
+        ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "none"),  # no rate passed: not even a pass to give
+        ("5,000 req/s · p99 ≤ 10 ms · 1 image", "GPU", "none"),
+        ("5,000 req/s · p99 ≤ 10 ms · 32 images/request", "CPU", "none"),
+        ("5,000 req/s · p99 ≤ 10 ms · 32 images/request", "GPU", "none")]
     first_screen = "\n".join(md.splitlines()[:25])
     assert "USD" not in first_screen and "replicas" not in first_screen
     assert 'Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" BATCH="1 32" P99_MS=10` on TF ' \
            "Serving." in md
-    why = [line for line in md.splitlines() if line.startswith("Why none met")]
-    assert why[0].startswith("Why none met p99 ≤ 10 ms at request batch 1: on the CPU")
+    why = [line for line in md.splitlines() if line.startswith("Why none confirmed")]
+    assert why[0].startswith("Why none confirmed p99 ≤ 10 ms at request batch 1: on the CPU")
     assert "requests paused about 30 ms" in why[0] and "more servers would not meet it" in why[0]  # the CPU's stalls
     assert "requests paused about 16 ms" in why[0]  # the GPU's
     assert "every rate tried missed it (the lowest failing: 76.0 req/s)" in why[1]
@@ -66,8 +66,10 @@ def test_a_target_at_a_looser_objective_is_answered_from_the_same_cells_and_the_
     assert card is not None and not card.for_buying
     assert card.title.endswith("the serving path, not a device, bounded every answer")
     cpu, gpu = card.table_rows()
-    assert cpu[1:4] == ("CPU", "batching off", "≥ 107.5") and cpu[6] == "2%"
-    assert gpu[1:3] == ("GPU", "batching off") and gpu[3].startswith("58.8")
+    # no rate confirmed at 25 ms, but 107.5 req/s passed with nothing above it failing: the figure, with its state
+    assert cpu[1:4] == ("CPU", "batching off", "none confirmed (≥ 107.5 passed: the load generator's limit)")
+    assert cpu[6] == "2%"
+    assert gpu[1:3] == ("GPU", "batching off") and gpu[3] == "none confirmed (58.8 passed), upper end 117.5"
     assert not card.priced and all(r.usd_per_hour is None and r.boxes is None for r in card.rows)
 
 
@@ -95,7 +97,7 @@ def test_the_cards_boxes_and_cost_are_the_sizing_arithmetic_on_the_capacitys_ran
     assert round(gpu.usd_per_m_requests or 0, 4) == round(4.0 / (5000 * 3600) * 1e6, 4)
     cells = dict(zip(card.header(), card.table_rows()[1]))
     assert cells["boxes"] == "1 × h100-1 (bound unchecked)" and cells["USD/h"] == "4.00"
-    assert cells["capacity req/s"] == "6,250.0 (6,500.0 not passed)"  # 6,500 stayed inconclusive
+    assert cells["capacity req/s"] == "6,250.0 confirmed, upper end 6,500.0"  # 6,500 did not pass (inconclusive)
     cpu = next(r for r in card.rows if r.device == "cpu" and r.target.batch == 1)
     assert cpu.capacity_rps == 675.0 and cpu.failed_rps == 700.0 and not cpu.for_buying and cpu.boxes is None
     md = report.run([_copy(tmp_path, "capacity-run")], target_rps=5000, prices=DEFAULT_PRICES)[1].read_text()
@@ -120,7 +122,7 @@ def test_an_answer_the_serving_path_bounded_gets_no_price_but_what_to_run_next()
                           "the CPU, bounded every answer")
     [row] = card.table_rows()
     assert row == ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "batching on (profile cpu)",
-                   "1,005.1 (1,082.4 failed)", "9.0", "CPU 86%", "27%")
+                   "1,005.1 confirmed, upper end 1,082.4", "9.0", "CPU 86%", "27%")
     assert "USD" not in "\n".join(card.lines())
     assert card.run_next == '`make capacity SERVE="cpu/cpu cpu/off" BATCH="1 32" P99_MS=10` on TF Serving.'
     assert card.words_outside_table() <= 60 and len(card.header()) <= 9
@@ -172,7 +174,8 @@ def test_two_targets_at_one_batch_have_a_row_each_labelled_by_its_search_and_a_c
 
 def test_passes_below_a_failed_confirmation_are_a_why_not_a_capacity():
     """The earlier H100 run's cpu-off at 10 ms: passes at 901.2 to 1,295.5 req/s, then 1,295.5's confirmation failed:
-    the card says none met it, and the reason below it gives the highest pass as the objective table does."""
+    the card gives the highest pass as "none confirmed (… passed)", unpriced, as the objective table does, and the
+    reason below it says why it was not confirmed."""
     off = server("cpu-off", "off")
     cells = search(off, "s1", [("probe", 2000.0, 5.0), ("bracket", 901.2, 6.0), ("bracket", 1126.5, 6.0),
                                ("bisect", 1239.2, 6.0), ("bracket", 1295.5, 6.0), ("confirm", 1295.5, 12.0)])
@@ -180,12 +183,14 @@ def test_passes_below_a_failed_confirmation_are_a_why_not_a_capacity():
     labels = config_labels(config_of(c) for c in cells)
     [line] = why_none_lines(result, cells, labels)
     table = objective_table(result, labels)
-    assert table is not None and any(cell == "1,239.2 passed" for row in table.rows for cell in row)
+    figure = "none confirmed (1,239.2 passed)"
+    assert table is not None and any(cell == figure for row in table.rows for cell in row)
     assert "every rate tried missed it" not in line and "cannot meet it" not in line
-    assert "cpu-off's highest pass, 1,239.2 req/s, passed, not confirmed, but the search's own confirmation did not " \
+    assert "cpu-off's highest pass, 1,239.2 req/s, passed, not confirmed: the search's own confirmation did not " \
            "hold" in line
     card = card_for(cells)
-    assert card is not None and card.rows[0].capacity_rps is None and card.table_rows()[0][3] == "none met it"
+    assert card is not None and card.rows[0].capacity_rps == 1239.2 and card.rows[0].why_not == "not confirmed"
+    assert card.table_rows()[0][3] == f"{figure}, upper end 1,295.5"
 
 
 def test_a_card_row_carries_one_upper_end_per_answer():
@@ -194,7 +199,7 @@ def test_a_card_row_carries_one_upper_end_per_answer():
     card = card_for(cells)
     assert card is not None
     # cpu-cpu's range ends at 550 (1.1 x 500, failed); no second upper end beside it
-    assert card.table_rows()[0][2:4] == ("batching on (profile cpu)", "500.0 (550.0 failed)")
+    assert card.table_rows()[0][2:4] == ("batching on (profile cpu)", "500.0 confirmed, upper end 550.0")
 
 
 def test_each_targets_cost_at_every_objective_is_the_cards_arithmetic_at_that_capacity():
@@ -210,7 +215,7 @@ def test_each_targets_cost_at_every_objective_is_the_cards_arithmetic_at_that_ca
     row = next(r for r in card.rows if r.device == "gpu" and r.target.batch == 1)
     assert gpu[10.0] == row.usd_per_hour == 4.0  # at the card's own objective, the card's figure
     assert cpu[10.0] == next(r for r in card.rows if r.device == "cpu" and r.target.batch == 1).usd_per_hour
-    assert sorted(cpu) == [5.0, 10.0, 25.0, 50.0, 100.0] and cpu[5.0] >= cpu[10.0] >= cpu[100.0]
+    assert sorted(cpu) == [10.0, 25.0, 50.0, 100.0] and cpu[10.0] >= cpu[100.0]  # none confirmed at 5 ms: unpriced
     unpriced = objective_curves(answer(results), [Target(10.0, 1, 5000.0)], pricing, priced=False)
     assert dict(unpriced[1].points)[10.0] == 6250.0  # not for buying: capacities, not prices
 

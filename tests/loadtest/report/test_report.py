@@ -62,12 +62,12 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     assert lines[2] == "| target | device | best setup | capacity req/s | p99 ms at it | busy | boxes | USD/h | " \
                        "USD per M requests |"
     rows = [line for line in lines[4:] if line.startswith("| ")][:3]
-    assert rows[0] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | CPU | batching on (profile cpu) | 675.0 (700.0 "
-                       "failed) | 9.6 | — | 9–10 replicas (bound unchecked) | 4.00 | 0.2222 |")
-    assert rows[1] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | GPU | batching on (profile gpu) | 6,250.0 (6,500.0 "
-                       "not passed) | 9.4 | — | 1 replica (bound unchecked) | 4.00 | 0.2222 |")
+    assert rows[0] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | CPU | batching on (profile cpu) | 675.0 confirmed, "
+                       "upper end 700.0 | 9.6 | — | 9–10 replicas (bound unchecked) | 4.00 | 0.2222 |")
+    assert rows[1] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | GPU | batching on (profile gpu) | 6,250.0 confirmed, "
+                       "upper end 6,500.0 | 9.4 | — | 1 replica (bound unchecked) | 4.00 | 0.2222 |")
     assert rows[2].startswith("| 5,000 req/s · p99 ≤ 10 ms · 8 images/request | CPU | batching on (profile cpu) | "
-                              "168.8 (175.0 failed) |")
+                              "168.8 confirmed, upper end 175.0 |")
     # one comparison line: the cheaper device (per-replica prices: the same), the batching gains with their ranges
     # (675 / 471.2, off's upper end, to 700 / 453.1)
     assert "10 ms, 1 image: CPU and GPU cost the same a request; batching: CPU ×1.49 (×1.43–×1.54), GPU ×1.85 " \
@@ -77,7 +77,7 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     findings = lines[lines.index("## Findings"):]
     assert findings[2].startswith("batching gain ×1.49, between ×1.43 and ×1.54 on cpu")
     assert "GPU/CPU ×9.26 at p99 ≤ 10 ms (request batch 1): gpu-gpu 6,250.0 req/s vs cpu-cpu 675.0 req/s." in findings
-    assert "GPU/CPU at request batch 1 at the other objectives (highest pass): ×10.00 at 5 ms." in findings
+    assert "GPU/CPU at request batch 1 at the other objectives: ×10.00 at 5 ms." in findings  # 4,000 ÷ 400 passed
     table = next(i for i, line in enumerate(findings) if line.startswith("|"))
     assert findings[table].startswith("| device | device name | request batch | p99 objective ms | best "
                                       "configuration |")
