@@ -44,3 +44,13 @@ def ratio_range(low: float | None, high: float | None, none: str = NO_RANGE) -> 
     if high is not None:
         return f"at most ×{high:.2f}"
     return none
+
+
+def ratio_value(ratio: float | None, low: float | None, high: float | None) -> str:
+    """A ratio as every place prints it: `×1.62 (×1.55–×1.70)`, only the end that holds where one is open (`at
+    least ×0.50`: never a point estimate beside an open range), `—` without a ratio."""
+    if ratio is None:
+        return "—"
+    if low is not None and high is not None:
+        return f"×{ratio:.2f} ({ratio_range(low, high)})"
+    return ratio_range(low, high)

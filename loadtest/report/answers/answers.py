@@ -44,6 +44,7 @@ from loadtest.judge.objectives import (
     steps_of,
 )
 from loadtest.report.configs import Config, config_of
+from loadtest.report.formatting import ratio_value
 
 # ----------------------------------------------------------------------------- one search
 
@@ -233,24 +234,17 @@ class Gain:
         return self.batching.upper_rps / capacity(self.off)
 
     def describe(self) -> str:
-        """`×1.56, between ×1.40 and ×1.70` (an open end says "at least" / "at most"). Where one capacity is a
-        lower bound (the load generator was the limit), only the bound that still holds is given."""
+        """`×1.56 (×1.40–×1.70)`, the one form every ratio takes (`formatting.ratio_value`); where one capacity is
+        a lower bound only the end that still holds, with why (`at least ×1.43 (batching's capacity is a lower
+        bound: the search stopped)`)."""
         if self.ratio is None:
             return f"— {self.reason}"
-        low, high = self.low, self.high
-        if lower_bound(self.batching):  # batching's capacity may be higher: only a least gain holds
-            return (f"at least ×{low:.2f}" if low is not None else "unknown") + \
-                f" ({lower_bound_note('batching', self.batching)})"
-        if lower_bound(self.off):  # off's capacity may be higher: only a most gain holds
-            return (f"at most ×{high:.2f}" if high is not None else "unknown") + \
-                f" ({lower_bound_note('off', self.off)})"
-        if low is not None and high is not None:
-            return f"×{self.ratio:.2f}, between ×{low:.2f} and ×{high:.2f}"
-        if high is not None:
-            return f"×{self.ratio:.2f}, at most ×{high:.2f}"
-        if low is not None:
-            return f"×{self.ratio:.2f}, at least ×{low:.2f}"
-        return f"×{self.ratio:.2f} (no range: neither bracket has an upper end)"
+        value = ratio_value(self.ratio, self.low, self.high)
+        if lower_bound(self.batching):
+            return f"{value} ({lower_bound_note('batching', self.batching)})"
+        if lower_bound(self.off):
+            return f"{value} ({lower_bound_note('off', self.off)})"
+        return value
 
 
 def batching_gain(searches: Sequence[SearchAnswer]) -> Gain:
@@ -305,6 +299,20 @@ class DeviceRatio:
     gpu: SearchAnswer | None
     cpu: SearchAnswer | None
     reason: str  # "" when ratio is set
+
+    @property
+    def low(self) -> float | None:
+        """The least the ratio can be given both brackets: the GPU's capacity ÷ the CPU's upper end."""
+        if self.ratio is None or self.gpu is None or self.cpu is None or self.cpu.upper_rps is None:
+            return None
+        return capacity(self.gpu) / self.cpu.upper_rps
+
+    @property
+    def high(self) -> float | None:
+        """The most it can be: the GPU's upper end ÷ the CPU's capacity (None: no upper end, or a lower bound)."""
+        if self.ratio is None or self.gpu is None or self.cpu is None or self.gpu.upper_rps is None:
+            return None
+        return self.gpu.upper_rps / capacity(self.cpu)
 
 
 def device_ratios(devices: Sequence[DeviceAnswer]) -> list[DeviceRatio]:

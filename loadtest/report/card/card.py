@@ -33,8 +33,6 @@ from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import (
     Answers,
     DeviceAnswer,
-    DeviceRatio,
-    Gain,
     SearchAnswer,
     answer,
     capacity,
@@ -44,6 +42,7 @@ from loadtest.report.answers.answers import (
 from loadtest.report.answers.bound import SERVED_SHARE, ServedShare, served_share
 from loadtest.report.answers.figure_text import capacity_text
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios
+from loadtest.report.answers.ratios import gain_key, gain_value, gpu_cpu_value, has_figure, is_paired
 from loadtest.report.blocks import DEVICES
 from loadtest.report.card.decision import run_next
 from loadtest.report.card.objective_costs import answers_by_objective
@@ -193,7 +192,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
         here = _devices_at(answers, target)
         found = [_row(target, d, pricing) for d in here]
         rows += found
-        line = _comparison(target, here, found, paired, ratios, answers.ratios)
+        line = _comparison(target, here, found, paired, ratios, answers)
         if line:
             comparisons.append(line)
         if not _target_for_buying(found) and here:
@@ -295,35 +294,32 @@ def _target_for_buying(rows: Sequence[CardRow]) -> bool:
 
 
 def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[CardRow],
-                paired: Mapping[tuple, PairedRatio], ratios: dict, answers_ratios: Sequence[DeviceRatio]) -> str:
+                paired: Mapping[tuple, PairedRatio], ratios: dict, answers: Answers) -> str:
     """One line: across devices (the cheaper and by how much where both are priced, else GPU/CPU with its range),
-    then batching on ÷ off per device, each figure once."""
+    then batching on ÷ off per device, each figure once and the one value every table gives it
+    (`loadtest.report.answers.ratios`)."""
     where = f"{target.p99_objective_ms:g} ms, {target.batch} image{'s' if target.batch > 1 else ''}"
+    batch, objective = target.batch, target.p99_objective_ms
     parts = []
     priced = {r.device: r for r in rows if r.usd_per_m_requests}
-    across = paired.get((GPU_CPU, target.batch, target.p99_objective_ms))
+    across = gpu_cpu_value(answers, paired, batch, objective)
     if len(priced) == 2:
         cheap, dear = sorted(priced.values(), key=lambda r: r.usd_per_m_requests or 0.0)
         times = (dear.usd_per_m_requests or 0.0) / (cheap.usd_per_m_requests or 1.0)
         parts.append(f"{DEVICES[cheap.device]} ×{times:.2f} cheaper a request" if times >= 1.005 else
                      "CPU and GPU cost the same a request")
         ratios[f"cheaper at {where}"] = {"device": cheap.device, "ratio": round(times, 4)}
-    elif across is not None and _has_range(across):
-        parts.append(f"GPU/CPU {across.value()}")
-        ratios[f"GPU/CPU at {where}"] = _ratio_record(across)
-    elif across is None and (unpaired := _device_ratio(answers_ratios, target)) is not None:
-        parts.append(f"GPU/CPU ×{unpaired:.2f}{UNPAIRED}")
-        ratios[f"GPU/CPU at {where}"] = {"ratio": unpaired, "low": None, "high": None, "paired": False}
+    elif has_figure(across):
+        key = (GPU_CPU, batch, objective)
+        parts.append(f"GPU/CPU {across}{'' if is_paired(paired, key) else UNPAIRED}")
+        ratios[f"GPU/CPU at {where}"] = _record(across, paired.get(key))
     gains = []
     for d in here:
-        compared = paired.get((f"batching gain on {d.device}", target.batch, target.p99_objective_ms))
-        if compared is not None and _has_range(compared):
-            gains.append(f"{DEVICES.get(d.device, d.device)} {compared.value()}")
-            ratios[f"batching gain on {d.device} at {where}"] = _ratio_record(compared)
-        elif compared is None and d.gain.ratio is not None:
-            gains.append(f"{DEVICES.get(d.device, d.device)} {_gain_value(d.gain)}{UNPAIRED}")
-            ratios[f"batching gain on {d.device} at {where}"] = {"ratio": d.gain.ratio, "low": d.gain.low,
-                                                                 "high": d.gain.high, "paired": False}
+        value = gain_value(answers, paired, d.device, batch, objective)
+        if has_figure(value):
+            key = gain_key(d.device, batch, objective)
+            gains.append(f"{DEVICES.get(d.device, d.device)} {value}{'' if is_paired(paired, key) else UNPAIRED}")
+            ratios[f"batching gain on {d.device} at {where}"] = _record(value, paired.get(key))
     if gains:
         parts.append("batching: " + ", ".join(gains))
     if not parts:
@@ -334,26 +330,11 @@ def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[Car
     return line + "."
 
 
-def _has_range(compared: PairedRatio) -> bool:
-    """A ratio with at least one end of its range: a figure a buyer can use (none: the searches were cut short)."""
-    return compared.ratio is not None and (compared.low is not None or compared.high is not None)
-
-
-def _device_ratio(ratios: Sequence[DeviceRatio], target: Target) -> float | None:
-    at = (target.batch, target.p99_objective_ms)
-    return next((r.ratio for r in ratios if (r.request_batch_size, r.p99_objective_ms) == at and r.ratio), None)
-
-
-def _gain_value(gain: Gain) -> str:
-    """`×1.49 (×1.43–×1.54)`; only the bound that holds where a capacity is a lower bound."""
-    low, high = gain.low, gain.high
-    if gain.batching is not None and lower_bound(gain.batching):
-        return f"at least ×{low:.2f}" if low is not None else "unknown"
-    if gain.off is not None and lower_bound(gain.off):
-        return f"at most ×{high:.2f}" if high is not None else "unknown"
-    if low is not None and high is not None:
-        return f"×{gain.ratio:.2f} (×{low:.2f}–×{high:.2f})"
-    return f"×{gain.ratio:.2f}"
+def _record(value: str, compared: PairedRatio | None) -> dict:
+    """figures.json's (and device-run.json's) record of a ratio: the value as printed, and its paired figures."""
+    if compared is None or compared.ratio is None:
+        return {"value": value, "paired": False}
+    return {"value": value, **_ratio_record(compared)}
 
 
 def _ratio_record(compared: PairedRatio) -> dict:

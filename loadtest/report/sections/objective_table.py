@@ -16,40 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, lower_bound
+from loadtest.report.answers.answers import Answers, DeviceAnswer, SearchAnswer
 from loadtest.report.answers.figure_text import BOUND_TERM, capacity_text
+from loadtest.report.answers.ratios import Paired, gain_value, gpu_cpu_value, has_figure
 from loadtest.report.blocks import Table
 from loadtest.report.configs import Config
 from loadtest.report.formatting import number as fmt
 
 Labels = Mapping[Config, str]
-
-
-def _ratio_text(ratio: float | None, numerator_open: bool, denominator_open: bool) -> str:
-    """`×1.62`; `≥ ×…` where the numerator's capacity may be higher (a lower bound), `≤ ×…` where the
-    denominator's may; `—` where both may (their quotient says nothing) or there is none."""
-    if ratio is None or (numerator_open and denominator_open):
-        return "—"
-    return f"{'≥ ' if numerator_open else '≤ ' if denominator_open else ''}×{ratio:.2f}"
-
-
-def _open_ended(answers: Answers, search: SearchAnswer | None) -> bool:
-    """Whether a search's figure is only a lower bound (`lower_bound`: the load generator's limit, or the search
-    stopped)."""
-    return lower_bound(search)
-
-
-def gain_text(answers: Answers, d: DeviceAnswer | None) -> str:
-    """The batching gain at one device, batch and objective (see `_ratio_text`)."""
-    if d is None or d.gain.ratio is None:
-        return "—"
-    return _ratio_text(d.gain.ratio, _open_ended(answers, d.gain.batching), _open_ended(answers, d.gain.off))
-
-
-def device_ratio_text(answers: Answers, r: DeviceRatio | None) -> str:
-    if r is None or r.ratio is None:
-        return "—"
-    return _ratio_text(r.ratio, _open_ended(answers, r.gpu), _open_ended(answers, r.cpu))
 
 
 def _device_by_objective(answers: Answers, device: str, batch: int) -> dict[float, DeviceAnswer]:
@@ -78,9 +52,11 @@ def repeat_labels(searches: Sequence[SearchAnswer], labels: Labels) -> list[str]
     return names
 
 
-def objective_table(answers: Answers, labels: Labels) -> Table | None:
-    """Capacity req/s per configuration × request batch at each objective, then the gains and ratios; None
-    without searches."""
+def objective_table(answers: Answers, labels: Labels, paired: Paired | None = None) -> Table | None:
+    """Capacity req/s per configuration × request batch at each objective, then the gains and ratios (each the
+    one value `loadtest.report.answers.ratios` gives: `paired`'s where a comparison measured it); None without
+    searches."""
+    paired = paired or {}
     objectives = answers.objectives_ms()
     if not objectives:
         return None
@@ -93,14 +69,12 @@ def objective_table(answers: Answers, labels: Labels) -> Table | None:
         devices = sorted({d.device for d in answers.objective_devices if d.request_batch_size == batch})
         for device in devices:
             here = _device_by_objective(answers, device, batch)
-            if any(d.gain.batching or d.gain.off for d in here.values()):
-                gains = (gain_text(answers, here.get(o)) for o in objectives)
+            if any(d.gain.batching and d.gain.off for d in here.values()):
+                gains = (gain_value(answers, paired, device, batch, o) for o in objectives)
                 rows.append((f"batching gain on {device}", str(batch), *gains))
                 marks.append("")
-        ratios = {r.p99_objective_ms: r for r in (*answers.objective_ratios, *answers.ratios)
-                  if r.request_batch_size == batch}
-        if ratios:
-            rows.append(("GPU/CPU", str(batch), *(device_ratio_text(answers, ratios.get(o)) for o in objectives)))
+        if any(r.request_batch_size == batch for r in (*answers.objective_ratios, *answers.ratios)):
+            rows.append(("GPU/CPU", str(batch), *(gpu_cpu_value(answers, paired, batch, o) for o in objectives)))
             marks.append("")
     return Table("Capacity at each p99 objective",
                  "Every search's cells answered at each objective by the one rule the searches, the card and "
@@ -110,31 +84,31 @@ def objective_table(answers: Answers, labels: Labels) -> Table | None:
                  "pass is the figure. A rate that passes at an objective passes at every looser one, so a "
                  f"configuration's capacity never falls to the right. {BOUND_TERM}. Batching gain: best "
                  "batching-enabled ÷ batching-off capacity on that device; GPU/CPU: best GPU ÷ best CPU capacity; "
-                 "the same values as the card and the findings; ≥ / ≤ where one capacity in it is a lower bound; "
-                 "— where both are, or a side has no answer.",
+                 "each ratio with its range (×ratio (low–high), paired where the searches ran at once), the same "
+                 "value as the card, the findings and the log; where one capacity in it is a lower bound, only the "
+                 "end that holds (at least / at most); — where there is no ratio.",
                  ("configuration", "request batch", *(f"p99 ≤ {o:g} ms" for o in objectives)),
                  tuple(rows), tuple(marks))
 
 
 def across_objectives(values: Sequence[tuple[float, str]]) -> str:
     """`×1.62 at 10 ms, ≥ ×1.40 at 25 ms` of the objectives that have a value."""
-    return ", ".join(f"{text} at {objective:g} ms" for objective, text in values if text != "—")
+    return ", ".join(f"{text} at {objective:g} ms" for objective, text in values if has_figure(text))
 
 
-def objective_headline(answers: Answers) -> tuple[str, ...]:
+def objective_headline(answers: Answers, paired: Paired | None = None) -> tuple[str, ...]:
     """The GPU/CPU ratio and each device's batching gain at every other objective both sides answered, per
     request batch (the searches' own objectives have theirs in the headline already); () where there is none."""
+    paired = paired or {}
     lines = []
     own = {s.p99_objective_ms for s in answers.searches}
     objectives = [o for o in answers.objectives_ms() if o not in own]
     for batch in sorted({s.request_batch_size for s in answers.searches}):
-        ratios = {r.p99_objective_ms: r for r in answers.objective_ratios if r.request_batch_size == batch}
-        text = across_objectives([(o, device_ratio_text(answers, ratios.get(o))) for o in objectives])
+        text = across_objectives([(o, gpu_cpu_value(answers, paired, batch, o)) for o in objectives])
         if text:
             lines.append(f"GPU/CPU at request batch {batch} at the other objectives: {text}.")
         for device in sorted({d.device for d in answers.objective_devices if d.request_batch_size == batch}):
-            here = _device_by_objective(answers, device, batch)
-            text = across_objectives([(o, gain_text(answers, here.get(o))) for o in objectives])
+            text = across_objectives([(o, gain_value(answers, paired, device, batch, o)) for o in objectives])
             if text:
                 lines.append(f"batching gain on {device} at request batch {batch} at the other objectives: {text}.")
     return tuple(lines)

@@ -108,7 +108,7 @@ def test_gain_and_ratio_at_every_objective_both_sides_answered():
     assert set(gains) == set(OBJECTIVES)
     assert all(gains[o].ratio == pytest.approx(2.0) for o in OBJECTIVES[:-1])
     assert gains[100.0].ratio is None and "both capacities are lower bounds" in gains[100.0].reason
-    assert gains[25.0].describe() == "×2.00, between ×0.67 and ×6.00"  # 200/300 and 600/100
+    assert gains[25.0].describe() == "×2.00 (×0.67–×6.00)"  # 200/300 and 600/100
     [own] = [d for d in result.devices if d.p99_objective_ms == 10.0]
     assert own.gain.ratio == pytest.approx(2.0) and own.best.capacity_rps == 200
     off = next(s for s in result.searches if s.search_id == "off")

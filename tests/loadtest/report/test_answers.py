@@ -173,7 +173,7 @@ def test_capacity_run_fixture_answers():
     assert device(result, "cpu").gain.ratio == pytest.approx(675 / 453.1)
     assert (device(result, "cpu").gain.low, device(result, "cpu").gain.high) == (pytest.approx(675 / 471.2),
                                                                                  pytest.approx(700 / 453.1))
-    assert device(result, "cpu").gain.describe() == "×1.49, between ×1.43 and ×1.54"
+    assert device(result, "cpu").gain.describe() == "×1.49 (×1.43–×1.54)"
     assert device(result, "gpu").gain.ratio == pytest.approx(6250 / 3375)
     assert device(result, "cpu", batch=8).gain.ratio is None
     assert [r.ratio for r in result.ratios] == [pytest.approx(6250 / 675)]

@@ -9,6 +9,7 @@ import shutil
 import warnings
 
 from loadtest.report import page as report
+from loadtest.report.answers.paired import GPU_CPU
 from loadtest.report.sizing.prices import DEFAULT_PRICES
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
@@ -59,9 +60,13 @@ def test_the_objective_table_gives_the_headlines_ratio_at_the_searches_own_objec
     md = rebuilt(tmp_path, "h200-paired")
     table = md[md.index("| configuration | request batch | p99 ≤ 5 ms"):]
     # every objective's ratios are of the confirmed capacities, as at 25 ms (cpu-cpu's 874.5 passed, not confirmed)
-    assert "| GPU/CPU | 1 | — | ×0.77 | ×1.76 | ×0.88 | ×0.88 |" in table
-    assert "| batching gain on cpu | 1 | — | ×0.84 | ×0.84 | ×0.42 | ×0.42 |" in table
-    assert "| batching gain on gpu | 1 | — | ×0.77 | ×2.30 | ×1.32 | ×1.32 |" in table
+    # (each with its range: at 25 ms the paired comparison's, at the others the two brackets')
+    assert ("| GPU/CPU | 1 | — | ×0.77 (×0.38–×1.15) | ×1.76 (×0.87–×2.42) | ×0.88 (×0.59–×1.18) | ×0.88 "
+            "(×0.59–×1.18) |") in table
+    assert ("| batching gain on cpu | 1 | — | ×0.84 (×0.42–×1.69) | ×0.84 (×0.41–×1.73) | ×0.42 (×0.28–×0.84) | "
+            "×0.42 (×0.28–×0.84) |") in table
+    assert ("| batching gain on gpu | 1 | — | ×0.77 (×0.51–×1.54) | ×2.30 (×1.21–×3.26) | ×1.32 (×1.15–×1.75) | "
+            "×1.32 (×1.15–×1.75) |") in table
 
 
 def test_searches_cut_short_give_lower_bounds_and_ratios_without_a_range(tmp_path):
@@ -75,8 +80,9 @@ def test_searches_cut_short_give_lower_bounds_and_ratios_without_a_range(tmp_pat
     # neither capacity has an upper end: no ratio on the card at all, no point estimate anywhere
     assert "GPU/CPU" not in card and "×0.78" not in "\n".join(md.splitlines()[:25])
     (ratio,) = [line for line in findings(md) if line.startswith("GPU/CPU at p99 ≤ 25 ms (request batch 1)")]
-    assert "paired: no range: neither bracket has an upper end (a capacity that is a lower bound has no estimate)" \
-        in ratio
+    # no rate above either answer failed: both are lower bounds (the search stopped), so no ratio at all
+    assert ratio.endswith("paired: — both capacities are lower bounds (the search stopped), so their ratio says "
+                          "nothing")
 
 
 def test_the_configurations_table_names_what_exported_the_model_and_leaves_out_what_is_not_installed(tmp_path):
@@ -159,3 +165,32 @@ def test_the_cards_capacity_is_the_tables_for_its_best_setup_and_nothing_higher_
             higher = max(_figures(table[other]))
             if d == device and other != label and higher > shown:
                 assert f"{s} {higher:,.1f}" in capacity, (other, capacity)
+
+
+def test_each_ratio_shows_one_value_in_the_card_findings_tables_console_and_device_run(tmp_path):
+    from loadtest.bundle.run_outputs import figures_record
+    from loadtest.evidence.records import read_results
+    from loadtest.report.headline import console_end
+    from loadtest.report.sizing.instances import Pricing
+    from loadtest.report.sizing.prices import load_prices
+
+    md = rebuilt(tmp_path, "h200-paired")
+    record = figures_record(tmp_path / "h200-paired" / "figures.json")  # what device-run.json keeps
+    results = read_results(FIXTURES / "h200-paired" / "results.jsonl")
+    console = "\n".join(console_end(results, Pricing(2000.0, 0.2, load_prices(DEFAULT_PRICES))))
+    card_line = md.splitlines()[7]
+    device_rows = _table(md, "| device | device name")
+    objective_rows = {(r[0], r[1]): r for r in _table(md, "| configuration | request batch | p99 ≤ 5 ms")}
+    assert set(record["ratios"]) == {"GPU/CPU at 25 ms, 1 image", "batching gain on cpu at 25 ms, 1 image",
+                                     "batching gain on gpu at 25 ms, 1 image"}
+    for key, ratio in record["ratios"].items():
+        value = ratio["value"]
+        what = key.removesuffix(" at 25 ms, 1 image")
+        assert value in card_line and value in console and any(value in line for line in record["decision"])
+        [finding] = [line for line in findings(md) if line.lower().startswith(f"{what.lower()} at p99 ≤ 25 ms")]
+        assert f" {value};" in finding, (finding, value)
+        assert objective_rows[(what, "1")][4] == value  # its p99 ≤ 25 ms column
+        column = -1 if what == GPU_CPU else -2
+        device = what.removeprefix("batching gain on ")
+        cells = [r[column] for r in device_rows if what == GPU_CPU or r[0] == device]
+        assert cells and all(value in cell for cell in cells), (cells, value)

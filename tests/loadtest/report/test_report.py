@@ -75,9 +75,10 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     assert not any(line.startswith("**") for line in lines)  # no bold paragraph: the title is the heading
     assert lines.index("## Terms of the card") < lines.index("## Findings")
     findings = lines[lines.index("## Findings"):]
-    assert findings[2].startswith("batching gain ×1.49, between ×1.43 and ×1.54 on cpu")
-    assert "GPU/CPU ×9.26 at p99 ≤ 10 ms (request batch 1): gpu-gpu 6,250.0 req/s vs cpu-cpu 675.0 req/s." in findings
-    assert "GPU/CPU at request batch 1 at the other objectives: ×10.00 at 5 ms." in findings  # 4,000 ÷ 400 passed
+    assert findings[2].startswith("batching gain ×1.49 (×1.43–×1.54) on cpu")
+    assert ("GPU/CPU ×9.26 (×8.93–×9.63) at p99 ≤ 10 ms (request batch 1): gpu-gpu 6,250.0 req/s vs cpu-cpu 675.0 "
+            "req/s.") in findings
+    assert "GPU/CPU at request batch 1 at the other objectives: ×10.00 (×6.67–×15.00) at 5 ms." in findings  # passes
     table = next(i for i, line in enumerate(findings) if line.startswith("|"))
     assert findings[table].startswith("| device | device name | request batch | p99 objective ms | best "
                                       "configuration |")
@@ -85,7 +86,7 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     cpu = answer_rows[("cpu", "1")]
     # "—": no device telemetry; 9.49: the confirmation's early-stopping estimate (its raw p99 is 9.60)
     assert cpu[4:11] == ["cpu-cpu", "675.0", "668.2", "—", "3.20", "9.49", "700.0"]
-    assert cpu[11] == "×1.49, between ×1.43 and ×1.54 (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[12] == "×9.26"
+    assert cpu[11] == "×1.49 (×1.43–×1.54) (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[12] == "×9.26 (×8.93–×9.63)"
     assert len(cpu) == 13  # boxes and prices are the card's alone
     batch8 = answer_rows[("cpu", "8")]
     assert batch8[11] == "— batching off did not meet the objective, so there is no baseline"
@@ -106,7 +107,7 @@ def test_html_opens_with_the_card_then_its_chart_before_any_other_plot(searched)
     cost = body.index('<img class="chart" alt="USD/h for each target at each p99 objective"')
     assert chart < cost == body.index("<img", chart + 1)
     after = body.index("<img", cost + 1)  # the other plots
-    assert chart < body.index('id="card-terms"') < body.index("batching gain ×1.49, between ×1.43 and ×1.54 on cpu") \
+    assert chart < body.index('id="card-terms"') < body.index("batching gain ×1.49 (×1.43–×1.54) on cpu") \
         < after
     assert body.index("Capacity under the latency objective, per device") < after
     assert body.index("<h2>Latency vs offered load</h2>") < body.index("<h2>Throughput vs load</h2>")
