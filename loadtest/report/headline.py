@@ -23,6 +23,7 @@ from loadtest.evidence.vocab import LoadMode
 from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer, lower_bound
 from loadtest.report.answers.bound import bound_line
+from loadtest.report.answers.figure_text import reason
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
 from loadtest.report.answers.sources import highest_passing
 from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Figure, Table, device_name
@@ -54,7 +55,12 @@ class Summary:
 
 
 def _rps(s: SearchAnswer) -> str:
-    return f"{'at least ' if lower_bound(s) else ''}{fmt(s.capacity_rps)} req/s"
+    """`675.0 req/s`, or a lower bound with why: `≥ 687.2 req/s: the search stopped`."""
+    return f"{_capacity(s)} req/s{reason(s.bound) if lower_bound(s) else ''}"
+
+
+def _capacity(s: SearchAnswer) -> str:
+    return f"{'≥ ' if lower_bound(s) else ''}{fmt(s.capacity_rps)}"
 
 
 def _where(batch: int, p99_objective_ms: float) -> str:
@@ -178,8 +184,9 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
     rows = []
     for d in devices:
         b = d.best
-        found = (labels[b.config], _rps(b).removesuffix(" req/s"), fmt(b.capacity_ips),
-                 busy_text(b.server_cpu_percent, b.gpu_utilization_percent), fmt(b.p50_ms, 2), fmt(b.estimate_ms, 2),
+        found = (labels[b.config], _capacity(b) + (reason(b.bound) if lower_bound(b) else ""), fmt(b.capacity_ips),
+                 busy_text(b.server_cpu_percent, b.gpu_utilization_percent, b.server_cpu_cores), fmt(b.p50_ms, 2),
+                 fmt(b.estimate_ms, 2),
                  fmt(b.upper_rps)) if b else ("none met the objective", *["—"] * 6)
         rows.append((d.device, device_name(d.device_name, b.config.machine if b else ""), str(d.request_batch_size),
                      f"{d.p99_objective_ms:g}",
@@ -189,7 +196,7 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
                  "objective at the stated confidence (MLPerf's early-stopping rule: p99 upper estimate is the "
                  "confirmation's upper confidence bound on the true p99); " + OFFERED_VS_SERVED_REF + ". Upper end: "
                  "the lowest rate above it that did not pass (blank: none "
-                 "measured, or the load generator was the limit: \"at least\"); the best configuration is the one "
+                 "measured: the capacity is then a lower bound, ≥ with why); the best configuration is the one "
                  "with the highest capacity on that device, request "
                  "batch size and objective. Batching gain: best batching-enabled capacity ÷ batching-off capacity, "
                  "same device, request batch and objective. GPU/CPU: best GPU ÷ best CPU capacity. Device busy: "

@@ -70,6 +70,7 @@ class SearchAnswer:
     objectives: tuple[ObjectiveAnswer, ...] = field(default=(), compare=False)  # its cells at each objective
     rates: tuple[RateRow, ...] = field(default=(), compare=False)  # its rate table
     shape: ShapeTag | None = None  # its server's replica shape, in a shape sweep (`loadtest.report.shape_sizing`)
+    server_cpu_cores: float | None = None  # the cores the server may use, at the answering cell
     at: ObjectiveAnswer | None = field(default=None, compare=False)  # the one rule's answer at p99_objective_ms
 
     @property
@@ -116,7 +117,9 @@ class SearchAnswer:
 
     @property
     def estimate_ms(self) -> float | None:
-        """The confirmation's early-stopping estimate of the true p99."""
+        """The answered step's early-stopping estimate of the true p99 (its confirmation's where confirmed)."""
+        if self.at is not None:
+            return self.at.evidence.estimate_ms if self.at.evidence else None
         capacity = self.conclusion.capacity if self.conclusion else None
         return capacity.verdict.evidence.estimate_ms if capacity and capacity.verdict.evidence else None
 
@@ -139,7 +142,7 @@ def search_answer(cells: Sequence[CellResult]) -> SearchAnswer:
                         found.lowest_failing_rps, len(cells), reason,
                         cell.server_cpu_percent if cell else None, cell.gpu_utilization_percent if cell else None,
                         found, objective_answers(cells, search_objectives(cells)), rate_table(cells),
-                        first.tag.shape)
+                        first.tag.shape, cell.server_cpu_cores if cell else None)
 
 
 def _unmet(cells: Sequence[CellResult]) -> str:
@@ -384,4 +387,5 @@ def search_at(search: SearchAnswer, at: ObjectiveAnswer) -> SearchAnswer:
                    p50_ms=p50, p99_ms=p99, lowest_failing_rps=at.lowest_failing_rps, reason=at.reason,
                    server_cpu_percent=cell.server_cpu_percent if cell else None,
                    gpu_utilization_percent=cell.gpu_utilization_percent if cell else None,
-                   conclusion=at.conclusion, objectives=(), at=at)
+                   server_cpu_cores=cell.server_cpu_cores if cell else None, conclusion=at.conclusion, objectives=(),
+                   at=at)

@@ -48,13 +48,16 @@ from loadtest.report.card.decision import run_next
 from loadtest.report.card.objective_costs import answers_by_objective
 from loadtest.report.card.records import CardRow
 from loadtest.report.card.words import (
+    LOWER_BOUND,
     SERVING_PATH_BOUND,
     SHAPED_SETUP,
     SHAPES,
     SHARED_CORES,
+    STAND_IN,
     TERMS,
     UNCHECKED,
     UNPAIRED,
+    UPPER_END,
 )
 from loadtest.report.card.words import title as card_title
 from loadtest.report.configs import Config, models_named
@@ -65,8 +68,8 @@ from loadtest.report.shape_sizing import UNKNOWN_REPLICA, sized_on
 from loadtest.report.sizing import size
 from loadtest.report.sizing.instances import Pricing, with_replicas
 
-HEADER = ("target", "device", "best setup", "capacity req/s", "p99 ms at it", "busy")
-PRICED_HEADER = ("boxes", "USD/h", "USD per M requests")
+HEADER = ("target", "device", "best setup", "capacity req/s", "p99 upper estimate ms", "busy")
+PRICED_HEADER = ("boxes", "USD/h", "USD per million requests")
 UNPRICED_HEADER = ("served ÷ device alone",)
 
 
@@ -109,6 +112,7 @@ class Card:
                 *([UNCHECKED] if any(UNCHECKED in " ".join(r) for r in self.table_rows()) else []),
                 *([SHAPES] if any(r.replica_cores for r in self.rows) else []),
                 *([SHARED_CORES] if any(r.shared_cores for r in self.rows) else [])]
+        used += [*([STAND_IN] if STAND_IN in self.title else []), UPPER_END, LOWER_BOUND]
         meanings = {**TERMS, "best setup": SHAPED_SETUP} if SHAPES in used else TERMS
         return [f"{term}: {meanings[term]}" for term in used if term in meanings]
 
@@ -125,7 +129,7 @@ def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
     if row.higher:
         capacity += f"; {row.higher}"
     base = (row.target.words(), DEVICES.get(row.device, row.device), _setup_cell(row), capacity,
-            fmt(row.p99_ms, 1) if row.p99_ms is not None else "—", row.busy or "—")
+            fmt(row.p99_ms, 2) if row.p99_ms is not None else "—", row.busy or "—")
     if not priced:
         return (*base, _share(row))
     if row.boxes is None:
@@ -247,7 +251,8 @@ def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None) -> CardRow:
     share = served.share if served is not None else None
     bound = share is not None and share < SERVED_SHARE
     row = CardRow(target, d.device, _setup(best.config), best.figure_rps, best.upper_rps, lower_bound(best),
-                  best.p99_ms, busy_text(best.server_cpu_percent, best.gpu_utilization_percent), share, False,
+                  best.estimate_ms,
+                  busy_text(best.server_cpu_percent, best.gpu_utilization_percent, best.server_cpu_cores), share, False,
                   state=capacity_text(best.at), higher=_higher(d, best),
                   replica_cores=best.shape.cores if best.shape else None,
                   shared_cores=bool(best.shape and best.shape.shares_loadgen))

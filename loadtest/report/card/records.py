@@ -20,7 +20,7 @@ class CardRow:
     capacity_rps: float | None  # the figure: the confirmed capacity, else the highest pass (`state` says which)
     failed_rps: float | None  # the upper end: the lowest rate above it that did not pass (None: none measured)
     at_least: bool  # a lower bound (the load generator's limit, or the search stopped: `state` says which)
-    p99_ms: float | None  # p99 measured at the capacity's cell
+    p99_ms: float | None  # the p99 upper estimate at the capacity (its verdict's), as the answer table gives it
     busy: str
     served_share: float | None  # served ÷ the device alone at the batch it ran; None: not measured
     for_buying: bool

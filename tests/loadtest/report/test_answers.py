@@ -166,7 +166,7 @@ def test_capacity_run_fixture_answers():
     # the answer as inconclusive, and the lowest rate that failed with confidence is 489.4.
     cpu_off = found[("cpu-off", 1)]
     assert cpu_off.capacity_rps == 453.1 and cpu_off.upper_rps == 471.2 and cpu_off.lowest_failing_rps == 489.4
-    assert cpu_off.uncertainty() == "between 453.1 and 471.2 req/s (471.2 stayed inconclusive)"
+    assert cpu_off.uncertainty() == "between 453.1 and 471.2 req/s (upper end 471.2)"
     assert found[("cpu-cpu", 8)].capacity_ips == pytest.approx(168.8 * 0.99 * 8)
     assert not found[("cpu-off", 8)].met  # p99 10.4-22 ms from 40 down to 1 req/s: the share over stays ~2%
     assert found[("cpu-off", 8)].reason.startswith("unmet: stalls of about")

@@ -106,7 +106,7 @@ def test_the_cards_boxes_and_cost_are_the_sizing_arithmetic_on_the_capacitys_ran
     # a price file of per-replica prices: 5000 / (675 x 0.8) = 9.26 -> 10 at the capacity, 8.9 -> 9 at 700 failed
     per_replica = Pricing(5000.0, 0.2, load_prices(FIXTURES / "prices.toml"), replicas_by_config(results))
     priced = card_for(results, per_replica)
-    assert priced is not None and priced.table_rows()[0][6:] == ("9–10 replicas (bound unchecked)", "4.00", "0.2222")
+    assert priced is not None and priced.table_rows()[0][6:] == ("9–10 replicas (bound unchecked)", "4.00", "0.222")
 
 
 def _copy(tmp_path, run: str):
@@ -122,7 +122,7 @@ def test_an_answer_the_serving_path_bounded_gets_no_price_but_what_to_run_next()
                           "the CPU, bounded every answer")
     [row] = card.table_rows()
     assert row == ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "batching on (profile cpu)",
-                   "1,005.1 confirmed, upper end 1,082.4", "9.0", "CPU 86%", "27%")
+                   "1,005.1 confirmed, upper end 1,082.4", "9.55", "CPU 86% of 1 core", "27%")
     assert "USD" not in "\n".join(card.lines())
     assert card.run_next == '`make capacity SERVE="cpu/cpu cpu/off" BATCH="1 32" P99_MS=10` on TF Serving.'
     assert card.words_outside_table() <= 60 and len(card.header()) <= 9

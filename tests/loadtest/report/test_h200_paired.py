@@ -34,9 +34,9 @@ def test_the_paired_h200_run_answers_with_the_gpu_cpu_ratio_and_the_drift(tmp_pa
                         "path, not a device, bounded every answer")
     # the best CPU setup is the highest confirmed; cpu-cpu's higher unconfirmed pass is named beside it
     assert lines[4] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | CPU | batching off | 690.5 confirmed, upper end "
-                        "1,381.0; batching on (profile cpu) 874.5 passed | 4.8 | CPU 7% | 10% |")
+                        "1,381.0; batching on (profile cpu) 874.5 passed | 5.18 | CPU 7% of 12 cores | 10% |")
     assert lines[5] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | GPU | batching on (profile gpu) | 1,218.0 confirmed, "
-                        "upper end 1,624.0 | 15.8 | GPU 1%, CPU 12% | 5% |")
+                        "upper end 1,624.0 | 16.37 | GPU 1%, CPU 12% of 12 cores | 5% |")
     # one line of comparisons: each ratio once, with its range
     assert lines[7] == ("25 ms, 1 image: GPU/CPU ×1.76 (×0.87–×2.42); batching: CPU ×0.84 (×0.41–×1.73), GPU "
                         "×2.30 (×1.21–×3.26).")

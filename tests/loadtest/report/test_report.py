@@ -59,13 +59,13 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     # every row priced (their device alone unmeasured: marked), so each target's cheapest row is for buying
     assert lines[0] == ("# FOR BUYING — TF Serving containers and the embedded stand-in (runtime not recorded) on "
                         "Intel Xeon Platinum 8375C and NVIDIA H100 80GB HBM3; figures are the stand-in's")
-    assert lines[2] == "| target | device | best setup | capacity req/s | p99 ms at it | busy | boxes | USD/h | " \
-                       "USD per M requests |"
+    assert lines[2] == ("| target | device | best setup | capacity req/s | p99 upper estimate ms | busy | boxes | "
+                        "USD/h | USD per million requests |")
     rows = [line for line in lines[4:] if line.startswith("| ")][:3]
     assert rows[0] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | CPU | batching on (profile cpu) | 675.0 confirmed, "
-                       "upper end 700.0 | 9.6 | — | 9–10 replicas (bound unchecked) | 4.00 | 0.2222 |")
+                       "upper end 700.0 | 9.49 | — | 9–10 replicas (bound unchecked) | 4.00 | 0.222 |")
     assert rows[1] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | GPU | batching on (profile gpu) | 6,250.0 confirmed, "
-                       "upper end 6,500.0 | 9.4 | — | 1 replica (bound unchecked) | 4.00 | 0.2222 |")
+                       "upper end 6,500.0 | 9.26 | — | 1 replica (bound unchecked) | 4.00 | 0.222 |")
     assert rows[2].startswith("| 5,000 req/s · p99 ≤ 10 ms · 8 images/request | CPU | batching on (profile cpu) | "
                               "168.8 confirmed, upper end 175.0 |")
     # one comparison line: the cheaper device (per-replica prices: the same), the batching gains with their ranges
@@ -147,7 +147,7 @@ def test_searches_table(searched):
     # one upper end (471.2: the lowest rate above it that did not pass, with its reason; not also 489.4, the lowest
     # that failed) and one p99 (the estimate the verdict is on; not also the cell's raw p99)
     assert rows[("cpu-off", "1")][3:10] == ["yes", "453.1", "448.6", "—", "3.10", "9.22", "471.2"]
-    assert rows[("cpu-off", "1")][12] == "between 453.1 and 471.2 req/s (471.2 stayed inconclusive)"
+    assert rows[("cpu-off", "1")][12] == "between 453.1 and 471.2 req/s (upper end 471.2)"
     assert rows[("cpu-off", "8")][3:5] == ["NO", "—"] and rows[("cpu-off", "8")][9] == "1.0"  # its lowest not passing
     assert rows[("cpu-off", "8")][12].startswith("unmet: stalls of about 23 ms")
     assert len(rows) == 6

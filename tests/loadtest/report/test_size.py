@@ -178,7 +178,7 @@ def test_text_answer_names_batch_sources_cheapest_and_what_cannot_be_answered():
     assert "at request batch 1 (also measured: 32; pick one with --batch)" in out
     assert ("Cheapest meeting the objective: cpu-off (cpu embedded server (runtime not recorded), batching off) on "
             "Intel(R) Xeon(R) Platinum "
-            "8375C CPU @ 2.90GHz, request batch 1: 8 replica(s), 3.20 USD/h, 0.1778 USD per million inferences; "
+            "8375C CPU @ 2.90GHz, request batch 1: 8 replica(s), 3.20 USD/h, 0.178 USD per million images; "
             "capacity 800.0 requests/s from open-loop, measured grid, not confirmed. Cheaper with only a lower bound, "
             "so ranked after it: cpu-latency.") in out
     row = next(line for line in out.splitlines() if line.startswith("2 "))
