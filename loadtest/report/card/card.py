@@ -44,7 +44,7 @@ from loadtest.report.answers.figure_text import capacity_text
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios
 from loadtest.report.answers.ratios import gain_key, gain_value, gpu_cpu_value, has_figure, is_paired
 from loadtest.report.blocks import DEVICES
-from loadtest.report.card.decision import run_next
+from loadtest.report.card.decision import run_next, server_flags
 from loadtest.report.card.objective_costs import answers_by_objective
 from loadtest.report.card.records import CardRow
 from loadtest.report.card.words import (
@@ -179,13 +179,14 @@ def card_for(results: Sequence[CellResult], pricing: Pricing | None = None, targ
     pricing = with_replicas(pricing, results)
     paired = by_key(paired_ratios(results)) if paired is None else paired
     card = card_of(answers, pricing, paired,
-                   targets_of(answers, pricing, p99_objective_ms) if targets is None else targets)
+                   targets_of(answers, pricing, p99_objective_ms) if targets is None else targets,
+                   server_flags(results))
     models = models_named(results)
     return replace(card, title=card.title.replace(" — ", f" — model {models}, ", 1)) if models else card
 
 
 def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, PairedRatio],
-            targets: Sequence[Target]) -> Card:
+            targets: Sequence[Target], flags: Sequence[str] = ()) -> Card:
     """The card for these targets from the run's answers; rows for each device searched at a target's objective
     and request batch (or, where none was searched there, answered from the same cells)."""
     rows: list[CardRow] = []
@@ -200,7 +201,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
         if line:
             comparisons.append(line)
         if not _target_for_buying(found) and here:
-            nexts.append(run_next([s.config for d in here for s in d.searches], target.batch, target.p99_objective_ms))
+            nexts.append(run_next(_configs(answers), targets, pricing.prices.source if pricing else "", flags))
     priced = any(r.boxes is not None for r in rows)
     for_buying = bool(targets) and all(_target_for_buying([r for r in rows if r.target == t]) for t in targets)
     example = priced and pricing is not None and pricing.prices.example

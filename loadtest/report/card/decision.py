@@ -5,8 +5,8 @@
   servers would not remove; the load generator could not drive it; rates passed but none was confirmed, with the
   highest pass as the objective table gives it; every rate tried missed it). The card's row says "none" or "none
   confirmed (… passed)"; these lines stand below it;
-- `run_next`: the command that gets an answer the device bounds (TF Serving itself where the embedded server was
-  measured, a larger request batch, or batching tuned);
+- `run_next`: the command that gets an answer the device bounds, with the run's own targets (`GOALS`), price list
+  and server flags (TF Serving itself where the embedded server was measured, or batching tuned);
 - `spelled`: a configuration's name and what it means, for the Terms table.
 
 Pure functions over `Answers` and the records. Not for: the answers (`loadtest.report.answers.answers`), the card itself
@@ -15,9 +15,11 @@ or the report's layout (`loadtest.report.headline`).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 
 from loadtest.evidence.records import CellResult
+from loadtest.judge.goals import Target, goal_text
 from loadtest.report.answers.answers import Answers, DeviceAnswer
 from loadtest.report.blocks import device_name
 from loadtest.report.configs import Config
@@ -61,18 +63,35 @@ def _configs(here: Sequence[DeviceAnswer]) -> list[Config]:
     return [s.config for d in here for s in d.searches]
 
 
-def run_next(configs: Sequence[Config], batch: int, objective: float) -> str:
-    """The command that gets an answer the device bounds, and where: TF Serving itself where the embedded server
-    was measured (at a larger request batch too), else a larger request batch or the batching tuned."""
+def run_next(configs: Sequence[Config], targets: Sequence[Target], prices: str = "",
+             server_flags: Sequence[str] = ()) -> str:
+    """The command that gets an answer the device bounds, and where: the run's own targets (`GOALS`, as
+    `make capacity` takes them), its price list and its server flags, on TF Serving itself where the embedded
+    server was measured, else with the batching tuned. Pasted as printed, it runs."""
     serve = " ".join(dict.fromkeys(f"{c.device}/{c.batching_profile}" for c in configs))
-
-    def command(batches: str) -> str:
-        return f'`make capacity SERVE="{serve}" BATCH="{batches}" P99_MS={objective:g}`'
-
+    goals = " ".join(dict.fromkeys(goal_text(t) for t in targets))
+    words = [f'SERVE="{serve}"', f'GOALS="{goals}"', *([f"PRICES={shlex.quote(prices)}"] if prices else []),
+             *([f"LOADTEST_ARGS={_make_value('--server-flags=' + shlex.quote(shlex.join(server_flags)))}"]
+               if server_flags else [])]
+    command = f"`make capacity {' '.join(words)}`"
     if any(c.kind == ServerKind.EMBEDDED for c in configs):
-        return f"{command(f'{batch} 32' if batch < 32 else str(batch))} on TF Serving."
+        return f"{command} on TF Serving."
     device = next((c.device for c in configs if c.batching_on), configs[0].device if configs else "cpu")
-    return f"{command(str(batch * 4))}, or `make tune DEVICE={device}`."
+    return f"{command}, or `make tune DEVICE={device}`."
+
+
+def _make_value(text: str) -> str:
+    """`text` quoted for the shell so that make's recipe, which expands it unquoted, splits it as written."""
+    return f'"{text}"' if not any(c in text for c in '"$`\\') else shlex.quote(text)
+
+
+def server_flags(results: Sequence[CellResult]) -> tuple[str, ...]:
+    """The embedded server's flags the run launched it with (its plan's `[launch] server_flags`), () where none."""
+    for cell in results:
+        flags = cell.provenance.launch().get("server_flags") if cell.provenance else None
+        if flags and cell.server.kind == ServerKind.EMBEDDED:
+            return tuple(str(f) for f in flags)
+    return ()
 
 
 def _why_none(d: DeviceAnswer, results: Sequence[CellResult], labels: Labels) -> str:

@@ -4,6 +4,7 @@ met where none did (`loadtest.report.card.decision.why_none_lines`)."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from loadtest.evidence.records import read_results
 from loadtest.judge.goals import Target
@@ -49,8 +50,9 @@ def test_the_h100_card_says_no_setup_met_10_ms_and_why_below_it(tmp_path):
         ("5,000 req/s · p99 ≤ 10 ms · 32 images/request", "GPU", "none")]
     first_screen = "\n".join(md.splitlines()[:25])
     assert "USD" not in first_screen and "replicas" not in first_screen
-    assert 'Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" BATCH="1 32" P99_MS=10` on TF ' \
-           "Serving." in md
+    # the run's own targets, at the price list it was priced at
+    assert f'Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" GOALS="5000:10:1 5000:10:32" ' \
+           f"PRICES={DEFAULT_PRICES}" in md
     why = [line for line in md.splitlines() if line.startswith("Why none confirmed")]
     assert why[0].startswith("Why none confirmed p99 ≤ 10 ms at request batch 1: on the CPU")
     assert "requests paused about 30 ms" in why[0] and "more servers would not meet it" in why[0]  # the CPU's stalls
@@ -124,7 +126,8 @@ def test_an_answer_the_serving_path_bounded_gets_no_price_but_what_to_run_next()
     assert row == ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "batching on (profile cpu)",
                    "1,005.1 confirmed, upper end 1,082.4", "9.55", "CPU 86% of 1 core", "27%")
     assert "USD" not in "\n".join(card.lines())
-    assert card.run_next == '`make capacity SERVE="cpu/cpu cpu/off" BATCH="1 32" P99_MS=10` on TF Serving.'
+    assert card.run_next == (f'`make capacity SERVE="cpu/cpu cpu/off" GOALS="5000:10:1" PRICES={DEFAULT_PRICES}` on '
+                             "TF Serving.")
     assert card.words_outside_table() <= 60 and len(card.header()) <= 9
 
 
@@ -236,3 +239,33 @@ def test_the_box_range_counts_one_instance_type():
     [row] = card.rows
     assert row.boxes == (8, 9) and row.instance == "general-2"
     assert "8–9 × general-2" in "\n".join(card.lines())
+
+
+def test_run_next_parses_as_make_capacity_with_the_runs_goals_prices_and_server_flags(tmp_path):
+    """Pasted as printed, it runs: `make capacity` with the run's own targets (GOALS, as goals.py parses them),
+    its price list and the embedded server's flags, every variable one the Makefile defines."""
+    import re
+    import shlex
+
+    from loadtest.judge.goals import parse_goal
+    from tests.support.paths import REPO
+
+    shutil.copytree(FIXTURES / "h200-paired", tmp_path / "h200-paired")
+    md = report.run([tmp_path / "h200-paired" / "results.jsonl"], p99_ms=25, target_rps=2000,
+                    prices=DEFAULT_PRICES)[1].read_text()
+    [line] = [line for line in md.splitlines() if line.startswith("Run next: ")]
+    found = re.search(r"`([^`]*)`", line)
+    assert found is not None and line.endswith("` on TF Serving.")
+    words = shlex.split(found.group(1))
+    assert words[:2] == ["make", "capacity"]
+    assigned = dict(word.split("=", 1) for word in words[2:])
+    assert set(assigned) == {"SERVE", "GOALS", "PRICES", "LOADTEST_ARGS"}
+    assert [parse_goal(goal) for goal in assigned["GOALS"].split()] == [Target(25.0, 1, 2000.0)]
+    assert assigned["SERVE"].split() == ["cpu/cpu", "cpu/off", "gpu/gpu", "gpu/off"]
+    assert Path(assigned["PRICES"]) == DEFAULT_PRICES and DEFAULT_PRICES.is_file()
+    assert shlex.split(assigned["LOADTEST_ARGS"]) == ["--server-flags=--backend jax"]
+    makefile = (REPO / "Makefile").read_text()
+    recipe = makefile[makefile.index("\ncapacity: "):].split("\n\n", 1)[0]
+    for name in assigned:
+        assert re.search(rf"^{name} \?=", makefile, re.M), name
+    assert "$(LOADTEST_ARGS)" in recipe and "$(PRICES)" in recipe and "$(CAPACITY_GOALS)" in recipe
