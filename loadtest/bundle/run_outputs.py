@@ -9,8 +9,8 @@ module keeps `--out` current from it:
   keeps every cell measured until then;
 - `Console`: the run's console, echoed to `--out/run.log`;
 - `RunRecord`: `--out/device-run.json`, rewritten (atomically) after every step;
-- `figures_record`: the report's `figures.json` (the decision, and per configuration and request batch
-  the server's mean latency, the device floor at the batch the server ran, the peak, ...) as
+- `figures_record`: the report's `figures.json` (the decision, the card's ratios, and per configuration and
+  request batch the server's mean latency, the device floor at the batch the server ran, the peak, ...) as
   `device-run.json` keeps it: read, never recomputed, so the record and the report print one number.
 
 Standard library only (it runs before the bundle's wheels are installed). Not for: deciding what runs
@@ -124,7 +124,8 @@ class RunRecord(dict):
 
 def figures_record(path: Path) -> dict:
     """What `device-run.json` keeps of the report's `figures.json` (`loadtest.report.figures`): the decision
-    and the report's first sentences, and per configuration and request batch the figures the report prints
+    and the report's first sentences, the card's ratios (each with the value every table prints), and per
+    configuration and request batch the figures the report prints
     (the same values, not recomputed here); {} when the report wrote none."""
     if not path.is_file():
         return {}
@@ -136,7 +137,8 @@ def figures_record(path: Path) -> dict:
     for figures in written.get("figures") or ():
         by_configuration.setdefault(figures["configuration"], {})[str(figures["request_batch"])] = figures
     card = written.get("card") or {}
-    return {"decision": card.get("lines") or written.get("headline") or [], "by_configuration": by_configuration}
+    return {"decision": card.get("lines") or written.get("headline") or [], "ratios": card.get("ratios") or {},
+            "by_configuration": by_configuration}
 
 
 def answer_lines(by_configuration: dict[str, dict[str, dict]]) -> list[str]:

@@ -212,7 +212,7 @@ def sizing_options(function: Any) -> Any:
     cost (the report, `capacity` and the device bundle take the same three)."""
     options = [
         click.option("--target-rps", type=click.FloatRange(min=0, min_open=True), default=None,
-                     help="target load in requests/s: the decision adds replicas and cost per million inferences"),
+                     help="target load in requests/s: the decision adds replicas and cost per million images"),
         click.option("--prices", type=click.Path(path_type=Path), default=DEFAULT_PRICES, show_default=True,
                      help="price file (TOML) for --target-rps"),
         click.option("--headroom", type=click.FloatRange(0, 1, max_open=True), default=0.2, show_default=True,

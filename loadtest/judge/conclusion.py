@@ -161,12 +161,11 @@ class Conclusion:
             return ""
         low = f"{self.answer.rate_rps:g}"
         if self.at_least:
-            return f"at least {low} req/s: the load generator was the limit at {self.loadgen_limited_rps:g} req/s"
+            return f"at least {low} req/s: the load generator's limit at {self.loadgen_limited_rps:g} req/s"
         upper = self.upper_rps()
         if upper is None:
-            return f"at least {low} req/s: no higher rate measured failing"
-        kind = "failed" if upper == self.lowest_failing_rps else "stayed inconclusive"
-        return f"between {low} and {upper:g} req/s ({upper:g} {kind})"
+            return f"at least {low} req/s: the search stopped (no higher rate measured failing)"
+        return f"between {low} and {upper:g} req/s (upper end {upper:g})"
 
 
     def unmet_reason(self) -> str:

@@ -7,10 +7,11 @@ their histograms merge exactly), and:
 - `rate_table`: offered against achieved req/s and img/s, p50/p90/p99/p99.9 of all the rate's requests,
   N, the windows, and whether any was overloaded (`loadtest.judge.overload`) or limited by the load generator;
 - `objective_answers`: at each objective (recorded with the search; by default 5, 10, 25, 50 and 100 ms,
-  besides its own) the capacity under the same confidence rule: the highest offered rate whose pooled
-  verdict passes there, `confirmed` when that rate has a confirmation that passes there (or two windows
-  that pass separately), else `passed, not confirmed`; "at least" where no higher rate failed there (the
-  search did not go high enough to bound it), and a pass above a rate that failed named as not monotone.
+  besides its own) the capacity by the one rule, `conclude`, on the search's steps rebuilt with each rate's
+  verdict at that objective: the highest rate whose confirmation passed there (`confirmed`), and above it the
+  highest rate whose own windows passed (`passed, not confirmed`); a lower bound (`Bound`) where the load
+  generator was the limit or no higher rate failed there; carried up from the stricter objectives, so a
+  configuration's capacity never falls as the objective loosens.
 
 Pure functions over `CellResult`s. Not for: the search's own answer at its objective
 (`loadtest.report.answers.answers.search_answer`) or the comparisons built on both (`loadtest.report.answers.answers`).
@@ -19,16 +20,17 @@ Pure functions over `CellResult`s. Not for: the search's own answer at its objec
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
 from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.stats import merge_encoded
 from loadtest.evidence.vocab import CellStatus, Role
-from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS, AnswerKind, Conclusion
+from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS, AnswerKind, Conclusion, conclude
 from loadtest.judge.confidence import DEFAULT_CONFIDENCE, Evidence
 from loadtest.judge.overload import overloaded_reason
-from loadtest.judge.verdicts import Decision, Step, client_limited, pooled_verdict, verdict_of
+from loadtest.judge.verdicts import Step, client_limited, step_after
 
 
 def offered_rps(cell: CellResult) -> float | None:
@@ -107,99 +109,132 @@ def search_objectives(cells: Sequence[CellResult]) -> tuple[float, ...]:
     return tuple(sorted({float(o) for o in recorded} | set(own)))
 
 
+class Bound(StrEnum):
+    """Why a capacity is only a lower bound ("≥"): what stopped the search above it."""
+
+    NONE = ""  # bounded above: a rate above it failed at this objective
+    LOADGEN = "the load generator's limit"  # the load generator could not offer more
+    STOPPED = "the search stopped"  # no rate above it failed here: the search did not go high enough
+
+
 @dataclass(frozen=True)
 class ObjectiveAnswer:
-    """One search's cells answered at one p99 objective, every window at a rate pooled.
+    """One search's cells answered at one p99 objective by `conclude`, the one rule for a capacity.
 
-    The capacity is the highest offered rate whose pooled verdict passes at the objective; `kind` says
-    what it rests on: `confirmed` when that rate has a confirmation whose own windows pass there, or at
-    least two windows that pass separately, else `passed, not confirmed`; `none` when no rate passed."""
+    `confirmed_rps`: the highest rate whose confirmation (a separate, longer measurement) passed there;
+    `passed_rps`: the highest rate above it whose own windows passed, not confirmed, below any rate that failed;
+    `capacity_rps` is the figure compared (the confirmed rate, else the pass) and `kind` what it rests on."""
 
     p99_objective_ms: float
     kind: AnswerKind
     capacity_rps: float | None
     capacity_ips: float | None  # achieved img/s at that rate (all its windows)
-    evidence: Evidence | None  # the pooled verdict's: N, k over the objective, the p99 estimate
-    upper_rps: float | None  # the lowest rate above it that did not pass (failed, inconclusive, or client-limited)
+    evidence: Evidence | None  # the answering step's verdict's: N, k over the objective, the p99 estimate
+    upper_rps: float | None  # the upper end: the lowest rate above the answer that did not pass
     lowest_failing_rps: float | None  # the lowest rate above it that failed at this objective
     not_monotone: tuple[tuple[float, float], ...] = ()  # (a passing rate, a lower rate that failed here)
     reason: str = ""  # why there is no capacity ("" when there is one)
     conclusion: Conclusion | None = field(default=None, compare=False)  # for `search_at`: bounds, not monotone
-    confirmed_rps: float | None = None  # the highest rate confirmed at this objective (the capacity, or below it)
+    confirmed_rps: float | None = None  # the highest rate confirmed at this objective
+    passed_rps: float | None = None  # the highest unconfirmed pass above it (None: none)
+    bound: Bound = Bound.NONE  # why the answer is only a lower bound
 
     @property
     def at_least(self) -> bool:
-        """No rate above the capacity failed at this objective: the search did not go high enough to bound it
-        (or only the load generator's limit did)."""
-        return self.capacity_rps is not None and self.lowest_failing_rps is None
+        """The answer is a lower bound (`bound` says why)."""
+        return self.capacity_rps is not None and self.bound != Bound.NONE
 
     def describe(self) -> str:
         """`933 req/s (confirmed: p99 <= 21.3 ms at 99% confidence, N=6192, k=42; between 933 and 1000 req/s)`, or
         `none: ...`."""
+        odd = "".join(f"; not monotone: passed at {high:g} req/s above a fail at {low:g} req/s"
+                      for high, low in self.not_monotone)
         if self.capacity_rps is None:
-            return f"none ({self.reason})"
+            return f"none ({self.reason}{odd})"
         e = self.evidence
         why = f"p99 <= {e.estimate_ms:.3f} ms at {e.confidence:.0%} confidence, N={e.requests}, k={e.over}" if e \
             else "passed"
         if self.at_least:
-            bound = ("at least: no higher rate measured failing" if self.upper_rps is None
-                     else f"at least: above it only {self.upper_rps:g} req/s, which did not fail here")
+            bound = f"at least: {self.bound.value}"
         else:
             bound = f"between {self.capacity_rps:g} and {self.upper_rps:g} req/s"
-        odd = "".join(f"; not monotone: passed at {high:g} req/s above a fail at {low:g} req/s"
-                      for high, low in self.not_monotone)
-        below = (f"; confirmed at {self.confirmed_rps:g} req/s" if self.kind == AnswerKind.PASSED
-                 and self.confirmed_rps is not None else "")
-        return f"{self.capacity_rps:g} req/s ({self.kind.value}: {why}; {bound}{odd}{below})"
+        above = f"; {self.passed_rps:g} req/s passed, not confirmed" if self.passed_rps is not None \
+            and self.kind == AnswerKind.CONFIRMED else ""
+        return f"{self.capacity_rps:g} req/s ({self.kind.value}: {why}; {bound}{odd}{above})"
 
     def line(self) -> str:
         """`p99 <= 25 ms: 933 req/s (confirmed: ...)`."""
         return f"p99 <= {self.p99_objective_ms:g} ms: {self.describe()}"
 
 
-def _rate_step(rate: float, group: Sequence[CellResult], objective: Objective, confidence: float) -> Step:
-    """A rate's pooled step at `objective`: every window together (represented by its confirmation, if any)."""
-    confirming = [c for c in group if c.search and c.search.confirming]
-    shown = (confirming or list(group))[-1]
-    return Step(rate, Role(shown.search.role if shown.search else Role.BRACKET), shown,
-                pooled_verdict(group, objective, confidence), bool(confirming))
+def steps_of(cells: Sequence[CellResult], objective: Objective) -> list[Step]:
+    """A search's steps rebuilt from its records, each with its rate's pooled verdict at `objective`, as the
+    search made them."""
+    steps: list[Step] = []
+    for cell in rated(cells):
+        rate = offered_rps(cell)
+        assert rate is not None
+        tag = cell.tag
+        role = Role(tag.role)
+        confirming = role == Role.CONFIRM if tag.confirming is None else bool(tag.confirming)
+        steps.append(step_after(steps, rate, role, cell, confirming, objective, tag.confidence_or(DEFAULT_CONFIDENCE),
+                                tag.attempt))
+    return steps
 
 
-def _confirmed_at(group: Sequence[CellResult], objective: Objective, confidence: float) -> bool:
-    confirming = [c for c in group if c.search and c.search.confirming]
-    if confirming and pooled_verdict(confirming, objective, confidence).passed:
-        return True
-    return sum(verdict_of([c], objective, confidence).passed for c in group if c.status == CellStatus.OK) >= 2
+def _bound(found: Conclusion) -> Bound:
+    if found.answer is None:
+        return Bound.NONE
+    if found.at_least:
+        return Bound.LOADGEN
+    return Bound.STOPPED if found.upper_rps() is None else Bound.NONE
 
 
 def objective_answer(cells: Sequence[CellResult], objective: Objective) -> ObjectiveAnswer:
-    """One search's cells at one p99 objective (see `ObjectiveAnswer`)."""
-    confidence = next((c.search.confidence_or(DEFAULT_CONFIDENCE) for c in cells if c.search), DEFAULT_CONFIDENCE)
-    groups = _by_rate(cells)
-    steps = {rate: _rate_step(rate, group, objective, confidence) for rate, group in groups.items()}
-    passing = [rate for rate, step in steps.items() if step.verdict.passed]
-    top = max(passing, default=None)
-    above = [step for rate, step in steps.items() if top is None or rate > top]
-    failing = min((s.rate_rps for s in above if s.verdict.decision == Decision.FAIL), default=None)
-    not_passing = [s.rate_rps for s in above if not s.verdict.passed]
-    pairs = tuple((p, f.rate_rps) for p in sorted(passing) for f in steps.values()
-                  if f.verdict.decision == Decision.FAIL and f.rate_rps < p)
-    conclusion = Conclusion(objective, steps[top] if top is not None else None, failing,
-                            tuple(s for s in above if s.verdict.decision == Decision.INCONCLUSIVE),
-                            min((s.rate_rps for s in above if s.verdict.decision == Decision.LOADGEN), default=None),
-                            tuple((steps[p], steps[f]) for p, f in pairs))
-    if top is None:
-        reason = conclusion.unmet_reason() if steps else "no rate measured"
-        return ObjectiveAnswer(objective.p99_ms, AnswerKind.NONE, None, None, None, min(not_passing, default=None),
-                               failing, pairs, reason, conclusion)
-    confirmed = max((rate for rate in passing if _confirmed_at(groups[rate], objective, confidence)), default=None)
-    kind = AnswerKind.CONFIRMED if confirmed == top else AnswerKind.PASSED
-    row = next(r for r in rate_table(groups[top]))
-    return ObjectiveAnswer(objective.p99_ms, kind, top, row.achieved_ips, steps[top].verdict.evidence,
-                           min(not_passing, default=None), failing, pairs, "", conclusion, confirmed)
+    """One search's cells at one p99 objective, concluded by `conclude` (see `ObjectiveAnswer`)."""
+    steps = steps_of(cells, objective)
+    found = conclude(steps, objective)
+    pairs = tuple((p.rate_rps, f.rate_rps) for p, f in found.not_monotone)
+    step = found.answer
+    if step is None:
+        failed = next((c.failure_reason for c in cells if c.failure_reason), "")
+        reason = found.unmet_reason() if steps else "no rate measured" + (f": {failed}" if failed else "")
+        return ObjectiveAnswer(objective.p99_ms, AnswerKind.NONE, None, None, None, found.upper_rps(),
+                               found.lowest_failing_rps, pairs, reason, found)
+    row = next(r for r in rate_table([c for c in rated(cells) if offered_rps(c) == step.rate_rps]))
+    passed = found.best_pass.rate_rps if found.best_pass else None
+    return ObjectiveAnswer(objective.p99_ms, found.kind, step.rate_rps, row.achieved_ips, step.verdict.evidence,
+                           found.upper_rps(), found.lowest_failing_rps, pairs, "", found, found.capacity_rps,
+                           passed, _bound(found))
+
+
+def _top(*rates: float | None) -> float | None:
+    return max((r for r in rates if r is not None), default=None)
+
+
+def carried(stricter: ObjectiveAnswer, looser: ObjectiveAnswer) -> ObjectiveAnswer:
+    """`looser` never below `stricter`: a rate confirmed (or passed) at a stricter objective is confirmed (or
+    passed) at any looser one, so each is carried up where the looser one's own is lower."""
+    confirmed = _top(stricter.confirmed_rps, looser.confirmed_rps)
+    passed = _top(stricter.passed_rps, looser.passed_rps)
+    passed = None if passed is not None and confirmed is not None and passed <= confirmed else passed
+    if (confirmed, passed) == (looser.confirmed_rps, looser.passed_rps):
+        return looser
+    top = confirmed if confirmed is not None else passed
+    source = stricter if stricter.capacity_rps == top else looser
+    upper = looser.upper_rps if looser.upper_rps is not None and top is not None and looser.upper_rps > top else None
+    bound = Bound.NONE if upper is not None else (source.bound if source.bound != Bound.NONE else Bound.STOPPED)
+    return replace(looser, kind=AnswerKind.CONFIRMED if confirmed is not None else AnswerKind.PASSED,
+                   capacity_rps=top, capacity_ips=source.capacity_ips, evidence=source.evidence, upper_rps=upper,
+                   lowest_failing_rps=looser.lowest_failing_rps if upper is not None else None, reason="",
+                   conclusion=source.conclusion, confirmed_rps=confirmed, passed_rps=passed, bound=bound)
 
 
 def objective_answers(cells: Sequence[CellResult], objectives: Iterable[float]) -> tuple[ObjectiveAnswer, ...]:
-    """One search's cells (`CellResult.search` of one id) answered at each objective, lowest first: pure, for
-    the console's and the report's multi-objective tables."""
-    return tuple(objective_answer(cells, Objective(ms)) for ms in sorted(set(objectives)))
+    """One search's cells (`CellResult.search` of one id) answered at each objective, lowest first, each carried
+    up from the stricter ones (`carried`): pure, for the console's and the report's multi-objective tables."""
+    out: list[ObjectiveAnswer] = []
+    for ms in sorted(set(objectives)):
+        here = objective_answer(cells, Objective(ms))
+        out.append(carried(out[-1], here) if out else here)
+    return tuple(out)

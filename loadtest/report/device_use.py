@@ -16,10 +16,11 @@ GPU_BUSY_PERCENT = 50.0  # a GPU below this utilisation at peak is far from busy
 ELSEWHERE = "the bottleneck is elsewhere (client, network, or the server's request path)"
 
 
-def busy_text(cpu_percent: float | None, gpu_percent: float | None) -> str:
-    """`GPU 40%, CPU 12%`, `CPU 85%`, or "—" when neither was measured."""
-    parts = [f"{name} {value:.0f}%" for name, value in (("GPU", gpu_percent), ("CPU", cpu_percent))
-             if value is not None]
+def busy_text(cpu_percent: float | None, gpu_percent: float | None, cpu_cores: float | None = None) -> str:
+    """`GPU 40%, CPU 12% of 12 cores`, `CPU 85%` (cores not recorded), or "—" when neither was measured."""
+    cores = f" of {cpu_cores:g} core{'' if cpu_cores == 1 else 's'}" if cpu_cores else ""
+    parts = [f"{name} {value:.0f}%{cores if name == 'CPU' else ''}"
+             for name, value in (("GPU", gpu_percent), ("CPU", cpu_percent)) if value is not None]
     return ", ".join(parts) or MISSING
 
 

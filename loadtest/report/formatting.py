@@ -5,6 +5,8 @@ Not for: units or rounding of recorded values (the records keep full precision).
 
 from __future__ import annotations
 
+import math
+
 MISSING = "—"
 
 
@@ -14,10 +16,13 @@ def number(value: float | None, digits: int = 1) -> str:
 
 
 def money(value: float | None) -> str:
-    """A price: cents from 1 up (23.89), four significant digits below (0.3993, 0.002268); "—" when unpriced."""
+    """A price to 3 significant figures (23.9, 4.00, 0.222, 0.00227; 1,235 from 1,000 up); "—" when unpriced."""
     if value is None:
         return MISSING
-    return f"{value:,.2f}" if abs(value) >= 1 else f"{value:.4g}"
+    if value == 0:
+        return "0.00"
+    digits = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{digits}f}"
 
 
 def change(new: float | None, old: float | None) -> str:
@@ -44,3 +49,13 @@ def ratio_range(low: float | None, high: float | None, none: str = NO_RANGE) -> 
     if high is not None:
         return f"at most ×{high:.2f}"
     return none
+
+
+def ratio_value(ratio: float | None, low: float | None, high: float | None) -> str:
+    """A ratio as every place prints it: `×1.62 (×1.55–×1.70)`, only the end that holds where one is open (`at
+    least ×0.50`: never a point estimate beside an open range), `—` without a ratio."""
+    if ratio is None:
+        return "—"
+    if low is not None and high is not None:
+        return f"×{ratio:.2f} ({ratio_range(low, high)})"
+    return ratio_range(low, high)

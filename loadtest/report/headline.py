@@ -21,8 +21,9 @@ from dataclasses import dataclass, replace
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
 from loadtest.judge.goals import Target
-from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer
+from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer, lower_bound
 from loadtest.report.answers.bound import bound_line
+from loadtest.report.answers.figure_text import reason
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
 from loadtest.report.answers.sources import highest_passing
 from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Figure, Table, device_name
@@ -32,6 +33,7 @@ from loadtest.report.configs import Config, config_labels, config_of, models_nam
 from loadtest.report.device_use import busy_text
 from loadtest.report.figures import Figures, console_lines, device_figures, figures_of
 from loadtest.report.formatting import number as fmt
+from loadtest.report.formatting import ratio_value
 from loadtest.report.host_floor import host_floor_lines, host_floor_ms
 from loadtest.report.sections.objective_table import objective_headline, objective_table
 from loadtest.report.shape_sizing import instance_hour_words, measured_by_device
@@ -53,7 +55,12 @@ class Summary:
 
 
 def _rps(s: SearchAnswer) -> str:
-    return f"{'at least ' if s.conclusion and s.conclusion.at_least else ''}{fmt(s.capacity_rps)} req/s"
+    """`675.0 req/s`, or a lower bound with why: `≥ 687.2 req/s: the search stopped`."""
+    return f"{_capacity(s)} req/s{reason(s.bound) if lower_bound(s) else ''}"
+
+
+def _capacity(s: SearchAnswer) -> str:
+    return f"{'≥ ' if lower_bound(s) else ''}{fmt(s.capacity_rps)}"
 
 
 def _where(batch: int, p99_objective_ms: float) -> str:
@@ -88,7 +95,8 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
         if (compared := paired.get((f"batching gain on {d.device}", batch, p99_objective_ms))) is not None:
             lines.append(_paired_text(compared, host_floor_ms(results, d.device, batch)))
         elif d.gain.ratio is not None and on and off:
-            lines.append(f"batching gain {d.gain.describe()} on {_device(d)} {where}: {labels[on.config]} "
+            value = ratio_value(d.gain.ratio, d.gain.low, d.gain.high)
+            lines.append(f"batching gain {value} on {_device(d)} {where}: {labels[on.config]} "
                          f"{_rps(on)} ({on.uncertainty()}) vs {labels[off.config]} {_rps(off)} "
                          f"({off.uncertainty()}).")
         elif d.best:
@@ -105,8 +113,8 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
         return (*lines, _paired_text(compared))
     for r in ratios:
         if (r.request_batch_size, r.p99_objective_ms) == (batch, p99_objective_ms) and r.ratio and r.gpu and r.cpu:
-            lines.append(f"GPU/CPU ×{r.ratio:.2f} {where}: {labels[r.gpu.config]} {_rps(r.gpu)} vs "
-                         f"{labels[r.cpu.config]} {_rps(r.cpu)}.")
+            lines.append(f"GPU/CPU {ratio_value(r.ratio, r.low, r.high)} {where}: {labels[r.gpu.config]} "
+                         f"{_rps(r.gpu)} vs {labels[r.cpu.config]} {_rps(r.cpu)}.")
     return tuple(lines)
 
 
@@ -139,7 +147,8 @@ def _gain_text(d: DeviceAnswer, labels: Labels, paired: Mapping[tuple, PairedRat
         return compared.short()
     if g.ratio is None or g.batching is None or g.off is None:
         return f"— {g.reason}"
-    return f"{g.describe()} ({labels[g.batching.config]} vs {labels[g.off.config]} {_rps(g.off)})"
+    value = ratio_value(g.ratio, g.low, g.high)
+    return f"{value} ({labels[g.batching.config]} vs {labels[g.off.config]} {_rps(g.off)})"
 
 
 def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio],
@@ -152,7 +161,7 @@ def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio],
               == (d.request_batch_size, d.p99_objective_ms)), None)
     if r is None:
         return f"— no {'CPU' if d.device == 'gpu' else 'GPU'} search at this batch and objective"
-    return f"×{r.ratio:.2f}" if r.ratio is not None else f"— {r.reason}"
+    return ratio_value(r.ratio, r.low, r.high) if r.ratio is not None else f"— {r.reason}"
 
 
 def _pricing_caption(pricing: Pricing | None, devices: Sequence[DeviceAnswer] = ()) -> str:
@@ -175,8 +184,9 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
     rows = []
     for d in devices:
         b = d.best
-        found = (labels[b.config], _rps(b).removesuffix(" req/s"), fmt(b.capacity_ips),
-                 busy_text(b.server_cpu_percent, b.gpu_utilization_percent), fmt(b.p50_ms, 2), fmt(b.estimate_ms, 2),
+        found = (labels[b.config], _capacity(b) + (reason(b.bound) if lower_bound(b) else ""), fmt(b.capacity_ips),
+                 busy_text(b.server_cpu_percent, b.gpu_utilization_percent, b.server_cpu_cores), fmt(b.p50_ms, 2),
+                 fmt(b.estimate_ms, 2),
                  fmt(b.upper_rps)) if b else ("none met the objective", *["—"] * 6)
         rows.append((d.device, device_name(d.device_name, b.config.machine if b else ""), str(d.request_batch_size),
                      f"{d.p99_objective_ms:g}",
@@ -186,7 +196,7 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
                  "objective at the stated confidence (MLPerf's early-stopping rule: p99 upper estimate is the "
                  "confirmation's upper confidence bound on the true p99); " + OFFERED_VS_SERVED_REF + ". Upper end: "
                  "the lowest rate above it that did not pass (blank: none "
-                 "measured, or the load generator was the limit: \"at least\"); the best configuration is the one "
+                 "measured: the capacity is then a lower bound, ≥ with why); the best configuration is the one "
                  "with the highest capacity on that device, request "
                  "batch size and objective. Batching gain: best batching-enabled capacity ÷ batching-off capacity, "
                  "same device, request batch and objective. GPU/CPU: best GPU ÷ best CPU capacity. Device busy: "
@@ -252,12 +262,13 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
     devices = [d for d in answers.devices if p99_objective_ms is None or d.p99_objective_ms == p99_objective_ms]
     pricing = with_replicas(pricing, results)
     if devices:
-        by_objective = objective_table(answers, labels)
         compared = paired_ratios(results)
         keyed = by_key(compared)
+        by_objective = objective_table(answers, labels, keyed)
         card = card_for(results, pricing, targets, answers, keyed, p99_objective_ms)
         lines = (*why_none_lines(answers, results, labels, p99_objective_ms),
-                 *headline(devices, answers.ratios, labels, results, figures, keyed), *objective_headline(answers),
+                 *headline(devices, answers.ratios, labels, results, figures, keyed),
+                 *objective_headline(answers, keyed),
                  *host_floor_lines(results, answers.objectives_ms()))
         table = paired_table(compared)
         return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing, keyed),

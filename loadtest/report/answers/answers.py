@@ -30,23 +30,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.search_tag import ShapeTag
 from loadtest.evidence.vocab import Role
 from loadtest.judge.conclusion import AnswerKind, Conclusion, conclude
-from loadtest.judge.confidence import DEFAULT_CONFIDENCE
 from loadtest.judge.objectives import (
+    Bound,
     ObjectiveAnswer,
     RateRow,
     objective_answers,
-    offered_rps,
     rate_table,
-    rated,
     search_objectives,
+    steps_of,
 )
-from loadtest.judge.verdicts import Step, step_after
 from loadtest.report.configs import Config, config_of
+from loadtest.report.formatting import ratio_value
 
 # ----------------------------------------------------------------------------- one search
 
@@ -72,6 +70,8 @@ class SearchAnswer:
     objectives: tuple[ObjectiveAnswer, ...] = field(default=(), compare=False)  # its cells at each objective
     rates: tuple[RateRow, ...] = field(default=(), compare=False)  # its rate table
     shape: ShapeTag | None = None  # its server's replica shape, in a shape sweep (`loadtest.report.shape_sizing`)
+    server_cpu_cores: float | None = None  # the cores the server may use, at the answering cell
+    at: ObjectiveAnswer | None = field(default=None, compare=False)  # the one rule's answer at p99_objective_ms
 
     @property
     def met(self) -> bool:
@@ -80,6 +80,8 @@ class SearchAnswer:
     @property
     def kind(self) -> AnswerKind:
         """`confirmed` (capacity_rps), `passed, not confirmed` (only `passed_rps`), or `none`."""
+        if self.at is not None:
+            return self.at.kind
         if self.conclusion is None:
             return AnswerKind.CONFIRMED if self.met else AnswerKind.NONE
         return self.conclusion.kind
@@ -87,38 +89,42 @@ class SearchAnswer:
     @property
     def passed_rps(self) -> float | None:
         """The highest rate above the capacity that passed but was not confirmed (a search cut short)."""
+        if self.at is not None:
+            return self.at.passed_rps
         best_pass = self.conclusion.best_pass if self.conclusion else None
         return best_pass.rate_rps if best_pass else None
 
     @property
+    def figure_rps(self) -> float | None:
+        """The rate compared: the confirmed capacity, else the highest unconfirmed pass (None: nothing passed)."""
+        return self.capacity_rps if self.capacity_rps is not None else self.passed_rps
+
+    @property
+    def bound(self) -> Bound:
+        """Why the figure is only a lower bound (`Bound.NONE`: a rate above it failed)."""
+        if self.at is not None:
+            return self.at.bound
+        return Bound.LOADGEN if self.conclusion is not None and self.conclusion.at_least else Bound.NONE
+
+    @property
     def upper_rps(self) -> float | None:
-        """The lowest rate above the capacity that did not pass; None when none was measured (or a lower bound)."""
+        """The upper end: the lowest rate above the figure that did not pass; None for a lower bound."""
+        if self.at is not None:
+            return None if self.at.at_least else self.at.upper_rps
         if self.conclusion is None or self.conclusion.at_least:
             return None
         return self.conclusion.upper_rps()
 
     @property
     def estimate_ms(self) -> float | None:
-        """The confirmation's early-stopping estimate of the true p99."""
+        """The answered step's early-stopping estimate of the true p99 (its confirmation's where confirmed)."""
+        if self.at is not None:
+            return self.at.evidence.estimate_ms if self.at.evidence else None
         capacity = self.conclusion.capacity if self.conclusion else None
         return capacity.verdict.evidence.estimate_ms if capacity and capacity.verdict.evidence else None
 
     def uncertainty(self) -> str:
         return self.conclusion.uncertainty() if self.conclusion else ""
-
-
-def steps_of(cells: Sequence[CellResult], objective: Objective) -> list[Step]:
-    """A search's steps rebuilt from its records, each with its rate's pooled verdict, as the search made them."""
-    steps: list[Step] = []
-    for cell in rated(cells):
-        rate = offered_rps(cell)
-        assert rate is not None
-        tag = cell.tag
-        role = Role(tag.role)
-        confirming = role == Role.CONFIRM if tag.confirming is None else bool(tag.confirming)
-        steps.append(step_after(steps, rate, role, cell, confirming, objective, tag.confidence_or(DEFAULT_CONFIDENCE),
-                                tag.attempt))
-    return steps
 
 
 def search_answer(cells: Sequence[CellResult]) -> SearchAnswer:
@@ -136,7 +142,7 @@ def search_answer(cells: Sequence[CellResult]) -> SearchAnswer:
                         found.lowest_failing_rps, len(cells), reason,
                         cell.server_cpu_percent if cell else None, cell.gpu_utilization_percent if cell else None,
                         found, objective_answers(cells, search_objectives(cells)), rate_table(cells),
-                        first.tag.shape)
+                        first.tag.shape, cell.server_cpu_cores if cell else None)
 
 
 def _unmet(cells: Sequence[CellResult]) -> str:
@@ -161,8 +167,8 @@ def search_answers(results: Sequence[CellResult]) -> list[SearchAnswer]:
 
 
 def capacity(search: SearchAnswer) -> float:
-    """A search's capacity in requests/s; 0 when it did not meet its objective (`best` never picks those)."""
-    return search.capacity_rps if search.capacity_rps is not None else 0.0
+    """A search's figure in requests/s (`SearchAnswer.figure_rps`); 0 when nothing passed (`best` never picks those)."""
+    return search.figure_rps if search.figure_rps is not None else 0.0
 
 
 def typical(searches: Iterable[SearchAnswer]) -> list[SearchAnswer]:
@@ -181,19 +187,30 @@ def _repeat_key(s: SearchAnswer) -> tuple[Config, int, float]:
 
 
 def best(searches: Iterable[SearchAnswer]) -> SearchAnswer | None:
-    """The highest capacity among the configurations that met their objective, each by its `typical` answer."""
-    return max((s for s in typical(searches) if s.met), key=capacity, default=None)
+    """The highest confirmed capacity, each configuration by its `typical` answer; where none was confirmed, the
+    highest unconfirmed pass (a run whose every search ended unconfirmed still answers); None: nothing passed."""
+    answers = typical(searches)
+    confirmed = [s for s in answers if s.met]
+    return max(confirmed or [s for s in answers if s.passed_rps is not None], key=capacity, default=None)
 
 
 # ----------------------------------------------------------------------------- comparisons
 
 
-LOWER_BOUND_NOTE = "%s's capacity is a lower bound: the load generator was the limit"
+def lower_bound_note(side: str, search: SearchAnswer | None) -> str:
+    """`batching's capacity is a lower bound: the search stopped` (the reason of its "≥")."""
+    return f"{side}'s capacity is a lower bound: {search.bound.value if search else ''}"
+
+
+def both_bounds(a: SearchAnswer | None, b: SearchAnswer | None) -> str:
+    """Why a ratio of two lower bounds says nothing, with each one's reason."""
+    reasons = sorted({s.bound.value for s in (a, b) if s is not None})
+    return f"both capacities are lower bounds ({' and '.join(reasons)}), so their ratio says nothing"
 
 
 def lower_bound(search: SearchAnswer | None) -> bool:
-    """The search's capacity is "at least": the load generator, not the server, stopped it."""
-    return search is not None and search.conclusion is not None and search.conclusion.at_least
+    """The search's figure is "at least" (`SearchAnswer.bound` says why)."""
+    return search is not None and search.figure_rps is not None and search.bound != Bound.NONE
 
 
 @dataclass(frozen=True)
@@ -220,22 +237,17 @@ class Gain:
         return self.batching.upper_rps / capacity(self.off)
 
     def describe(self) -> str:
-        """`×1.56, between ×1.40 and ×1.70` (an open end says "at least" / "at most"). Where one capacity is a
-        lower bound (the load generator was the limit), only the bound that still holds is given."""
+        """`×1.56 (×1.40–×1.70)`, the one form every ratio takes (`formatting.ratio_value`); where one capacity is
+        a lower bound only the end that still holds, with why (`at least ×1.43 (batching's capacity is a lower
+        bound: the search stopped)`)."""
         if self.ratio is None:
             return f"— {self.reason}"
-        low, high = self.low, self.high
-        if lower_bound(self.batching):  # batching's capacity may be higher: only a least gain holds
-            return (f"at least ×{low:.2f}" if low is not None else "unknown") + f" ({LOWER_BOUND_NOTE % 'batching'})"
-        if lower_bound(self.off):  # off's capacity may be higher: only a most gain holds
-            return (f"at most ×{high:.2f}" if high is not None else "unknown") + f" ({LOWER_BOUND_NOTE % 'off'})"
-        if low is not None and high is not None:
-            return f"×{self.ratio:.2f}, between ×{low:.2f} and ×{high:.2f}"
-        if high is not None:
-            return f"×{self.ratio:.2f}, at most ×{high:.2f}"
-        if low is not None:
-            return f"×{self.ratio:.2f}, at least ×{low:.2f}"
-        return f"×{self.ratio:.2f} (no range: neither bracket has an upper end)"
+        value = ratio_value(self.ratio, self.low, self.high)
+        if lower_bound(self.batching):
+            return f"{value} ({lower_bound_note('batching', self.batching)})"
+        if lower_bound(self.off):
+            return f"{value} ({lower_bound_note('off', self.off)})"
+        return value
 
 
 def batching_gain(searches: Sequence[SearchAnswer]) -> Gain:
@@ -252,8 +264,7 @@ def batching_gain(searches: Sequence[SearchAnswer]) -> Gain:
     elif best_on is None:
         reason = "no batching-enabled configuration met the objective"
     elif lower_bound(best_on) and lower_bound(best_off):
-        reason = ("both capacities are lower bounds (the load generator was the limit for each), so their ratio "
-                  "says nothing")
+        reason = both_bounds(best_on, best_off)
     else:
         return Gain(capacity(best_on) / capacity(best_off), best_on, best_off, "")
     return Gain(None, best_on, best_off, reason)
@@ -292,6 +303,20 @@ class DeviceRatio:
     cpu: SearchAnswer | None
     reason: str  # "" when ratio is set
 
+    @property
+    def low(self) -> float | None:
+        """The least the ratio can be given both brackets: the GPU's capacity ÷ the CPU's upper end."""
+        if self.ratio is None or self.gpu is None or self.cpu is None or self.cpu.upper_rps is None:
+            return None
+        return capacity(self.gpu) / self.cpu.upper_rps
+
+    @property
+    def high(self) -> float | None:
+        """The most it can be: the GPU's upper end ÷ the CPU's capacity (None: no upper end, or a lower bound)."""
+        if self.ratio is None or self.gpu is None or self.cpu is None or self.gpu.upper_rps is None:
+            return None
+        return self.gpu.upper_rps / capacity(self.cpu)
+
 
 def device_ratios(devices: Sequence[DeviceAnswer]) -> list[DeviceRatio]:
     """Where both a CPU and a GPU were searched at the same request batch size and objective."""
@@ -304,8 +329,7 @@ def device_ratios(devices: Sequence[DeviceAnswer]) -> list[DeviceRatio]:
         gpu = best(d.best for d in here if d.device == "gpu" and d.best)
         cpu = best(d.best for d in here if d.device == "cpu" and d.best)
         if gpu and cpu and lower_bound(gpu) and lower_bound(cpu):
-            out.append(DeviceRatio(batch, objective, None, gpu, cpu, "both capacities are lower bounds (the load "
-                                   "generator was the limit for each), so their ratio says nothing"))
+            out.append(DeviceRatio(batch, objective, None, gpu, cpu, both_bounds(gpu, cpu)))
         elif gpu and cpu:
             out.append(DeviceRatio(batch, objective, capacity(gpu) / capacity(cpu), gpu, cpu, ""))
         else:
@@ -334,7 +358,7 @@ class Answers:
 def answer(results: Sequence[CellResult]) -> Answers:
     """Every search's answer, the best configuration per device, the batching gains and GPU/CPU ratios; and
     the same at every objective the searches' cells were answered at."""
-    searches = search_answers(results)
+    searches = [own(s) for s in search_answers(results)]
     devices = device_answers(searches)
     at_objectives = [search_at(s, o) for s in searches for o in s.objectives]
     at_objectives.sort(key=lambda a: (a.p99_objective_ms, a.config, a.request_batch_size, a.search_id))
@@ -343,14 +367,25 @@ def answer(results: Sequence[CellResult]) -> Answers:
                    tuple(objective_devices), tuple(device_ratios(objective_devices)))
 
 
+def own(search: SearchAnswer) -> SearchAnswer:
+    """`search` at its own objective by the one rule (`search_at`), as every comparison reads it."""
+    at = next((a for a in search.objectives if a.p99_objective_ms == search.p99_objective_ms), None)
+    return replace(search_at(search, at), objectives=search.objectives) if at else search
+
+
 def search_at(search: SearchAnswer, at: ObjectiveAnswer) -> SearchAnswer:
-    """`search` as answered at another objective (`at`, one of `search.objectives`): its capacity there, confirmed
-    or not, with that objective's bounds, so `best`, `Gain` and `DeviceRatio` compare searches there."""
-    cell = at.conclusion.capacity.result if at.conclusion and at.conclusion.capacity else None
+    """`search` as answered at an objective (`at`, one of `search.objectives`): its confirmed capacity there, its
+    unconfirmed pass above it and that objective's bounds, so `best`, `Gain` and `DeviceRatio` compare searches
+    there; the latencies and device use are those of the answered rate's cell."""
+    step = at.conclusion.answer if at.conclusion else None
+    cell = step.result if step and step.rate_rps == at.capacity_rps else None
     row = next((r for r in search.rates if r.offered_rps == at.capacity_rps), None)
-    return replace(search, p99_objective_ms=at.p99_objective_ms, capacity_rps=at.capacity_rps,
-                   capacity_ips=at.capacity_ips, p50_ms=row.p50_ms if row else None,
-                   p99_ms=row.p99_ms if row else None, lowest_failing_rps=at.lowest_failing_rps, reason=at.reason,
+    ips: float | None = cell.throughput_ips if cell else at.capacity_ips
+    p50 = cell.latency_p50_ms if cell else row.p50_ms if row else None
+    p99 = cell.latency_p99_ms if cell else row.p99_ms if row else None
+    return replace(search, p99_objective_ms=at.p99_objective_ms, capacity_rps=at.confirmed_rps, capacity_ips=ips,
+                   p50_ms=p50, p99_ms=p99, lowest_failing_rps=at.lowest_failing_rps, reason=at.reason,
                    server_cpu_percent=cell.server_cpu_percent if cell else None,
                    gpu_utilization_percent=cell.gpu_utilization_percent if cell else None,
-                   conclusion=at.conclusion, objectives=())
+                   server_cpu_cores=cell.server_cpu_cores if cell else None, conclusion=at.conclusion, objectives=(),
+                   at=at)

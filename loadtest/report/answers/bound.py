@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus
-from loadtest.report.answers.answers import DeviceAnswer
+from loadtest.report.answers.answers import DeviceAnswer, lower_bound
 from loadtest.report.blocks import device_name
 from loadtest.report.configs import Config, config_of
 from loadtest.report.device_use import device_busy
@@ -211,7 +211,7 @@ def bound_line(d: DeviceAnswer, cell: CellResult | None, at: str, results: Seque
     served = served_share(cell) if cell is not None else None
     if cell is not None and served is not None:
         label = labels.get(config_of(cell), cell.server.name)
-        at_least = d.best is not None and d.best.conclusion is not None and d.best.conclusion.at_least
+        at_least = lower_bound(d.best)
         return loadgen_sentence(device, label, served) if at_least else held_sentence(device, label, at, cell, served)
     ceiling = idle_ceiling(device_cells(d, results))
     return idle_sentence(device, ceiling) if ceiling is not None else ""

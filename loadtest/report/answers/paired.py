@@ -30,10 +30,11 @@ from loadtest.report.answers.answers import (
     lower_bound,
     search_answers,
 )
+from loadtest.report.answers.answers import own as at_own_objective
 from loadtest.report.answers.drift import Drift, SpeedLink, Speeds, answer_index, drift_of, speed_link
 from loadtest.report.blocks import Table
 from loadtest.report.formatting import number as fmt
-from loadtest.report.formatting import ratio_range
+from loadtest.report.formatting import ratio_value
 
 GPU_CPU = "GPU/CPU"
 
@@ -57,9 +58,7 @@ class RepeatRatio:
         """`×2.50 (×1.12–×5.59)`, or only its bound where an end is open (`at least ×0.90`)."""
         if self.ratio is None:
             return f"— {self.reason}"
-        if self.low is None or self.high is None:
-            return ratio_range(self.low, self.high)
-        return f"×{self.ratio:.2f} ({ratio_range(self.low, self.high)})"
+        return ratio_value(self.ratio, self.low, self.high)
 
 
 @dataclass(frozen=True)
@@ -142,9 +141,7 @@ class PairedRatio:
     def value(self) -> str:
         """`×1.62 (×1.55–×1.70)`, or only the bound where an end is open (`at least ×0.50`): never a point estimate
         beside an open range."""
-        if self.bounded:
-            return f"×{self.ratio:.2f} ({ratio_range(self.low, self.high)})"
-        return ratio_range(self.low, self.high)
+        return ratio_value(self.ratio, self.low, self.high)
 
     def short(self) -> str:
         """`×1.62 (×1.55–×1.70), paired, median of 3 repeats`: the ratio as a table cell gives it."""
@@ -233,7 +230,7 @@ def _comparison_ratios(cells: Sequence[CellResult]) -> list[PairedRatio]:
     by_repeat: dict[int, list[SearchAnswer]] = {}
     repeat_of = {c.tag.id: _repeat(c) for c in searched}
     paired = comparison.paired
-    for answer in search_answers(searched):
+    for answer in map(at_own_objective, search_answers(searched)):  # each at its objective by the report's one rule
         by_repeat.setdefault(repeat_of[answer.search_id], []).append(answer)
     ratios: dict[tuple[str, int, float], list[RepeatRatio]] = {}
     servers = list(comparison.servers)

@@ -2,13 +2,13 @@
 
 In order of preference, each labelled with its source:
 
-1. `capacity search`: the confirmed rate of a search of this configuration at this request batch size
-   (never an unconfirmed one) whose objective is the one asked for or, failing that, the loosest one
-   stricter than it (then a lower bound: capacity at the looser objective may be higher), or one the
-   load generator limited ("at least"). A search at a looser objective is not used.
+1. `capacity search`: the confirmed rate of a search of this configuration at this request batch size,
+   answered at the objective asked for by the one rule the report uses (`loadtest.judge.objectives`:
+   `conclude` on its steps judged there, carried up from its stricter objectives), never an
+   unconfirmed one; a lower bound where the load generator was the limit or the search stopped.
 2. `open-loop, measured grid`: the highest offered rate among a plain sweep's open-loop cells that
    passes (finished, valid, p99 within the objective at 99% confidence: `loadtest.judge.verdicts`), never
-   interpolated and never confirmed; a lower bound when no higher rate was measured failing.
+   interpolated and not confirmed; a lower bound when no higher rate was measured failing.
 3. `closed-loop: lower bound`: the highest throughput of a closed-loop cell meeting the objective,
    used only when there is no valid open-loop cell. Closed-loop points are never mixed into one
    series with open-loop ones: a closed loop slows its senders when the server stalls.
@@ -26,9 +26,12 @@ from enum import StrEnum
 from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
+from loadtest.judge.objectives import objective_answers
 from loadtest.judge.verdicts import verdict_of
-from loadtest.report.answers.answers import SearchAnswer, best, search_answers
+from loadtest.report.answers.answers import SearchAnswer, best, lower_bound, search_answers, search_at
+from loadtest.report.answers.figure_text import capacity_text
 from loadtest.report.configs import Config, config_of
+from loadtest.report.formatting import number as fmt
 from loadtest.report.series import level_name, load_level, unusable_reason, usable
 
 
@@ -101,31 +104,23 @@ class ConfigCapacity:
     cells_not_used: tuple[str, ...]
 
 
-def search_for(searches: Sequence[SearchAnswer], p99_objective_ms: float) -> SearchAnswer | None:
-    """The best met search at the requested objective, else at the loosest stricter one."""
-    fitting = [s for s in searches if s.met and s.p99_objective_ms <= p99_objective_ms]
-    if not fitting:
-        return None
-    closest = max(s.p99_objective_ms for s in fitting)
-    return best(s for s in fitting if s.p99_objective_ms == closest)
+def search_for(searches: Sequence[SearchAnswer]) -> SearchAnswer | None:
+    """The best confirmed search among these (each answered at the asked objective, `searches_at`)."""
+    return best(s for s in searches if s.met)
 
 
 def _unused_searches(searches: Sequence[SearchAnswer], used: SearchAnswer | None, p99_objective_ms: float) -> str:
-    notes = [f"search {s.search_id} at p99 <= {s.p99_objective_ms:g} ms "
-             + ("not used: its objective is looser" if s.p99_objective_ms > p99_objective_ms
-                else "did not meet its objective")
-             for s in searches if s is not used and (not s.met or s.p99_objective_ms > p99_objective_ms)]
+    notes = [f"search {s.search_id}: no rate confirmed at p99 <= {p99_objective_ms:g} ms"
+             + (f" ({fmt(s.passed_rps)} req/s passed, not confirmed)" if s.passed_rps is not None else "")
+             for s in searches if s is not used and not s.met]
     return "".join(f"; {n}" for n in notes)
 
 
 def _from_search(config: Config, batch: int, search: SearchAnswer, p99_objective_ms: float) -> ConfigCapacity:
-    stricter = search.p99_objective_ms < p99_objective_ms
     estimate = f"est. p99 {search.estimate_ms:g} ms" if search.estimate_ms is not None else f"p99 {search.p99_ms:g} ms"
-    note = (f"search {search.search_id}: its confirmed rate, {estimate} <= {search.p99_objective_ms:g} ms"
-            + (f"; {search.uncertainty()}" if search.uncertainty() else "")
-            + (f" (stricter than {p99_objective_ms:g} ms: capacity there may be higher)" if stricter else ""))
-    at_least = search.conclusion is not None and search.conclusion.at_least  # the load generator's limit above it
-    return ConfigCapacity(config, batch, search.capacity_rps, search.capacity_ips, Source.SEARCH, stricter or at_least,
+    note = (f"search {search.search_id}: {capacity_text(search.at)} at p99 <= {p99_objective_ms:g} ms, {estimate}"
+            + (f"; upper end {search.upper_rps:g} req/s" if search.upper_rps is not None else ""))
+    return ConfigCapacity(config, batch, search.capacity_rps, search.capacity_ips, Source.SEARCH, lower_bound(search),
                           note, search.cells, ())
 
 
@@ -151,10 +146,25 @@ def _from_plain(config: Config, batch: int, cells: Sequence[CellResult], p99_obj
 def capacity_of(config: Config, batch: int, cells: Sequence[CellResult], searches: Sequence[SearchAnswer],
                 p99_objective_ms: float) -> ConfigCapacity:
     """`config`'s capacity at `batch` from its cells and searches there (see the module docstring)."""
-    search = search_for(searches, p99_objective_ms)
+    search = search_for(searches)
     found = (_from_search(config, batch, search, p99_objective_ms) if search
              else _from_plain(config, batch, cells, p99_objective_ms))
     return replace(found, note=found.note + _unused_searches(searches, search, p99_objective_ms))
+
+
+def searches_at(results: Sequence[CellResult], p99_objective_ms: float) -> list[SearchAnswer]:
+    """Every search in `results` answered at `p99_objective_ms` by the one rule the report uses
+    (`loadtest.judge.objectives.objective_answers`, carried up from the stricter objectives it was answered at)."""
+    cells: dict[str, list[CellResult]] = {}
+    for cell in results:
+        if cell.search:
+            cells.setdefault(cell.search.id, []).append(cell)
+    out = []
+    for s in search_answers(results):
+        objectives = {a.p99_objective_ms for a in s.objectives if a.p99_objective_ms <= p99_objective_ms}
+        at = objective_answers(cells[s.search_id], objectives | {p99_objective_ms})[-1]
+        out.append(search_at(s, at))
+    return out
 
 
 def request_batches(results: Sequence[CellResult]) -> list[int]:
@@ -164,7 +174,7 @@ def request_batches(results: Sequence[CellResult]) -> list[int]:
 def capacities(results: Sequence[CellResult], batch: int, p99_objective_ms: float) -> list[ConfigCapacity]:
     """Every configuration measured at request batch `batch`: its capacity at p99 <= `p99_objective_ms`."""
     here = [c for c in results if c.load.request_batch_size == batch]
-    searches = search_answers(here)
+    searches = searches_at(here, p99_objective_ms)
     by_config: dict[Config, list[CellResult]] = {}
     for cell in here:
         by_config.setdefault(config_of(cell), []).append(cell)

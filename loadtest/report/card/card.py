@@ -33,26 +33,31 @@ from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import (
     Answers,
     DeviceAnswer,
-    DeviceRatio,
-    Gain,
     SearchAnswer,
     answer,
+    capacity,
     lower_bound,
+    typical,
 )
 from loadtest.report.answers.bound import SERVED_SHARE, ServedShare, served_share
+from loadtest.report.answers.figure_text import capacity_text
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios
+from loadtest.report.answers.ratios import gain_key, gain_value, gpu_cpu_value, has_figure, is_paired
 from loadtest.report.blocks import DEVICES
-from loadtest.report.card.decision import run_next
+from loadtest.report.card.decision import run_next, server_flags
 from loadtest.report.card.objective_costs import answers_by_objective
 from loadtest.report.card.records import CardRow
 from loadtest.report.card.words import (
+    LOWER_BOUND,
     SERVING_PATH_BOUND,
     SHAPED_SETUP,
     SHAPES,
     SHARED_CORES,
+    STAND_IN,
     TERMS,
     UNCHECKED,
     UNPAIRED,
+    UPPER_END,
 )
 from loadtest.report.card.words import title as card_title
 from loadtest.report.configs import Config, models_named
@@ -63,8 +68,8 @@ from loadtest.report.shape_sizing import UNKNOWN_REPLICA, sized_on
 from loadtest.report.sizing import size
 from loadtest.report.sizing.instances import Pricing, with_replicas
 
-HEADER = ("target", "device", "best setup", "capacity req/s", "p99 ms at it", "busy")
-PRICED_HEADER = ("boxes", "USD/h", "USD per M requests")
+HEADER = ("target", "device", "best setup", "capacity req/s", "p99 upper estimate ms", "busy")
+PRICED_HEADER = ("boxes", "USD/h", "USD per million requests")
 UNPRICED_HEADER = ("served ÷ device alone",)
 
 
@@ -107,6 +112,7 @@ class Card:
                 *([UNCHECKED] if any(UNCHECKED in " ".join(r) for r in self.table_rows()) else []),
                 *([SHAPES] if any(r.replica_cores for r in self.rows) else []),
                 *([SHARED_CORES] if any(r.shared_cores for r in self.rows) else [])]
+        used += [*([STAND_IN] if STAND_IN in self.title else []), UPPER_END, LOWER_BOUND]
         meanings = {**TERMS, "best setup": SHAPED_SETUP} if SHAPES in used else TERMS
         return [f"{term}: {meanings[term]}" for term in used if term in meanings]
 
@@ -117,12 +123,13 @@ class Card:
 
 
 def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
-    capacity = "none met it" if row.capacity_rps is None else (
-        f"{'≥ ' if row.at_least else ''}{fmt(row.capacity_rps)}"
-        + (f" ({fmt(row.failed_rps)} {'failed' if row.above_failed else 'not passed'})" if row.failed_rps else
-           "" if row.at_least else " (nothing above it tried)"))
+    capacity = row.state or "none"
+    if row.failed_rps is not None:
+        capacity += f", upper end {fmt(row.failed_rps)}"
+    if row.higher:
+        capacity += f"; {row.higher}"
     base = (row.target.words(), DEVICES.get(row.device, row.device), _setup_cell(row), capacity,
-            fmt(row.p99_ms, 1) if row.p99_ms is not None else "—", row.busy or "—")
+            fmt(row.p99_ms, 2) if row.p99_ms is not None else "—", row.busy or "—")
     if not priced:
         return (*base, _share(row))
     if row.boxes is None:
@@ -172,13 +179,14 @@ def card_for(results: Sequence[CellResult], pricing: Pricing | None = None, targ
     pricing = with_replicas(pricing, results)
     paired = by_key(paired_ratios(results)) if paired is None else paired
     card = card_of(answers, pricing, paired,
-                   targets_of(answers, pricing, p99_objective_ms) if targets is None else targets)
+                   targets_of(answers, pricing, p99_objective_ms) if targets is None else targets,
+                   server_flags(results))
     models = models_named(results)
     return replace(card, title=card.title.replace(" — ", f" — model {models}, ", 1)) if models else card
 
 
 def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, PairedRatio],
-            targets: Sequence[Target]) -> Card:
+            targets: Sequence[Target], flags: Sequence[str] = ()) -> Card:
     """The card for these targets from the run's answers; rows for each device searched at a target's objective
     and request batch (or, where none was searched there, answered from the same cells)."""
     rows: list[CardRow] = []
@@ -189,11 +197,11 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
         here = _devices_at(answers, target)
         found = [_row(target, d, pricing) for d in here]
         rows += found
-        line = _comparison(target, here, found, paired, ratios, answers.ratios)
+        line = _comparison(target, here, found, paired, ratios, answers)
         if line:
             comparisons.append(line)
         if not _target_for_buying(found) and here:
-            nexts.append(run_next([s.config for d in here for s in d.searches], target.batch, target.p99_objective_ms))
+            nexts.append(run_next(_configs(answers), targets, pricing.prices.source if pricing else "", flags))
     priced = any(r.boxes is not None for r in rows)
     for_buying = bool(targets) and all(_target_for_buying([r for r in rows if r.target == t]) for t in targets)
     example = priced and pricing is not None and pricing.prices.example
@@ -217,29 +225,42 @@ def _configs(answers: Answers) -> list[Config]:
 
 
 def _served(s: SearchAnswer) -> ServedShare | None:
-    capacity = s.conclusion.capacity if s.conclusion else None
-    return served_share(capacity.result) if capacity is not None else None
+    step = s.conclusion.answer if s.conclusion else None
+    return served_share(step.result) if step is not None else None
 
 
 def _setup(config: Config) -> str:
     return f"batching on (profile {config.batching_profile})" if config.batching_on else "batching off"
 
 
+def _higher(d: DeviceAnswer, best: SearchAnswer) -> str:
+    """Every other setup on the device whose table cell at this objective shows more than `best`'s figure, named
+    (a higher unconfirmed pass never left out): `batching on (profile cpu) 874.5 passed`."""
+    top = capacity(best)
+    shown = [(s, r) for s in typical(d.searches) if s.config != best.config
+             for r in (s.passed_rps, s.capacity_rps) if r is not None and r > top]
+    return "; ".join(f"{_setup(s.config)} {fmt(r)} {'confirmed' if r == s.capacity_rps else 'passed'}"
+                     for s, r in sorted(shown, key=lambda sr: -sr[1]))
+
+
 def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None) -> CardRow:
     best = sized_on(d, target, pricing)
-    if best is None or not best.capacity_rps:
+    if best is None or best.figure_rps is None:
         return CardRow(target, d.device, "", None, None, False, None, "", None, False,
-                       why_not=f"none met p99 ≤ {target.p99_objective_ms:g} ms")
+                       why_not=f"none passed p99 ≤ {target.p99_objective_ms:g} ms")
     served = _served(best)
     share = served.share if served is not None else None
     bound = share is not None and share < SERVED_SHARE
-    row = CardRow(target, d.device, _setup(best.config), best.capacity_rps, best.upper_rps, lower_bound(best),
-                  best.p99_ms, busy_text(best.server_cpu_percent, best.gpu_utilization_percent), share, False,
-                  above_failed=best.upper_rps == best.lowest_failing_rps,
+    row = CardRow(target, d.device, _setup(best.config), best.figure_rps, best.upper_rps, lower_bound(best),
+                  best.estimate_ms,
+                  busy_text(best.server_cpu_percent, best.gpu_utilization_percent, best.server_cpu_cores), share, False,
+                  state=capacity_text(best.at), higher=_higher(d, best),
                   replica_cores=best.shape.cores if best.shape else None,
                   shared_cores=bool(best.shape and best.shape.shares_loadgen))
     if bound:
         return replace(row, why_not=SERVING_PATH_BOUND)
+    if not best.met:
+        return replace(row, why_not="not confirmed")
     if pricing is None or not target.rate_rps:
         return replace(row, why_not="no target rate")
     return _priced(row, best, target, pricing)
@@ -279,35 +300,32 @@ def _target_for_buying(rows: Sequence[CardRow]) -> bool:
 
 
 def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[CardRow],
-                paired: Mapping[tuple, PairedRatio], ratios: dict, answers_ratios: Sequence[DeviceRatio]) -> str:
+                paired: Mapping[tuple, PairedRatio], ratios: dict, answers: Answers) -> str:
     """One line: across devices (the cheaper and by how much where both are priced, else GPU/CPU with its range),
-    then batching on ÷ off per device, each figure once."""
+    then batching on ÷ off per device, each figure once and the one value every table gives it
+    (`loadtest.report.answers.ratios`)."""
     where = f"{target.p99_objective_ms:g} ms, {target.batch} image{'s' if target.batch > 1 else ''}"
+    batch, objective = target.batch, target.p99_objective_ms
     parts = []
     priced = {r.device: r for r in rows if r.usd_per_m_requests}
-    across = paired.get((GPU_CPU, target.batch, target.p99_objective_ms))
+    across = gpu_cpu_value(answers, paired, batch, objective)
     if len(priced) == 2:
         cheap, dear = sorted(priced.values(), key=lambda r: r.usd_per_m_requests or 0.0)
         times = (dear.usd_per_m_requests or 0.0) / (cheap.usd_per_m_requests or 1.0)
         parts.append(f"{DEVICES[cheap.device]} ×{times:.2f} cheaper a request" if times >= 1.005 else
                      "CPU and GPU cost the same a request")
         ratios[f"cheaper at {where}"] = {"device": cheap.device, "ratio": round(times, 4)}
-    elif across is not None and _has_range(across):
-        parts.append(f"GPU/CPU {across.value()}")
-        ratios[f"GPU/CPU at {where}"] = _ratio_record(across)
-    elif across is None and (unpaired := _device_ratio(answers_ratios, target)) is not None:
-        parts.append(f"GPU/CPU ×{unpaired:.2f}{UNPAIRED}")
-        ratios[f"GPU/CPU at {where}"] = {"ratio": unpaired, "low": None, "high": None, "paired": False}
+    elif has_figure(across):
+        key = (GPU_CPU, batch, objective)
+        parts.append(f"GPU/CPU {across}{'' if is_paired(paired, key) else UNPAIRED}")
+        ratios[f"GPU/CPU at {where}"] = _record(across, paired.get(key))
     gains = []
     for d in here:
-        compared = paired.get((f"batching gain on {d.device}", target.batch, target.p99_objective_ms))
-        if compared is not None and _has_range(compared):
-            gains.append(f"{DEVICES.get(d.device, d.device)} {compared.value()}")
-            ratios[f"batching gain on {d.device} at {where}"] = _ratio_record(compared)
-        elif compared is None and d.gain.ratio is not None:
-            gains.append(f"{DEVICES.get(d.device, d.device)} {_gain_value(d.gain)}{UNPAIRED}")
-            ratios[f"batching gain on {d.device} at {where}"] = {"ratio": d.gain.ratio, "low": d.gain.low,
-                                                                 "high": d.gain.high, "paired": False}
+        value = gain_value(answers, paired, d.device, batch, objective)
+        if has_figure(value):
+            key = gain_key(d.device, batch, objective)
+            gains.append(f"{DEVICES.get(d.device, d.device)} {value}{'' if is_paired(paired, key) else UNPAIRED}")
+            ratios[f"batching gain on {d.device} at {where}"] = _record(value, paired.get(key))
     if gains:
         parts.append("batching: " + ", ".join(gains))
     if not parts:
@@ -318,26 +336,11 @@ def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[Car
     return line + "."
 
 
-def _has_range(compared: PairedRatio) -> bool:
-    """A ratio with at least one end of its range: a figure a buyer can use (none: the searches were cut short)."""
-    return compared.ratio is not None and (compared.low is not None or compared.high is not None)
-
-
-def _device_ratio(ratios: Sequence[DeviceRatio], target: Target) -> float | None:
-    at = (target.batch, target.p99_objective_ms)
-    return next((r.ratio for r in ratios if (r.request_batch_size, r.p99_objective_ms) == at and r.ratio), None)
-
-
-def _gain_value(gain: Gain) -> str:
-    """`×1.49 (×1.43–×1.54)`; only the bound that holds where a capacity is a lower bound."""
-    low, high = gain.low, gain.high
-    if gain.batching is not None and lower_bound(gain.batching):
-        return f"at least ×{low:.2f}" if low is not None else "unknown"
-    if gain.off is not None and lower_bound(gain.off):
-        return f"at most ×{high:.2f}" if high is not None else "unknown"
-    if low is not None and high is not None:
-        return f"×{gain.ratio:.2f} (×{low:.2f}–×{high:.2f})"
-    return f"×{gain.ratio:.2f}"
+def _record(value: str, compared: PairedRatio | None) -> dict:
+    """figures.json's (and device-run.json's) record of a ratio: the value as printed, and its paired figures."""
+    if compared is None or compared.ratio is None:
+        return {"value": value, "paired": False}
+    return {"value": value, **_ratio_record(compared)}
 
 
 def _ratio_record(compared: PairedRatio) -> dict:

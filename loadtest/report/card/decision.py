@@ -3,10 +3,10 @@
 - `why_none_lines`: where no configuration met an objective at a request batch, why, in words a buyer can act
   on (the machine's own stalls put the objective out of reach here; pauses independent of the load, which more
   servers would not remove; the load generator could not drive it; rates passed but none was confirmed, with the
-  highest pass as the objective table gives it; every rate tried missed it). The card's row says "none met it";
-  these lines stand below it;
-- `run_next`: the command that gets an answer the device bounds (TF Serving itself where the embedded server was
-  measured, a larger request batch, or batching tuned);
+  highest pass as the objective table gives it; every rate tried missed it). The card's row says "none" or "none
+  confirmed (… passed)"; these lines stand below it;
+- `run_next`: the command that gets an answer the device bounds, with the run's own targets (`GOALS`), price list
+  and server flags (TF Serving itself where the embedded server was measured, or batching tuned);
 - `spelled`: a configuration's name and what it means, for the Terms table.
 
 Pure functions over `Answers` and the records. Not for: the answers (`loadtest.report.answers.answers`), the card itself
@@ -15,10 +15,11 @@ or the report's layout (`loadtest.report.headline`).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 
 from loadtest.evidence.records import CellResult
-from loadtest.judge.conclusion import AnswerKind
+from loadtest.judge.goals import Target, goal_text
 from loadtest.report.answers.answers import Answers, DeviceAnswer
 from loadtest.report.blocks import device_name
 from loadtest.report.configs import Config
@@ -28,7 +29,6 @@ from serving.endpoint import ServerKind
 
 Labels = Mapping[Config, str]
 DEVICE_WORDS = {"cpu": "the CPU", "gpu": "the GPU"}
-SHORT_KIND = {AnswerKind.CONFIRMED: "confirmed", AnswerKind.PASSED: "passed, not confirmed"}
 
 
 def spelled(config: Config, labels: Labels) -> str:
@@ -42,15 +42,15 @@ def spelled(config: Config, labels: Labels) -> str:
 def why_none_lines(answers: Answers, results: Sequence[CellResult], labels: Labels,
                    p99_objective_ms: float | None = None) -> tuple[str, ...]:
     """Per objective searched (or `p99_objective_ms`) and request batch where no configuration met it: why, per
-    device, in words a buyer can act on (the card's row says only "none met it")."""
+    device, in words a buyer can act on (the card's row gives only the figure)."""
     keys = sorted({(d.p99_objective_ms, d.request_batch_size) for d in answers.devices
                    if p99_objective_ms is None or d.p99_objective_ms == p99_objective_ms})
     lines = []
     for objective, batch in keys:
         here = _at(answers.devices, objective, batch)
-        if not any(d.best for d in here):
+        if not any(d.best and d.best.met for d in here):
             why = "; ".join(_why_none(d, results, labels) for d in here)
-            lines.append(f"Why none met p99 ≤ {objective:g} ms at request batch {batch}: {why}.")
+            lines.append(f"Why none confirmed p99 ≤ {objective:g} ms at request batch {batch}: {why}.")
     return tuple(lines)
 
 
@@ -63,18 +63,35 @@ def _configs(here: Sequence[DeviceAnswer]) -> list[Config]:
     return [s.config for d in here for s in d.searches]
 
 
-def run_next(configs: Sequence[Config], batch: int, objective: float) -> str:
-    """The command that gets an answer the device bounds, and where: TF Serving itself where the embedded server
-    was measured (at a larger request batch too), else a larger request batch or the batching tuned."""
+def run_next(configs: Sequence[Config], targets: Sequence[Target], prices: str = "",
+             server_flags: Sequence[str] = ()) -> str:
+    """The command that gets an answer the device bounds, and where: the run's own targets (`GOALS`, as
+    `make capacity` takes them), its price list and its server flags, on TF Serving itself where the embedded
+    server was measured, else with the batching tuned. Pasted as printed, it runs."""
     serve = " ".join(dict.fromkeys(f"{c.device}/{c.batching_profile}" for c in configs))
-
-    def command(batches: str) -> str:
-        return f'`make capacity SERVE="{serve}" BATCH="{batches}" P99_MS={objective:g}`'
-
+    goals = " ".join(dict.fromkeys(goal_text(t) for t in targets))
+    words = [f'SERVE="{serve}"', f'GOALS="{goals}"', *([f"PRICES={shlex.quote(prices)}"] if prices else []),
+             *([f"LOADTEST_ARGS={_make_value('--server-flags=' + shlex.quote(shlex.join(server_flags)))}"]
+               if server_flags else [])]
+    command = f"`make capacity {' '.join(words)}`"
     if any(c.kind == ServerKind.EMBEDDED for c in configs):
-        return f"{command(f'{batch} 32' if batch < 32 else str(batch))} on TF Serving."
+        return f"{command} on TF Serving."
     device = next((c.device for c in configs if c.batching_on), configs[0].device if configs else "cpu")
-    return f"{command(str(batch * 4))}, or `make tune DEVICE={device}`."
+    return f"{command}, or `make tune DEVICE={device}`."
+
+
+def _make_value(text: str) -> str:
+    """`text` quoted for the shell so that make's recipe, which expands it unquoted, splits it as written."""
+    return f'"{text}"' if not any(c in text for c in '"$`\\') else shlex.quote(text)
+
+
+def server_flags(results: Sequence[CellResult]) -> tuple[str, ...]:
+    """The embedded server's flags the run launched it with (its plan's `[launch] server_flags`), () where none."""
+    for cell in results:
+        flags = cell.provenance.launch().get("server_flags") if cell.provenance else None
+        if flags and cell.server.kind == ServerKind.EMBEDDED:
+            return tuple(str(f) for f in flags)
+    return ()
 
 
 def _why_none(d: DeviceAnswer, results: Sequence[CellResult], labels: Labels) -> str:
@@ -96,15 +113,11 @@ def _why_none(d: DeviceAnswer, results: Sequence[CellResult], labels: Labels) ->
                and s.conclusion.lowest_failing_rps is None]
     if limited and len(limited) == len(d.searches):
         return f"{where}, the load generator could not send fast enough to find the limit: give it more cores"
-    passed = [(s, at) for s in d.searches for at in s.objectives
-              if at.p99_objective_ms == d.p99_objective_ms and at.capacity_rps]
+    passed = [s for s in d.searches if s.passed_rps is not None]
     if passed:
-        s, at = max(passed, key=lambda pair: pair[1].capacity_rps or 0.0)
-        confirmed = at.kind == AnswerKind.PASSED and at.confirmed_rps
-        below = f"; {fmt(at.confirmed_rps)} req/s confirmed" if confirmed else ""
-        return (f"{where}, {labels[s.config]}'s highest pass, {fmt(at.capacity_rps)} req/s, {SHORT_KIND[at.kind]}"
-                f"{below}, but the search's own confirmation did not hold: a longer search (--max-minutes) may "
-                "confirm a rate here")
+        s = max(passed, key=lambda one: one.passed_rps or 0.0)
+        return (f"{where}, {labels[s.config]}'s highest pass, {fmt(s.passed_rps)} req/s, passed, not confirmed: the "
+                "search's own confirmation did not hold; a longer search (--max-minutes) may confirm a rate here")
     failing = [s.lowest_failing_rps for s in d.searches if s.lowest_failing_rps]
     if not failing:
         return (f"{where}, no rate was decided within the time the search had (too few requests at each rate for "

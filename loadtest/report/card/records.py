@@ -17,10 +17,10 @@ class CardRow:
     target: Target
     device: str  # "cpu" or "gpu"
     setup: str  # "batching on (profile cpu)", "batching off"; "" where nothing met the objective
-    capacity_rps: float | None
-    failed_rps: float | None  # the lowest rate above it that did not pass (None: none measured)
-    at_least: bool  # a lower bound (the load generator stopped the search)
-    p99_ms: float | None  # p99 measured at the capacity's cell
+    capacity_rps: float | None  # the figure: the confirmed capacity, else the highest pass (`state` says which)
+    failed_rps: float | None  # the upper end: the lowest rate above it that did not pass (None: none measured)
+    at_least: bool  # a lower bound (the load generator's limit, or the search stopped: `state` says which)
+    p99_ms: float | None  # the p99 upper estimate at the capacity (its verdict's), as the answer table gives it
     busy: str
     served_share: float | None  # served ÷ the device alone at the batch it ran; None: not measured
     for_buying: bool
@@ -30,7 +30,8 @@ class CardRow:
     usd_per_m_requests: float | None = None
     usd_per_m_images: float | None = None
     why_not: str = ""  # why no price: the serving path bounded it, nothing met, no instance holds it
-    above_failed: bool = True  # the rate above the capacity failed (False: it stayed inconclusive)
+    state: str = ""  # the figure as every table prints it (`loadtest.report.answers.figure_text.capacity_text`)
+    higher: str = ""  # other setups on the device with a higher unconfirmed pass, named: "batching on 874.5 passed"
     refused: str = ""  # why the price list prices no instance for it
     replica_cores: int | None = None  # the replica shape sized on, in a shape sweep (None: no shape measured)
     per_instance: int | None = None  # replicas one instance holds, where a shape was sized on and placed

@@ -20,21 +20,36 @@ SHAPES = "k-core replicas"  # a row sized on a measured replica shape
 SHARED_CORES = "shared cores"  # that shape's capacity is a lower bound: it shared the load generator's cores
 SHAPED_SETUP = ("the configuration and replica shape whose boxes cost least on that device at the target (a tie: the "
                 "smaller shape; without a price, the most capacity a core).")  # "best setup" where shapes were
+STAND_IN = "embedded stand-in"
+UPPER_END = "upper end"
+LOWER_BOUND = "≥"
 UNPAIRED = " unpaired"  # a ratio of searches run one after the other: its range does not allow for the drift
 TERMS = {
     "target": "what must be served: requests a second, the p99 latency objective, images in one request.",
     "best setup": "the batching configuration with the highest capacity on that device at the target's objective.",
     "capacity req/s": "the highest offered rate (open loop) whose p99 stayed within the objective, confirmed at the "
-                      "stated confidence (MLPerf's early-stopping rule); in brackets the lowest rate above it that "
-                      "failed: the true capacity lies between. ≥: a lower bound (the load generator was the limit).",
-    "p99 ms at it": "the 99th percentile latency measured at the capacity, client side, from the intended send.",
-    "busy": "the server's CPU (% of its cores) and GPU utilisation while serving at the capacity.",
+                      "stated confidence (MLPerf's early-stopping rule) by a separate, longer measurement; in "
+                      "brackets a higher rate that passed without one; \"none confirmed (… passed)\": no rate was "
+                      "confirmed, the highest pass is the figure; a higher figure of another setup on the device is "
+                      "named after it.",
+    "p99 upper estimate ms": "the early-stopping rule's upper confidence bound on the true p99 at the capacity, "
+                             "client side, from the intended send (the answer table's column of that name).",
+    "busy": "the server's CPU (% of the cores it may use, and how many) and GPU utilisation while serving at the "
+            "capacity.",
     "served ÷ device alone": "images/s served at the capacity ÷ the model alone on its device at the batch the "
                              "server ran; under 50%: our serving path, not the device, bounded the answer.",
     "boxes": "instances for the target rate with the headroom, from the capacity's range: fewest at the rate that "
              "failed, most at the capacity; where the serving path bounded the answer, no boxes.",
     "USD/h": "what the most boxes cost an hour at the price list's prices.",
-    "USD per M requests": "USD/h ÷ the requests served in that hour, × 1,000,000.",
+    "USD per million requests": "USD/h ÷ the requests served in that hour, × 1,000,000 (per image, for a request "
+                                "of several, below the card).",
+    STAND_IN: "this project's own gRPC server (serving/), speaking TF Serving's Predict API with the same model "
+              "weights and batching parameters: it stands in for TF Serving where no container runs, so its figures "
+              "are its own, not TF Serving's.",
+    UPPER_END: "the lowest rate above the capacity that did not pass (it failed, or its verdict stayed open): the "
+               "true capacity lies between.",
+    LOWER_BOUND: "a lower bound, with why: the search stopped (no higher rate failed: it did not go high enough) or "
+                 "the load generator's limit (it could not offer more).",
     "for buying": "the device, not the serving path, bounded the answer (it served at least 50% of the device alone) "
                   "and it is priced; the title says FOR BUYING when each target's cheapest row is.",
     "ranges": "×ratio (low–high): the paired comparison's ratio and the range its repeats and the machine's drift "

@@ -98,7 +98,8 @@ def _search_note(s: SearchAnswer) -> str:
 
 def searches_table(searches: Sequence[SearchAnswer], labels: Labels) -> Table:
     rows = tuple((labels[s.config], str(s.request_batch_size), f"{s.p99_objective_ms:g}", "yes" if s.met else "NO",
-                  fmt(s.capacity_rps), fmt(s.capacity_ips), busy_text(s.server_cpu_percent, s.gpu_utilization_percent),
+                  fmt(s.capacity_rps), fmt(s.capacity_ips),
+                  busy_text(s.server_cpu_percent, s.gpu_utilization_percent, s.server_cpu_cores),
                   fmt(s.p50_ms, 2), fmt(s.estimate_ms, 2),
                   fmt(s.upper_rps), str(s.cells), s.search_id, _search_note(s)) for s in searches)
     return Table("Capacity searches", "Each search's answer: the highest offered rate whose confirmation passed "

@@ -1,12 +1,12 @@
 """The report's answer at every objective: capacity per configuration, and the batching gain and GPU/CPU
 ratio wherever both sides answered.
 
-Each capacity search's cells are answered at several p99 objectives (`loadtest.judge.objectives`);
-this lays them out: one row per configuration × request batch with one column per objective ("933
-confirmed", "≥ 1,156 passed, not confirmed", "none"), then per request batch the batching gain per
-device and the GPU/CPU ratio, each at every objective both sides answered (a lower bound stays "at
-least"; at the searches' own objective the headline's ratio, of confirmed capacities, so that one
-objective never shows two), and the headline's sentences for the ratio and the gain across objectives.
+Each capacity search's cells are answered at several p99 objectives by the one rule
+(`loadtest.judge.objectives`, printed by `loadtest.report.answers.figure_text`); this lays them out: one row
+per configuration × request batch with one column per objective ("583.0 confirmed (874.5 passed)", "none
+confirmed (640.7 passed)", "none"), then per request batch the batching gain per device and the GPU/CPU
+ratio at every objective both sides answered, from the same `Answers` the card and the findings read, and
+the headline's sentences for the ratio and the gain across objectives.
 
 Pure functions over `Answers`. Not for: the answers themselves (`loadtest.report.answers.answers`) or the
 answer at the search's own objective (`loadtest.report.headline`).
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from loadtest.judge.conclusion import AnswerKind
-from loadtest.judge.objectives import ObjectiveAnswer
-from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, lower_bound
+from loadtest.report.answers.answers import Answers, DeviceAnswer, SearchAnswer
+from loadtest.report.answers.figure_text import BOUND_TERM, capacity_text
+from loadtest.report.answers.ratios import Paired, gain_value, gpu_cpu_value, has_figure
 from loadtest.report.blocks import Table
 from loadtest.report.configs import Config
 from loadtest.report.formatting import number as fmt
@@ -26,52 +26,8 @@ from loadtest.report.formatting import number as fmt
 Labels = Mapping[Config, str]
 
 
-MARKS = {AnswerKind.CONFIRMED: "confirmed", AnswerKind.PASSED: "passed"}  # the objective table's: one value each
-
-
-def capacity_text(at: ObjectiveAnswer | None) -> str:
-    """One value and its mark: `933 confirmed`, `≥ 1,155.6 passed` (no higher rate failed there), or `none`."""
-    if at is None:
-        return "—"
-    if at.capacity_rps is None:
-        return "none"
-    return f"{'≥ ' if at.at_least else ''}{fmt(at.capacity_rps)} {MARKS[at.kind]}"
-
-
-def _ratio_text(ratio: float | None, numerator_open: bool, denominator_open: bool) -> str:
-    """`×1.62`; `≥ ×…` where the numerator's capacity may be higher (a lower bound), `≤ ×…` where the
-    denominator's may; `—` where both may (their quotient says nothing) or there is none."""
-    if ratio is None or (numerator_open and denominator_open):
-        return "—"
-    return f"{'≥ ' if numerator_open else '≤ ' if denominator_open else ''}×{ratio:.2f}"
-
-
-def _open_ended(answers: Answers, search: SearchAnswer | None) -> bool:
-    """Whether a search's capacity at its objective is only a lower bound: the load generator's limit, or no
-    higher rate failed there (the search did not go high enough)."""
-    if search is None:
-        return False
-    at = next((a for s in answers.searches if s.search_id == search.search_id for a in s.objectives
-               if a.p99_objective_ms == search.p99_objective_ms), None)
-    return lower_bound(search) or (at is not None and at.at_least)
-
-
-def gain_text(answers: Answers, d: DeviceAnswer | None) -> str:
-    """The batching gain at one device, batch and objective (see `_ratio_text`)."""
-    if d is None or d.gain.ratio is None:
-        return "—"
-    return _ratio_text(d.gain.ratio, _open_ended(answers, d.gain.batching), _open_ended(answers, d.gain.off))
-
-
-def device_ratio_text(answers: Answers, r: DeviceRatio | None) -> str:
-    if r is None or r.ratio is None:
-        return "—"
-    return _ratio_text(r.ratio, _open_ended(answers, r.gpu), _open_ended(answers, r.cpu))
-
-
 def _device_by_objective(answers: Answers, device: str, batch: int) -> dict[float, DeviceAnswer]:
-    """A device's answer at `batch` per objective: at the searches' own, the headline's (of confirmed capacities,
-    put last so it wins); at the others, of the highest passes."""
+    """A device's answer at `batch` per objective (at the searches' own, `answers.devices`: the same values)."""
     return {d.p99_objective_ms: d for d in (*answers.objective_devices, *answers.devices)
             if (d.device, d.request_batch_size) == (device, batch)}
 
@@ -96,9 +52,11 @@ def repeat_labels(searches: Sequence[SearchAnswer], labels: Labels) -> list[str]
     return names
 
 
-def objective_table(answers: Answers, labels: Labels) -> Table | None:
-    """Capacity req/s per configuration × request batch at each objective, then the gains and ratios; None
-    without searches."""
+def objective_table(answers: Answers, labels: Labels, paired: Paired | None = None) -> Table | None:
+    """Capacity req/s per configuration × request batch at each objective, then the gains and ratios (each the
+    one value `loadtest.report.answers.ratios` gives: `paired`'s where a comparison measured it); None without
+    searches."""
+    paired = paired or {}
     objectives = answers.objectives_ms()
     if not objectives:
         return None
@@ -111,51 +69,48 @@ def objective_table(answers: Answers, labels: Labels) -> Table | None:
         devices = sorted({d.device for d in answers.objective_devices if d.request_batch_size == batch})
         for device in devices:
             here = _device_by_objective(answers, device, batch)
-            if any(d.gain.batching or d.gain.off for d in here.values()):
-                gains = (gain_text(answers, here.get(o)) for o in objectives)
+            if any(d.gain.batching and d.gain.off for d in here.values()):
+                gains = (gain_value(answers, paired, device, batch, o) for o in objectives)
                 rows.append((f"batching gain on {device}", str(batch), *gains))
                 marks.append("")
-        ratios = {r.p99_objective_ms: r for r in (*answers.objective_ratios, *answers.ratios)
-                  if r.request_batch_size == batch}
-        if ratios:
-            rows.append(("GPU/CPU", str(batch), *(device_ratio_text(answers, ratios.get(o)) for o in objectives)))
+        if any(r.request_batch_size == batch for r in (*answers.objective_ratios, *answers.ratios)):
+            rows.append(("GPU/CPU", str(batch), *(gpu_cpu_value(answers, paired, batch, o) for o in objectives)))
             marks.append("")
     return Table("Capacity at each p99 objective",
-                 "Every search's cells answered at each objective under the same confidence rule, every window at "
-                 "a rate pooled: the highest offered rate (req/s) whose requests pass p99 ≤ the objective. "
-                 "Confirmed: a separate, longer measurement at that rate passed there too (or two windows did); "
-                 "passed: its own windows passed, not confirmed; ≥: no higher rate "
-                 "failed at that objective, the search did not go high enough to bound it. Batching gain: best "
-                 "batching-enabled ÷ batching-off capacity on that device; GPU/CPU: best GPU ÷ best CPU capacity "
-                 "(at the searches' own objective, the ratios of their confirmed capacities, as the headline gives "
-                 "them; at the others, of the highest passes); "
-                 "≥ / ≤ where one capacity in it is a lower bound; — where both are, or a side has no answer.",
+                 "Every search's cells answered at each objective by the one rule the searches, the card and "
+                 "the sizing use: confirmed, the highest offered rate (req/s) whose confirmation (a separate, longer "
+                 "measurement) passed p99 ≤ the objective at the stated confidence; in brackets a higher rate whose "
+                 "own windows passed, not confirmed; none confirmed (… passed): no rate was confirmed, the highest "
+                 "pass is the figure. A rate that passes at an objective passes at every looser one, so a "
+                 f"configuration's capacity never falls to the right. {BOUND_TERM}. Batching gain: best "
+                 "batching-enabled ÷ batching-off capacity on that device; GPU/CPU: best GPU ÷ best CPU capacity; "
+                 "each ratio with its range (×ratio (low–high), paired where the searches ran at once), the same "
+                 "value as the card, the findings and the log; where one capacity in it is a lower bound, only the "
+                 "end that holds (at least / at most); — where there is no ratio.",
                  ("configuration", "request batch", *(f"p99 ≤ {o:g} ms" for o in objectives)),
                  tuple(rows), tuple(marks))
 
 
 def across_objectives(values: Sequence[tuple[float, str]]) -> str:
     """`×1.62 at 10 ms, ≥ ×1.40 at 25 ms` of the objectives that have a value."""
-    return ", ".join(f"{text} at {objective:g} ms" for objective, text in values if text != "—")
+    return ", ".join(f"{text} at {objective:g} ms" for objective, text in values if has_figure(text))
 
 
-def objective_headline(answers: Answers) -> tuple[str, ...]:
+def objective_headline(answers: Answers, paired: Paired | None = None) -> tuple[str, ...]:
     """The GPU/CPU ratio and each device's batching gain at every other objective both sides answered, per
     request batch (the searches' own objectives have theirs in the headline already); () where there is none."""
+    paired = paired or {}
     lines = []
     own = {s.p99_objective_ms for s in answers.searches}
     objectives = [o for o in answers.objectives_ms() if o not in own]
     for batch in sorted({s.request_batch_size for s in answers.searches}):
-        ratios = {r.p99_objective_ms: r for r in answers.objective_ratios if r.request_batch_size == batch}
-        text = across_objectives([(o, device_ratio_text(answers, ratios.get(o))) for o in objectives])
+        text = across_objectives([(o, gpu_cpu_value(answers, paired, batch, o)) for o in objectives])
         if text:
-            lines.append(f"GPU/CPU at request batch {batch} at the other objectives (highest pass): {text}.")
+            lines.append(f"GPU/CPU at request batch {batch} at the other objectives: {text}.")
         for device in sorted({d.device for d in answers.objective_devices if d.request_batch_size == batch}):
-            here = _device_by_objective(answers, device, batch)
-            text = across_objectives([(o, gain_text(answers, here.get(o))) for o in objectives])
+            text = across_objectives([(o, gain_value(answers, paired, device, batch, o)) for o in objectives])
             if text:
-                lines.append(f"batching gain on {device} at request batch {batch} at the other objectives (highest "
-                             f"pass): {text}.")
+                lines.append(f"batching gain on {device} at request batch {batch} at the other objectives: {text}.")
     return tuple(lines)
 
 

@@ -28,14 +28,14 @@ CAPTION = ("One configuration measured at several replica shapes (a shape sweep,
 
 
 def capacity_text(p: ShapePoint) -> str:
-    """`620.0 (700.0 failed)`, `≥ 620.0` (the load generator was the limit), `none met` (not met)."""
+    """`620.0, upper end 700.0`, `≥ 620.0: the load generator's limit` (or `: the search stopped`), `none met`."""
     if p.capacity_rps is None:
         return "none met"
     if p.at_least:
-        return f"≥ {fmt(p.capacity_rps)}"
+        return f"≥ {fmt(p.capacity_rps)}: the load generator's limit"
     if p.upper_rps is None:
-        return f"{fmt(p.capacity_rps)} (nothing above it tried)"
-    return f"{fmt(p.capacity_rps)} ({fmt(p.upper_rps)} {'failed' if p.above_failed else 'not passed'})"
+        return f"≥ {fmt(p.capacity_rps)}: the search stopped"
+    return f"{fmt(p.capacity_rps)}, upper end {fmt(p.upper_rps)}"
 
 
 def efficiency_text(p: ShapePoint) -> str:

@@ -6,7 +6,7 @@ per-replica capacity from the best evidence it has, labelled with its source
 (`loadtest.report.answers.sources`: a capacity search, else the open-loop grid, else a closed-loop lower
 bound), then replicas, and from a price file the user edits, the instances that hold them
 (`loadtest.report.sizing.instances`: a replica is the measured server, its cores or GPUs as recorded), their
-cost per hour and per million inferences. A replica no priced instance can hold is refused with the
+cost per hour and per million images. A replica no priced instance can hold is refused with the
 reason, not priced. An older price file prices replicas, not instances, and the answer says so.
 A shape sweep's shapes (`cpu-off-1c`, `cpu-off-2c`: `loadtest.report.shape_sizing`) are options of their
 own, each sized on its measured capacity; their note names the shapes measured instead of assuming
@@ -68,7 +68,7 @@ def cost_per_hour(price_per_hour: float, replicas: int) -> float:
 
 
 def cost_per_million(hourly_cost: float, inferences_per_s: float) -> float:
-    """Cost of one million inferences (images) when serving `inferences_per_s` for an hour."""
+    """Cost of one million images when serving `inferences_per_s` for an hour."""
     return hourly_cost / (inferences_per_s * 3600.0) * 1e6
 
 
@@ -76,7 +76,7 @@ def cost_per_million(hourly_cost: float, inferences_per_s: float) -> float:
 class Costs:
     replicas: int
     per_hour: float | None  # None without a price
-    per_million: float | None  # per million inferences (images) at the target load
+    per_million: float | None  # per million images (images) at the target load
 
 
 def costs(target: float, capacity: float, headroom: float, images_per_s: float, price: float | None) -> Costs:
@@ -142,7 +142,7 @@ class SizingAnswer:
     replicas: int | None
     price_per_hour: float | None  # one instance (an older price file: one replica's machine)
     cost_per_hour: float | None
-    cost_per_million: float | None  # per million inferences (images) at the target load
+    cost_per_million: float | None  # per million images (images) at the target load
     note: str
     cells_used: int
     cells_not_used: tuple[str, ...]  # "level L: reason" for each invalid or failed cell
@@ -158,7 +158,8 @@ class SizingAnswer:
     def how(self) -> str:
         """The source, and "(lower bound)" where the source's label does not already say so."""
         bound = self.lower_bound and self.source != Source.CLOSED
-        return self.source + (" (lower bound)" if bound else "")
+        state = ", not confirmed" if self.source in (Source.GRID, Source.CLOSED) else ""
+        return self.source + state + (" (lower bound)" if bound else "")
 
     def server(self) -> str:
         config = self.config
@@ -252,7 +253,7 @@ def answer_table(answers: Sequence[SizingAnswer], unit: str, prices: PriceBook) 
     table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 2, 0, 0))
     on_instances = not prices.per_replica
     for name in ("rank", "option", "server", "replica", f"capacity {unit}", "source", "replicas",
-                 *(("instances",) if on_instances else ()), f"{prices.currency}/h", f"{prices.currency}/M inferences"):
+                 *(("instances",) if on_instances else ()), f"{prices.currency}/h", f"{prices.currency}/M images"):
         table.add_column(name, no_wrap=True)
     for a in answers:
         if a.meets:
@@ -262,8 +263,9 @@ def answer_table(answers: Sequence[SizingAnswer], unit: str, prices: PriceBook) 
     return plain_table(table, 10_000) if table.row_count else ""
 
 
-SOURCES_LEGEND = ("source: capacity search = a search's confirmed answer; open-loop, measured grid = the highest "
-                  "passing offered rate a sweep measured; closed-loop: lower bound = a closed loop's throughput, "
+SOURCES_LEGEND = ("source: capacity search = a search's confirmed answer at this objective (the report's rule); "
+                  "open-loop, measured grid = the highest passing offered rate a sweep measured, not confirmed; "
+                  "closed-loop: lower bound = a closed loop's throughput, "
                   "not an open-loop capacity; (lower bound) = capacity may be higher.")
 
 
@@ -315,7 +317,7 @@ def _verdict(answers: Sequence[SizingAnswer], currency: str, unit: str, any_meet
                 f"{best.config.device_name}, request batch {best.request_batch_size}: {best.replicas} replica(s)"
                 f"{_on_instances(best)}, "
                 f"{number(best.cost_per_hour, 2)} {currency}/h, {money(best.cost_per_million)} {currency} per "
-                f"million inferences; capacity {best.capacity:,.1f} {unit} from {best.how}.{bounds}{assumed}")
+                f"million images; capacity {best.capacity:,.1f} {unit} from {best.how}.{bounds}{assumed}")
     if any(a.refused for a in answers):
         return "Options meet the objective but none maps onto an instance in the price file: see Not priced below."
     if any_meets:

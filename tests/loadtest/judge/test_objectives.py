@@ -11,7 +11,7 @@ import pytest
 from loadtest.evidence.provenance_record import Provenance
 from loadtest.evidence.search_tag import SearchTag
 from loadtest.judge.conclusion import AnswerKind
-from loadtest.judge.objectives import objective_answers, rate_table
+from loadtest.judge.objectives import Bound, carried, objective_answers, rate_table
 from loadtest.report.answers import answers
 from tests.loadtest.report.handmade import server
 from tests.loadtest.search.test_capacity import cell
@@ -43,29 +43,42 @@ def search_cells(label=OFF, search_id="s1", scale: float = 1.0, steps=STEPS):
 
 
 def test_one_search_answers_every_objective():
+    """`conclude` at each objective: confirmed only by a confirmation (two windows that pass are a pass), the
+    highest unconfirmed pass above it kept beside it, and a figure that never falls as the objective loosens."""
     found = {a.p99_objective_ms: a for a in objective_answers(search_cells(), OBJECTIVES)}
     assert list(found) == list(OBJECTIVES)
-    summary = {o: (a.capacity_rps, a.kind, a.upper_rps, a.at_least) for o, a in found.items()}
+    summary = {o: (a.capacity_rps, a.passed_rps, a.kind, a.upper_rps, a.at_least) for o, a in found.items()}
     assert summary == {
-        5.0: (100, AnswerKind.CONFIRMED, 200, False),
-        10.0: (100, AnswerKind.CONFIRMED, 200, False),
-        25.0: (200, AnswerKind.PASSED, 300, False),  # one window at 200: passed, not confirmed
-        50.0: (300, AnswerKind.CONFIRMED, 400, False),  # two windows at 300 pass separately
-        100.0: (400, AnswerKind.PASSED, None, True),  # nothing above 400 failed: the search went no higher
+        5.0: (100, None, AnswerKind.CONFIRMED, 200, False),
+        10.0: (100, None, AnswerKind.CONFIRMED, 200, False),
+        25.0: (100, 200, AnswerKind.CONFIRMED, 300, False),  # one window at 200: passed, not confirmed
+        50.0: (100, 300, AnswerKind.CONFIRMED, 400, False),  # two windows at 300 pass: still not confirmed
+        100.0: (100, 400, AnswerKind.CONFIRMED, None, True),  # nothing above 400 failed: the search stopped
     }
-    assert found[50.0].evidence.requests == 2000 and found[50.0].evidence.over == 0  # pooled windows
+    assert found[100.0].bound == Bound.STOPPED and found[50.0].bound == Bound.NONE
+    assert found[10.0].evidence.requests == 3000 and found[10.0].evidence.over == 0  # the confirmation's own
     assert found[25.0].lowest_failing_rps == 300 and found[25.0].not_monotone == ()
     assert found[10.0].line().startswith("p99 <= 10 ms: 100 req/s (confirmed: p99 <= ")
-    assert found[10.0].line().endswith("N=4000, k=0; between 100 and 200 req/s)")
-    assert found[100.0].line().endswith("at least: no higher rate measured failing; confirmed at 300 req/s)")
-    assert found[100.0].confirmed_rps == 300 and found[25.0].confirmed_rps == 100
+    assert found[10.0].line().endswith("N=3000, k=0; between 100 and 200 req/s)")
+    assert found[100.0].line().endswith("at least: the search stopped; 400 req/s passed, not confirmed)")
+    assert [found[o].confirmed_rps for o in OBJECTIVES] == [100] * 5
+
+
+def test_a_looser_objective_never_answers_lower():
+    """A confirmation that passed at a stricter objective holds at a looser one: carried up."""
+    looser = objective_answers(search_cells(), OBJECTIVES)
+    stricter, loose = looser[1], replace(looser[2], confirmed_rps=None, capacity_rps=50.0, passed_rps=None)
+    held = carried(stricter, loose)
+    assert (held.confirmed_rps, held.capacity_rps, held.kind) == (100, 100, AnswerKind.CONFIRMED)
+    figures = [a.capacity_rps for a in looser]
+    assert figures == sorted(figures)
 
 
 def test_a_pass_above_a_rate_that_failed_is_named():
     steps = [("bracket", 100, 10.0, {4_000: 950, 20_000: 50}, False),  # fails at 10 ms
              ("bracket", 200, 5.0, {4_000: 1000}, False)]  # passes at 10 ms
     [at_10] = objective_answers(search_cells(steps=steps), [10.0])
-    assert at_10.capacity_rps == 200 and at_10.not_monotone == ((200, 100),)
+    assert at_10.capacity_rps is None and at_10.not_monotone == ((200, 100),)  # a pass above a fail answers nothing
     assert "not monotone: passed at 200 req/s above a fail at 100 req/s" in at_10.line()
 
 
@@ -87,15 +100,15 @@ def test_rate_table_pools_every_window_at_a_rate():
 
 
 def test_gain_and_ratio_at_every_objective_both_sides_answered():
-    """Batching on answers twice batching off's rates at every objective: a gain of 2 at each, with the same
-    confirmed/unconfirmed labels; the search's own objective (10 ms) keeps its usual answers."""
+    """Batching on answers twice batching off's rates at every objective: a gain of 2 of the confirmed capacities
+    wherever one side is bounded above, and the same answers at the search's own objective (10 ms)."""
     result = answers.answer(search_cells(OFF, "off") + search_cells(ON, "on", scale=2.0))
     assert result.objectives_ms() == OBJECTIVES
     gains = {d.p99_objective_ms: d.gain for d in result.objective_devices}
     assert set(gains) == set(OBJECTIVES)
-    assert all(g.ratio == pytest.approx(2.0) for g in gains.values())
-    assert gains[100.0].describe().startswith("×2.00")  # both only "at least" there: no range
-    assert gains[25.0].describe() == "×2.00, between ×1.33 and ×3.00"  # 400/300 and 600/200
+    assert all(gains[o].ratio == pytest.approx(2.0) for o in OBJECTIVES[:-1])
+    assert gains[100.0].ratio is None and "both capacities are lower bounds" in gains[100.0].reason
+    assert gains[25.0].describe() == "×2.00 (×0.67–×6.00)"  # 200/300 and 600/100
     [own] = [d for d in result.devices if d.p99_objective_ms == 10.0]
     assert own.gain.ratio == pytest.approx(2.0) and own.best.capacity_rps == 200
     off = next(s for s in result.searches if s.search_id == "off")

@@ -9,6 +9,7 @@ import pytest
 
 from loadtest.evidence.provenance_record import Provenance
 from loadtest.evidence.records import read_results
+from loadtest.judge.objectives import Bound
 from loadtest.report.answers import answers
 from loadtest.report.configs import config_labels, config_of
 from tests.loadtest.report.handmade import cell, rates, search, server
@@ -165,14 +166,14 @@ def test_capacity_run_fixture_answers():
     # the answer as inconclusive, and the lowest rate that failed with confidence is 489.4.
     cpu_off = found[("cpu-off", 1)]
     assert cpu_off.capacity_rps == 453.1 and cpu_off.upper_rps == 471.2 and cpu_off.lowest_failing_rps == 489.4
-    assert cpu_off.uncertainty() == "between 453.1 and 471.2 req/s (471.2 stayed inconclusive)"
+    assert cpu_off.uncertainty() == "between 453.1 and 471.2 req/s (upper end 471.2)"
     assert found[("cpu-cpu", 8)].capacity_ips == pytest.approx(168.8 * 0.99 * 8)
     assert not found[("cpu-off", 8)].met  # p99 10.4-22 ms from 40 down to 1 req/s: the share over stays ~2%
     assert found[("cpu-off", 8)].reason.startswith("unmet: stalls of about")
     assert device(result, "cpu").gain.ratio == pytest.approx(675 / 453.1)
     assert (device(result, "cpu").gain.low, device(result, "cpu").gain.high) == (pytest.approx(675 / 471.2),
                                                                                  pytest.approx(700 / 453.1))
-    assert device(result, "cpu").gain.describe() == "×1.49, between ×1.43 and ×1.54"
+    assert device(result, "cpu").gain.describe() == "×1.49 (×1.43–×1.54)"
     assert device(result, "gpu").gain.ratio == pytest.approx(6250 / 3375)
     assert device(result, "cpu", batch=8).gain.ratio is None
     assert [r.ratio for r in result.ratios] == [pytest.approx(6250 / 675)]
@@ -199,12 +200,11 @@ def test_a_gain_over_lower_bounds_keeps_only_the_bound_that_holds():
     gain = device(result, "cpu").gain  # cpu-cpu 675 (upper end 700) over cpu-off 453.1 (upper end 471.2)
 
     def limited(search):  # the same answer, but the load generator was the limit above it
-        return replace(search, conclusion=replace(search.conclusion, loadgen_limited_rps=search.capacity_rps + 1,
-                                                  lowest_failing_rps=None, inconclusive=()))
+        return replace(search, at=replace(search.at, bound=Bound.LOADGEN, upper_rps=None, lowest_failing_rps=None))
 
     on_limited = replace(gain, batching=limited(gain.batching))
-    assert on_limited.describe() == ("at least ×1.43 (batching's capacity is a lower bound: the load generator "
-                                     "was the limit)")  # 675 / 471.2
+    assert on_limited.describe() == ("at least ×1.43 (batching's capacity is a lower bound: the load generator's "
+                                     "limit)")  # 675 / 471.2
     off_limited = replace(gain, off=limited(gain.off))
     assert off_limited.describe().startswith("at most ×1.54 (off's")  # 700 / 453.1
     both = answers.batching_gain([limited(gain.batching), limited(gain.off)])

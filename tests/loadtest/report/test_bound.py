@@ -28,7 +28,7 @@ GPU = server("gpu-off", "off", device="gpu")
 
 def findings(cells) -> tuple[str, ...]:
     """The headline's findings after the reasons none met: what bounded the answer comes first there."""
-    return tuple(line for line in headline_of(cells) if not line.startswith("Why none met"))
+    return tuple(line for line in headline_of(cells) if not line.startswith("Why none confirmed"))
 
 
 def printed_bounds(cells) -> tuple[str, ...]:
@@ -41,7 +41,7 @@ def printed_bounds(cells) -> tuple[str, ...]:
 def lead_finding(md: str) -> str:
     """The report's first finding after the reasons none met (the first paragraph under "## Findings")."""
     below = md.split("\n## Findings\n\n", 1)[1]
-    return next(line for line in below.splitlines() if line and not line.startswith("Why none met"))
+    return next(line for line in below.splitlines() if line and not line.startswith("Why none confirmed"))
 
 
 

@@ -4,6 +4,7 @@ met where none did (`loadtest.report.card.decision.why_none_lines`)."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from loadtest.evidence.records import read_results
 from loadtest.judge.goals import Target
@@ -43,16 +44,17 @@ def test_the_h100_card_says_no_setup_met_10_ms_and_why_below_it(tmp_path):
                                   "HBM3: no setup met any target's objective")
     rows = card_rows(md)
     assert [(r[0], r[1], r[3]) for r in rows] == [
-        ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "none met it"),
-        ("5,000 req/s · p99 ≤ 10 ms · 1 image", "GPU", "none met it"),
-        ("5,000 req/s · p99 ≤ 10 ms · 32 images/request", "CPU", "none met it"),
-        ("5,000 req/s · p99 ≤ 10 ms · 32 images/request", "GPU", "none met it")]
+        ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "none"),  # no rate passed: not even a pass to give
+        ("5,000 req/s · p99 ≤ 10 ms · 1 image", "GPU", "none"),
+        ("5,000 req/s · p99 ≤ 10 ms · 32 images/request", "CPU", "none"),
+        ("5,000 req/s · p99 ≤ 10 ms · 32 images/request", "GPU", "none")]
     first_screen = "\n".join(md.splitlines()[:25])
     assert "USD" not in first_screen and "replicas" not in first_screen
-    assert 'Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" BATCH="1 32" P99_MS=10` on TF ' \
-           "Serving." in md
-    why = [line for line in md.splitlines() if line.startswith("Why none met")]
-    assert why[0].startswith("Why none met p99 ≤ 10 ms at request batch 1: on the CPU")
+    # the run's own targets, at the price list it was priced at
+    assert f'Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" GOALS="5000:10:1 5000:10:32" ' \
+           f"PRICES={DEFAULT_PRICES}" in md
+    why = [line for line in md.splitlines() if line.startswith("Why none confirmed")]
+    assert why[0].startswith("Why none confirmed p99 ≤ 10 ms at request batch 1: on the CPU")
     assert "requests paused about 30 ms" in why[0] and "more servers would not meet it" in why[0]  # the CPU's stalls
     assert "requests paused about 16 ms" in why[0]  # the GPU's
     assert "every rate tried missed it (the lowest failing: 76.0 req/s)" in why[1]
@@ -66,8 +68,10 @@ def test_a_target_at_a_looser_objective_is_answered_from_the_same_cells_and_the_
     assert card is not None and not card.for_buying
     assert card.title.endswith("the serving path, not a device, bounded every answer")
     cpu, gpu = card.table_rows()
-    assert cpu[1:4] == ("CPU", "batching off", "≥ 107.5") and cpu[6] == "2%"
-    assert gpu[1:3] == ("GPU", "batching off") and gpu[3].startswith("58.8")
+    # no rate confirmed at 25 ms, but 107.5 req/s passed with nothing above it failing: the figure, with its state
+    assert cpu[1:4] == ("CPU", "batching off", "none confirmed (≥ 107.5 passed: the load generator's limit)")
+    assert cpu[6] == "2%"
+    assert gpu[1:3] == ("GPU", "batching off") and gpu[3] == "none confirmed (58.8 passed), upper end 117.5"
     assert not card.priced and all(r.usd_per_hour is None and r.boxes is None for r in card.rows)
 
 
@@ -95,7 +99,7 @@ def test_the_cards_boxes_and_cost_are_the_sizing_arithmetic_on_the_capacitys_ran
     assert round(gpu.usd_per_m_requests or 0, 4) == round(4.0 / (5000 * 3600) * 1e6, 4)
     cells = dict(zip(card.header(), card.table_rows()[1]))
     assert cells["boxes"] == "1 × h100-1 (bound unchecked)" and cells["USD/h"] == "4.00"
-    assert cells["capacity req/s"] == "6,250.0 (6,500.0 not passed)"  # 6,500 stayed inconclusive
+    assert cells["capacity req/s"] == "6,250.0 confirmed, upper end 6,500.0"  # 6,500 did not pass (inconclusive)
     cpu = next(r for r in card.rows if r.device == "cpu" and r.target.batch == 1)
     assert cpu.capacity_rps == 675.0 and cpu.failed_rps == 700.0 and not cpu.for_buying and cpu.boxes is None
     md = report.run([_copy(tmp_path, "capacity-run")], target_rps=5000, prices=DEFAULT_PRICES)[1].read_text()
@@ -104,7 +108,7 @@ def test_the_cards_boxes_and_cost_are_the_sizing_arithmetic_on_the_capacitys_ran
     # a price file of per-replica prices: 5000 / (675 x 0.8) = 9.26 -> 10 at the capacity, 8.9 -> 9 at 700 failed
     per_replica = Pricing(5000.0, 0.2, load_prices(FIXTURES / "prices.toml"), replicas_by_config(results))
     priced = card_for(results, per_replica)
-    assert priced is not None and priced.table_rows()[0][6:] == ("9–10 replicas (bound unchecked)", "4.00", "0.2222")
+    assert priced is not None and priced.table_rows()[0][6:] == ("9–10 replicas (bound unchecked)", "4.00", "0.222")
 
 
 def _copy(tmp_path, run: str):
@@ -120,9 +124,10 @@ def test_an_answer_the_serving_path_bounded_gets_no_price_but_what_to_run_next()
                           "the CPU, bounded every answer")
     [row] = card.table_rows()
     assert row == ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "batching on (profile cpu)",
-                   "1,005.1 (1,082.4 failed)", "9.0", "CPU 86%", "27%")
+                   "1,005.1 confirmed, upper end 1,082.4", "9.55", "CPU 86% of 1 core", "27%")
     assert "USD" not in "\n".join(card.lines())
-    assert card.run_next == '`make capacity SERVE="cpu/cpu cpu/off" BATCH="1 32" P99_MS=10` on TF Serving.'
+    assert card.run_next == (f'`make capacity SERVE="cpu/cpu cpu/off" GOALS="5000:10:1" PRICES={DEFAULT_PRICES}` on '
+                             "TF Serving.")
     assert card.words_outside_table() <= 60 and len(card.header()) <= 9
 
 
@@ -172,7 +177,8 @@ def test_two_targets_at_one_batch_have_a_row_each_labelled_by_its_search_and_a_c
 
 def test_passes_below_a_failed_confirmation_are_a_why_not_a_capacity():
     """The earlier H100 run's cpu-off at 10 ms: passes at 901.2 to 1,295.5 req/s, then 1,295.5's confirmation failed:
-    the card says none met it, and the reason below it gives the highest pass as the objective table does."""
+    the card gives the highest pass as "none confirmed (… passed)", unpriced, as the objective table does, and the
+    reason below it says why it was not confirmed."""
     off = server("cpu-off", "off")
     cells = search(off, "s1", [("probe", 2000.0, 5.0), ("bracket", 901.2, 6.0), ("bracket", 1126.5, 6.0),
                                ("bisect", 1239.2, 6.0), ("bracket", 1295.5, 6.0), ("confirm", 1295.5, 12.0)])
@@ -180,12 +186,14 @@ def test_passes_below_a_failed_confirmation_are_a_why_not_a_capacity():
     labels = config_labels(config_of(c) for c in cells)
     [line] = why_none_lines(result, cells, labels)
     table = objective_table(result, labels)
-    assert table is not None and any(cell == "1,239.2 passed" for row in table.rows for cell in row)
+    figure = "none confirmed (1,239.2 passed)"
+    assert table is not None and any(cell == figure for row in table.rows for cell in row)
     assert "every rate tried missed it" not in line and "cannot meet it" not in line
-    assert "cpu-off's highest pass, 1,239.2 req/s, passed, not confirmed, but the search's own confirmation did not " \
+    assert "cpu-off's highest pass, 1,239.2 req/s, passed, not confirmed: the search's own confirmation did not " \
            "hold" in line
     card = card_for(cells)
-    assert card is not None and card.rows[0].capacity_rps is None and card.table_rows()[0][3] == "none met it"
+    assert card is not None and card.rows[0].capacity_rps == 1239.2 and card.rows[0].why_not == "not confirmed"
+    assert card.table_rows()[0][3] == f"{figure}, upper end 1,295.5"
 
 
 def test_a_card_row_carries_one_upper_end_per_answer():
@@ -194,7 +202,7 @@ def test_a_card_row_carries_one_upper_end_per_answer():
     card = card_for(cells)
     assert card is not None
     # cpu-cpu's range ends at 550 (1.1 x 500, failed); no second upper end beside it
-    assert card.table_rows()[0][2:4] == ("batching on (profile cpu)", "500.0 (550.0 failed)")
+    assert card.table_rows()[0][2:4] == ("batching on (profile cpu)", "500.0 confirmed, upper end 550.0")
 
 
 def test_each_targets_cost_at_every_objective_is_the_cards_arithmetic_at_that_capacity():
@@ -210,7 +218,7 @@ def test_each_targets_cost_at_every_objective_is_the_cards_arithmetic_at_that_ca
     row = next(r for r in card.rows if r.device == "gpu" and r.target.batch == 1)
     assert gpu[10.0] == row.usd_per_hour == 4.0  # at the card's own objective, the card's figure
     assert cpu[10.0] == next(r for r in card.rows if r.device == "cpu" and r.target.batch == 1).usd_per_hour
-    assert sorted(cpu) == [5.0, 10.0, 25.0, 50.0, 100.0] and cpu[5.0] >= cpu[10.0] >= cpu[100.0]
+    assert sorted(cpu) == [10.0, 25.0, 50.0, 100.0] and cpu[10.0] >= cpu[100.0]  # none confirmed at 5 ms: unpriced
     unpriced = objective_curves(answer(results), [Target(10.0, 1, 5000.0)], pricing, priced=False)
     assert dict(unpriced[1].points)[10.0] == 6250.0  # not for buying: capacities, not prices
 
@@ -231,3 +239,33 @@ def test_the_box_range_counts_one_instance_type():
     [row] = card.rows
     assert row.boxes == (8, 9) and row.instance == "general-2"
     assert "8–9 × general-2" in "\n".join(card.lines())
+
+
+def test_run_next_parses_as_make_capacity_with_the_runs_goals_prices_and_server_flags(tmp_path):
+    """Pasted as printed, it runs: `make capacity` with the run's own targets (GOALS, as goals.py parses them),
+    its price list and the embedded server's flags, every variable one the Makefile defines."""
+    import re
+    import shlex
+
+    from loadtest.judge.goals import parse_goal
+    from tests.support.paths import REPO
+
+    shutil.copytree(FIXTURES / "h200-paired", tmp_path / "h200-paired")
+    md = report.run([tmp_path / "h200-paired" / "results.jsonl"], p99_ms=25, target_rps=2000,
+                    prices=DEFAULT_PRICES)[1].read_text()
+    [line] = [line for line in md.splitlines() if line.startswith("Run next: ")]
+    found = re.search(r"`([^`]*)`", line)
+    assert found is not None and line.endswith("` on TF Serving.")
+    words = shlex.split(found.group(1))
+    assert words[:2] == ["make", "capacity"]
+    assigned = dict(word.split("=", 1) for word in words[2:])
+    assert set(assigned) == {"SERVE", "GOALS", "PRICES", "LOADTEST_ARGS"}
+    assert [parse_goal(goal) for goal in assigned["GOALS"].split()] == [Target(25.0, 1, 2000.0)]
+    assert assigned["SERVE"].split() == ["cpu/cpu", "cpu/off", "gpu/gpu", "gpu/off"]
+    assert Path(assigned["PRICES"]) == DEFAULT_PRICES and DEFAULT_PRICES.is_file()
+    assert shlex.split(assigned["LOADTEST_ARGS"]) == ["--server-flags=--backend jax"]
+    makefile = (REPO / "Makefile").read_text()
+    recipe = makefile[makefile.index("\ncapacity: "):].split("\n\n", 1)[0]
+    for name in assigned:
+        assert re.search(rf"^{name} \?=", makefile, re.M), name
+    assert "$(LOADTEST_ARGS)" in recipe and "$(PRICES)" in recipe and "$(CAPACITY_GOALS)" in recipe

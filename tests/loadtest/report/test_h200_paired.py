@@ -4,10 +4,12 @@ drift, and gives one ratio per objective in both of its places."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import warnings
 
 from loadtest.report import page as report
+from loadtest.report.answers.paired import GPU_CPU
 from loadtest.report.sizing.prices import DEFAULT_PRICES
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
@@ -30,15 +32,16 @@ def test_the_paired_h200_run_answers_with_the_gpu_cpu_ratio_and_the_drift(tmp_pa
     # what was measured, and why not for buying: the serving path bounded the answer (10% of the CPU alone)
     assert lines[0] == ("# NOT FOR BUYING — the embedded stand-in (JAX) on Intel Xeon and NVIDIA H200: the serving "
                         "path, not a device, bounded every answer")
-    assert lines[4] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | CPU | batching off | 690.5 (1,381.0 failed) | 4.8 | "
-                        "CPU 7% | 10% |")
-    assert lines[5] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | GPU | batching on (profile gpu) | 1,218.0 (1,624.0 "
-                        "failed) | 15.8 | GPU 1%, CPU 12% | 5% |")
+    # the best CPU setup is the highest confirmed; cpu-cpu's higher unconfirmed pass is named beside it
+    assert lines[4] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | CPU | batching off | 690.5 confirmed, upper end "
+                        "1,381.0; batching on (profile cpu) 874.5 passed | 5.18 | CPU 7% of 12 cores | 10% |")
+    assert lines[5] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | GPU | batching on (profile gpu) | 1,218.0 confirmed, "
+                        "upper end 1,624.0 | 16.37 | GPU 1%, CPU 12% of 12 cores | 5% |")
     # one line of comparisons: each ratio once, with its range
     assert lines[7] == ("25 ms, 1 image: GPU/CPU ×1.76 (×0.87–×2.42); batching: CPU ×0.84 (×0.41–×1.73), GPU "
                         "×2.30 (×1.21–×3.26).")
-    assert lines[8].startswith('Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" BATCH="1 32" '
-                               "P99_MS=25`")
+    assert lines[8].startswith('Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" GOALS="2000:25:1" '
+                               "PRICES=")
     assert "USD" not in "\n".join(lines[:10]) and "replicas" not in "\n".join(lines[:10])
     found = findings(md)
     (ratio,) = [line for line in found if line.startswith("GPU/CPU at p99 ≤ 25 ms")]
@@ -56,9 +59,14 @@ def test_the_paired_h200_run_answers_with_the_gpu_cpu_ratio_and_the_drift(tmp_pa
 def test_the_objective_table_gives_the_headlines_ratio_at_the_searches_own_objective(tmp_path):
     md = rebuilt(tmp_path, "h200-paired")
     table = md[md.index("| configuration | request batch | p99 ≤ 5 ms"):]
-    # at 25 ms the highest passes (cpu-cpu 874.5 not confirmed, gpu-off 793.2) would read ×1.39 and ×1.54
-    assert "| GPU/CPU | 1 | — | ×0.60 | ×1.76 | ×0.88 | ×0.88 |" in table
-    assert "| batching gain on gpu | 1 | — | ×0.77 | ×2.30 | ×1.32 | ×1.32 |" in table
+    # every objective's ratios are of the confirmed capacities, as at 25 ms (cpu-cpu's 874.5 passed, not confirmed)
+    # (each with its range: at 25 ms the paired comparison's, at the others the two brackets')
+    assert ("| GPU/CPU | 1 | — | ×0.77 (×0.38–×1.15) | ×1.76 (×0.87–×2.42) | ×0.88 (×0.59–×1.18) | ×0.88 "
+            "(×0.59–×1.18) |") in table
+    assert ("| batching gain on cpu | 1 | — | ×0.84 (×0.42–×1.69) | ×0.84 (×0.41–×1.73) | ×0.42 (×0.28–×0.84) | "
+            "×0.42 (×0.28–×0.84) |") in table
+    assert ("| batching gain on gpu | 1 | — | ×0.77 (×0.51–×1.54) | ×2.30 (×1.21–×3.26) | ×1.32 (×1.15–×1.75) | "
+            "×1.32 (×1.15–×1.75) |") in table
 
 
 def test_searches_cut_short_give_lower_bounds_and_ratios_without_a_range(tmp_path):
@@ -68,12 +76,13 @@ def test_searches_cut_short_give_lower_bounds_and_ratios_without_a_range(tmp_pat
     card = md.split("\n## ", 1)[0]
     rows = [line for line in card.splitlines() if line.startswith("| 2,000 req/s")]
     assert len(rows) == 4  # request batches 1 and 32, CPU and GPU
-    assert "| CPU | batching off | 687.2 (nothing above it tried) |" in rows[0]
+    assert "| CPU | batching off | ≥ 687.2 confirmed: the search stopped |" in rows[0]
     # neither capacity has an upper end: no ratio on the card at all, no point estimate anywhere
     assert "GPU/CPU" not in card and "×0.78" not in "\n".join(md.splitlines()[:25])
     (ratio,) = [line for line in findings(md) if line.startswith("GPU/CPU at p99 ≤ 25 ms (request batch 1)")]
-    assert "paired: no range: neither bracket has an upper end (a capacity that is a lower bound has no estimate)" \
-        in ratio
+    # no rate above either answer failed: both are lower bounds (the search stopped), so no ratio at all
+    assert ratio.endswith("paired: — both capacities are lower bounds (the search stopped), so their ratio says "
+                          "nothing")
 
 
 def test_the_configurations_table_names_what_exported_the_model_and_leaves_out_what_is_not_installed(tmp_path):
@@ -97,8 +106,91 @@ def test_the_first_lines_of_the_report_and_the_console_say_what_was_measured_wha
     for head in (md_head, console_head):
         assert "NOT FOR BUYING — the embedded stand-in (JAX)" in head
         assert "Run next: `make capacity" in head  # the serving path bounded it: what to run, not what to buy
-        assert "690.5 (1,381.0 failed)" in head  # the answer's range
+        assert "690.5 confirmed, upper end 1,381.0" in head  # the answer's range
         # each figure at most once: the card's capacities and ratios are not repeated in its first screen
         for figure in ("690.5", "1,218.0", "×1.76", "×0.84", "×2.30"):
             assert head.count(figure) == 1, figure
     assert md_head.splitlines()[0] == console[card_at]  # one card, made by one function
+
+
+# ----------------------------------------------------------------------------- one figure per fact (issue #58)
+
+
+NUMBER = r"([\d,]+\.\d)"
+
+
+def _table(md: str, first_header: str) -> list[list[str]]:
+    """The rows of the Markdown table whose header starts with `first_header`, cells stripped."""
+    block = md[md.index(first_header):].split("\n\n", 1)[0].splitlines()
+    return [[c.strip() for c in line.strip("|").split(" | ")] for line in block[2:]]
+
+
+def _figures(cell: str) -> tuple[float, float]:
+    """(confirmed, passed) of an objective-table cell, 0 where it has none."""
+    def rate(state: str) -> float:
+        found = re.search(NUMBER + r" " + state, cell)
+        return float(found.group(1).replace(",", "")) if found else 0.0
+    return rate("confirmed"), rate("passed")
+
+
+def _setups(md: str) -> dict[str, tuple[str, str]]:
+    """Each configuration label: (device, the card's name of its setup)."""
+    rows = _table(md, "| configuration | server kind")
+    return {r[0]: (r[2], "batching off" if r[4] == "off" else f"batching on (profile {r[4]})") for r in rows}
+
+
+def test_no_configurations_capacity_falls_as_the_objective_loosens(tmp_path):
+    md = rebuilt(tmp_path, "h200-paired")
+    rows = [r for r in _table(md, "| configuration | request batch | p99 ≤ 5 ms") if r[0] in _setups(md)]
+    assert len(rows) == 4
+    for row in rows:
+        figures = [_figures(cell) for cell in row[2:]]
+        for stricter, looser in zip(figures, figures[1:]):
+            assert looser[0] >= stricter[0] and max(looser) >= max(stricter), row
+
+
+def test_the_cards_capacity_is_the_tables_for_its_best_setup_and_nothing_higher_goes_unnamed(tmp_path):
+    md = rebuilt(tmp_path, "h200-paired")
+    setups = _setups(md)
+    header = _table(md, "| configuration | request batch | p99 ≤ 5 ms")
+    objectives = md[md.index("| configuration | request batch | p99 ≤ 5 ms"):].splitlines()[0].strip("|").split(" | ")
+    column = [c.strip() for c in objectives].index("p99 ≤ 25 ms")
+    table = {r[0]: r[column] for r in header if r[0] in setups}
+    for row in _table(md, "| target | device"):
+        device, setup, capacity = row[1].lower(), row[2], row[3]
+        [label] = [name for name, (d, s) in setups.items() if (d, s) == (device, setup)]
+        assert capacity.startswith(table[label]), (capacity, table[label])
+        shown = max(_figures(table[label]))
+        for other, (d, s) in setups.items():
+            higher = max(_figures(table[other]))
+            if d == device and other != label and higher > shown:
+                assert f"{s} {higher:,.1f}" in capacity, (other, capacity)
+
+
+def test_each_ratio_shows_one_value_in_the_card_findings_tables_console_and_device_run(tmp_path):
+    from loadtest.bundle.run_outputs import figures_record
+    from loadtest.evidence.records import read_results
+    from loadtest.report.headline import console_end
+    from loadtest.report.sizing.instances import Pricing
+    from loadtest.report.sizing.prices import load_prices
+
+    md = rebuilt(tmp_path, "h200-paired")
+    record = figures_record(tmp_path / "h200-paired" / "figures.json")  # what device-run.json keeps
+    results = read_results(FIXTURES / "h200-paired" / "results.jsonl")
+    console = "\n".join(console_end(results, Pricing(2000.0, 0.2, load_prices(DEFAULT_PRICES))))
+    card_line = md.splitlines()[7]
+    device_rows = _table(md, "| device | device name")
+    objective_rows = {(r[0], r[1]): r for r in _table(md, "| configuration | request batch | p99 ≤ 5 ms")}
+    assert set(record["ratios"]) == {"GPU/CPU at 25 ms, 1 image", "batching gain on cpu at 25 ms, 1 image",
+                                     "batching gain on gpu at 25 ms, 1 image"}
+    for key, ratio in record["ratios"].items():
+        value = ratio["value"]
+        what = key.removesuffix(" at 25 ms, 1 image")
+        assert value in card_line and value in console and any(value in line for line in record["decision"])
+        [finding] = [line for line in findings(md) if line.lower().startswith(f"{what.lower()} at p99 ≤ 25 ms")]
+        assert f" {value};" in finding, (finding, value)
+        assert objective_rows[(what, "1")][4] == value  # its p99 ≤ 25 ms column
+        column = -1 if what == GPU_CPU else -2
+        device = what.removeprefix("batching gain on ")
+        cells = [r[column] for r in device_rows if what == GPU_CPU or r[0] == device]
+        assert cells and all(value in cell for cell in cells), (cells, value)

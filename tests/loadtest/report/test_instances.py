@@ -8,7 +8,7 @@ box, capacity searches at p99 <= 10 ms, request batch 1): cpu-cpu confirmed 1005
 
     cpu-cpu  5000 / (1005.1 x 0.8) = 6.22 -> 7 replicas;  16 per general-16 -> 1 instance -> 0.68 USD/h
     cpu-off  5000 / (597.4 x 0.8) = 10.46 -> 11 replicas; 16 per general-16 -> 1 instance -> 0.68 USD/h
-    per million inferences: 0.68 / (5000 x 3600) x 1e6 = 0.68 / 18 = 0.03778
+    per million images: 0.68 / (5000 x 3600) x 1e6 = 0.68 / 18 = 0.0378
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def test_demo_sizing_prices_a_16_vcpu_instance_assuming_linear_scaling_from_one_
     assert [a.rank for a in answers] == [1, 2] and answers[0] is best  # same cost: fewer replicas first
     assert "USD per hour per instance" in text and "prices replicas, not instances" not in text
     assert ("7 replica(s) of 1 core of AMD EPYC on 1 × general-16 (16 replica(s) per instance), 0.68 USD/h, "
-            "0.03778 USD per million inferences") in text
+            "0.0378 USD per million images") in text
     assert ("Assumed: 16 replicas per general-16 (16 vCPUs) assumes throughput scales linearly across its cores "
             "from a 1-core measurement; no server of that size was measured.") in text
 
@@ -214,7 +214,7 @@ def test_the_cards_cost_cells_name_instances_or_the_refusal(tmp_path):
     [cpu] = card.table_rows()
     # 5000 / (1,005.1 x 0.8) -> 7 replicas, 16 per general-16 (16 vCPUs at 0.68 USD/h): 1 instance, 0.68 USD/h;
     # at the rate that failed above it, 6 replicas: 1 instance too
-    assert cpu[6:] == ("1 × general-16 (bound unchecked)", "0.68", "0.03778")
+    assert cpu[6:] == ("1 × general-16 (bound unchecked)", "0.68", "0.0378")
     labels = config_labels(map(config_of, results))
     out = summary.summarise(results, answer(results), labels, 10.0, summary.Pricing(5000, 0.2, book))
     assert "USD per instance-hour" in out.tables[0].caption

@@ -59,15 +59,15 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     # every row priced (their device alone unmeasured: marked), so each target's cheapest row is for buying
     assert lines[0] == ("# FOR BUYING — TF Serving containers and the embedded stand-in (runtime not recorded) on "
                         "Intel Xeon Platinum 8375C and NVIDIA H100 80GB HBM3; figures are the stand-in's")
-    assert lines[2] == "| target | device | best setup | capacity req/s | p99 ms at it | busy | boxes | USD/h | " \
-                       "USD per M requests |"
+    assert lines[2] == ("| target | device | best setup | capacity req/s | p99 upper estimate ms | busy | boxes | "
+                        "USD/h | USD per million requests |")
     rows = [line for line in lines[4:] if line.startswith("| ")][:3]
-    assert rows[0] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | CPU | batching on (profile cpu) | 675.0 (700.0 "
-                       "failed) | 9.6 | — | 9–10 replicas (bound unchecked) | 4.00 | 0.2222 |")
-    assert rows[1] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | GPU | batching on (profile gpu) | 6,250.0 (6,500.0 "
-                       "not passed) | 9.4 | — | 1 replica (bound unchecked) | 4.00 | 0.2222 |")
+    assert rows[0] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | CPU | batching on (profile cpu) | 675.0 confirmed, "
+                       "upper end 700.0 | 9.49 | — | 9–10 replicas (bound unchecked) | 4.00 | 0.222 |")
+    assert rows[1] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | GPU | batching on (profile gpu) | 6,250.0 confirmed, "
+                       "upper end 6,500.0 | 9.26 | — | 1 replica (bound unchecked) | 4.00 | 0.222 |")
     assert rows[2].startswith("| 5,000 req/s · p99 ≤ 10 ms · 8 images/request | CPU | batching on (profile cpu) | "
-                              "168.8 (175.0 failed) |")
+                              "168.8 confirmed, upper end 175.0 |")
     # one comparison line: the cheaper device (per-replica prices: the same), the batching gains with their ranges
     # (675 / 471.2, off's upper end, to 700 / 453.1)
     assert "10 ms, 1 image: CPU and GPU cost the same a request; batching: CPU ×1.49 (×1.43–×1.54), GPU ×1.85 " \
@@ -75,9 +75,10 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     assert not any(line.startswith("**") for line in lines)  # no bold paragraph: the title is the heading
     assert lines.index("## Terms of the card") < lines.index("## Findings")
     findings = lines[lines.index("## Findings"):]
-    assert findings[2].startswith("batching gain ×1.49, between ×1.43 and ×1.54 on cpu")
-    assert "GPU/CPU ×9.26 at p99 ≤ 10 ms (request batch 1): gpu-gpu 6,250.0 req/s vs cpu-cpu 675.0 req/s." in findings
-    assert "GPU/CPU at request batch 1 at the other objectives (highest pass): ×10.00 at 5 ms." in findings
+    assert findings[2].startswith("batching gain ×1.49 (×1.43–×1.54) on cpu")
+    assert ("GPU/CPU ×9.26 (×8.93–×9.63) at p99 ≤ 10 ms (request batch 1): gpu-gpu 6,250.0 req/s vs cpu-cpu 675.0 "
+            "req/s.") in findings
+    assert "GPU/CPU at request batch 1 at the other objectives: ×10.00 (×6.67–×15.00) at 5 ms." in findings  # passes
     table = next(i for i, line in enumerate(findings) if line.startswith("|"))
     assert findings[table].startswith("| device | device name | request batch | p99 objective ms | best "
                                       "configuration |")
@@ -85,7 +86,7 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     cpu = answer_rows[("cpu", "1")]
     # "—": no device telemetry; 9.49: the confirmation's early-stopping estimate (its raw p99 is 9.60)
     assert cpu[4:11] == ["cpu-cpu", "675.0", "668.2", "—", "3.20", "9.49", "700.0"]
-    assert cpu[11] == "×1.49, between ×1.43 and ×1.54 (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[12] == "×9.26"
+    assert cpu[11] == "×1.49 (×1.43–×1.54) (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[12] == "×9.26 (×8.93–×9.63)"
     assert len(cpu) == 13  # boxes and prices are the card's alone
     batch8 = answer_rows[("cpu", "8")]
     assert batch8[11] == "— batching off did not meet the objective, so there is no baseline"
@@ -106,7 +107,7 @@ def test_html_opens_with_the_card_then_its_chart_before_any_other_plot(searched)
     cost = body.index('<img class="chart" alt="USD/h for each target at each p99 objective"')
     assert chart < cost == body.index("<img", chart + 1)
     after = body.index("<img", cost + 1)  # the other plots
-    assert chart < body.index('id="card-terms"') < body.index("batching gain ×1.49, between ×1.43 and ×1.54 on cpu") \
+    assert chart < body.index('id="card-terms"') < body.index("batching gain ×1.49 (×1.43–×1.54) on cpu") \
         < after
     assert body.index("Capacity under the latency objective, per device") < after
     assert body.index("<h2>Latency vs offered load</h2>") < body.index("<h2>Throughput vs load</h2>")
@@ -146,7 +147,7 @@ def test_searches_table(searched):
     # one upper end (471.2: the lowest rate above it that did not pass, with its reason; not also 489.4, the lowest
     # that failed) and one p99 (the estimate the verdict is on; not also the cell's raw p99)
     assert rows[("cpu-off", "1")][3:10] == ["yes", "453.1", "448.6", "—", "3.10", "9.22", "471.2"]
-    assert rows[("cpu-off", "1")][12] == "between 453.1 and 471.2 req/s (471.2 stayed inconclusive)"
+    assert rows[("cpu-off", "1")][12] == "between 453.1 and 471.2 req/s (upper end 471.2)"
     assert rows[("cpu-off", "8")][3:5] == ["NO", "—"] and rows[("cpu-off", "8")][9] == "1.0"  # its lowest not passing
     assert rows[("cpu-off", "8")][12].startswith("unmet: stalls of about 23 ms")
     assert len(rows) == 6

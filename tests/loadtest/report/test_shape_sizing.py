@@ -95,7 +95,7 @@ def test_a_curve_better_than_linear_is_sized_on_two_cores(tmp_path):
     _, row, shown = only_row(cells, priced, Target(10.0, 1, 4400.0))
     assert (row.replica_cores, row.usd_per_hour, row.boxes) == (2, pytest.approx(0.60), (5, 5))
     assert shown["best setup"] == "batching off, 2-core replicas, 1 per small-2"
-    assert shown["capacity req/s"] == "1,100.0 (1,210.0 failed)"
+    assert shown["capacity req/s"] == "1,100.0 confirmed, upper end 1,210.0"
 
 
 def test_a_good_but_sublinear_curve_still_packs_one_core_replicas_two_to_an_instance(tmp_path):
@@ -199,7 +199,7 @@ def test_the_shapes_table_gives_linear_and_the_efficiency_with_its_range():
     rows = [dict(zip(table.header, row)) for row in table.rows]
     assert [r["cores per replica"] for r in rows] == ["1", "2", "4"]
     assert rows[0]["scaling efficiency"] == "×1 (the reference)"
-    assert rows[1]["capacity req/s"] == "900.0 (990.0 failed)" and rows[1]["linear from 1 core req/s"] == "1,000.0"
+    assert rows[1]["capacity req/s"] == "900.0, upper end 990.0" and rows[1]["linear from 1 core req/s"] == "1,000.0"
     assert rows[1]["scaling efficiency"] == "×0.90 (×0.82–×0.99)" and rows[1]["note"] == ""
     assert rows[2]["scaling efficiency"] == "≥ ×0.80 (at least ×0.73)"
     assert rows[2]["note"] == "lower bound: shared the load generator's cores"

@@ -146,23 +146,29 @@ def test_capacity_search_answers_come_first():
     by, answers = answers_by_label(10, target_rps=5000, results=[CAPACITY])
     off = by["cpu-off"]  # its plain open-loop sweep (100-400 req/s) is not used
     assert (off.capacity, off.source, off.lower_bound) == (453.1, "capacity search", False)
-    assert "its confirmed rate, est. p99 9.223 ms <= 10 ms" in off.note
+    assert off.note == ("search 2026-11-23T09-00-00Z/cpu-off/batch-1: 453.1 confirmed at p99 <= 10 ms, est. p99 "
+                        "9.223 ms; upper end 471.2 req/s")  # the figure as the report's tables print it
     assert by["cpu-cpu"].capacity == 675 and by["gpu-gpu"].capacity == 6250  # not cpu-cpu's closed loop
     assert by["gpu-gpu"].replicas == 1  # 5000 / (6250 x 0.8) = 1 exactly
     by_ips, _ = answers_by_label(10, target_ips=1000, results=[CAPACITY], batch_size=8)
     assert by_ips["cpu-cpu"].capacity == pytest.approx(168.8 * 0.99 * 8)  # images/s of the answering cell
-    assert not by_ips["cpu-off"].meets and "did not meet its objective" in by_ips["cpu-off"].note
+    assert not by_ips["cpu-off"].meets and "no rate confirmed at p99 <= 10 ms" in by_ips["cpu-off"].note
 
 
-def test_a_stricter_search_is_used_as_a_lower_bound_a_looser_one_not_at_all():
+def test_a_search_is_answered_at_the_objective_asked_by_the_reports_rule():
+    """`size` reads a search at any objective as the report's objective table does (`objective_answers`)."""
     looser, _ = answers_by_label(20, target_rps=5000, results=[CAPACITY])
-    assert looser["cpu-cpu"].source == "capacity search" and looser["cpu-cpu"].lower_bound
-    assert "stricter than 20 ms" in looser["cpu-cpu"].note and looser["cpu-cpu"].how == "capacity search (lower bound)"
+    cpu = looser["cpu-cpu"]  # searched at 10 ms; at 20 ms 800 passed too, and nothing above it failed
+    assert (cpu.capacity, cpu.source, cpu.lower_bound, cpu.how) == (675, "capacity search", True,
+                                                                    "capacity search (lower bound)")
+    assert "675.0 confirmed (≥ 800.0 passed: the search stopped) at p99 <= 20 ms" in cpu.note
+    assert looser["cpu-off"].capacity == 471.2  # its upper end at 10 ms, confirmed at 20 ms
     stricter, _ = answers_by_label(5, target_rps=5000, results=[CAPACITY])
-    off = stricter["cpu-off"]  # the 10 ms search cannot say what passes 5 ms: the sweep (200 req/s, 5.0 ms) can
-    assert (off.capacity, off.source) == (200, "open-loop, measured grid")
-    assert "search 2026-11-23T09-00-00Z/cpu-off/batch-1 at p99 <= 10 ms not used: its objective is looser" in off.note
-    assert not stricter["gpu-off"].meets and stricter["gpu-off"].source == ""
+    off = stricter["cpu-off"]  # the search confirmed nothing at 5 ms: the sweep (200 req/s, 5.0 ms) answers
+    assert (off.capacity, off.source, off.how) == (200, "open-loop, measured grid",
+                                                   "open-loop, measured grid, not confirmed")
+    assert "search 2026-11-23T09-00-00Z/cpu-off/batch-1: no rate confirmed at p99 <= 5 ms" in off.note
+    assert not stricter["gpu-off"].meets and "2,000.0 req/s passed, not confirmed" in stricter["gpu-off"].note
 
 
 def test_text_answer_names_batch_sources_cheapest_and_what_cannot_be_answered():
@@ -172,9 +178,9 @@ def test_text_answer_names_batch_sources_cheapest_and_what_cannot_be_answered():
     assert "at request batch 1 (also measured: 32; pick one with --batch)" in out
     assert ("Cheapest meeting the objective: cpu-off (cpu embedded server (runtime not recorded), batching off) on "
             "Intel(R) Xeon(R) Platinum "
-            "8375C CPU @ 2.90GHz, request batch 1: 8 replica(s), 3.20 USD/h, 0.1778 USD per million inferences; "
-            "capacity 800.0 requests/s from open-loop, measured grid. Cheaper with only a lower bound, so ranked "
-            "after it: cpu-latency.") in out
+            "8375C CPU @ 2.90GHz, request batch 1: 8 replica(s), 3.20 USD/h, 0.178 USD per million images; "
+            "capacity 800.0 requests/s from open-loop, measured grid, not confirmed. Cheaper with only a lower bound, "
+            "so ranked after it: cpu-latency.") in out
     row = next(line for line in out.splitlines() if line.startswith("2 "))
     assert "cpu-latency" in row and "closed-loop: lower bound" in row
     assert "Not used (2 invalid or failed cells):" in out
@@ -200,7 +206,7 @@ def test_json_output():
     first = json.loads(text)[0]
     assert first["rank"] == 1 and first["replicas"] == 8 and first["config"]["batching_profile"] == "off"
     assert (first["request_batch_size"], first["source"], first["how"]) == (1, "open-loop, measured grid",
-                                                                             "open-loop, measured grid")
+                                                                             "open-loop, measured grid, not confirmed")
 
 
 @pytest.mark.parametrize("argv, exit_code, message", [

@@ -239,7 +239,7 @@ def test_inconclusive_rates_above_the_capacity_bound_it_but_are_not_fails():
     upper = min(s.rate_rps for s in inconclusive)
     assert answer.conclusion.upper_rps() == upper
     assert answer.conclusion.uncertainty() == (f"between {answer.capacity.rate_rps:g} and {upper:g} req/s "
-                                               f"({upper:g} stayed inconclusive)")
+                                               f"(upper end {upper:g})")
 
 
 # ---------------------------------------------------------------------------------------------- stalls
@@ -308,7 +308,7 @@ def test_a_load_generator_limit_makes_the_answer_a_lower_bound(start, limited_at
     assert answer.conclusion.loadgen_limited_rps == limited_at
     assert answer.lowest_failing_rps is None
     assert answer.conclusion.uncertainty().startswith(f"at least {answer.capacity.rate_rps:g} req/s: the load "
-                                                      "generator was the limit")
+                                                      "generator's limit")
     limited = [s for s in answer.steps if s.rate_rps > 600]
     assert limited and all(s.verdict.decision == Decision.LOADGEN for s in limited)
     assert not any(s.role == Role.EXTEND for s in limited)  # nothing to gain from measuring it longer
@@ -350,7 +350,7 @@ def test_step_limit_answers_the_confirmed_anchor_and_the_higher_pass_it_could_no
     assert answer.met and answer.capacity.rate_rps == 400 and answer.lowest_failing_rps == 800
     assert answer.kind == AnswerKind.CONFIRMED
     assert answer.best_pass.rate_rps == 600 and answer.best_pass.role == Role.BISECT  # passed, not confirmed
-    assert answer.conclusion.uncertainty() == "between 400 and 800 req/s (800 failed)"  # the confirmed rate's
+    assert answer.conclusion.uncertainty() == "between 400 and 800 req/s (upper end 800)"  # the confirmed rate's
     assert answer.ended_because == "step limit (4 cells)"
 
 
@@ -540,7 +540,7 @@ def test_a_load_generator_limit_below_the_answer_does_not_make_it_a_lower_bound(
                                 OBJECTIVE, conf.DEFAULT_CONFIDENCE))
     found = conclude(steps, OBJECTIVE)
     assert found.best_pass.rate_rps == 340 and not found.at_least
-    assert found.uncertainty() == "between 340 and 680 req/s (680 failed)"
+    assert found.uncertainty() == "between 340 and 680 req/s (upper end 680)"
 
 
 # ------------------------------------------------------------------------- latency growing within one cell

@@ -1,0 +1,42 @@
+"""A capacity as every table and the card print it: one figure, its state, and the reason of any "≥".
+
+The figure is the one rule's (`loadtest.judge.objectives.objective_answer`, carried up the objectives):
+`583.0 confirmed`, `583.0 confirmed (874.5 passed)` where a higher rate passed without a confirmation,
+`none confirmed (640.7 passed)` where no rate was confirmed, `none` where none passed; a lower bound reads
+`≥ 1,218.0 confirmed: the search stopped` (or `: the load generator's limit`).
+
+Pure functions. Not for: the answers themselves (`loadtest.report.answers.answers`).
+"""
+
+from __future__ import annotations
+
+from loadtest.judge.objectives import Bound, ObjectiveAnswer
+from loadtest.report.formatting import number as fmt
+
+BOUND_TERM = ("≥: a lower bound, with why: the search stopped (no higher rate failed: it did not go high enough) or "
+              "the load generator's limit (it could not offer more)")
+UPPER_TERM = ("upper end: the lowest rate above the capacity that did not pass (it failed, or its verdict stayed "
+              "open): the true capacity lies between")
+
+
+def bounded(rate: float, bound: Bound) -> str:
+    """`1,218.0`, or `≥ 1,218.0` ... with its reason appended by the caller (`reason`)."""
+    return f"{'≥ ' if bound != Bound.NONE else ''}{fmt(rate)}"
+
+
+def reason(bound: Bound) -> str:
+    """`: the search stopped`, `: the load generator's limit`, or `` for a bounded figure."""
+    return f": {bound.value}" if bound != Bound.NONE else ""
+
+
+def capacity_text(at: ObjectiveAnswer | None) -> str:
+    """The capacity at one objective as every table and the card print it (see the module)."""
+    if at is None:
+        return "—"
+    if at.capacity_rps is None:
+        return "none"
+    if at.confirmed_rps is None:
+        return f"none confirmed ({bounded(at.capacity_rps, at.bound)} passed{reason(at.bound)})"
+    if at.passed_rps is None:
+        return f"{bounded(at.confirmed_rps, at.bound)} confirmed{reason(at.bound)}"
+    return f"{fmt(at.confirmed_rps)} confirmed ({bounded(at.passed_rps, at.bound)} passed{reason(at.bound)})"
