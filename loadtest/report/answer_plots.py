@@ -81,7 +81,7 @@ class CapacityPoint:
     p99_objective_ms: float
     capacity_rps: float
     confirmed: bool  # else passed, not confirmed
-    lower_bound: bool  # `≥` in the table: no higher rate failed there
+    lower_bound: bool  # `≥` on the figure in the table: the search stopped, or the load generator's limit
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
-from loadtest.judge.conclusion import AnswerKind
 from loadtest.judge.goals import Target
+from loadtest.judge.objectives import Bound, ObjectiveAnswer
 from loadtest.report.answers.answers import Answers, SearchAnswer
 from loadtest.report.blocks import Figure
 from loadtest.report.card.card import Card, targets_of
@@ -29,7 +29,7 @@ from loadtest.report.series import Series, load_level
 from loadtest.report.sizing.instances import Pricing
 
 if TYPE_CHECKING:
-    from loadtest.report.answer_plots import CapacityLine, RateCurve
+    from loadtest.report.answer_plots import CapacityLine, CapacityPoint, RateCurve
     from loadtest.report.plots import OfferedLine
 
 Labels = dict[Config, str]
@@ -82,13 +82,24 @@ def rate_panels(answers: Answers, labels: Labels, colours: Colours) -> list[tupl
 
 def capacity_lines(searches: Sequence[SearchAnswer], labels: Labels, colours: Colours) -> list[CapacityLine]:
     """The objective table's rows (`loadtest.report.sections.objective_table`: its labels, each search's answer at
-    each objective, `≥` where `at_least`) as lines; objectives without a capacity are left out."""
-    from loadtest.report.answer_plots import CapacityLine, CapacityPoint
+    each objective, as its cell leads with it) as lines; objectives without a capacity are left out."""
+    from loadtest.report.answer_plots import CapacityLine
 
     return [CapacityLine(name, colours[labels[s.config]], s.request_batch_size,
-                         tuple(CapacityPoint(a.p99_objective_ms, a.capacity_rps, a.kind == AnswerKind.CONFIRMED,
-                                             a.at_least) for a in s.objectives if a.capacity_rps is not None))
+                         tuple(capacity_point(a) for a in s.objectives if a.capacity_rps is not None))
             for s, name in zip(searches, repeat_labels(searches, labels))]
+
+
+def capacity_point(at: ObjectiveAnswer) -> CapacityPoint:
+    """The figure a table cell leads with (`answers.figure_text.capacity_text`): the confirmed capacity where one
+    was confirmed, else the highest pass; a lower bound where that figure carries the "≥"."""
+    from loadtest.report.answer_plots import CapacityPoint
+
+    assert at.capacity_rps is not None
+    confirmed = at.confirmed_rps is not None
+    leading = at.confirmed_rps if at.confirmed_rps is not None else at.capacity_rps
+    lower = at.bound != Bound.NONE and (not confirmed or at.passed_rps is None)
+    return CapacityPoint(at.p99_objective_ms, leading, confirmed, lower)
 
 
 def target_rates(targets: Iterable[Target]) -> list[tuple[int, float, float]]:

@@ -157,9 +157,10 @@ def test_capacity_chart_draws_the_objective_tables_values(drawn):
         printed = {o: text for o, text in zip(objectives, row[2:]) if re.search(r"\d", text)}
         assert {p.p99_objective_ms for p in line.points} == set(printed), (run, row)
         for p in line.points:
-            number = float(re.search(r"[\d,]+\.?\d*", printed[p.p99_objective_ms])[0].replace(",", ""))
-            assert number == pytest.approx(p.capacity_rps, abs=0.06), (run, row)
-            assert p.lower_bound == printed[p.p99_objective_ms].startswith("≥"), (run, row)
+            leading = re.search(r"(≥ )?([\d,]+\.?\d*)", printed[p.p99_objective_ms])
+            assert float(leading[2].replace(",", "")) == pytest.approx(p.capacity_rps, abs=0.06), (run, row)
+            assert p.lower_bound == bool(leading[1]), (run, row)
+            assert p.confirmed == ("none confirmed" not in printed[p.p99_objective_ms]), (run, row)
     [fig] = [f for f in chart(figures, "p99 objective ms") if f.axes[0].get_ylabel() == "capacity req/s"]
     bounds = sum(p.lower_bound for line in lines for p in line.points)
     arrows = [a for ax in fig.axes for a in ax.texts if getattr(a, "arrow_patch", None) is not None]
