@@ -15,6 +15,7 @@ to servers (`loadtest.search.capacity_search`, `loadtest.search.tune_run`).
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -186,13 +187,17 @@ def rate_view(rows: Sequence[Any]) -> Table:
 @click.option("--shapes-budget-min", type=click.FloatRange(min=0, min_open=True), default=None,
               help="the shape sweep's whole time: each search an equal share (default: the plan's [capacity] "
               "shapes_budget_min, else each search its --max-minutes)")
+@click.option("--budget-min", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="the whole run's time, its report included: its searches and repeats share it, and a repeat that "
+              "does not fit is not started (default: the plan's [capacity] budget_min, else none)")
 @search_options
 @sizing_options
 @click.pass_context
 def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok: bool, repeats: int,
                      max_repeats: int | None, sequential: bool, shapes: str | None, shapes_budget_min: float | None,
-                     plan_path: Path, results_dir: Path, report: bool, target_rps: float | None, prices: Path,
-                     headroom: float, goals: tuple[Target, ...], **values: Any) -> None:
+                     budget_min: float | None, plan_path: Path, results_dir: Path, report: bool,
+                     target_rps: float | None, prices: Path, headroom: float, goals: tuple[Target, ...],
+                     **values: Any) -> None:
     """The highest open-loop rate each server serves at p99 <= --p99-ms: bracket, bisect, confirm.
 
     One search per server (running, or started by the tool with --serve) and per --batch. Several servers are
@@ -208,6 +213,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     from loadtest.search.comparison import Repeats
     from loadtest.search.shape_sweep import shape_sweep
 
+    began = time.monotonic()
     if max_repeats is not None and max_repeats < repeats:
         raise click.UsageError(f"--max-repeats {max_repeats} is fewer than --repeat {repeats}")
     choice = server_choice(values)
@@ -215,6 +221,8 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     try:
         plan = layered_plan(plan_path, choice, _run_flags(values))
         plan, sweep = shape_sweep(plan, shapes, shapes_budget_min)
+        if budget_min is not None:
+            plan = replace(plan, capacity=replace(plan.capacity, budget_min=budget_min))
     except (plans.PlanError, SweepError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     goals = goals or tuple(parse_goal(g) for g in plan.capacity.goals)
@@ -236,7 +244,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
             click.echo("\n".join(sweep.lines()))
         run = Capacities(request, slots, batch_sizes, results_dir, plan_path=str(plan_path),
                          interleaved=not sequential, repeats=Repeats(repeats, max_repeats or repeats, without_majority),
-                         budget_s=sweep.budget_s if sweep else None)
+                         budget_s=searches_budget_s(plan, sweep.budget_s if sweep else None, began))
         with sigterm_as_interrupt():
             outcomes = run.run()
     except (Interrupted, KeyboardInterrupt):
@@ -252,6 +260,21 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     _capacity_end(run.cells.results, outcomes, request, True, pricing, targets)
     if not outcomes or not (unmet_ok or all(o.passed for o in outcomes)):
         ctx.exit(1)
+
+
+def searches_budget_s(plan: plans.Plan, sweep_s: float | None, began: float) -> float | None:
+    """The searches' whole time: what the run's budget (`[capacity] budget_min`, `--budget-min`'s) leaves after the
+    time spent since `began` and the report's reserve (`loadtest.search.run_budget.searches_s`), within a shape
+    sweep's budget (`sweep_s`); None where neither is set. The run's budget is said on the console."""
+    from loadtest.search.run_budget import REPORT_S, searches_s
+
+    if not plan.capacity.budget_min:
+        return sweep_s
+    spent_s = time.monotonic() - began
+    own_s = searches_s(plan.capacity.budget_min * 60, spent_s)
+    click.echo(f"the run's time budget: {plan.capacity.budget_min:g} min: {spent_s:.0f} s spent before the searches, "
+               f"{REPORT_S:.0f} s kept for the report, {own_s:.0f} s for the searches")
+    return own_s if sweep_s is None else min(own_s, sweep_s)
 
 
 def with_goals(plan: plans.Plan, goals: Sequence[Target]) -> plans.Plan:

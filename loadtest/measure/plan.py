@@ -115,7 +115,7 @@ class LaunchSettings:
     start_timeout_s: float = 300.0
 
 
-SWEEP_ONLY = ("goals", "shapes", "shapes_budget_min")  # [capacity] keys recorded only where set
+SWEEP_ONLY = ("goals", "shapes", "shapes_budget_min", "budget_min")  # [capacity] keys recorded only where set
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,7 @@ class CapacityObjectives:
     goals: tuple[str, ...] = ()  # targets, RATE:P99_MS:BATCH (`loadtest.judge.goals`), under the command's --goal
     shapes: str | tuple[int, ...] = ()  # replica shapes, cores per replica, or "auto" (`loadtest.measure.shape_cores`)
     shapes_budget_min: float = 0.0  # the whole shape sweep's minutes (0: each search its own --max-minutes)
+    budget_min: float = 0.0  # the whole run's minutes, report included (`capacity --budget-min`; 0: none)
 
     def p99_objective_ms(self, batch_size: int, default: float) -> float:
         return float(self.p99_ms_by_batch.get(str(batch_size), default))
@@ -157,7 +158,7 @@ class Plan:
         if self.configs:
             recorded.update(configs=[asdict(c) for c in self.configs], launch=asdict(self.launch))
         c = self.capacity
-        if c.p99_ms_by_batch or c.objectives or c.goals or c.shapes:
+        if c.p99_ms_by_batch or c.objectives or c.goals or c.shapes or c.budget_min:
             recorded.update(capacity={k: v for k, v in asdict(c).items() if v or k not in SWEEP_ONLY})
         return recorded
 
@@ -358,8 +359,10 @@ def _validate_objectives(capacity: CapacityObjectives) -> None:
     if not (shapes in ((), AUTO) or (isinstance(shapes, tuple) and all(
             isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in shapes))):
         raise PlanError(f"[capacity] shapes = {shapes!r}: expected \"auto\" or a list of cores per replica, [1, 2, 4]")
-    if not (isinstance(capacity.shapes_budget_min, (int, float)) and capacity.shapes_budget_min >= 0):
-        raise PlanError(f"[capacity] shapes_budget_min = {capacity.shapes_budget_min!r}: expected minutes >= 0")
+    for key in ("shapes_budget_min", "budget_min"):
+        minutes = getattr(capacity, key)
+        if not (isinstance(minutes, (int, float)) and minutes >= 0):
+            raise PlanError(f"[capacity] {key} = {minutes!r}: expected minutes >= 0")
 
 
 def _validate_grid(grid: Grid) -> None:

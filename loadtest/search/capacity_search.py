@@ -171,7 +171,7 @@ class Capacities:
     outcomes: list[Outcome] = field(default_factory=list)
     repeats: Repeats = field(default_factory=Repeats)  # how many times the whole comparison runs
     interleaved: bool = True  # several servers: paired (False: searched one after the other)
-    budget_s: float | None = None  # the whole run's time (a shape sweep's), shared out as searches begin
+    budget_s: float | None = None  # the searches' whole time (--budget-min's, a shape sweep's), shared as they begin
 
     def __post_init__(self) -> None:
         self.shapes = {s.name: tag for s in self.servers if isinstance(s, ToStart) and (tag := s.shape_tag())}
@@ -212,7 +212,7 @@ class Capacities:
         if self.paired:
             self._run_paired()
         else:
-            for repeat in self.repeats.each(self.cells, [self._comparison_id(*p) for p in self.points]):
+            for repeat in self.repeats.each(self.cells, [self._comparison_id(*p) for p in self.points], self.budget):
                 self._run_sequential(repeat)
         return self.outcomes
 
@@ -233,7 +233,7 @@ class Capacities:
     def _run_paired(self) -> None:
         with self._all_up(self.servers) as answering:
             for batch, objective in self.points:
-                for repeat in self.repeats.each(self.cells, [self._comparison_id(batch, objective)]):
+                for repeat in self.repeats.each(self.cells, [self._comparison_id(batch, objective)], self.budget):
                     if answering:
                         self._compare(answering, batch, repeat, objective=objective)
 

@@ -9,7 +9,8 @@ reference alike, records `search.comparison`: its id (one per request batch size
 was paired (interleaved) or searched one after the other, and the servers compared.
 
 How many times a comparison runs (`Repeats`): `--repeat` times, then one more, up to `--max-repeats`, while no
-ratio lies in the ranges of more than half its repeats (two repeats apart: their median stands on neither).
+ratio lies in the ranges of more than half its repeats (two repeats apart: their median stands on neither); under a
+run's time budget (`--budget-min`), a repeat past the first begins only while it fits (`RunBudget.fits`).
 
 Not for: the searches (`loadtest.search.capacity_search`) or reading the ratio (`loadtest.report.answers.paired`).
 """
@@ -25,6 +26,7 @@ from loadtest.evidence.vocab import LoadMode
 from loadtest.measure import plan as plans
 from loadtest.measure.cell_sweep import CellRunner
 from loadtest.measure.probe import Prober
+from loadtest.search.run_budget import RunBudget
 from serving.endpoint import ServedEndpoint
 
 REFERENCE_S = 1.0  # the reference cell's measured seconds (one request at a time: ~1,000 requests here)
@@ -69,12 +71,20 @@ class Repeats:
     at_most: int = 0  # 0: `at_least`, none more
     disagree: Callable[[Sequence[CellResult], str], bool] | None = None
 
-    def each(self, cells: CellRunner, comparison_ids: Sequence[str]) -> Iterator[int]:
-        """Repeat numbers 1, 2, ... for as long as the rule asks for another, said on the console past `at_least`."""
+    def each(self, cells: CellRunner, comparison_ids: Sequence[str], budget: RunBudget | None = None) -> Iterator[int]:
+        """Repeat numbers 1, 2, ... for as long as the rule asks for another, said on the console past `at_least`;
+        with a `budget`, none begins that does not fit (said on the console too)."""
         done = 0
+        took_s: list[float] = []  # each repeat's time, for the budget
         while done < self.at_least or self._apart(cells, comparison_ids, done):
+            if budget is not None and not budget.fits(took_s):
+                cells.say(f"repeat {done + 1} not started: {max(0.0, budget.left_s()):.0f} s of the run's time budget "
+                          f"left, under half a repeat's ({sum(took_s) / len(took_s):.0f} s on average)")
+                return
             done += 1
+            began = budget.clock() if budget is not None else 0.0
             yield done
+            took_s.append(budget.clock() - began if budget is not None else 0.0)
 
     def _apart(self, cells: CellRunner, comparison_ids: Sequence[str], done: int) -> bool:
         if done >= self.at_most or self.disagree is None:

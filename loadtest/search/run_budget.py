@@ -1,9 +1,13 @@
-"""A capacity run's whole time (a shape sweep's budget), shared out among its searches as they begin.
+"""A capacity run's whole time (`capacity --budget-min`, a shape sweep's budget), shared out among its searches as
+they begin.
 
 Each search is given what is left of the run's time, less a reserve, split evenly over the searches not yet begun:
 servers that took long to start, or searches that ended early, move the shares of those after them. A paired
 comparison's searches begin together and run interleaved (each one's clock runs only while it is measured), so
 together they take the sum of their shares, plus the reference cells measured between their rounds: the reserve.
+A repeat of the comparison begins while at least half an average repeat's time is left (`SHORTEST_SHARE`, the
+tuner's rule for its evaluations too), its searches cut to what is left. `--budget-min` is the whole command's
+time: its searches get it less what the command spent before they began and the report's reserve (`REPORT_S`).
 
 Not for: a search's own deadline (`loadtest.search.capacity`) or the bundle's minutes (`loadtest.bundle.budget`).
 """
@@ -11,7 +15,7 @@ Not for: a search's own deadline (`loadtest.search.capacity`) or the bundle's mi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 # Of the time left, what a paired comparison's reference cells take (one short closed-loop cell between rounds of
@@ -19,6 +23,10 @@ from dataclasses import dataclass, field
 # search's slack (its final cell may end past its deadline by a little).
 PAIRED_RESERVE = 0.2
 ALONE_RESERVE = 0.05
+SHORTEST_SHARE = 0.5  # of an average repeat's (the tuner: evaluation's) time: with less left, none begins
+# What `capacity` takes after its searches: the report built (figures included) and the console's end (the demo's,
+# on a 2-core build machine with tests beside it: ~15 s), kept out of a `--budget-min`'s searches.
+REPORT_S = 25.0
 
 
 @dataclass
@@ -41,10 +49,24 @@ class RunBudget:
         self._left = max(0, self._left - starting)
         return share
 
+    def left_s(self) -> float:
+        return self._deadline - self.clock()
+
+    def fits(self, took_s: Sequence[float]) -> bool:
+        """Whether one more round (a repeat), after rounds that took `took_s`, may begin: while at least
+        `SHORTEST_SHARE` of an average one's time is left (the first always may)."""
+        return not took_s or self.left_s() >= SHORTEST_SHARE * sum(took_s) / len(took_s)
+
 
 def share_of(left_s: float, searches: int, paired: bool) -> float:
     """Each of `searches`' share of `left_s`, less the reserve (`PAIRED_RESERVE` where they run paired)."""
     return max(0.0, left_s) * (1 - (PAIRED_RESERVE if paired else ALONE_RESERVE)) / max(1, searches)
 
 
-__all__ = ["RunBudget", "share_of"]
+def searches_s(run_s: float, spent_s: float, report_s: float = REPORT_S) -> float:
+    """Of a whole command's `run_s` (`capacity --budget-min`), what its searches share: less the `spent_s` it took
+    before they began (the plan read, the servers' slots) and the report's reserve."""
+    return max(0.0, run_s - spent_s - report_s)
+
+
+__all__ = ["REPORT_S", "SHORTEST_SHARE", "RunBudget", "searches_s", "share_of"]

@@ -23,9 +23,9 @@ capacity and upper end measured in those same minutes, so the machine's drift be
 make a challenger win or lose. An unmet
 objective or a failed evaluation counts as capacity 0. No parameters are evaluated twice. The search is bounded by a
 number of evaluations and a deadline, both checked before each evaluation: one begins while at least half an
-average evaluation's time is left (`SHORTEST_SHARE`), and its searches are cut to what is left (by `evaluate`:
-`loadtest.search.tune_run.TuneRun`), so the whole tuning ends by its deadline and uses it; a search cut short answers
-with its best so far.
+average evaluation's time is left (`run_budget.SHORTEST_SHARE`), and its searches are cut to what is left (by
+`evaluate`: `loadtest.search.tune_run.TuneRun`), so the whole tuning ends by its deadline and uses it; a search cut
+short answers with its best so far.
 
 Not for: measuring a configuration (`Tuner` is given an `evaluate` function that starts a server
 with the profile, runs a capacity search and stops it) or printing and writing the answer
@@ -52,6 +52,7 @@ from loadtest.search.ladders import (
     parameters_key,
     with_field,
 )
+from loadtest.search.run_budget import SHORTEST_SHARE
 from model_export.provenance import cpu_cores
 from serving.deploy.config import BatchingProfile
 from serving.endpoint import Device
@@ -340,9 +341,6 @@ class Tuner:
         return TuneAnswer(self.settings.objective, self.settings.batch_size, winner, by_stage.get(Stage.OFF),
                           by_stage.get(Stage.ADVICE), tuple(self.trail), ended,
                           grid_size(self.start, self.ladders), self.settings.min_gain)
-
-
-SHORTEST_SHARE = 0.5  # of an average evaluation's time: with less left, no evaluation begins
 
 
 class _Stop(Exception):

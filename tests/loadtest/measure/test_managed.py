@@ -29,6 +29,10 @@ QUICK = ("--check", "shape", "--warmup-s", "0.5", "--measure-s", "1.5")
 # 24-48 req/s on 2026-11-25, which a 2 ms threshold calls the load generator's limit. Latencies are timed from the
 # intended send whatever the threshold; 5 ms keeps that noise, not this test's subject, from ending a search.
 LOADGEN_LATENESS = {"LOADTEST_LATE_THRESHOLD_MS": "5", "LOADTEST_DISPATCH_LAG_LIMIT_MS": "5"}
+# Each of the tuner's searches bounded (the defaults, 15 min a search and 30 s a rate, took the test to ~9 min on a
+# busy 2-core machine): a minute a search still brackets batching 16's capacity far above batching off's. 15 s a rate
+# holds the 459 requests a pass needs from ~34 req/s (8 s did not: the searches start near 49 req/s here).
+TUNE_BOUNDS = ("--max-minutes", "1", "--max-rate-s", "15", "--confirm-factor", "2")
 
 
 def run_cli(tmp_path, exported_model, *args: str) -> subprocess.CompletedProcess:
@@ -81,7 +85,7 @@ def test_the_tuner_picks_the_configuration_known_to_serve_more(tmp_path, exporte
     done = run_cli(tmp_path, exported_model, "tune", "--p99-ms", "80", "--precision", "0.2", "--serving-config",
                    config, "--start-profile", "single", "--ladder", "max_batch_size=1,16", "--ladder",
                    "batch_timeout_micros=", "--ladder", "num_batch_threads=", "--ladder", "max_enqueued_batches=",
-                   "--no-report")
+                   *TUNE_BOUNDS, "--no-report")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
     winner = next(line for line in lines if line.startswith("tuned: winner"))
