@@ -10,7 +10,8 @@ there is none (`Unavailable`), so the record can carry the reason instead of an 
   this tool's own ancestors, that parent and everything under it (a pooled server's supervisor and device
   owner: `server_roots`). CPU seconds of the processes, every thread included (the kernel sums them),
   resident memory, their PSS (`/proc/PID/smaps_rollup`: a page shared by N processes counts 1/N in each,
-  so the sum counts TensorFlow's libraries once, not once per frontend), and its cores from their CPU affinities: where the host probe looks for the server.
+  so the sum counts TensorFlow's libraries once, not once per frontend), and its cores from their CPU
+  affinities: where the host probe looks for the server.
 - `CgroupSource`: a TF Serving container by its id: the cgroup's CPU usage and memory (v2 or v1),
   its cores from `cpu.max` (a quota) or its cpuset, the fewer, else the machine's (its memory, charged once
   per page, stands for PSS too); a cpuset narrower

@@ -305,7 +305,8 @@ def test_records_without_telemetry_read_back_with_none():
 def test_telemetry_goes_into_the_record_and_back():
     old = read_results(ANALYSIS_FIXTURES / "cpu-run" / "results.jsonl")[0]
     figures = Telemetry(server_cpu_percent=61.5, server_cpu_percent_max=90.0, server_cpu_cores=1.0,
-                        server_rss_mib=300.2, server_pss_mib=180.4, notes={"gpu": "not sampled: the server's device is cpu"})
+                        server_rss_mib=300.2, server_pss_mib=180.4,
+                        notes={"gpu": "not sampled: the server's device is cpu"})
     cell = replace(old, **telemetry_fields(figures))
     assert cell.telemetry_note.to_dict() == {"gpu": "not sampled: the server's device is cpu"}
     import json
