@@ -131,7 +131,8 @@ def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
     low, high = row.boxes
     count = f"{low}" if low == high else f"{low}–{high}"
     spare = f" + {row.spare} spare" if row.spare else ""
-    boxes = f"{count}{spare} × {row.instance}" if row.instance else f"{count}{spare} replica{'' if high == 1 else 's'}"
+    plural = "" if high + row.spare == 1 else "s"
+    boxes = f"{count}{spare} × {row.instance}" if row.instance else f"{count}{spare} replica{plural}"
     if row.served_share is None:
         boxes += f" ({UNCHECKED})"
     return (*base, boxes, fmt(row.usd_per_hour, 2), money(row.usd_per_m_requests))

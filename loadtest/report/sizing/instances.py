@@ -56,9 +56,11 @@ class Replica:
         return "cores unknown" if self.cpus is None else f"{self.cpus:g} core{'' if self.cpus == 1 else 's'}"
 
     def describe(self) -> str:
-        """ "1 core of AMD EPYC", "1 × NVIDIA H100 80GB HBM3 with 12 cores"."""
+        """ "1 core of AMD EPYC", "1 × NVIDIA H100 80GB HBM3 with 12 cores pinned" (cores it was pinned to, which it
+        holds on an instance however little busy it ran them; "with 12 cores" from another source)."""
         if self.gpus:
-            return f"{self.gpus} × {self.gpu_name}" + (f" with {self.cores()}" if self.cpus is not None else "")
+            pinned = " pinned" if self.source.startswith(("pinned", "container cpuset")) else ""
+            return f"{self.gpus} × {self.gpu_name}" + (f" with {self.cores()}{pinned}" if self.cpus is not None else "")
         return f"{self.cores()} of {self.cpu_model or 'an unrecorded CPU'}"
 
 

@@ -66,7 +66,8 @@ price_per_hour = 0.68
 def test_a_replica_says_what_it_is():
     assert ONE_CORE.describe() == "1 core of AMD EPYC 7B13"
     assert THREE_CORES.describe() == "3 cores of Intel Xeon"
-    assert ONE_H100.describe() == f"1 × {H100} with 12 cores"
+    assert ONE_H100.describe() == f"1 × {H100} with 12 cores"  # from its affinity: not said pinned
+    assert replace(ONE_H100, source="pinned cores 0-11").describe() == f"1 × {H100} with 12 cores pinned"
     assert Replica(None, "", 0, "", "unknown").describe() == "cores unknown of an unrecorded CPU"
 
 

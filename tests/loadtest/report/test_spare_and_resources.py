@@ -112,8 +112,8 @@ def test_the_replicas_memory_is_its_highest_pss_and_older_records_have_none():
 def test_a_12_host_core_gpu_replica_is_refused_on_an_8_vcpu_gpu_instance_and_placed_on_a_16_vcpu_one():
     # by GPUs both hold 1; by host cores 8 / 12 = 0.67 -> 0 (refused), 16 / 12 = 1.3 -> 1
     refused = instances.place(GPU_REPLICA, 2, [H200_8C], spare=1)
-    assert refused == ("no instance for it holds one replica (1 × NVIDIA H200 with 12 cores): h200-8c: host cores "
-                       "(needs 12, 8 vCPUs free)")
+    assert refused == ("no instance for it holds one replica (1 × NVIDIA H200 with 12 cores pinned): h200-8c: host "
+                       "cores (needs 12, 8 vCPUs free)")
     # the cheaper 8-vCPU instance is not chosen: 2 replicas + 1 spare = 3 x h200-16c at 4.00 = 12.00 USD/h
     placed = instances.place(GPU_REPLICA, 2, [H200_8C, H200_16C], spare=1)
     assert isinstance(placed, instances.Placement)
