@@ -23,6 +23,7 @@ Not for: sampling over time or the window's arithmetic (`loadtest.measure.teleme
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -72,11 +73,16 @@ class ProcessSource:
     # Finding the processes under it walks all of /proc (and, under a busy interpreter, waits for the GIL at
     # every step): done when the source is made, then again at most this often.
     CHILDREN_EVERY_S = 5.0
+    # PSS walks each process's page tables under its memory-map lock: read at most this often (memory moves slowly;
+    # the window's highest is what sizing uses), so the sampler does not hold up the server it measures.
+    PSS_EVERY_S = 2.0
 
     def __init__(self, pid: int, *others: int) -> None:
         self.process = psutil.Process(pid)
         self.others = [psutil.Process(other) for other in others]  # more roots: servers sharing one port
         self._children, self._children_at = self._under(), time.monotonic()
+        self._pss: int | None = None
+        self._pss_at = -math.inf
         self.cpu_set = frozenset(core for p in self._processes() for core in _affinity(p))
         self.cores = float(len(self.cpu_set) or psutil.cpu_count() or 1)
 
@@ -95,7 +101,9 @@ class ProcessSource:
         except psutil.Error:  # the server exited meanwhile
             return ServerReading(None, None)
         cpu_s, rss = 0.0, 0
-        pss: int | None = 0  # None once a live process's PSS cannot be read: a part is no sum
+        now = time.monotonic()
+        fresh = now - self._pss_at >= self.PSS_EVERY_S
+        pss: int | None = 0 if fresh else None  # None once a live process's PSS cannot be read: a part is no sum
         for process in processes:
             try:
                 with process.oneshot():
@@ -109,7 +117,9 @@ class ProcessSource:
             if pss is not None:
                 share = pss_bytes(process.pid)
                 pss = None if share is None else pss + share
-        return ServerReading(cpu_s, rss, pss)
+        if fresh:
+            self._pss, self._pss_at = pss, now
+        return ServerReading(cpu_s, rss, self._pss)
 
 
 def pss_bytes(pid: int) -> int | None:
