@@ -147,7 +147,7 @@ FIRST_GOAL = $(subst :, ,$(firstword $(CAPACITY_GOALS)))
 
 capacity: setup
 	$(CLI) capacity --p99-ms $(P99_MS) $(foreach b,$(BATCH),--batch $(b)) $(foreach g,$(CAPACITY_GOALS),--goal $(g)) \
-		--repeat $(REPEAT) $(SERVERS) --target-rps $(TARGET_RPS) --prices $(PRICES) --headroom $(HEADROOM) \
+		--repeat $(REPEAT) $(SERVERS) --target-rps $(TARGET_RPS) --prices $(PRICES) --headroom $(HEADROOM) $(SPARE_ARG) \
 		$(if $(SHAPES),--shapes $(SHAPES)) $(if $(SHAPES_BUDGET_MIN),--shapes-budget-min $(SHAPES_BUDGET_MIN)) $(LOADTEST_ARGS)
 
 # Batching tuned by the tool: BatchingParameters with the highest capacity for the first of GOALS (its p99 and
@@ -175,6 +175,10 @@ P99_MS ?= 50
 TARGET_RPS ?= 1000
 TARGET_IPS ?=
 HEADROOM ?= 0.2
+# SPARE: instances beyond those the target needs, so it is still served with that many lost (empty: the tool's
+# default, 1: N + 1; SPARE=0: none). The headroom covers bursts only.
+SPARE ?=
+SPARE_ARG = $(if $(SPARE),--spare-instances $(SPARE))
 PRICES ?= loadtest/prices.example.toml
 
 REPORT_ARGS ?=
@@ -182,14 +186,14 @@ REPORT_ARGS ?=
 # REPORT_ARGS, e.g. "--target-rps 5000": the answer then adds replicas and cost per million inferences.
 report: setup
 	@test -n "$(RESULTS)" || { echo "make report: no results/*/results.jsonl yet: run make loadtest, or pass RESULTS=path/results.jsonl" >&2; exit 2; }
-	$(CLI) report $(RESULTS) $(foreach c,$(COMPARE),--compare $(c)) $(REPORT_ARGS)
+	$(CLI) report $(RESULTS) $(foreach c,$(COMPARE),--compare $(c)) $(SPARE_ARG) $(REPORT_ARGS)
 
 # SIZE_BATCH: the clients' request batch size to size at (default: the smallest measured).
 SIZE_BATCH ?=
 
 size: setup
 	@test -n "$(RESULTS)" || { echo "make size: no results/*/results.jsonl yet: run make loadtest, or pass RESULTS=path/results.jsonl" >&2; exit 2; }
-	$(CLI) size --p99-ms $(P99_MS) $(if $(TARGET_IPS),--target-ips $(TARGET_IPS),--target-rps $(TARGET_RPS)) --headroom $(HEADROOM) --prices $(PRICES) $(if $(SIZE_BATCH),--batch $(SIZE_BATCH)) $(RESULTS)
+	$(CLI) size --p99-ms $(P99_MS) $(if $(TARGET_IPS),--target-ips $(TARGET_IPS),--target-rps $(TARGET_RPS)) --headroom $(HEADROOM) $(SPARE_ARG) --prices $(PRICES) $(if $(SIZE_BATCH),--batch $(SIZE_BATCH)) $(RESULTS)
 
 # --- Kubernetes: build/k8s/ from the one serving config (docs/serving-config.md#kubernetes) ---
 # TF Serving per device (ConfigMap, Deployment, Service, autoscaler) and a Locust master + workers;
@@ -234,7 +238,7 @@ DEMO_SEARCH = --precision 0.1 --confirm-factor 2 --max-rate-s 12 --budget-min $(
 
 demo: setup
 	@if ! ls -d $(MODELS)/mnist/[0-9]* >/dev/null 2>&1; then $(MAKE) --no-print-directory export; fi
-	$(CLI) capacity --plan loadtest/plans/demo.toml --p99-ms $(DEMO_P99_MS) --batch $(DEMO_BATCH) --repeat $(DEMO_REPEAT) --max-repeats $(DEMO_MAX_REPEAT) $(DEMO_SEARCH) --models-dir $(MODELS) --target-rps $(DEMO_TARGET_RPS) --prices $(PRICES) --unmet-ok
+	$(CLI) capacity --plan loadtest/plans/demo.toml --p99-ms $(DEMO_P99_MS) --batch $(DEMO_BATCH) --repeat $(DEMO_REPEAT) --max-repeats $(DEMO_MAX_REPEAT) $(DEMO_SEARCH) --models-dir $(MODELS) --target-rps $(DEMO_TARGET_RPS) --prices $(PRICES) $(SPARE_ARG) --unmet-ok
 
 # Does the demo's comparison reproduce? Its capacity run RUNS times in a row: each run's paired ratios with
 # their ranges and drift, whether every range overlaps every other, and the largest ÷ smallest (DEMO_BUDGET_MIN a run).

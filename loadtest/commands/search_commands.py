@@ -196,7 +196,7 @@ def rate_view(rows: Sequence[Any]) -> Table:
 def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok: bool, repeats: int,
                      max_repeats: int | None, sequential: bool, shapes: str | None, shapes_budget_min: float | None,
                      budget_min: float | None, plan_path: Path, results_dir: Path, report: bool,
-                     target_rps: float | None, prices: Path, headroom: float, goals: tuple[Target, ...],
+                     target_rps: float | None, prices: Path, headroom: float, spare: int, goals: tuple[Target, ...],
                      **values: Any) -> None:
     """The highest open-loop rate each server serves at p99 <= --p99-ms: bracket, bisect, confirm.
 
@@ -232,7 +232,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
         values["objective"] = values["objective"] or Objective(min(g.p99_objective_ms for g in goals))
     try:  # a bad target or price file is said before anything is measured
         pricing = pricing_from(values["objective"].p99_ms if values["objective"] else None, target_rps, prices,
-                               headroom)
+                               headroom, spare)
     except (AnalysisError, OSError) as exc:
         raise click.UsageError(str(exc)) from None
     targets = goals or None
@@ -256,7 +256,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
     click.echo(f"results: {run.cells.jsonl_path}")
     if report and run.cells.results:
         build_report(run.cells.jsonl_path, "capacity", target_rps=target_rps, prices=prices, headroom=headroom,
-                     targets=targets)
+                     targets=targets, spare=spare)
     _capacity_end(run.cells.results, outcomes, request, True, pricing, targets)
     if not outcomes or not (unmet_ok or all(o.passed for o in outcomes)):
         ctx.exit(1)

@@ -30,6 +30,7 @@ from loadtest.measure.cell_sweep import Interrupted, Sweep
 from loadtest.measure.servers import parse_serve, server_slots
 from loadtest.measure.targets import SweepError, resolve_targets
 from loadtest.report.series import AnalysisError
+from loadtest.report.sizing.instances import SPARE_INSTANCES
 from loadtest.report.sizing.prices import DEFAULT_PRICES
 
 DEFAULT_PLAN = Path("loadtest/plans/quick.toml")
@@ -207,16 +208,22 @@ def build_report_for(sweep: Sweep) -> None:
         build_report(sweep.jsonl_path, "loadtest")
 
 
+SPARE_OPTION = click.option(
+    "--spare-instances", "spare", type=click.IntRange(min=0), default=SPARE_INSTANCES, show_default=True,
+    help="instances beyond those the target needs, so it is still served with that many lost (N + 1 by default)")
+
+
 def sizing_options(function: Any) -> Any:
-    """--target-rps, --prices, --headroom: the decision then says how many replicas, on which instances, at what
-    cost (the report, `capacity` and the device bundle take the same three)."""
+    """--target-rps, --prices, --headroom, --spare-instances: the decision then says how many replicas, on which
+    instances, at what cost (the report and `capacity` take them; the device bundle the first three)."""
     options = [
         click.option("--target-rps", type=click.FloatRange(min=0, min_open=True), default=None,
                      help="target load in requests/s: the decision adds replicas and cost per million images"),
         click.option("--prices", type=click.Path(path_type=Path), default=DEFAULT_PRICES, show_default=True,
                      help="price file (TOML) for --target-rps"),
         click.option("--headroom", type=click.FloatRange(0, 1, max_open=True), default=0.2, show_default=True,
-                     help="share of each replica's capacity kept free"),
+                     help="share of each replica's capacity kept free, for bursts"),
+        SPARE_OPTION,
         click.option("--goal", "goals", multiple=True, callback=_goals,
                      help="a target, RATE:P99_MS:BATCH (repeatable; 5000:10:1 is 5,000 req/s at p99 <= 10 ms, 1 image "
                      "a request): the card answers each; capacity searches each at its objective and batch"),
@@ -264,14 +271,14 @@ def echo_report_paths(html_path: Path, md_path: Path, csv_path: Path, json_path:
               help="the objective the answer is given at (default: every objective searched)")
 @sizing_options
 def report_command(results: tuple[Path, ...], compare: tuple[Path, ...], out: Path | None, p99_ms: float | None,
-                   target_rps: float | None, prices: Path, headroom: float, goals: tuple[Any, ...]) -> None:
+                   target_rps: float | None, prices: Path, headroom: float, spare: int, goals: tuple[Any, ...]) -> None:
     """Write report.html (the decision, plots, every cell), report.md (the decision, summary) and figures.csv/.json
     (each configuration's figures) from results; print the decision and the figures."""
     from loadtest.report import page as report  # matplotlib is slow to import: only when a report is asked for
 
     try:
         built = report.read_report(results, compare, p99_ms=p99_ms, target_rps=target_rps, prices=prices,
-                                   headroom=headroom, targets=goals or None)
+                                   headroom=headroom, targets=goals or None, spare=spare)
         paths = report.write_report(built, Path(out) if out else Path(results[0]).parent)
     except (AnalysisError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -288,20 +295,21 @@ def report_command(results: tuple[Path, ...], compare: tuple[Path, ...], out: Pa
 @click.option("--target-rps", type=float, default=None, help="target load in requests/s")
 @click.option("--target-ips", type=float, default=None, help="target load in images/s")
 @click.option("--headroom", type=float, default=0.2, show_default=True,
-              help="share of each replica's capacity kept free")
+              help="share of each replica's capacity kept free, for bursts")
+@SPARE_OPTION
 @click.option("--prices", type=click.Path(path_type=Path), default=DEFAULT_PRICES, help="price file (TOML)")
 @click.option("--batch", "batch_size", type=click.IntRange(min=1), default=None,
               help="the clients' request batch size to size at (default: the smallest measured)")
 @click.option("--json", "as_json", is_flag=True, help="print the answers as JSON")
 def size_command(results: tuple[Path, ...], p99_ms: float, target_rps: float | None, target_ips: float | None,
-                 headroom: float, prices: Path, batch_size: int | None, as_json: bool) -> None:
+                 headroom: float, spare: int, prices: Path, batch_size: int | None, as_json: bool) -> None:
     """Replicas and cost per device meeting a p99 objective at a target load, from sweep results."""
     from loadtest.report.sizing import size
 
     if target_rps is not None and target_ips is not None:
         raise click.UsageError("--target-rps and --target-ips are mutually exclusive")
     try:
-        objective = size.objective_from(p99_ms, target_rps, target_ips, headroom)
+        objective = size.objective_from(p99_ms, target_rps, target_ips, headroom, spare)
     except AnalysisError as exc:
         raise click.UsageError(str(exc)) from None
     try:

@@ -128,6 +128,9 @@ class CellResult:
     server_cpu_percent_max: float | None = None  # the busiest ~150 ms sampling interval
     server_cpu_cores: float | None = None  # cores the server may use: its CPU affinity, or a container's quota
     server_rss_mib: float | None = None  # highest resident memory (a container: its cgroup's memory)
+    # The replica's memory, shared pages counted once (what sizing fits onto instances): the highest PSS summed over
+    # its processes (a container: its cgroup's memory, as server_rss_mib). None in records made before it.
+    server_pss_mib: float | None = None
     gpu_utilization_percent: float | None = None  # mean of NVML's utilisation readings
     gpu_utilization_percent_max: float | None = None
     gpu_memory_mib: float | None = None  # highest GPU memory used

@@ -9,9 +9,12 @@ there is none (`Unavailable`), so the record can carry the reason instead of an 
   pooled server shares it), what runs under each, and, where they all share one parent that is not one of
   this tool's own ancestors, that parent and everything under it (a pooled server's supervisor and device
   owner: `server_roots`). CPU seconds of the processes, every thread included (the kernel sums them),
-  resident memory, and its cores from their CPU affinities: where the host probe looks for the server.
+  resident memory, their PSS (`/proc/PID/smaps_rollup`: a page shared by N processes counts 1/N in each,
+  so the sum counts TensorFlow's libraries once, not once per frontend), and its cores from their CPU
+  affinities: where the host probe looks for the server.
 - `CgroupSource`: a TF Serving container by its id: the cgroup's CPU usage and memory (v2 or v1),
-  its cores from `cpu.max` (a quota) or its cpuset, the fewer, else the machine's; a cpuset narrower
+  its cores from `cpu.max` (a quota) or its cpuset, the fewer, else the machine's (its memory, charged once
+  per page, stands for PSS too); a cpuset narrower
   than the machine is the cores it is pinned to (a replica shape's container), as a pinned process's are.
 - `GpuSource`: NVML (`pynvml`, package nvidia-ml-py): utilisation %, memory used, power draw.
 
@@ -20,6 +23,7 @@ Not for: sampling over time or the window's arithmetic (`loadtest.measure.teleme
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -49,6 +53,7 @@ class Unavailable:
 class ServerReading:
     cpu_s: float | None  # cumulative CPU seconds, all threads
     memory_bytes: int | None  # resident memory (process) or charged memory (cgroup)
+    pss_bytes: int | None = None  # shared pages counted once: PSS summed (processes) or charged memory (cgroup)
 
 
 class ServerSource(Protocol):
@@ -68,11 +73,16 @@ class ProcessSource:
     # Finding the processes under it walks all of /proc (and, under a busy interpreter, waits for the GIL at
     # every step): done when the source is made, then again at most this often.
     CHILDREN_EVERY_S = 5.0
+    # PSS walks each process's page tables under its memory-map lock: read at most this often (memory moves slowly;
+    # the window's highest is what sizing uses), so the sampler does not hold up the server it measures.
+    PSS_EVERY_S = 2.0
 
     def __init__(self, pid: int, *others: int) -> None:
         self.process = psutil.Process(pid)
         self.others = [psutil.Process(other) for other in others]  # more roots: servers sharing one port
         self._children, self._children_at = self._under(), time.monotonic()
+        self._pss: int | None = None
+        self._pss_at = -math.inf
         self.cpu_set = frozenset(core for p in self._processes() for core in _affinity(p))
         self.cores = float(len(self.cpu_set) or psutil.cpu_count() or 1)
 
@@ -91,6 +101,9 @@ class ProcessSource:
         except psutil.Error:  # the server exited meanwhile
             return ServerReading(None, None)
         cpu_s, rss = 0.0, 0
+        now = time.monotonic()
+        fresh = now - self._pss_at >= self.PSS_EVERY_S
+        pss: int | None = 0 if fresh else None  # None once a live process's PSS cannot be read: a part is no sum
         for process in processes:
             try:
                 with process.oneshot():
@@ -101,7 +114,23 @@ class ProcessSource:
                 continue
             cpu_s += times.user + times.system
             rss += memory.rss
-        return ServerReading(cpu_s, rss)
+            if pss is not None:
+                share = pss_bytes(process.pid)
+                pss = None if share is None else pss + share
+        if fresh:
+            self._pss, self._pss_at = pss, now
+        return ServerReading(cpu_s, rss, self._pss)
+
+
+def pss_bytes(pid: int) -> int | None:
+    """The process's proportional set size from `/proc/PID/smaps_rollup` (None: unreadable, e.g. exited or an
+    older kernel)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    match = re.search(r"^Pss:\s+(\d+) kB", text, re.MULTILINE)
+    return int(match.group(1)) * 1024 if match else None
 
 
 def _affinity(process: psutil.Process) -> list[int]:
@@ -120,7 +149,8 @@ class CgroupSource:
         self.cpu_set = cpu_set  # its cpuset where narrower than the machine; empty: every core
 
     def read(self) -> ServerReading:
-        return ServerReading(_cpu_seconds(self.cpu_file, self.cpu_scale), _int_file(self.memory_file))
+        memory = _int_file(self.memory_file)
+        return ServerReading(_cpu_seconds(self.cpu_file, self.cpu_scale), memory, memory)
 
 
 def _int_file(path: Path) -> int | None:

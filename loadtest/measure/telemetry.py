@@ -59,6 +59,7 @@ class Telemetry:
     server_cpu_percent_max: float | None = None  # the busiest sampling interval
     server_cpu_cores: float | None = None  # the cores the server may use (affinity or cgroup quota)
     server_rss_mib: float | None = None  # highest resident (or, for a container, charged) memory
+    server_pss_mib: float | None = None  # highest PSS summed over the processes (or, for a container, charged)
     gpu_utilization_percent: float | None = None  # mean of NVML's utilisation readings
     gpu_utilization_percent_max: float | None = None
     gpu_memory_mib: float | None = None  # highest memory used on the GPU (all processes)
@@ -109,8 +110,10 @@ def window_telemetry(samples: Sequence[Sample], start_s: float, end_s: float, co
     if "gpu" not in notes and gpu["gpu_utilization_percent"] is None:
         notes["gpu"] = "NVML gave no utilisation reading in the window"
     rss = [float(s.server.memory_bytes) for s in inside if s.server.memory_bytes is not None]
+    pss = [float(s.server.pss_bytes) for s in inside if s.server.pss_bytes is not None]
     return Telemetry(server_cpu_percent=mean, server_cpu_percent_max=peak,
                      server_cpu_cores=cores if mean is not None else None, server_rss_mib=_max(rss, MIB),
+                     server_pss_mib=_max(pss, MIB),
                      notes=notes, **gpu)
 
 

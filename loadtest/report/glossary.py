@@ -81,7 +81,8 @@ TERMS: tuple[tuple[str, str], ...] = (
                          "server-side batching it merges requests, so it can exceed the request batch"),
     ("served ÷ device alone", "what the server delivered against the device floor at the batch it ran; below 50% "
                               "the serving path, not the device, bounded the answer"),
-    ("replicas, cost", "replicas = ceil(target ÷ (capacity × (1 − headroom))); cost per million images from "
+    ("replicas, cost", "replicas = ceil(target ÷ (capacity × (1 − headroom for bursts))); instances = ceil(replicas "
+                       "÷ replicas per instance) + the spare (N + 1 by default); cost per million images from "
                        "the instances' hourly prices at the target load"),
     ("replica shape, scaling efficiency", "a replica shape: one server given k cores and k gRPC frontends (a shape "
                                           "sweep, capacity --shapes); scaling efficiency: its capacity ÷ (k × the "

@@ -173,7 +173,8 @@ def _pricing_caption(pricing: Pricing | None, devices: Sequence[DeviceAnswer] = 
     unit = ("replica-hour; this file prices replicas, not instances" if p.per_replica else
             instance_hour_words(measured_by_device(devices), (d.device for d in devices)))
     return (f" The card's boxes: replicas for {pricing.target_rps:g} req/s"
-            f" = ceil(target / (capacity × {1 - pricing.headroom:g})), each "
+            f" = ceil(target / (capacity × {1 - pricing.headroom:g})) (the headroom for bursts), on instances"
+            f" + {pricing.spare} spare (the target still served with {pricing.spare} lost), each "
             f"replica (one measured server) assumed to perform as the measured one; prices from {p.source} "
             f"({p.currency} per {unit}" + ("; EXAMPLE prices, not quotes" if p.example else "") + ").")
 

@@ -54,7 +54,7 @@ from loadtest.report.sections.shapes_table import shapes_blocks
 from loadtest.report.series import group_series, read_all, usable
 from loadtest.report.shape_sizing import ShapePoint, shape_curves
 from loadtest.report.sizing import size
-from loadtest.report.sizing.instances import Pricing
+from loadtest.report.sizing.instances import SPARE_INSTANCES, Pricing
 from loadtest.report.sizing.prices import DEFAULT_PRICES, load_prices
 
 
@@ -73,7 +73,7 @@ class Report:
 
 def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = (), sources: Sequence[Path] = (),
                  *, p99_ms: float | None = None, pricing: Pricing | None = None,
-                 targets: Sequence[Target] | None = None) -> Report:
+                 targets: Sequence[Target] | None = None, spare: int = SPARE_INSTANCES) -> Report:
     """Every table and figure of the report, computed once; rendering only formats them."""
     answers = answer(results)
     labels = config_labels(config_of(c) for c in results)
@@ -205,36 +205,40 @@ def write_report(report: Report, out_dir: Path) -> tuple[Path, Path, Path, Path]
     return html_path, md_path, csv_path, json_path
 
 
-def pricing_from(p99_ms: float | None, target_rps: float | None, prices: Path, headroom: float) -> Pricing | None:
-    """The target load and prices to size with (None without a target); AnalysisError names a bad input."""
+def pricing_from(p99_ms: float | None, target_rps: float | None, prices: Path, headroom: float,
+                 spare: int = SPARE_INSTANCES) -> Pricing | None:
+    """The target load and prices to size with, `spare` instances beyond the target's (None without a target);
+    AnalysisError names a bad input."""
     if target_rps is None:
         if p99_ms is not None:
             size.check_objective(p99_ms, 1.0, "rps", headroom)
         return None
     size.check_objective(p99_ms if p99_ms is not None else DEFAULT_P99_MS, target_rps, "rps", headroom)
-    return Pricing(target_rps, headroom, load_prices(prices))
+    return Pricing(target_rps, headroom, load_prices(prices), spare=spare)
 
 
 def run(results: Sequence[Path], compare: Sequence[Path] = (), out: Path | None = None, *,
         p99_ms: float | None = None, target_rps: float | None = None, prices: Path = DEFAULT_PRICES,
-        headroom: float = 0.2, targets: Sequence[Target] | None = None) -> tuple[Path, Path, Path, Path]:
+        headroom: float = 0.2, targets: Sequence[Target] | None = None,
+        spare: int = SPARE_INSTANCES) -> tuple[Path, Path, Path, Path]:
     """Read, build, write; returns the paths of the HTML, Markdown, CSV and JSON files. Raises AnalysisError, OSError.
 
     `p99_ms`: the objective the answer is given at (None: every objective searched; without a search,
-    50 ms). `target_rps`, `prices`, `headroom`: with a target, the answer adds replicas and cost.
+    50 ms). `target_rps`, `prices`, `headroom`, `spare`: with a target, the answer adds replicas and cost.
     """
     report = read_report(results, compare, p99_ms=p99_ms, target_rps=target_rps, prices=prices, headroom=headroom,
-                         targets=targets)
+                         targets=targets, spare=spare)
     return write_report(report, Path(out) if out else Path(results[0]).parent)
 
 
 def read_report(results: Sequence[Path], compare: Sequence[Path] = (), *, p99_ms: float | None = None,
                 target_rps: float | None = None, prices: Path = DEFAULT_PRICES, headroom: float = 0.2,
-                targets: Sequence[Target] | None = None) -> Report:
+                targets: Sequence[Target] | None = None, spare: int = SPARE_INSTANCES) -> Report:
     """The report of these results files, built, not written (`targets`: what the card answers; their rates size
     it). Raises AnalysisError, OSError."""
     rates = [t.rate_rps for t in targets or () if t.rate_rps]
-    pricing = pricing_from(p99_ms, target_rps if target_rps is not None or not rates else rates[0], prices, headroom)
+    pricing = pricing_from(p99_ms, target_rps if target_rps is not None or not rates else rates[0], prices, headroom,
+                           spare)
     others = read_all(compare) if compare else []
     return build_report(read_all(results), others, [*results, *compare], p99_ms=p99_ms, pricing=pricing,
                         targets=targets)

@@ -156,7 +156,7 @@ def per_hour(s: SearchAnswer, target: Target, pricing: Pricing | None) -> float 
         return None
     replica = pricing.replicas.get(s.config, UNKNOWN_REPLICA)
     return size.priced(target.rate_rps, s.capacity_rps, pricing.headroom, target.rate_rps * target.batch,
-                       pricing.prices, s.config, replica).costs.per_hour
+                       pricing.prices, s.config, replica, spare=pricing.spare).costs.per_hour
 
 
 def _replica_cores(s: SearchAnswer, pricing: Pricing | None) -> float:

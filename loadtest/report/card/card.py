@@ -58,6 +58,7 @@ from loadtest.report.card.words import (
     UNCHECKED,
     UNPAIRED,
     UPPER_END,
+    memory_note,
 )
 from loadtest.report.card.words import title as card_title
 from loadtest.report.configs import Config, models_named
@@ -136,7 +137,9 @@ def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
         return (*base, row.why_not or "—", "—", "—")
     low, high = row.boxes
     count = f"{low}" if low == high else f"{low}–{high}"
-    boxes = f"{count} × {row.instance}" if row.instance else f"{count} replica{'' if high == 1 else 's'}"
+    spare = f" + {row.spare} spare" if row.spare else ""
+    plural = "" if high + row.spare == 1 else "s"
+    boxes = f"{count}{spare} × {row.instance}" if row.instance else f"{count}{spare} replica{plural}"
     if row.served_share is None:
         boxes += f" ({UNCHECKED})"
     return (*base, boxes, fmt(row.usd_per_hour, 2), money(row.usd_per_m_requests))
@@ -209,7 +212,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
     notes = tuple(f"{r.target.words()}, {DEVICES.get(r.device, r.device)}: " + (
         f"{money(r.usd_per_m_images)} {pricing.prices.currency if pricing else 'USD'} per million images."
         if r.usd_per_m_images is not None else f"not priced: {r.refused}.") for r in rows
-        if (r.usd_per_m_images is not None and r.target.batch > 1) or r.refused)
+        if (r.usd_per_m_images is not None and r.target.batch > 1) or r.refused) + memory_note(rows)
     return Card(heading, for_buying, tuple(rows), tuple(comparisons), nexts[0] if nexts else "", notes,
                 pricing.prices.currency if pricing else "USD", priced, ratios)
 
@@ -273,9 +276,10 @@ def _priced(row: CardRow, best: SearchAnswer, target: Target, pricing: Pricing) 
     replica = pricing.replicas.get(best.config, UNKNOWN_REPLICA)
     images = target.rate_rps * target.batch
     most = size.priced(target.rate_rps, best.capacity_rps, pricing.headroom, images, pricing.prices, best.config,
-                       replica)
+                       replica, spare=pricing.spare)
     upper = best.upper_rps if best.upper_rps and not lower_bound(best) else best.capacity_rps
-    fewest = size.priced(target.rate_rps, upper, pricing.headroom, images, pricing.prices, best.config, replica)
+    fewest = size.priced(target.rate_rps, upper, pricing.headroom, images, pricing.prices, best.config, replica,
+                         spare=pricing.spare)
     if most.refused or most.costs.per_hour is None:
         return replace(row, why_not="not priced", refused=most.refused or "the price list has no price for it")
     per_hour = most.costs.per_hour
@@ -283,12 +287,13 @@ def _priced(row: CardRow, best: SearchAnswer, target: Target, pricing: Pricing) 
                  instance=most.placement.instance.name if most.placement else "", usd_per_hour=per_hour,
                  per_instance=most.placement.per_instance if most.placement and row.replica_cores else None,
                  usd_per_m_requests=per_hour / (target.rate_rps * 3600.0) * 1e6,
-                 usd_per_m_images=most.costs.per_million)
+                 usd_per_m_images=most.costs.per_million, spare=pricing.spare,
+                 memory_counted=bool(most.placement and most.placement.memory_counted))
 
 
 def _boxes(priced: size.Priced, on: size.Priced) -> int:
-    """Instances of the type `on` was placed on (the range's two ends count the same instance), else replicas (a
-    price file that prices replicas)."""
+    """Instances of the type `on` was placed on that serve the target (the range's two ends count the same instance;
+    the spare apart), else replicas (a price file that prices replicas)."""
     if on.placement is None:
         return priced.costs.replicas
     return math.ceil(priced.costs.replicas / on.placement.per_instance)

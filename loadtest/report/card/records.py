@@ -24,7 +24,9 @@ class CardRow:
     busy: str
     served_share: float | None  # served ÷ the device alone at the batch it ran; None: not measured
     for_buying: bool
-    boxes: tuple[int, int] | None = None  # fewest–most instances (or replicas) for the target's rate
+    boxes: tuple[int, int] | None = None  # fewest–most instances (or replicas) for the target's rate, spare apart
+    spare: int = 0  # instances (or replicas) more: the target still served with these lost (N + spare)
+    memory_counted: bool = False  # memory limited replicas per instance (both the replica's and the instance's known)
     instance: str = ""  # the instance type, "" where priced per replica
     usd_per_hour: float | None = None  # for the most boxes
     usd_per_m_requests: float | None = None

@@ -38,8 +38,10 @@ TERMS = {
             "capacity.",
     "served ÷ device alone": "images/s served at the capacity ÷ the model alone on its device at the batch the "
                              "server ran; under 50%: our serving path, not the device, bounded the answer.",
-    "boxes": "instances for the target rate with the headroom, from the capacity's range: fewest at the rate that "
-             "failed, most at the capacity; where the serving path bounded the answer, no boxes.",
+    "boxes": "instances for the target rate with the headroom (for bursts only), from the capacity's range: fewest at "
+             "the rate that failed, most at the capacity; + k spare: k instances more, so the target is still served "
+             "with k instances lost (N + 1 unless --spare-instances says); where the serving path bounded the "
+             "answer, no boxes.",
     "USD/h": "what the most boxes cost an hour at the price list's prices.",
     "USD per million requests": "USD/h ÷ the requests served in that hour, × 1,000,000 (per image, for a request "
                                 "of several, below the card).",
@@ -63,6 +65,15 @@ TERMS = {
     SHARED_CORES: "a lower bound: some of the replica's cores were also the load generator's, so its cores alone "
                   "serve at least this.",
 }
+
+
+def memory_note(rows: Sequence[CardRow]) -> tuple[str, ...]:
+    """A line where memory did not limit a priced row's replicas per instance because a memory was unknown."""
+    devices = list(dict.fromkeys(DEVICES.get(r.device, r.device) for r in rows if r.instance and not r.memory_counted))
+    if not devices:
+        return ()
+    return (f"Memory not counted ({', '.join(devices)}): the replica's memory (PSS: older records lack it) or the "
+            "instance's memory_gib is not known, so memory does not limit replicas per instance.",)
 
 
 def title(for_buying: bool, rows: Sequence[CardRow], configs: Sequence[Config], example: bool,

@@ -2,17 +2,26 @@
 
 A replica is one measured server with the resources its record says it had
 (`CellResult.server_resources`: the cores it was pinned to or its container's CPU limit, the CPU
-model, its GPUs). Records made before that field fall back on the telemetry's `server_cpu_cores`,
-else the plan's `server_cpus` for a server the sweep started, and on the device name.
+model, its GPUs) and the memory it held (`CellResult.server_pss_mib`: its processes' PSS, shared pages
+counted once; the highest over its configuration's records). Records made before those fields fall back
+on the telemetry's `server_cpu_cores`, else the plan's `server_cpus` for a server the sweep started, and on
+the device name; their memory is unknown.
 
-An instance holds floor(vCPUs / replica cores) CPU replicas, or GPUs / replica GPUs GPU replicas,
-assuming the measured replica repeats linearly across the instance's cores (or GPUs): unless one
-replica fills the instance, that is an assumption, not a measurement, and sizing says so. Where a
+An instance holds the fewest of three counts (`fits`): floor((vCPUs − reserve_vcpus) ÷ replica cores), for a
+GPU replica too (the host cores it was pinned to); floor((memory_gib − reserve_gib) ÷ (replica memory × 1.1))
+where both memories are known (unknown: memory does not limit, and sizing says so); and GPUs ÷ replica GPUs.
+It assumes the measured replica repeats linearly across the instance: unless one replica fills the
+instance, that is an assumption, not a measurement, and sizing says so. Where a
 shape sweep measured the configuration at several replica shapes (`measured_shapes`), each shape is a
 replica of its own; sizing then says the shapes were measured and the replica repeats on separate cores
 (`shape_note`), not that it scales linearly. A replica
 that maps onto no instance is refused with the reason, never priced: cores unknown, no instance
-with a GPU of that name or a CPU of that model, or every such instance smaller than one replica.
+with a GPU of that name or a CPU of that model, or every such instance too small for one replica (naming
+the resource that did not fit).
+
+The instance is the failure unit: a fleet is the instances that serve the target plus `spare` more
+(`SPARE_INSTANCES`, N + 1 by default), so the target is still served with that many instances lost; the
+headroom covers bursts only.
 
 Pure functions over records and a price book. Not for: replicas and their cost (`loadtest.report.sizing.size`),
 reading prices (`loadtest.report.sizing.prices`), or recording the resources (`loadtest.measure.resources`).
@@ -41,14 +50,17 @@ class Replica:
     gpus: int
     gpu_name: str
     source: str  # where `cpus` comes from: "pinned cores 0", "container cpuset 0-1", "container CPU limit", ...
+    memory_mib: float | None = None  # what its processes held together (PSS); None: not recorded
 
     def cores(self) -> str:
         return "cores unknown" if self.cpus is None else f"{self.cpus:g} core{'' if self.cpus == 1 else 's'}"
 
     def describe(self) -> str:
-        """ "1 core of AMD EPYC", "1 × NVIDIA H100 80GB HBM3 with 12 cores"."""
+        """ "1 core of AMD EPYC", "1 × NVIDIA H100 80GB HBM3 with 12 cores pinned" (cores it was pinned to, which it
+        holds on an instance however little busy it ran them; "with 12 cores" from another source)."""
         if self.gpus:
-            return f"{self.gpus} × {self.gpu_name}" + (f" with {self.cores()}" if self.cpus is not None else "")
+            pinned = " pinned" if self.source.startswith(("pinned", "container cpuset")) else ""
+            return f"{self.gpus} × {self.gpu_name}" + (f" with {self.cores()}{pinned}" if self.cpus is not None else "")
         return f"{self.cores()} of {self.cpu_model or 'an unrecorded CPU'}"
 
 
@@ -86,28 +98,80 @@ def replica_of(cell: CellResult) -> Replica:
 
 
 def replicas_by_config(results: Sequence[CellResult]) -> dict[Config, Replica]:
-    """Each configuration's replica: the one most of its records describe."""
+    """Each configuration's replica: the one most of its records describe, holding the most memory any of its
+    records measured (None where none did)."""
     seen: dict[Config, Counter[Replica]] = {}
+    memory: dict[Config, list[float]] = {}
     for cell in results:
-        seen.setdefault(config_of(cell), Counter())[replica_of(cell)] += 1
-    return {config: counts.most_common(1)[0][0] for config, counts in seen.items()}
+        config = config_of(cell)
+        seen.setdefault(config, Counter())[replica_of(cell)] += 1
+        if cell.server_pss_mib:
+            memory.setdefault(config, []).append(cell.server_pss_mib)
+    return {config: replace(counts.most_common(1)[0][0], memory_mib=max(memory.get(config, ()), default=None))
+            for config, counts in seen.items()}
 
 
 # ----------------------------------------------------------------------------- onto instances
 
 
-def per_instance(replica: Replica, instance: Instance) -> int:
-    """How many replicas one instance holds (0: smaller than one), assuming linear repetition."""
+SPARE_INSTANCES = 1  # N + 1: the target still served with one instance lost
+MEMORY_MARGIN = 0.10  # a replica's memory plus 10%: what it held at its peak is not all it may ever hold
+CORES, MEMORY, GPUS = "cores", "memory", "GPUs"
+
+
+def _whole(x: float) -> int:
+    return math.floor(round(x, 9))  # rounded first so 15.9999999999 stays 16
+
+
+def fits(replica: Replica, instance: Instance) -> dict[str, int]:
+    """Replicas one instance holds by each resource that limits them: its vCPUs less
+    the reserve ÷ the replica's cores (a GPU replica's host cores too; not counted where unknown), its memory less
+    the reserve ÷ (the replica's memory + 10%) where both are known, its GPUs ÷ the replica's."""
+    counts = {}
+    if replica.cpus:
+        counts[CORES] = _whole((instance.vcpus - instance.reserve_vcpus) / replica.cpus)
+    if replica.memory_mib and instance.memory_gib is not None:
+        free_mib = (instance.memory_gib - instance.reserve_gib) * 1024
+        counts[MEMORY] = _whole(free_mib / (replica.memory_mib * (1 + MEMORY_MARGIN)))
     if replica.gpus:
-        return instance.gpus // replica.gpus
-    assert replica.cpus is not None and replica.cpus > 0
-    return math.floor(round(instance.vcpus / replica.cpus, 9))
+        counts[GPUS] = instance.gpus // replica.gpus
+    return counts
+
+
+def per_instance(replica: Replica, instance: Instance) -> int:
+    """How many replicas one instance holds (0: too small for one), assuming linear repetition."""
+    return min(fits(replica, instance).values(), default=0)
+
+
+def binding(replica: Replica, instance: Instance) -> str:
+    """The resource that sets how many replicas an instance holds ("cores", "memory" or "GPUs"; a tie: the GPUs,
+    then memory)."""
+    counts = fits(replica, instance)
+    return min(reversed(list(counts)), key=lambda name: counts[name], default="")
+
+
+def shortfall(replica: Replica, instance: Instance) -> str:
+    """Why one replica does not fit this instance: each resource short, with what it needs and what is free."""
+    counts, short = fits(replica, instance), []
+    if counts.get(CORES) == 0:
+        short.append(f"host cores (needs {replica.cpus:g}, {instance.vcpus - instance.reserve_vcpus:g} vCPUs free)")
+    if counts.get(MEMORY) == 0 and replica.memory_mib and instance.memory_gib is not None:
+        needs = replica.memory_mib * (1 + MEMORY_MARGIN) / 1024
+        short.append(f"memory (needs {needs:.1f} GiB, {instance.memory_gib - instance.reserve_gib:g} GiB free)")
+    if counts.get(GPUS) == 0:
+        short.append(f"GPUs (needs {replica.gpus}, has {instance.gpus})")
+    return f"{instance.name}: " + ", ".join(short)
 
 
 def candidates(replica: Replica, instances: Sequence[Instance]) -> list[Instance] | str:
     """The instances that could hold this replica, or why none could."""
+    model = replica.cpu_model.lower()
     if replica.gpus:
-        same = [i for i in instances if i.gpus and i.gpu.lower() == replica.gpu_name.lower()]
+        gpus = [i for i in instances if i.gpus and i.gpu.lower() == replica.gpu_name.lower()]
+        same = [i for i in gpus if not i.cpu or i.cpu.lower() in model]
+        if gpus and not same:
+            return (f"no {replica.gpu_name} instance in the price file has a "
+                    f"{replica.cpu_model or 'CPU of an unrecorded model'} CPU")
         if not same:
             named = sorted({i.gpu for i in instances if i.gpus})
             return (f"no instance in the price file has a {replica.gpu_name or 'GPU of an unrecorded name'} GPU"
@@ -116,7 +180,6 @@ def candidates(replica: Replica, instances: Sequence[Instance]) -> list[Instance
     if replica.cpus is None or replica.cpus <= 0:
         return ("the replica's cores are unknown (a server given by address, with no CPU telemetry): "
                 "cannot say how many fit an instance")
-    model = replica.cpu_model.lower()
     same = [i for i in instances if not i.gpus and (not i.cpu or i.cpu.lower() in model)]
     if not same:
         return f"no CPU-only instance in the price file has a {replica.cpu_model or 'CPU of an unrecorded model'} CPU"
@@ -125,12 +188,20 @@ def candidates(replica: Replica, instances: Sequence[Instance]) -> list[Instance
 
 @dataclass(frozen=True)
 class Placement:
-    """Replicas on instances of one type: the cheapest that holds them."""
+    """Replicas on instances of one type: the cheapest that holds them, with the spare instances."""
 
     instance: Instance
     per_instance: int  # replicas one instance holds
-    instances: int  # ceil(replicas / per_instance)
-    cost_per_hour: float
+    instances: int  # ceil(replicas / per_instance) + spare
+    cost_per_hour: float  # of all `instances`, the spare included
+    spare: int = 0  # instances beyond those that serve the target: it is still served with these lost
+    binding: str = ""  # the resource that set `per_instance`: "cores", "memory" or "GPUs"
+    memory_counted: bool = False  # both the replica's and the instance's memory were known
+
+    @property
+    def serving(self) -> int:
+        """The instances that serve the target: `instances` less the spare."""
+        return self.instances - self.spare
 
     @property
     def assumed_linear(self) -> bool:
@@ -142,19 +213,24 @@ def instances_needed(replicas: int, holds: int) -> int:
     return math.ceil(replicas / holds)
 
 
-def place(replica: Replica, replicas: int, instances: Sequence[Instance]) -> Placement | str:
-    """The cheapest instance type for `replicas` of `replica`, or why none can hold one (refused, not priced)."""
+def placed_on(replica: Replica, replicas: int, instance: Instance, holds: int, spare: int) -> Placement:
+    """`replicas` of `replica` on instances of one type holding `holds` each, plus `spare` instances."""
+    count = instances_needed(replicas, holds) + spare
+    return Placement(instance, holds, count, count * instance.price_per_hour, spare, binding(replica, instance),
+                     MEMORY in fits(replica, instance))
+
+
+def place(replica: Replica, replicas: int, instances: Sequence[Instance], *, spare: int) -> Placement | str:
+    """The cheapest instance type for `replicas` of `replica` with `spare` instances more, or why none can hold one
+    (refused, not priced: each instance and the resource it lacks)."""
     found = candidates(replica, instances)
     if isinstance(found, str):
         return found
-    fits = [(i, n) for i in found if (n := per_instance(replica, i)) > 0]
-    if not fits:
-        unit = f"{replica.gpus} GPU(s)" if replica.gpus else replica.cores()
-        largest = max(found, key=lambda i: (i.gpus, i.vcpus))
-        return (f"every instance for it is smaller than one replica ({unit}; largest: {largest.name}, "
-                f"{largest.describe()})")
-    options = [Placement(i, n, instances_needed(replicas, n), instances_needed(replicas, n) * i.price_per_hour)
-               for i, n in fits]
+    holding = [(i, n) for i in found if (n := per_instance(replica, i)) > 0]
+    if not holding:
+        return (f"no instance for it holds one replica ({replica.describe()}): "
+                + "; ".join(shortfall(replica, i) for i in found))
+    options = [placed_on(replica, replicas, i, n, spare) for i, n in holding]
     return min(options, key=lambda p: (p.cost_per_hour, p.instances, p.instance.name))
 
 
@@ -197,9 +273,10 @@ class Pricing:
     """A target load and prices: the answer then says how many replicas, on which instances, at what cost."""
 
     target_rps: float
-    headroom: float
+    headroom: float  # for bursts: each replica's capacity kept free
     prices: PriceBook
     replicas: Mapping[Config, Replica] = field(default_factory=dict)  # what one replica is (`with_replicas` fills it)
+    spare: int = SPARE_INSTANCES  # instances beyond those the target needs (N + spare)
 
 
 def with_replicas(pricing: Pricing | None, results: Sequence[CellResult]) -> Pricing | None:

@@ -7,14 +7,20 @@ one (`loadtest.report.sizing.instances`):
     vcpus = 16
     gpus = 0
     cpu = "AMD EPYC"      # optional: the CPU model it has (absent: any CPU)
+    memory_gib = 64       # optional: absent, memory does not limit how many replicas it holds
+    reserve_vcpus = 1     # optional: vCPUs kept for the system (default: the file's, else 0)
+    reserve_gib = 2       # optional: GiB kept for the system (default: the file's, else 0)
     price_per_hour = 0.68
+
+`reserve_vcpus` and `reserve_gib` at the top of the file set them for every instance that does not set its own.
 
 The older format priced one replica's machine by exact device name (`[device_name]`), else device
 kind (`[device]`); it is still read, and sizing then says it prices replicas, not instances. A file
 holds one format or the other. Unknown fields are errors, so a typo cannot silently leave an option
 unpriced.
 
-Not for: the sizing arithmetic that uses the prices (`loadtest.report.sizing.size`).
+Not for: the sizing arithmetic that uses the prices (`loadtest.report.sizing.size`, whose rule `PriceBook.line`
+states).
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ from loadtest.report.series import AnalysisError
 from serving.layering import SettingsError, read_toml
 
 DEFAULT_PRICES = Path(__file__).resolve().parents[2] / "prices.example.toml"
-PRICE_FIELDS = {"currency", "example", "note", "device", "device_name", "instances"}
-INSTANCE_FIELDS = {"vcpus", "gpus", "gpu", "cpu", "price_per_hour"}
+RESERVES = ("reserve_vcpus", "reserve_gib")
+PRICE_FIELDS = {"currency", "example", "note", "device", "device_name", "instances", *RESERVES}
+INSTANCE_FIELDS = {"vcpus", "gpus", "gpu", "cpu", "memory_gib", "price_per_hour", *RESERVES}
 
 
 @dataclass(frozen=True)
@@ -41,9 +48,13 @@ class Instance:
     gpu: str  # the GPU's name ("" for none); matched exactly against the replica's
     cpu: str  # the CPU model ("" = any CPU); matched as a part of the replica's recorded model
     price_per_hour: float
+    memory_gib: float | None = None  # None: not given (memory then does not limit)
+    reserve_vcpus: float = 0.0  # kept for the system: not for replicas
+    reserve_gib: float = 0.0
 
     def describe(self) -> str:
         size = f"{self.vcpus:g} vCPUs" + (f" of {self.cpu}" if self.cpu else "")
+        size += f", {self.memory_gib:g} GiB" if self.memory_gib is not None else ""
         return size + (f", {self.gpus} × {self.gpu}" if self.gpus else "")
 
 
@@ -63,6 +74,19 @@ class PriceBook:
     def per_replica(self) -> bool:
         """True for the older format: prices of one replica's machine, not of instances."""
         return not self.instances
+
+    def line(self) -> str:
+        """What this file prices and how sizing fits replicas onto its instances, in one line."""
+        example = "; EXAMPLE prices, not quotes" if self.example else ""
+        if self.per_replica:
+            return (f"Prices: {self.source} ({self.currency} per hour per replica{example}). This price file "
+                    "prices replicas, not instances: each replica is priced as a whole machine, whatever its size "
+                    "(the spare: replicas more); price [instances] with their vCPUs and GPUs to size in instances.")
+        return (f"Prices: {self.source} ({self.currency} per hour per instance{example}). An instance holds the "
+                "fewest of: floor((its vCPUs - reserve_vcpus) / a replica's cores, a GPU replica's pinned host cores "
+                "too), floor((memory_gib - reserve_gib) / (a replica's memory + 10%)) where both are known, its GPUs "
+                "/ a replica's GPUs; instances = ceil(replicas / replicas per instance) + the spare; the cheapest "
+                "instance type that holds a replica.")
 
     def lookup(self, device: str, device_name: str) -> float | None:
         """The older format's price of one replica: by exact device name, else by device kind."""
@@ -85,7 +109,29 @@ def _price_table(raw: dict, name: str, path: Path) -> dict:
     return {key: float(value) for key, value in table.items()}
 
 
-def _instance(name: str, raw: object, path: Path) -> Instance:
+def _reserves(raw: dict, where: str, default: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+    """`reserve_vcpus` and `reserve_gib` (each `default` where absent); AnalysisError names a bad one."""
+    found = []
+    for key, fallback in zip(RESERVES, default):
+        value = raw.get(key, fallback)
+        if not _number(value):
+            raise AnalysisError(f"{where}: {key} must be a non-negative number, got {value!r}")
+        found.append(float(value))
+    return found[0], found[1]
+
+
+def _memory(raw: dict, where: str, reserve_gib: float) -> float | None:
+    value = raw.get("memory_gib")
+    if value is None:
+        return None
+    if not _number(value) or value <= 0:
+        raise AnalysisError(f"{where}: memory_gib must be a positive number, got {value!r}")
+    if reserve_gib >= value:
+        raise AnalysisError(f"{where}: reserve_gib ({reserve_gib:g}) leaves none of memory_gib ({value:g})")
+    return float(value)
+
+
+def _instance(name: str, raw: object, path: Path, reserves: tuple[float, float]) -> Instance:
     where = f"{path}: [instances.{name!r}]"
     if not isinstance(raw, dict):
         raise AnalysisError(f"{where} must be a table")
@@ -103,12 +149,17 @@ def _instance(name: str, raw: object, path: Path) -> Instance:
         raise AnalysisError(f"{where}: gpus must be a whole number >= 0, got {gpus!r}")
     if not _number(price):
         raise AnalysisError(f"{where}: price_per_hour must be a non-negative number, got {price!r}")
+    reserve_vcpus, reserve_gib = _reserves(raw, where, reserves)
+    if reserve_vcpus >= vcpus:
+        raise AnalysisError(f"{where}: reserve_vcpus ({reserve_vcpus:g}) leaves none of vcpus ({vcpus:g})")
+    memory = _memory(raw, where, reserve_gib)
     gpu, cpu = raw.get("gpu", ""), raw.get("cpu", "")
     if not isinstance(gpu, str) or not isinstance(cpu, str):
         raise AnalysisError(f"{where}: gpu and cpu must be strings")
     if gpus and not gpu:
         raise AnalysisError(f"{where}: gpus = {gpus} needs gpu = \"its name\" (as the results record it)")
-    return Instance(name, float(vcpus), gpus, gpu if gpus else "", cpu, float(price))
+    return Instance(name, float(vcpus), gpus, gpu if gpus else "", cpu, float(price), memory, reserve_vcpus,
+                    reserve_gib)
 
 
 def _instances(raw: dict, path: Path) -> tuple[Instance, ...]:
@@ -117,7 +168,8 @@ def _instances(raw: dict, path: Path) -> tuple[Instance, ...]:
         raise AnalysisError(f"{path}: [instances] must hold tables like [instances.\"general-16\"]")
     if table and ("device" in raw or "device_name" in raw):
         raise AnalysisError(f"{path}: price either [instances] or replicas ([device], [device_name]), not both")
-    return tuple(_instance(name, value, path) for name, value in table.items())
+    reserves = _reserves(raw, str(path))
+    return tuple(_instance(name, value, path, reserves) for name, value in table.items())
 
 
 def load_prices(path: Path) -> PriceBook:

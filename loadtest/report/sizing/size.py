@@ -1,26 +1,23 @@
 """Hardware sizing: how many replicas of which configuration meet a latency objective at a target load.
 
-At one request batch size (the smallest measured unless asked for), every configuration measured
-there (server kind × device × batching × versions: `loadtest.report.configs.Config`) gets a
-per-replica capacity from the best evidence it has, labelled with its source
-(`loadtest.report.answers.sources`: a capacity search, else the open-loop grid, else a closed-loop lower
-bound), then replicas, and from a price file the user edits, the instances that hold them
-(`loadtest.report.sizing.instances`: a replica is the measured server, its cores or GPUs as recorded), their
-cost per hour and per million images. A replica no priced instance can hold is refused with the
-reason, not priced. An older price file prices replicas, not instances, and the answer says so.
-A shape sweep's shapes (`cpu-off-1c`, `cpu-off-2c`: `loadtest.report.shape_sizing`) are options of their
-own, each sized on its measured capacity; their note names the shapes measured instead of assuming
-that a replica scales linearly.
+At one request batch size (the smallest measured unless asked for), every configuration measured there (server kind
+× device × batching × versions: `loadtest.report.configs.Config`) gets a per-replica capacity from the best evidence
+it has, labelled with its source (`loadtest.report.answers.sources`: a capacity search, else the open-loop grid,
+else a closed-loop lower bound), then replicas (the headroom for bursts), and from a price file the user edits, the
+instances that hold them with the spare (N + 1 by default: `loadtest.report.sizing.instances`), their cost per hour
+and per million images. A replica no priced instance can hold is refused with the reason, not priced. An older
+price file prices replicas, not instances, and the answer says so. A shape sweep's shapes (`cpu-off-1c`,
+`cpu-off-2c`: `loadtest.report.shape_sizing`) are options of their own, each sized on its measured capacity; their
+note names the shapes measured instead of assuming that a replica scales linearly.
 
-Devices and batching configurations are compared at that one request batch size only. Measured
-points are the evidence: nothing is interpolated or extrapolated, invalid or failed cells are never
-used (they are listed), a real capacity ranks before a lower bound, and where the measurements
-cannot answer, the answer says so.
+Devices and batching configurations are compared at that one request batch size only. Measured points are the
+evidence: nothing is interpolated or extrapolated, invalid or failed cells are never used (they are listed), a real
+capacity ranks before a lower bound, and where the measurements cannot answer, the answer says so.
 
 Not for: drawing plots or writing the report (`loadtest.report.page`), choosing the capacity's
 source (`loadtest.report.answers.sources`), reading prices (`loadtest.report.sizing.prices`), or measuring.
 
-    mnist-bench size --p99-ms 50 --target-rps 5000 [--batch 1] [--headroom 0.2] \
+    mnist-bench size --p99-ms 50 --target-rps 5000 [--batch 1] [--headroom 0.2] [--spare-instances 1] \
         [--prices loadtest/prices.example.toml] results/*/results.jsonl
 """
 
@@ -41,6 +38,7 @@ from loadtest.report.configs import Config, config_labels, config_of
 from loadtest.report.formatting import money, number
 from loadtest.report.series import AnalysisError, read_all
 from loadtest.report.sizing.instances import (
+    SPARE_INSTANCES,
     Placement,
     Replica,
     linear_note,
@@ -79,10 +77,12 @@ class Costs:
     per_million: float | None  # per million images (images) at the target load
 
 
-def costs(target: float, capacity: float, headroom: float, images_per_s: float, price: float | None) -> Costs:
-    """Replicas for `target` at `capacity` per replica, and their cost at `price` per replica-hour."""
+def costs(target: float, capacity: float, headroom: float, images_per_s: float, price: float | None,
+          spare: int = 0) -> Costs:
+    """Replicas for `target` at `capacity` per replica, and their cost at `price` per replica-hour with `spare`
+    replicas more (each replica its own machine: the failure unit)."""
     replicas = replicas_needed(target, capacity, headroom)
-    hourly = cost_per_hour(price, replicas) if price is not None else None
+    hourly = cost_per_hour(price, replicas + spare) if price is not None else None
     return Costs(replicas, hourly, cost_per_million(hourly, images_per_s) if hourly is not None else None)
 
 
@@ -97,13 +97,14 @@ class Priced:
 
 
 def priced(target: float, capacity: float, headroom: float, images_per_s: float, prices: PriceBook,
-           config: Config, replica: Replica) -> Priced:
-    """Replicas of `replica` for `target`, priced per instance (or per replica for an older price file)."""
+           config: Config, replica: Replica, *, spare: int) -> Priced:
+    """Replicas of `replica` for `target`, priced per instance with `spare` instances more (or per replica for an
+    older price file, `spare` replicas more)."""
     if prices.per_replica:
         price = prices.lookup(config.device, config.device_name)
-        return Priced(costs(target, capacity, headroom, images_per_s, price), price, None, "")
+        return Priced(costs(target, capacity, headroom, images_per_s, price, spare), price, None, "")
     replicas = replicas_needed(target, capacity, headroom)
-    placed = place(replica, replicas, prices.instances)
+    placed = place(replica, replicas, prices.instances, spare=spare)
     if isinstance(placed, str):
         return Priced(Costs(replicas, None, None), None, None, placed)
     per_million = cost_per_million(placed.cost_per_hour, images_per_s)
@@ -118,11 +119,12 @@ class Objective:
     p99_ms: float
     target: float
     unit: str  # "rps" or "ips"
-    headroom: float
+    headroom: float  # for bursts
+    spare: int = SPARE_INSTANCES  # instances beyond those the target needs: N + spare
 
     def describe(self) -> str:
         return (f"p99 <= {self.p99_ms:g} ms at {self.target:g} {UNITS[self.unit]}, "
-                f"headroom {self.headroom:.0%}")
+                f"headroom {self.headroom:.0%} for bursts, N + {self.spare} spare instance(s)")
 
     def images_per_s(self, request_batch_size: int) -> float:
         return self.target * (request_batch_size if self.unit == "rps" else 1)
@@ -150,7 +152,10 @@ class SizingAnswer:
     replica: str = ""  # what one replica is: "1 core of AMD EPYC", "1 × NVIDIA H100 80GB HBM3 with 12 cores"
     instance: str = ""  # the instance type the replicas are priced on ("" per replica, or refused)
     per_instance: int | None = None  # replicas one instance holds
-    instances: int | None = None  # ceil(replicas / per_instance)
+    instances: int | None = None  # ceil(replicas / per_instance) + spare
+    spare: int = 0  # of `instances` (an older price file: replicas priced beyond `replicas`)
+    binding: str = ""  # the resource that set `per_instance`: "cores", "memory", "GPUs"
+    memory_counted: bool = False  # the replica's and the instance's memory were both known
     assumption: str = ""  # what the pricing assumes (linear scaling across an instance), "" when nothing
     refused: str = ""  # why this replica maps onto no priced instance: not priced
 
@@ -179,17 +184,17 @@ def size_option(found: ConfigCapacity, label: str, objective: Objective, prices:
     if capacity is None or capacity <= 0:
         return base if capacity is None else replace(base, note=f"{found.note}; no throughput measured")
     p = priced(objective.target, capacity, objective.headroom, objective.images_per_s(found.request_batch_size),
-               prices, c, replica)
+               prices, c, replica, spare=objective.spare)
     placed = p.placement
     unpriced = prices.per_replica and p.price_per_hour is None
     note = found.note + (f"; no price for {c.device_name!r} or device {c.device!r}" if unpriced else "")
     answer = replace(base, meets=True, capacity=capacity, replicas=p.costs.replicas, price_per_hour=p.price_per_hour,
                      cost_per_hour=p.costs.per_hour, cost_per_million=p.costs.per_million, note=note,
-                     refused=p.refused)
+                     refused=p.refused, spare=objective.spare)
     if placed is None:
         return answer
     return replace(answer, instance=placed.instance.name, per_instance=placed.per_instance,
-                   instances=placed.instances,
+                   instances=placed.instances, binding=placed.binding, memory_counted=placed.memory_counted,
                    assumption=shape_note(replica, placed, shapes) if shapes else linear_note(replica, placed))
 
 
@@ -241,11 +246,17 @@ def cheapest(answers: Sequence[SizingAnswer]) -> SizingAnswer | None:
 # ----------------------------------------------------------------------------- text
 
 
+def fleet_text(a: SizingAnswer) -> str:
+    """ "1 + 1 spare × general-16": the instances that serve the target, and the spare."""
+    serving = (a.instances or 0) - a.spare
+    return f"{serving}{f' + {a.spare} spare' if a.spare else ''} × {a.instance}"
+
+
 def instances_text(a: SizingAnswer) -> str:
-    """ "1 × general-16 (16 per instance)"; "not priced" when refused; "—" per replica."""
+    """ "1 + 1 spare × general-16 (16 per instance, by cores)"; "not priced" when refused; "—" per replica."""
     if a.refused:
         return "not priced: refused"
-    return f"{a.instances} × {a.instance} ({a.per_instance} per instance)" if a.instance else "—"
+    return f"{fleet_text(a)} ({a.per_instance} per instance, by {a.binding})" if a.instance else "—"
 
 
 def answer_table(answers: Sequence[SizingAnswer], unit: str, prices: PriceBook) -> str:
@@ -269,17 +280,6 @@ SOURCES_LEGEND = ("source: capacity search = a search's confirmed answer at this
                   "not an open-loop capacity; (lower bound) = capacity may be higher.")
 
 
-def prices_line(prices: PriceBook) -> str:
-    example = "; EXAMPLE prices, not quotes" if prices.example else ""
-    if prices.per_replica:
-        return (f"Prices: {prices.source} ({prices.currency} per hour per replica{example}). This price file "
-                "prices replicas, not instances: each replica is priced as a whole machine, whatever its size; "
-                "price [instances] with their vCPUs and GPUs to size in instances.")
-    return (f"Prices: {prices.source} ({prices.currency} per hour per instance{example}). An instance holds "
-            "floor(its vCPUs / a replica's cores) CPU replicas, or its GPUs / a replica's GPUs; "
-            "instances = ceil(replicas / replicas per instance); the cheapest instance type that holds a replica.")
-
-
 def format_answers(answers: Sequence[SizingAnswer], objective: Objective, prices: PriceBook,
                    measured_batches: Sequence[int] = ()) -> str:
     """The plain-text answer: a ranked table, the cheapest option, and what could not be sized."""
@@ -287,10 +287,11 @@ def format_answers(answers: Sequence[SizingAnswer], objective: Objective, prices
     others = [b for b in measured_batches if b != batch]
     lines = [f"Sizing for {objective.describe()}, at request batch {batch}"
              + (f" (also measured: {', '.join(map(str, others))}; pick one with --batch)" if others else "")
-             + f": replicas = ceil(target / (capacity x {1 - objective.headroom:g})); a replica is one measured "
+             + f": replicas = ceil(target / (capacity x {1 - objective.headroom:g})) (the headroom covers bursts; "
+             f"{objective.spare} spare instance(s) cover instances lost); a replica is one measured "
              "server (the cores it was pinned to or its container's CPU limit, its GPUs), each assumed to "
              "perform as the measured one; a search's capacity is its confirmed rate (p99 within the objective at "
-             "its stated confidence), never an unconfirmed one.", prices_line(prices)]
+             "its stated confidence), never an unconfirmed one.", prices.line()]
     table = answer_table(answers, UNITS[objective.unit], prices)
     if table:
         lines += ["", table, SOURCES_LEGEND]
@@ -301,7 +302,7 @@ def format_answers(answers: Sequence[SizingAnswer], objective: Objective, prices
 def _on_instances(a: SizingAnswer) -> str:
     if not a.instance:
         return ""
-    return f" of {a.replica} on {a.instances} × {a.instance} ({a.per_instance} replica(s) per instance)"
+    return f" of {a.replica} on {fleet_text(a)} ({a.per_instance} replica(s) per instance, by {a.binding})"
 
 
 def _verdict(answers: Sequence[SizingAnswer], currency: str, unit: str, any_meets: bool) -> str:
@@ -331,6 +332,10 @@ def _notes(answers: Sequence[SizingAnswer]) -> list[str]:
     if refused:
         lines += ["", "Not priced (the replica maps onto no instance in the price file):"]
         lines += [f"  {a.label} ({a.replica}): {a.refused}" for a in refused]
+    unknown = [a.label for a in answers if a.instance and not a.memory_counted]
+    if unknown:
+        lines += ["", "Memory not counted (the replica's memory or the instance's memory_gib is not known: memory "
+                      f"does not limit replicas per instance): {', '.join(unknown)}"]
     assumed = [a for a in answers if a.assumption]
     if assumed:
         lines += ["", "Assumed, not measured:"]
@@ -364,13 +369,16 @@ def check_objective(p99_ms: float, target: float, unit: str, headroom: float) ->
         raise AnalysisError(f"--headroom must be in [0, 1), got {headroom:g}")
 
 
-def objective_from(p99_ms: float, target_rps: float | None, target_ips: float | None, headroom: float) -> Objective:
+def objective_from(p99_ms: float, target_rps: float | None, target_ips: float | None, headroom: float,
+                   spare: int = SPARE_INSTANCES) -> Objective:
     """The objective the flags describe; AnalysisError names a flag out of range."""
     unit, target = ("rps", target_rps) if target_rps is not None else ("ips", target_ips)
     if target is None:
         raise AnalysisError("one of the arguments --target-rps --target-ips is required")
     check_objective(p99_ms, target, unit, headroom)
-    return Objective(p99_ms, target, unit, headroom)
+    if isinstance(spare, bool) or not isinstance(spare, int) or spare < 0:
+        raise AnalysisError(f"--spare-instances must be a whole number >= 0, got {spare!r}")
+    return Objective(p99_ms, target, unit, headroom, spare)
 
 
 def run(results: Sequence[Path], objective: Objective, prices: Path = DEFAULT_PRICES, as_json: bool = False, *,

@@ -4,8 +4,10 @@ fake NVML, and old records that have no telemetry still reading back."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -88,7 +90,7 @@ class FakeServer:
 
     def read(self) -> ServerReading:
         self.ticks += 1
-        return ServerReading(0.4 * self.ticks, (100 + self.ticks) * MIB)
+        return ServerReading(0.4 * self.ticks, (100 + self.ticks) * MIB, (60 + self.ticks) * MIB)
 
 
 def test_sampler_samples_with_its_clock_and_reports_the_window():
@@ -99,7 +101,7 @@ def test_sampler_samples_with_its_clock_and_reports_the_window():
         sampler.take()
     figures = sampler.window(100.2, 100.6)  # 3 samples: 0.8 CPU s over 0.4 s on 4 cores = 50%
     assert (figures.server_cpu_percent, figures.server_cpu_percent_max) == (50.0, 50.0)
-    assert figures.server_cpu_cores == 4.0 and figures.server_rss_mib == 104.0
+    assert figures.server_cpu_cores == 4.0 and figures.server_rss_mib == 104.0 and figures.server_pss_mib == 64.0
     assert figures.gpu_utilization_percent is None
     assert figures.notes == {"gpu": "not sampled: the server's device is cpu"}
 
@@ -160,7 +162,32 @@ def test_process_source_reads_cpu_time_memory_and_its_cores():
     reading = source.read()
     assert reading.cpu_s is not None and reading.cpu_s > 0
     assert reading.memory_bytes is not None and reading.memory_bytes > 10 * MIB
+    assert reading.pss_bytes is not None and 0 < reading.pss_bytes <= reading.memory_bytes
     assert source.cores == len(os.sched_getaffinity(0))
+
+
+def test_pss_counts_pages_shared_by_a_servers_processes_once():
+    """A forked child shares the parent's 64 MiB block: RSS summed over the two counts it twice, PSS (each process
+    charged half of every page it shares) once."""
+    block = bytearray(os.urandom(64 * MIB))  # touched: resident
+    child = os.fork()
+    if child == 0:
+        time.sleep(30)
+        os._exit(0)
+    try:
+        time.sleep(0.2)
+        reading = sources.ProcessSource(os.getpid()).read()
+        assert reading.memory_bytes is not None and reading.pss_bytes is not None
+        # the block alone: 2 x 64 MiB resident; PSS counts it 64 MiB in all, so the sum is at least ~64 MiB lower
+        assert reading.memory_bytes - reading.pss_bytes > 60 * MIB
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    assert len(block) == 64 * MIB
+
+
+def test_pss_of_a_process_that_is_gone_is_none():
+    assert sources.pss_bytes(2**22 + 12345) is None
 
 
 def test_cgroup_cores_from_quota_cpuset_or_machine():
@@ -194,14 +221,14 @@ def test_cgroup_v2_and_v1_files(tmp_path):
     (v2 / "cpu.max").write_text("200000 100000\n")
     source = sources.cgroup_source("abc", tmp_path / "v2")
     assert isinstance(source, sources.CgroupSource) and source.cores == 2.0
-    assert source.read() == ServerReading(2.5, 64 * MIB)
+    assert source.read() == ServerReading(2.5, 64 * MIB, 64 * MIB)  # charged once per page: it stands for PSS
     for part, name, text in (("cpuacct", "cpuacct.usage", "3000000000"), ("memory", "memory.usage_in_bytes", "4096"),
                              ("cpu", "cpu.cfs_quota_us", "-1"), ("cpuset", "cpuset.effective_cpus", "0-2")):
         folder = tmp_path / "v1" / part / "docker" / "def"
         folder.mkdir(parents=True)
         (folder / name).write_text(text + "\n")
     v1 = sources.cgroup_source("def", tmp_path / "v1")
-    assert isinstance(v1, sources.CgroupSource) and v1.cores == 3.0 and v1.read() == ServerReading(3.0, 4096)
+    assert isinstance(v1, sources.CgroupSource) and v1.cores == 3.0 and v1.read() == ServerReading(3.0, 4096, 4096)
     missing = sources.cgroup_source("0123", tmp_path)
     assert isinstance(missing, sources.Unavailable) and "no cgroup found for container 0123" in missing.reason
 
@@ -278,7 +305,8 @@ def test_records_without_telemetry_read_back_with_none():
 def test_telemetry_goes_into_the_record_and_back():
     old = read_results(ANALYSIS_FIXTURES / "cpu-run" / "results.jsonl")[0]
     figures = Telemetry(server_cpu_percent=61.5, server_cpu_percent_max=90.0, server_cpu_cores=1.0,
-                        server_rss_mib=300.2, notes={"gpu": "not sampled: the server's device is cpu"})
+                        server_rss_mib=300.2, server_pss_mib=180.4,
+                        notes={"gpu": "not sampled: the server's device is cpu"})
     cell = replace(old, **telemetry_fields(figures))
     assert cell.telemetry_note.to_dict() == {"gpu": "not sampled: the server's device is cpu"}
     import json
@@ -286,6 +314,7 @@ def test_telemetry_goes_into_the_record_and_back():
     assert CellResult.from_dict(json.loads(cell.to_json())) == cell
     row = dict(zip(CSV_COLUMNS, csv_row(cell)))
     assert row["server_cpu_percent"] == 61.5 and row["server_rss_mib"] == 300.2 and row["gpu_power_w"] == ""
+    assert cell.server_pss_mib == 180.4 and old.server_pss_mib is None  # records before it: memory unknown
 
 
 def test_a_local_server_whose_processes_were_not_found_is_said_not_probed_never_quiet():

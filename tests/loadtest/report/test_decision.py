@@ -94,21 +94,25 @@ def test_the_cards_boxes_and_cost_are_the_sizing_arithmetic_on_the_capacitys_ran
     assert any(note.startswith("5,000 req/s · p99 ≤ 10 ms · 8 images/request, CPU: not priced: the replica's cores "
                                "are unknown") for note in card.notes)
     gpu = next(r for r in card.rows if r.device == "gpu")
-    # 5000 / (6250 x 0.8) = 1 replica, one per h100-1 at 4.00 USD/h; the rate above (6500) needs as many
-    assert gpu.boxes == (1, 1) and gpu.instance == "h100-1" and gpu.usd_per_hour == 4.0
-    assert round(gpu.usd_per_m_requests or 0, 4) == round(4.0 / (5000 * 3600) * 1e6, 4)
+    # 5000 / (6250 x 0.8) = 1 replica, one per h100-1; the rate above (6500) needs as many; N + 1: 1 + 1 spare
+    # h100-1 at 4.00 USD/h = 8.00 USD/h
+    assert gpu.boxes == (1, 1) and gpu.spare == 1 and gpu.instance == "h100-1" and gpu.usd_per_hour == 8.0
+    assert round(gpu.usd_per_m_requests or 0, 4) == round(8.0 / (5000 * 3600) * 1e6, 4)
     cells = dict(zip(card.header(), card.table_rows()[1]))
-    assert cells["boxes"] == "1 × h100-1 (bound unchecked)" and cells["USD/h"] == "4.00"
+    assert cells["boxes"] == "1 + 1 spare × h100-1 (bound unchecked)" and cells["USD/h"] == "8.00"
     assert cells["capacity req/s"] == "6,250.0 confirmed, upper end 6,500.0"  # 6,500 did not pass (inconclusive)
     cpu = next(r for r in card.rows if r.device == "cpu" and r.target.batch == 1)
     assert cpu.capacity_rps == 675.0 and cpu.failed_rps == 700.0 and not cpu.for_buying and cpu.boxes is None
     md = report.run([_copy(tmp_path, "capacity-run")], target_rps=5000, prices=DEFAULT_PRICES)[1].read_text()
     assert md.splitlines()[0] == f"# {card.title}"
-    assert card_rows(md)[1][6] == "1 × h100-1 (bound unchecked)" and card_rows(md)[0][6:] == ["not priced", "—", "—"]
-    # a price file of per-replica prices: 5000 / (675 x 0.8) = 9.26 -> 10 at the capacity, 8.9 -> 9 at 700 failed
+    assert card_rows(md)[1][6] == "1 + 1 spare × h100-1 (bound unchecked)"
+    assert card_rows(md)[0][6:] == ["not priced", "—", "—"]
+    # a price file of per-replica prices: 5000 / (675 x 0.8) = 9.26 -> 10 at the capacity, 8.9 -> 9 at 700 failed;
+    # + 1 spare replica: (10 + 1) x 0.40 = 4.40 USD/h, 4.40 / 18 = 0.2444 per M requests
     per_replica = Pricing(5000.0, 0.2, load_prices(FIXTURES / "prices.toml"), replicas_by_config(results))
     priced = card_for(results, per_replica)
-    assert priced is not None and priced.table_rows()[0][6:] == ("9–10 replicas (bound unchecked)", "4.00", "0.222")
+    assert priced is not None
+    assert priced.table_rows()[0][6:] == ("9–10 + 1 spare replicas (bound unchecked)", "4.40", "0.244")
 
 
 def _copy(tmp_path, run: str):
@@ -216,7 +220,7 @@ def test_each_targets_cost_at_every_objective_is_the_cards_arithmetic_at_that_ca
                                                                  priced=True)}
     cpu, gpu = curves["5,000 req/s · 1 image, CPU"], curves["5,000 req/s · 1 image, GPU"]
     row = next(r for r in card.rows if r.device == "gpu" and r.target.batch == 1)
-    assert gpu[10.0] == row.usd_per_hour == 4.0  # at the card's own objective, the card's figure
+    assert gpu[10.0] == row.usd_per_hour == 8.0  # at the card's own objective, the card's figure: (1 + 1) x 4.00
     assert cpu[10.0] == next(r for r in card.rows if r.device == "cpu" and r.target.batch == 1).usd_per_hour
     assert sorted(cpu) == [10.0, 25.0, 50.0, 100.0] and cpu[10.0] >= cpu[100.0]  # none confirmed at 5 ms: unpriced
     unpriced = objective_curves(answer(results), [Target(10.0, 1, 5000.0)], pricing, priced=False)
@@ -225,7 +229,8 @@ def test_each_targets_cost_at_every_objective_is_the_cards_arithmetic_at_that_ca
 
 def test_the_box_range_counts_one_instance_type():
     """The demo on 11-27: 17 one-core replicas at the capacity (9 x general-2 at the example prices), 16 at the rate
-    that failed, where one general-16 ties eight general-2: the range is 8-9 x general-2, never '1-9'."""
+    that failed, where one general-16 ties eight general-2: the range is 8-9 x general-2, never '1-9'; N + 1 adds one
+    general-2: (9 + 1) x 0.085 = 0.85 USD/h beats (2 + 1) x general-16 at 0.68 = 2.04."""
     from loadtest.report.configs import config_of
     from loadtest.report.sizing.instances import Replica
 
@@ -237,8 +242,8 @@ def test_the_box_range_counts_one_instance_type():
     card = card_for(cells, pricing, [Target(50.0, 16, 5000.0)])
     assert card is not None
     [row] = card.rows
-    assert row.boxes == (8, 9) and row.instance == "general-2"
-    assert "8–9 × general-2" in "\n".join(card.lines())
+    assert row.boxes == (8, 9) and row.instance == "general-2" and round(row.usd_per_hour or 0, 4) == 0.85
+    assert "8–9 + 1 spare × general-2" in "\n".join(card.lines())
 
 
 def test_run_next_parses_as_make_capacity_with_the_runs_goals_prices_and_server_flags(tmp_path):

@@ -66,7 +66,8 @@ price_per_hour = 0.68
 def test_a_replica_says_what_it_is():
     assert ONE_CORE.describe() == "1 core of AMD EPYC 7B13"
     assert THREE_CORES.describe() == "3 cores of Intel Xeon"
-    assert ONE_H100.describe() == f"1 × {H100} with 12 cores"
+    assert ONE_H100.describe() == f"1 × {H100} with 12 cores"  # from its affinity: not said pinned
+    assert replace(ONE_H100, source="pinned cores 0-11").describe() == f"1 × {H100} with 12 cores pinned"
     assert Replica(None, "", 0, "", "unknown").describe() == "cores unknown of an unrecorded CPU"
 
 
@@ -107,13 +108,14 @@ def test_instances_needed(replicas, holds, expected):
 
 
 def test_the_cheapest_instance_type_that_holds_the_replicas():
-    small = instances.place(ONE_CORE, 7, [GENERAL_16, GENERAL_2])
+    """With no spare (SPARE=0): the arithmetic before N + 1."""
+    small = instances.place(ONE_CORE, 7, [GENERAL_16, GENERAL_2], spare=0)
     assert isinstance(small, instances.Placement)  # 4 x 0.085 = 0.34 beats 1 x 0.68
     assert (small.instance.name, small.per_instance, small.instances) == ("general-2", 2, 4)
     assert small.cost_per_hour == pytest.approx(0.34)
-    many = instances.place(ONE_CORE, 63, [GENERAL_16])  # ceil(63 / 16) = 4 -> 2.72
+    many = instances.place(ONE_CORE, 63, [GENERAL_16], spare=0)  # ceil(63 / 16) = 4 -> 2.72
     assert isinstance(many, instances.Placement) and (many.instances, many.cost_per_hour) == (4, pytest.approx(2.72))
-    gpu = instances.place(ONE_H100, 10, [H100_1, H100_8])  # 10 x 4.00 = 40 beats 2 x 30.00 = 60
+    gpu = instances.place(ONE_H100, 10, [H100_1, H100_8], spare=0)  # 10 x 4.00 = 40 beats 2 x 30.00 = 60
     assert isinstance(gpu, instances.Placement) and (gpu.instance.name, gpu.instances) == ("h100-1", 10)
     assert not gpu.assumed_linear and instances.linear_note(ONE_H100, gpu) == ""
     assert instances.linear_note(ONE_CORE, many) == (
@@ -122,9 +124,9 @@ def test_the_cheapest_instance_type_that_holds_the_replicas():
 
 
 def test_an_instance_with_a_cpu_model_holds_only_replicas_measured_on_it():
-    on_epyc = instances.place(ONE_CORE, 7, [EPYC_16])
+    on_epyc = instances.place(ONE_CORE, 7, [EPYC_16], spare=1)
     assert isinstance(on_epyc, instances.Placement) and on_epyc.instance.name == "epyc-16"
-    assert instances.place(THREE_CORES, 7, [EPYC_16, H100_1]) == (
+    assert instances.place(THREE_CORES, 7, [EPYC_16, H100_1], spare=1) == (
         "no CPU-only instance in the price file has a Intel Xeon CPU")
 
 
@@ -134,12 +136,13 @@ def test_an_instance_with_a_cpu_model_holds_only_replicas_measured_on_it():
     (Replica(1.0, "AMD EPYC", 1, "NVIDIA L4", "pinned cores 0"), [GENERAL_16], "(it prices no GPU instance)"),
     (Replica(None, "AMD EPYC", 0, "", "unknown"), [GENERAL_16], "the replica's cores are unknown"),
     (Replica(32.0, "AMD EPYC", 0, "", "container CPU limit"), [GENERAL_2, GENERAL_16],
-     "every instance for it is smaller than one replica (32 cores; largest: general-16, 16 vCPUs)"),
+     "no instance for it holds one replica (32 cores of AMD EPYC): general-2: host cores (needs 32, 2 vCPUs free); "
+     "general-16: host cores (needs 32, 16 vCPUs free)"),
     (Replica(4.0, "x", 2, H100, "pinned cores 0-3"), [H100_1],
-     "every instance for it is smaller than one replica (2 GPU(s); largest: h100-1, 26 vCPUs, 1 × " + H100 + ")"),
+     "h100-1: GPUs (needs 2, has 1)"),
 ])
 def test_a_unit_that_maps_onto_no_instance_is_refused_with_the_reason(replica, offered, reason):
-    refused = instances.place(replica, 3, offered)
+    refused = instances.place(replica, 3, offered, spare=1)
     assert isinstance(refused, str) and reason in refused
 
 
@@ -152,13 +155,15 @@ def test_demo_sizing_prices_a_16_vcpu_instance_assuming_linear_scaling_from_one_
     by = {a.label: a for a in answers}
     best = by["cpu-cpu"]
     assert best.replica == "1 core of AMD EPYC" and (best.capacity, best.replicas) == (pytest.approx(1005.1), 7)
-    assert (best.instance, best.per_instance, best.instances) == ("general-16", 16, 1)
-    assert best.cost_per_hour == pytest.approx(0.68) and best.cost_per_million == pytest.approx(0.68 / 18)
-    assert (by["cpu-off"].replicas, by["cpu-off"].instances, by["cpu-off"].cost_per_hour) == (11, 1, 0.68)
+    # N + 1: 7 replicas fit 1 general-16, plus 1 spare = 2 instances x 0.68 = 1.36 USD/h; 1.36 / 18 per million
+    assert (best.instance, best.per_instance, best.instances, best.spare) == ("general-16", 16, 2, 1)
+    assert best.cost_per_hour == pytest.approx(1.36) and best.cost_per_million == pytest.approx(1.36 / 18)
+    assert (by["cpu-off"].replicas, by["cpu-off"].instances, by["cpu-off"].cost_per_hour) == (11, 2, 1.36)
     assert [a.rank for a in answers] == [1, 2] and answers[0] is best  # same cost: fewer replicas first
     assert "USD per hour per instance" in text and "prices replicas, not instances" not in text
-    assert ("7 replica(s) of 1 core of AMD EPYC on 1 × general-16 (16 replica(s) per instance), 0.68 USD/h, "
-            "0.0378 USD per million images") in text
+    assert ("7 replica(s) of 1 core of AMD EPYC on 1 + 1 spare × general-16 (16 replica(s) per instance, by "
+            "cores), 1.36 USD/h, 0.0756 USD per million images") in text
+    assert "Memory not counted (the replica's memory or the instance's memory_gib is not known" in text
     assert ("Assumed: 16 replicas per general-16 (16 vCPUs) assumes throughput scales linearly across its cores "
             "from a 1-core measurement; no server of that size was measured.") in text
 
@@ -166,9 +171,12 @@ def test_demo_sizing_prices_a_16_vcpu_instance_assuming_linear_scaling_from_one_
 def test_demo_sizing_on_the_example_prices_names_instances_and_example_prices():
     done = invoke("size", "--p99-ms", "10", "--target-rps", "50000", DEMO)
     assert done.exit_code == 0, done.stderr
-    out = done.stdout  # 50000 / 804.08 = 62.2 -> 63 replicas; 32 x general-2 (2.72) ties 4 x general-16 (2.72)
-    assert "EXAMPLE prices, not quotes" in out and "63 replica(s) of 1 core of AMD EPYC on " in out
-    assert "2.72 USD/h" in out and "from a 1-core measurement" in out
+    # 50000 / 804.08 = 62.2 -> 63 replicas; N + 1: (32 + 1) x general-2 at 0.085 = 2.805 beats (4 + 1) x general-16
+    # at 0.68 = 3.40 (with no spare the two tied at 2.72)
+    out = done.stdout
+    assert "EXAMPLE prices, not quotes" in out
+    assert "63 replica(s) of 1 core of AMD EPYC on 32 + 1 spare × general-2" in out
+    assert "2.81 USD/h" in out and "from a 1-core measurement" in out
 
 
 def test_a_refused_unit_is_listed_with_its_reason_not_priced(tmp_path):
@@ -179,9 +187,10 @@ def test_a_refused_unit_is_listed_with_its_reason_not_priced(tmp_path):
     objective = size.objective_from(10, 1000, None, 0.2)
     answers = size.size(cells, objective, book)
     by = {a.label: a for a in answers}
-    off = by["cpu-off"]  # 1000 / (100 x 0.8) = 12.5 -> 13 replicas, 16 per instance -> 1 -> 0.68; 0.68 / 3.6 per M
-    assert (off.replicas, off.instances, off.cost_per_hour) == (13, 1, 0.68)
-    assert off.cost_per_million == pytest.approx(0.68 / 3.6)
+    # 1000 / (100 x 0.8) = 12.5 -> 13 replicas, 16 per instance -> 1, + 1 spare -> 2 x 0.68 = 1.36; 1.36 / 3.6 per M
+    off = by["cpu-off"]
+    assert (off.replicas, off.instances, off.cost_per_hour) == (13, 2, 1.36)
+    assert off.cost_per_million == pytest.approx(1.36 / 3.6)
     refused = by["gpu-off"]  # 1000 / (1000 x 0.8) = 1.25 -> 2 replicas, but no instance has its GPU
     assert refused.meets and refused.replicas == 2 and refused.cost_per_hour is None
     assert refused.refused == "no instance in the price file has a Test GPU GPU (it prices no GPU instance)"
@@ -193,8 +202,8 @@ def test_a_refused_unit_is_listed_with_its_reason_not_priced(tmp_path):
 
 def test_the_older_per_replica_format_still_prices_and_says_it_prices_replicas():
     answers, text = size.run([DEMO], size.objective_from(10, 5000, None, 0.2), OLD_PRICES)
-    best = answers[0]  # 7 replicas x 0.40 USD/h per replica, whatever its size
-    assert (best.label, best.replicas, best.cost_per_hour, best.instance) == ("cpu-cpu", 7, pytest.approx(2.80), "")
+    best = answers[0]  # (7 replicas + 1 spare) x 0.40 USD/h per replica, whatever its size = 3.20
+    assert (best.label, best.replicas, best.cost_per_hour, best.instance) == ("cpu-cpu", 7, pytest.approx(3.20), "")
     assert "USD per hour per replica" in text and "This price file prices replicas, not instances" in text
 
 
@@ -213,8 +222,8 @@ def test_the_cards_cost_cells_name_instances_or_the_refusal(tmp_path):
     assert card is not None
     [cpu] = card.table_rows()
     # 5000 / (1,005.1 x 0.8) -> 7 replicas, 16 per general-16 (16 vCPUs at 0.68 USD/h): 1 instance, 0.68 USD/h;
-    # at the rate that failed above it, 6 replicas: 1 instance too
-    assert cpu[6:] == ("1 × general-16 (bound unchecked)", "0.68", "0.0378")
+    # at the rate that failed above it, 6 replicas: 1 instance too; + 1 spare: 2 x 0.68 = 1.36 USD/h, / 18 per M
+    assert cpu[6:] == ("1 + 1 spare × general-16 (bound unchecked)", "1.36", "0.0756")
     labels = config_labels(map(config_of, results))
     out = summary.summarise(results, answer(results), labels, 10.0, summary.Pricing(5000, 0.2, book))
     assert "USD per instance-hour" in out.tables[0].caption

@@ -63,14 +63,16 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
                         "USD/h | USD per million requests |")
     rows = [line for line in lines[4:] if line.startswith("| ")][:3]
     assert rows[0] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | CPU | batching on (profile cpu) | 675.0 confirmed, "
-                       "upper end 700.0 | 9.49 | — | 9–10 replicas (bound unchecked) | 4.00 | 0.222 |")
+                       "upper end 700.0 | 9.49 | — | 9–10 + 1 spare replicas (bound unchecked) | 4.40 | 0.244 |")
+    # per-replica prices with one spare replica (N + 1): CPU (10 + 1) x 0.40 = 4.40 USD/h, / 18 = 0.244 per M;
+    # GPU (1 + 1) x 4.00 = 8.00, / 18 = 0.444
     assert rows[1] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | GPU | batching on (profile gpu) | 6,250.0 confirmed, "
-                       "upper end 6,500.0 | 9.26 | — | 1 replica (bound unchecked) | 4.00 | 0.222 |")
+                       "upper end 6,500.0 | 9.26 | — | 1 + 1 spare replicas (bound unchecked) | 8.00 | 0.444 |")
     assert rows[2].startswith("| 5,000 req/s · p99 ≤ 10 ms · 8 images/request | CPU | batching on (profile cpu) | "
                               "168.8 confirmed, upper end 175.0 |")
-    # one comparison line: the cheaper device (per-replica prices: the same), the batching gains with their ranges
+    # one comparison line: the cheaper device (8.00 / 4.40 = 1.82), the batching gains with their ranges
     # (675 / 471.2, off's upper end, to 700 / 453.1)
-    assert "10 ms, 1 image: CPU and GPU cost the same a request; batching: CPU ×1.49 (×1.43–×1.54), GPU ×1.85 " \
+    assert "10 ms, 1 image: CPU ×1.82 cheaper a request; batching: CPU ×1.49 (×1.43–×1.54), GPU ×1.85 " \
            "(×1.79–×1.93) (not paired)." in lines
     assert not any(line.startswith("**") for line in lines)  # no bold paragraph: the title is the heading
     assert lines.index("## Terms of the card") < lines.index("## Findings")

@@ -3,15 +3,15 @@
 Fixture figures (tests/loadtest/report/fixtures/make_fixtures.py) and test prices
 (fixtures/prices.toml: cpu 0.40, gpu 2.00, "NVIDIA H100 80GB HBM3" 4.00 USD/h), objective
 p99 <= 50 ms, headroom 0.2, target 5000 requests/s (18e6 images/h at 1 image per request), at
-request batch 1 (the smallest measured):
+request batch 1 (the smallest measured), N + 1 (this price file prices replicas: one spare replica):
 
     cpu off        open-loop grid: 800 req/s passes (p99 21 ms), 1600 failed (saturated): 800, a real
-                   capacity -> 5000 / 640 = 7.8 -> 8 replicas -> 3.20 USD/h -> 3.2/18 = 0.1778/M  <- cheapest
+                   capacity -> 5000 / 640 = 7.8 -> 8 replicas + 1 -> 3.60 USD/h -> 3.6/18 = 0.2/M  <- cheapest
                    (its closed-loop cells are not mixed in)
-    cpu latency    closed loop only: lower bound 2650 -> 5000/2120 = 2.36 -> 3 -> 1.20 USD/h: cheaper,
+    cpu latency    closed loop only: lower bound 2650 -> 5000/2120 = 2.36 -> 3 + 1 -> 1.60 USD/h: cheaper,
                    but only a lower bound, so ranked after cpu off
-    gpu off        closed loop only: lower bound 4600 (c=32 invalid) -> 2 -> 2 * 4.00 (by name) = 8.00
-    gpu latency    closed loop only: lower bound 5200 -> 2 -> 8.00
+    gpu off        closed loop only: lower bound 4600 (c=32 invalid) -> 2 + 1 -> 3 * 4.00 (by name) = 12.00
+    gpu latency    closed loop only: lower bound 5200 -> 2 + 1 -> 12.00
 """
 
 from __future__ import annotations
@@ -105,14 +105,14 @@ def test_sizing_compares_at_the_smallest_request_batch_by_default():
     assert set(by) == {"cpu-off", "cpu-latency", "gpu-off", "gpu-latency"}
     off = by["cpu-off"]
     assert (off.capacity, off.source, off.lower_bound, off.replicas) == (800, "open-loop, measured grid", False, 8)
-    assert off.cost_per_hour == pytest.approx(3.20) and off.cost_per_million == pytest.approx(3.2 / 18)
+    assert off.cost_per_hour == pytest.approx(3.60) and off.cost_per_million == pytest.approx(3.6 / 18)
     assert "5 closed-loop cell(s) not used" in off.note  # 1325 req/s interpolated in closed loop is not mixed in
     assert off.cells_not_used == ("offered rate (req/s) 1600: saturated: achieved 1290 of 1600 req/s offered; "
                                   "34% of sends late",)
     lat = by["cpu-latency"]
     assert (lat.capacity, lat.source, lat.lower_bound, lat.replicas) == (2650, "closed-loop: lower bound", True, 3)
     gpu = by["gpu-off"]
-    assert (gpu.capacity, gpu.replicas, gpu.price_per_hour, gpu.cost_per_hour) == (4600, 2, 4.00, 8.00)
+    assert (gpu.capacity, gpu.replicas, gpu.price_per_hour, gpu.cost_per_hour) == (4600, 2, 4.00, 12.00)
     assert [a.label for a in answers] == ["cpu-off", "cpu-latency", "gpu-latency", "gpu-off"]
     assert [a.rank for a in answers] == [1, 2, 3, 4]
 
@@ -128,7 +128,8 @@ def test_sizing_at_another_request_batch_with_only_lower_bounds_says_so():
     assert {a.request_batch_size for a in answers} == {32}
     off = by["cpu-off"]  # closed loop: c=4 175 req/s (p99 41 ms) passes; c=8 misses; not interpolated
     assert (off.capacity, off.source, off.lower_bound) == (175 * 32, "closed-loop: lower bound", True)
-    assert off.replicas == 5 and off.cost_per_million == pytest.approx(2.00 / 72)  # 20000 / 4480 = 4.46
+    # 20000 / 4480 = 4.46 -> 5 replicas, + 1 spare: 6 x 0.40 = 2.40 USD/h for 72e6 images/h
+    assert off.replicas == 5 and off.cost_per_million == pytest.approx(2.40 / 72)
     never = by["cpu-latency"]
     assert not never.meets and never.rank is None and "lowest measured p99 is 58 ms (at concurrency 1)" in never.note
     assert by["gpu-off"].replicas == 1  # 89600 images/s per replica
@@ -178,7 +179,7 @@ def test_text_answer_names_batch_sources_cheapest_and_what_cannot_be_answered():
     assert "at request batch 1 (also measured: 32; pick one with --batch)" in out
     assert ("Cheapest meeting the objective: cpu-off (cpu embedded server (runtime not recorded), batching off) on "
             "Intel(R) Xeon(R) Platinum "
-            "8375C CPU @ 2.90GHz, request batch 1: 8 replica(s), 3.20 USD/h, 0.178 USD per million images; "
+            "8375C CPU @ 2.90GHz, request batch 1: 8 replica(s), 3.60 USD/h, 0.200 USD per million images; "
             "capacity 800.0 requests/s from open-loop, measured grid, not confirmed. Cheaper with only a lower bound, "
             "so ranked after it: cpu-latency.") in out
     row = next(line for line in out.splitlines() if line.startswith("2 "))

@@ -139,11 +139,12 @@ def efficiency(by_cores: dict[int, float]) -> float:
 
 def cheapest_shape(by_cores: dict[int, float], target: float = 1000.0, headroom: float = 0.2) -> int:
     """The shape the card should take, worked out here from PRICES: replicas = ceil(target / (capacity x 0.8)); a
-    1-core replica on "one" (1 each, 1.0/h) or "two" (2 each, 1.8/h), a 2-core one on "two" (1 each); the cheapest
-    USD/h, a tie to the smaller shape."""
+    1-core replica on "one" (1 each, 1.0/h) or "two" (2 each, 1.8/h), a 2-core one on "two" (1 each); each fleet
+    with one spare instance (N + 1, the default); the cheapest USD/h, a tie to the smaller shape."""
     cost = {}
     for cores, rate in by_cores.items():
         if rate:
             replicas = math.ceil(round(target / (rate * (1 - headroom)), 9))
-            cost[cores] = min(replicas * 1.0, math.ceil(replicas / 2) * 1.8) if cores == 1 else replicas * 1.8
+            cost[cores] = (min((replicas + 1) * 1.0, (math.ceil(replicas / 2) + 1) * 1.8) if cores == 1
+                           else (replicas + 1) * 1.8)
     return min(cost, key=lambda k: (cost[k], k))
