@@ -213,6 +213,20 @@ def lower_bound(search: SearchAnswer | None) -> bool:
     return search is not None and search.figure_rps is not None and search.bound != Bound.NONE
 
 
+def bracket_low(top: SearchAnswer | None, bottom: SearchAnswer | None) -> float | None:
+    """The least top ÷ bottom can be given both brackets: top's capacity ÷ bottom's upper end (None without one)."""
+    if top is None or bottom is None or bottom.upper_rps is None:
+        return None
+    return capacity(top) / bottom.upper_rps
+
+
+def bracket_high(top: SearchAnswer | None, bottom: SearchAnswer | None) -> float | None:
+    """The most top ÷ bottom can be: top's upper end ÷ bottom's capacity (None without an upper end)."""
+    if top is None or bottom is None or top.upper_rps is None:
+        return None
+    return top.upper_rps / capacity(bottom)
+
+
 @dataclass(frozen=True)
 class Gain:
     """Best batching-enabled capacity ÷ batching-off capacity; None with the reason when it cannot be said."""
@@ -225,16 +239,12 @@ class Gain:
     @property
     def low(self) -> float | None:
         """The least the gain can be given both brackets: batching's capacity ÷ off's upper end."""
-        if self.ratio is None or self.batching is None or self.off is None or self.off.upper_rps is None:
-            return None
-        return capacity(self.batching) / self.off.upper_rps
+        return bracket_low(self.batching, self.off) if self.ratio is not None else None
 
     @property
     def high(self) -> float | None:
         """The most the gain can be: batching's upper end ÷ off's capacity (None: no upper end measured)."""
-        if self.ratio is None or self.batching is None or self.off is None or self.batching.upper_rps is None:
-            return None
-        return self.batching.upper_rps / capacity(self.off)
+        return bracket_high(self.batching, self.off) if self.ratio is not None else None
 
     def describe(self) -> str:
         """`×1.56 (×1.40–×1.70)`, the one form every ratio takes (`formatting.ratio_value`); where one capacity is
@@ -306,16 +316,12 @@ class DeviceRatio:
     @property
     def low(self) -> float | None:
         """The least the ratio can be given both brackets: the GPU's capacity ÷ the CPU's upper end."""
-        if self.ratio is None or self.gpu is None or self.cpu is None or self.cpu.upper_rps is None:
-            return None
-        return capacity(self.gpu) / self.cpu.upper_rps
+        return bracket_low(self.gpu, self.cpu) if self.ratio is not None else None
 
     @property
     def high(self) -> float | None:
         """The most it can be: the GPU's upper end ÷ the CPU's capacity (None: no upper end, or a lower bound)."""
-        if self.ratio is None or self.gpu is None or self.cpu is None or self.gpu.upper_rps is None:
-            return None
-        return self.gpu.upper_rps / capacity(self.cpu)
+        return bracket_high(self.gpu, self.cpu) if self.ratio is not None else None
 
 
 def device_ratios(devices: Sequence[DeviceAnswer]) -> list[DeviceRatio]:
