@@ -104,6 +104,7 @@ class SearchTag:
     attempt: int = 0  # a paired comparison's re-confirmation of its answer: the try; 0 (not written) otherwise
     when: str | None = None  # a reference cell: "start", "between" or "end"
     shape: ShapeTag | None = None  # the server's replica shape, in a shape sweep (not written otherwise)
+    checks: str | None = None  # a tool-ceiling twin's cell: the id of the search whose answer it checks
 
     def to_dict(self) -> dict:
         tag: dict[str, Any] = {"id": self.id, "role": self.role, "p99_objective_ms": self.objective.p99_ms,
@@ -112,7 +113,7 @@ class SearchTag:
                     "objectives": None if self.objectives is None else list(self.objectives),
                     "comparison": self.comparison and self.comparison.to_dict(),
                     "evidence": self.evidence and self.evidence.to_dict(), "attempt": self.attempt or None,
-                    "when": self.when, "shape": self.shape and self.shape.to_dict()}
+                    "when": self.when, "shape": self.shape and self.shape.to_dict(), "checks": self.checks}
         return {**tag, **{key: value for key, value in optional.items() if value is not None}}
 
     def confidence_or(self, default: float) -> float:
@@ -128,5 +129,5 @@ class SearchTag:
                    raw.get("confirming"), None if objectives is None else tuple(objectives),
                    ComparisonTag.from_dict(comparison) if comparison else None,
                    CellEvidence.from_dict(evidence) if evidence else None, raw.get("attempt", 0), raw.get("when"),
-                   ShapeTag.from_dict(shape) if shape else None)
+                   ShapeTag.from_dict(shape) if shape else None, raw.get("checks"))
 

@@ -66,3 +66,6 @@ class Role(StrEnum):
     START = "start"  # the search's server did not start or answer: its one cell, recorded failed
     RETRY = "retry"  # older searches: a failing rate measured once more (pooled like an extension)
     REFERENCE = "reference"  # a paired comparison's reference cell (`loadtest.search.comparison`): not a search's
+    # The tool ceiling's twin (`loadtest.judge.tool_ceiling`): the embedded server with the null backend, shaped as
+    # the configuration it checks, at 2x that search's answer (or its own search where that fails): not an answer's
+    TOOL_CEILING = "tool_ceiling"

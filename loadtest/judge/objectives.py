@@ -46,8 +46,9 @@ def interrupted(cell: CellResult) -> bool:
 
 def rated(cells: Sequence[CellResult]) -> list[CellResult]:
     """A search's cells that measured an offered rate: not its probe, its start, or a cell it was interrupted in."""
+    skipped = (Role.PROBE, Role.START, Role.REFERENCE, Role.TOOL_CEILING)
     return [c for c in cells if offered_rps(c) is not None
-            and not (c.search and c.search.role in (Role.PROBE, Role.START, Role.REFERENCE)) and not interrupted(c)]
+            and not (c.search and c.search.role in skipped) and not interrupted(c)]
 
 
 

@@ -152,8 +152,9 @@ def _unmet(cells: Sequence[CellResult]) -> str:
 
 
 def is_reference(cell: CellResult) -> bool:
-    """A paired comparison's reference cell: it measures the machine, not a configuration or a search."""
-    return cell.search is not None and cell.search.role == Role.REFERENCE
+    """A paired comparison's reference cell, or a tool-ceiling twin's (`loadtest.judge.tool_ceiling`): it measures the
+    machine or the tool, not a configuration, so no answer reads it."""
+    return cell.search is not None and cell.search.role in (Role.REFERENCE, Role.TOOL_CEILING)
 
 
 def search_answers(results: Sequence[CellResult]) -> list[SearchAnswer]:

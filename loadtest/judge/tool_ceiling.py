@@ -1,0 +1,63 @@
+"""The tool ceiling's rule: whether the load generator and the path to the model, with a model that costs nothing,
+carried a rate. One rule, read by the run that measures the twin (`loadtest.search`) and by the report.
+
+A configuration's twin is the embedded server with the null backend (it answers the signature's shapes, so requests
+and responses keep their real sizes), shaped as the configuration (cores, frontends, device owner, batching config),
+driven by the same Locust processes at the same request batch and objective. It is measured after the searches it
+checks, at `CHECK_RATIO` × the answer (or the search's upper end where that is higher). A twin's cell passes where:
+
+- it served at least `SERVED_SHARE` of what was offered (perf_analyzer and Locust warn when the client falls behind;
+  the share is ours);
+- its dispatch lag p99 stayed within the cell's limit (the load generator kept its schedule);
+- its p99 stayed within the objective;
+- it failed no request (the null backend's answers are checked for shape, not classes).
+
+`CHECK_RATIO` is ours: a tool that carries twice the answer did not bound it, with room for the run's drift (15–70%
+within minutes on the build machine). Anchors: Triton measures its own ceiling with an identity model
+(`qa/L0_perf_nomodel`); perf_analyzer warns when over 1% of sends are more than 1 ms late.
+
+Pure functions over `CellResult`s. Not for: running the twin (`loadtest.search`) or printing it (`loadtest.report`).
+"""
+
+from __future__ import annotations
+
+from loadtest.evidence.records import CellResult
+from loadtest.evidence.vocab import CellStatus, Role
+
+CHECK_RATIO = 2.0  # the twin is checked at this many times the answer
+SERVED_SHARE = 0.99  # a twin's cell must serve at least this share of the rate offered
+
+
+def is_twin(cell: CellResult) -> bool:
+    """A tool-ceiling twin's cell: it measures the tool, not a configuration, so no answer reads it."""
+    return cell.search is not None and cell.search.role == Role.TOOL_CEILING
+
+
+def check_rate(answer_rps: float, upper_end_rps: float | None = None) -> float:
+    """The rate a twin is checked at: `CHECK_RATIO` × the answer, or the search's upper end where that is higher."""
+    return max(CHECK_RATIO * answer_rps, upper_end_rps or 0.0)
+
+
+def twin_failure(cell: CellResult, p99_objective_ms: float) -> str:
+    """Why a twin's cell did not carry its rate, in words; "" where it passed."""
+    offered = cell.search.offered_rps if cell.search else None
+    if cell.status != CellStatus.OK:
+        return f"the cell did not run: {cell.failure_reason or cell.status}"
+    if not offered:
+        return "no rate was offered"
+    if cell.requests and cell.ok_requests < cell.requests:
+        return f"{cell.requests - cell.ok_requests} of {cell.requests} requests failed"
+    if cell.throughput_rps < SERVED_SHARE * offered:
+        return f"served {cell.throughput_rps:.1f} of {offered:.1f} req/s offered (under {SERVED_SHARE:.0%})"
+    limit_ms = cell.load.dispatch_lag_limit_ms
+    lag_ms = None if cell.dispatch_lag_p99_us is None else cell.dispatch_lag_p99_us / 1000
+    if limit_ms is not None and lag_ms is not None and lag_ms > limit_ms:
+        return f"dispatch lag p99 {lag_ms:.2f} ms over its {limit_ms:g} ms limit"
+    if cell.latency_p99_ms is None or cell.latency_p99_ms > p99_objective_ms:
+        return f"p99 {cell.latency_p99_ms} ms over the objective's {p99_objective_ms:g} ms"
+    return ""
+
+
+def twin_passed(cell: CellResult, p99_objective_ms: float) -> bool:
+    """The twin carried the rate offered in this cell (`twin_failure` says why not)."""
+    return not twin_failure(cell, p99_objective_ms)
