@@ -13,22 +13,31 @@ from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 RUNS = ("cpu-run", "gpu-run", "cpu-run-b", "capacity-run")
 
 
-@pytest.fixture
-def runs(tmp_path) -> dict[str, Path]:
-    """Copies of the fixture runs, so reports written beside them land in tmp_path."""
+def copied(root: Path) -> dict[str, Path]:
+    """Copies of the fixture runs under `root`, so reports written beside them land there."""
     out = {}
     for name in RUNS:
-        shutil.copytree(FIXTURES / name, tmp_path / name)
-        out[name] = tmp_path / name / "results.jsonl"
+        shutil.copytree(FIXTURES / name, root / name)
+        out[name] = root / name / "results.jsonl"
     return out
 
 
 @pytest.fixture
-def built(runs) -> tuple[Path, Path]:
-    return report.run([runs["cpu-run"], runs["gpu-run"]], compare=[runs["cpu-run-b"]])
+def runs(tmp_path) -> dict[str, Path]:
+    """Copies of the fixture runs for one test, which may write beside them."""
+    return copied(tmp_path)
 
 
-@pytest.fixture
-def searched(runs) -> tuple[Path, Path]:
+# The two reports below are built once a module (each build draws every chart: ~10 s here, and 11 tests read them)
+# from copies of their own; the tests only read what was written.
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, Path]:
+    own = copied(tmp_path_factory.mktemp("built"))
+    return report.run([own["cpu-run"], own["gpu-run"]], compare=[own["cpu-run-b"]])
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory) -> tuple[Path, Path]:
     """The report of a run with capacity searches of four configurations, sized for 5000 req/s."""
-    return report.run([runs["capacity-run"]], target_rps=5000, prices=FIXTURES / "prices.toml")
+    own = copied(tmp_path_factory.mktemp("searched"))
+    return report.run([own["capacity-run"]], target_rps=5000, prices=FIXTURES / "prices.toml")
