@@ -23,11 +23,12 @@ Pure functions over `SearchAnswer`s. Not for: the card's row (`loadtest.report.c
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import DeviceAnswer, SearchAnswer, capacity, lower_bound, typical
 from loadtest.report.blocks import DEVICES
+from loadtest.report.configs import Config
 from loadtest.report.sizing import size
 from loadtest.report.sizing.instances import Pricing, Replica
 
@@ -57,6 +58,7 @@ class ShapePoint:
     efficiency: float | None  # capacity_k ÷ (k × capacity_1)
     efficiency_low: float | None  # None: open (or no efficiency)
     efficiency_high: float | None
+    config: Config = field(compare=False, repr=False)  # its server's: the colour every chart draws it in
 
     @property
     def lower_bound(self) -> bool:
@@ -127,7 +129,7 @@ def shape_point(k: SearchAnswer, one: SearchAnswer | None) -> ShapePoint:
     return ShapePoint(k.shape.family, k.shape.server_name, k.config.device, k.request_batch_size,
                       k.p99_objective_ms, k.shape.cores, k.capacity_rps, upper,
                       upper is not None and upper == k.lowest_failing_rps, _shares(k), lower_bound(k), linear,
-                      value, low, high)
+                      value, low, high, k.config)
 
 
 def shape_curves(searches: Iterable[SearchAnswer]) -> list[ShapeCurve]:

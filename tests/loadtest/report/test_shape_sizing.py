@@ -226,6 +226,27 @@ def test_the_report_has_the_section_and_figures_json_each_point(tmp_path):
                          "shares_loadgen": False, "at_least": False}
 
 
+def test_the_shapes_chart_draws_each_shape_in_its_configurations_colour(tmp_path, monkeypatch):
+    """A shape is a server of its own: its point is in the colour that configuration has in every chart (#58), the
+    family's line dark, not a colour of its own."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from loadtest.report.charts import colours_of
+
+    cells = shape_run({1: 500.0, 2: 900.0})
+    colours = colours_of(config_labels(config_of(c) for c in cells))
+    plt.close("all")
+    monkeypatch.setattr(plt, "close", lambda *_: None)
+    report.build_report(cells)
+    [fig] = [plt.figure(n) for n in plt.get_fignums() if plt.figure(n).axes[0].get_xlabel() == "cores per replica"]
+    points = [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) == 1 and line.get_marker() == "o"]
+    assert {(int(p.get_xdata()[0]), to_hex(p.get_color())) for p in points} == \
+        {(1, colours["cpu-off-1c"]), (2, colours["cpu-off-2c"])}
+    monkeypatch.undo()
+    plt.close("all")
+
+
 def test_an_unswept_report_has_no_shapes():
     built = report.build_report(rates(server("cpu-off", "off"), 500.0, "s1"))
     assert "Replica shapes" not in report.render_html(built) and "shapes" not in json.loads(report.figures_json(built))
