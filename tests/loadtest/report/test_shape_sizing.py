@@ -151,8 +151,10 @@ def test_an_unswept_run_is_sized_on_its_best_as_before(tmp_path):
 
 
 def caption(cells, priced: Pricing) -> str:
+    """The sizing rule as the report prints it: the card's sizing table's caption (the device table's without one)."""
     labels = config_labels(config_of(c) for c in cells)
-    return summarise(cells, answer(cells), labels, pricing=priced).tables[0].caption
+    summary = summarise(cells, answer(cells), labels, pricing=priced)
+    return (summary.sizing or summary.tables[0]).caption
 
 
 def sizing_text(cells, prices: Path) -> str:
