@@ -23,7 +23,7 @@ from loadtest.evidence.vocab import LoadMode
 from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer, lower_bound
 from loadtest.report.answers.bound import bound_line
-from loadtest.report.answers.figure_text import reason
+from loadtest.report.answers.figure_text import range_text, reason
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
 from loadtest.report.answers.sources import highest_passing
 from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Figure, Table, device_name
@@ -58,6 +58,11 @@ class Summary:
 def _rps(s: SearchAnswer) -> str:
     """`675.0 req/s`, or a lower bound with why: `≥ 687.2 req/s: the search stopped`."""
     return f"{_capacity(s)} req/s{reason(s.bound) if lower_bound(s) else ''}"
+
+
+def _range(s: SearchAnswer) -> str:
+    """`between 675.0 and 700.0 req/s`: to its upper end, in the figures every table prints."""
+    return range_text(s.figure_rps, s.upper_rps, s.bound)
 
 
 def _capacity(s: SearchAnswer) -> str:
@@ -98,11 +103,10 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
         elif d.gain.ratio is not None and on and off:
             value = ratio_value(d.gain.ratio, d.gain.low, d.gain.high)
             lines.append(f"batching gain {value} on {_device(d)} {where}: {labels[on.config]} "
-                         f"{_rps(on)} ({on.uncertainty()}) vs {labels[off.config]} {_rps(off)} "
-                         f"({off.uncertainty()}).")
+                         f"{_rps(on)} ({_range(on)}) vs {labels[off.config]} {_rps(off)} ({_range(off)}).")
         elif d.best:
             lines.append(f"capacity on {_device(d)} {where}: {labels[d.best.config]} {_rps(d.best)} "
-                         f"({fmt(d.best.capacity_ips)} images/s served; {d.best.uncertainty()}); no batching gain: "
+                         f"({fmt(d.best.capacity_ips)} images/s served; {_range(d.best)}); no batching gain: "
                          f"{d.gain.reason}.")
         elif (floor := host_floor_ms(results, d.device, batch)) is not None and floor > p99_objective_ms:
             lines.append(f"p99 ≤ {p99_objective_ms:g} ms cannot be confirmed on this host for {_device(d)} "
