@@ -99,11 +99,13 @@ def environment() -> dict[str, str]:
 
 
 def sizing_flags(args: argparse.Namespace, batches: list[int] | None = None) -> list[str]:
-    """`--goal RATE:P99:BATCH` a batch (online at 1, batch targets above), `--target-rps N --prices FILE`."""
+    """`--goal RATE:P99:BATCH` a batch (online at 1, batch targets above), `--target-rps N --prices FILE
+    --spare-instances K`: the card's sizing, as `capacity` and `report` take it."""
     prices = args.prices.resolve() if args.prices is not None else PROJECT / EXAMPLE_PRICES
     goals = [f"--goal={args.target_rps:g}:{args.p99_objective_ms if b == 1 else args.batch_p99_objective_ms:g}:{b}"
              for b in (batches if batches is not None else [int(b) for b in args.batches.split(",")])]
-    return ["--target-rps", f"{args.target_rps:g}", "--prices", str(prices), *goals]
+    return ["--target-rps", f"{args.target_rps:g}", "--prices", str(prices),
+            "--spare-instances", str(args.spare_instances), *goals]
 
 
 def write_plan(path: Path, args: argparse.Namespace, loadgen_cores: int, models: Path = PROJECT / "models") -> Path:

@@ -16,6 +16,10 @@ from pathlib import Path
 
 from loadtest.bundle import budget
 
+# the report's default (`loadtest.report.sizing.instances.SPARE_INSTANCES`), kept here so that reading the arguments
+# imports nothing the bundle has not installed yet; tests/loadtest/bundle/test_run_args.py holds them equal
+SPARE_INSTANCES = 1
+
 DEVICES = ("gpu", "cpu")
 EXAMPLE_PRICES = "loadtest/prices.example.toml"  # in the bundle's project/
 REPORT_S = 30.0  # estimate: the report after the searches
@@ -53,6 +57,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="every target's rate (req/s): the card sizes and prices each")
     parser.add_argument("--prices", type=Path, default=None,
                         help=f"price file for --target-rps (default: the shipped {EXAMPLE_PRICES})")
+    parser.add_argument("--spare-instances", type=int, default=SPARE_INSTANCES,
+                        help="instances beyond those a target needs, so it is still served with these lost (N + 1 "
+                        "by default; 0 allowed): passed to capacity and report")
     parser.add_argument("--loadgen-cores", type=int, default=0,
                         help="cores for Locust (default: sized by the smoke test's CPU costs; a quarter without them)")
     parser.add_argument("--sequential", action="store_true",
@@ -74,6 +81,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.devices.split(",")) - set(DEVICES)
     if unknown:
         parser.error(f"--devices: unknown {sorted(unknown)}; choose from {', '.join(DEVICES)}")
+    if args.spare_instances < 0:
+        parser.error(f"--spare-instances must be a whole number >= 0, got {args.spare_instances}")
     if args.prices is not None and not args.prices.is_file():
         parser.error(f"--prices {args.prices}: no such file")
     if (args.out / "device-run.json").exists():

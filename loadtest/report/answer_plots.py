@@ -28,14 +28,11 @@ from matplotlib.ticker import FuncFormatter, NullLocator  # isort: skip
 from matplotlib.transforms import offset_copy  # isort: skip
 
 PERCENT = FuncFormatter(lambda v, _: f"{v:.0%}")
+USD_PER_HOUR = FuncFormatter(lambda v, _: f"{v:,.2f}")  # as the card and `size` print it
 TARGET = "#222222"
 
 
 # ----------------------------------------------------------------------------- served ÷ device alone
-
-
-def _share(bar: CeilingBar, ips: float | None) -> float | None:
-    return ips / bar.alone_ips if ips is not None and bar.alone_ips else None
 
 
 def ceiling_figure(bars: Sequence[CeilingBar], colours: Sequence[str]) -> bytes | None:
@@ -46,7 +43,7 @@ def ceiling_figure(bars: Sequence[CeilingBar], colours: Sequence[str]) -> bytes 
         return None
     fig, ax = plt.subplots(figsize=(8.5, 0.5 * len(bars) + 1.3))  # with its labels, within the page's 900 px
     rows = range(len(bars))[::-1]
-    shares = [(_share(b, b.served_ips), _share(b, b.high_ips)) for b in bars]
+    shares = [(b.share, b.high_share) for b in bars]
     for row, (share, high), colour in zip(rows, shares, colours, strict=True):
         if share is None:
             ax.annotate("device alone not measured", (0, row), xytext=(6, 0), textcoords="offset points",
@@ -227,8 +224,9 @@ class LabelledPoints(Protocol):
 
 
 def objective_figure(curves: Sequence[LabelledPoints], ylabel: str) -> bytes | None:
-    """Per target and device, USD/h against the p99 objective: what loosening it is worth. A curve is a device's
-    best setup, not one configuration, so it is drawn in greys (a colour means a configuration)."""
+    """Per target and device, USD/h against the p99 objective: what loosening it is worth, its axis in 2 decimals as
+    every USD/h the report prints. A curve is a device's best setup, not one configuration, so it is drawn in greys
+    (a colour means a configuration)."""
     if not curves:
         return None
     fig, ax = plt.subplots(figsize=(9, 3.6))
@@ -244,6 +242,7 @@ def objective_figure(curves: Sequence[LabelledPoints], ylabel: str) -> bytes | N
     ax.set_xlabel("p99 objective ms (log)")
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(USD_PER_HOUR)
     ax.grid(alpha=0.3)
     legend_below(fig, ax.get_legend_handles_labels()[0], columns=3)
     return png(fig)

@@ -37,12 +37,6 @@ def config_colours(labels: Iterable[str]) -> dict[str, str]:
     return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(dict.fromkeys(labels))}
 
 
-def colour_of(text: str, colours: dict[str, str]) -> str:
-    """The colour of the configuration `text` names first (`gpu-off, batch 1`: gpu-off's, not gpu's)."""
-    named = [label for label in colours if text.startswith(label)]
-    return colours[max(named, key=len)] if named else GREY
-
-
 def series_style(mode: str, batch: int, batches: Sequence[int]) -> dict:
     """The marker of a load mode and the line style of a request batch (rank among `batches`)."""
     rank = sorted(set(batches)).index(batch) if batch in batches else 0

@@ -184,20 +184,20 @@ def objective_chart(answers: Answers, card: Card | None, pricing: Pricing | None
                   figure)
 
 
-def ceiling_chart(figures: dict[tuple[Config, int], Figures], answers: Answers, colours: Colours) -> Figure | None:
-    """The first screen's chart: each searched configuration's answer as a share of the device alone; None without
-    a capacity search."""
+def ceiling_chart(figures: dict[tuple[Config, int], Figures], answers: Answers, labels: Labels,
+                  colours: Colours) -> Figure | None:
+    """The first screen's chart: each searched configuration's answer as a share of the device alone (its
+    `Figures.served`), in its configuration's colour; None without a capacity search."""
     from loadtest.report import answer_plots
-    from loadtest.report.chart_style import colour_of
 
     bars = ceiling_bars(figures, answers)
     if not bars:
         return None
     unmeasured = " The device alone was not measured here, so there is no share to draw." \
-        if all(b.alone_ips is None for b in bars) else ""
+        if all(b.share is None for b in bars) else ""
     return Figure("What the server served, against the device alone",
                   "Per configuration and request batch: images/s served at its answer as a share of the model alone "
                   "on the device at the batch the server ran (linear, from 0; the whisker reaches the answer's upper "
                   "end, the lowest rate that did not pass; the dashed line is 50%). A short bar: the serving path, "
                   "not the device, bounded that answer." + unmeasured,
-                  answer_plots.ceiling_figure(bars, [colour_of(b.label, colours) for b in bars]))
+                  answer_plots.ceiling_figure(bars, [colours[labels[b.config]] for b in bars]))

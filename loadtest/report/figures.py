@@ -196,13 +196,13 @@ def figures_of(results: Sequence[CellResult], answers: Answers, labels: Mapping[
 
 @dataclass(frozen=True)
 class CeilingBar:
-    """One configuration at one request batch as the report's first chart draws it: what it served at its answer,
-    up to where the answer's range ends, beside the device alone at the batch the server ran."""
+    """One configuration at one request batch as the report's first chart draws it: its `Figures.served` share (what
+    it served at its answer ÷ the device alone at the batch the server ran), up to where the answer's range ends."""
 
+    config: Config  # whose colour the bar is drawn in
     label: str  # `gpu-off, batch 32`
-    served_ips: float
-    high_ips: float | None  # the answer's upper end (the lowest rate that did not pass) × the request batch
-    alone_ips: float | None  # the device alone; None where not measured
+    share: float | None  # `Figures.served.share`; None where the device alone was not measured
+    high_share: float | None  # the answer's upper end × the request batch ÷ the device alone; None without one
 
 
 def ceiling_bars(figures: Mapping[tuple[Config, int], Figures], answers: Answers) -> list[CeilingBar]:
@@ -213,9 +213,10 @@ def ceiling_bars(figures: Mapping[tuple[Config, int], Figures], answers: Answers
         search = searched.get(key)
         if search is None:
             continue
+        share = f.served.share if f.served else None
         high = search.upper_rps * f.request_batch if search.met and search.upper_rps else None
-        bars.append(CeilingBar(f"{f.label}, batch {f.request_batch}", f.served_ips, high,
-                               f.served.floor.images_per_s if f.served else None))
+        high_share = high / f.served.floor.images_per_s if f.served and high is not None else None
+        bars.append(CeilingBar(f.config, f"{f.label}, batch {f.request_batch}", share, high_share))
     return bars
 
 

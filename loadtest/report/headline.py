@@ -23,12 +23,13 @@ from loadtest.evidence.vocab import LoadMode
 from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer, lower_bound
 from loadtest.report.answers.bound import bound_line
-from loadtest.report.answers.figure_text import reason
+from loadtest.report.answers.figure_text import range_text, reason
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
 from loadtest.report.answers.sources import highest_passing
 from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Figure, Table, device_name
 from loadtest.report.card.card import Card, card_for
 from loadtest.report.card.decision import why_none_lines
+from loadtest.report.card.sizing_table import rule, sizing_table
 from loadtest.report.configs import Config, config_labels, config_of, models_named
 from loadtest.report.device_use import busy_text
 from loadtest.report.figures import Figures, console_lines, device_figures, figures_of
@@ -36,7 +37,6 @@ from loadtest.report.formatting import number as fmt
 from loadtest.report.formatting import ratio_value
 from loadtest.report.host_floor import host_floor_lines, host_floor_ms
 from loadtest.report.sections.objective_table import objective_headline, objective_table
-from loadtest.report.shape_sizing import instance_hour_words, measured_by_device
 from loadtest.report.sizing.instances import Pricing, with_replicas
 
 DEFAULT_P99_MS = 50.0  # the objective without a capacity search or a p99 asked for (`make size`'s default)
@@ -52,11 +52,17 @@ class Summary:
     chart: Figure | None = None  # the server against the device alone, per configuration (HTML's first screen)
     card: Card | None = None  # the first screen: for buying or not, per target and device (`loadtest.report.card.card`)
     cost_chart: Figure | None = None  # per target and device, USD/h (or capacity) against the p99 objective
+    sizing: Table | None = None  # the card's boxes worked, under its Terms (`loadtest.report.card.sizing_table`)
 
 
 def _rps(s: SearchAnswer) -> str:
     """`675.0 req/s`, or a lower bound with why: `≥ 687.2 req/s: the search stopped`."""
     return f"{_capacity(s)} req/s{reason(s.bound) if lower_bound(s) else ''}"
+
+
+def _range(s: SearchAnswer) -> str:
+    """`between 675.0 and 700.0 req/s`: to its upper end, in the figures every table prints."""
+    return range_text(s.figure_rps, s.upper_rps, s.bound)
 
 
 def _capacity(s: SearchAnswer) -> str:
@@ -97,11 +103,10 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
         elif d.gain.ratio is not None and on and off:
             value = ratio_value(d.gain.ratio, d.gain.low, d.gain.high)
             lines.append(f"batching gain {value} on {_device(d)} {where}: {labels[on.config]} "
-                         f"{_rps(on)} ({on.uncertainty()}) vs {labels[off.config]} {_rps(off)} "
-                         f"({off.uncertainty()}).")
+                         f"{_rps(on)} ({_range(on)}) vs {labels[off.config]} {_rps(off)} ({_range(off)}).")
         elif d.best:
             lines.append(f"capacity on {_device(d)} {where}: {labels[d.best.config]} {_rps(d.best)} "
-                         f"({fmt(d.best.capacity_ips)} images/s served; {d.best.uncertainty()}); no batching gain: "
+                         f"({fmt(d.best.capacity_ips)} images/s served; {_range(d.best)}); no batching gain: "
                          f"{d.gain.reason}.")
         elif (floor := host_floor_ms(results, d.device, batch)) is not None and floor > p99_objective_ms:
             lines.append(f"p99 ≤ {p99_objective_ms:g} ms cannot be confirmed on this host for {_device(d)} "
@@ -164,23 +169,19 @@ def _ratio_text(d: DeviceAnswer, ratios: Sequence[DeviceRatio],
     return ratio_value(r.ratio, r.low, r.high) if r.ratio is not None else f"— {r.reason}"
 
 
-def _pricing_caption(pricing: Pricing | None, devices: Sequence[DeviceAnswer] = ()) -> str:
-    """How the card's boxes are counted and priced; where a device's replica shapes were measured, that they were
-    and each was priced (`loadtest.report.shape_sizing`), never that its replica is assumed to scale linearly."""
+def _pricing_caption(pricing: Pricing | None, devices: Sequence[DeviceAnswer] = (), sized: bool = False) -> str:
+    """Where the card's boxes are worked: its sizing table (`sized`), else here, the rule
+    (`loadtest.report.card.sizing_table.rule`)."""
     if pricing is None:
         return " Give a target load (--target-rps) for boxes and cost (the card above)."
-    p = pricing.prices
-    unit = ("replica-hour; this file prices replicas, not instances" if p.per_replica else
-            instance_hour_words(measured_by_device(devices), (d.device for d in devices)))
-    return (f" The card's boxes: replicas for {pricing.target_rps:g} req/s"
-            f" = ceil(target / (capacity × {1 - pricing.headroom:g})) (the headroom for bursts), on instances"
-            f" + {pricing.spare} spare (the target still served with {pricing.spare} lost), each "
-            f"replica (one measured server) assumed to perform as the measured one; prices from {p.source} "
-            f"({p.currency} per {unit}" + ("; EXAMPLE prices, not quotes" if p.example else "") + ").")
+    if sized:
+        return " The card's boxes, worked: its sizing table, under its Terms."
+    return f" The card's boxes: {rule(pricing, devices)}"
 
 
 def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels,
-                 pricing: Pricing | None, paired: Mapping[tuple, PairedRatio] | None = None) -> Table:
+                 pricing: Pricing | None, paired: Mapping[tuple, PairedRatio] | None = None,
+                 sized: bool = False) -> Table:
     """One row per device, request batch size and objective searched."""
     rows = []
     for d in devices:
@@ -202,7 +203,7 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
                  "batch size and objective. Batching gain: best batching-enabled capacity ÷ batching-off capacity, "
                  "same device, request batch and objective. GPU/CPU: best GPU ÷ best CPU capacity. Device busy: "
                  "the server's CPU (% of its cores) and GPU utilisation at the capacity's cell."
-                 + _pricing_caption(pricing, devices),
+                 + _pricing_caption(pricing, devices, sized),
                  ("device", "device name", "request batch", "p99 objective ms", "best configuration", "capacity req/s",
                   "images/s served", "device busy", "p50 ms", "p99 upper estimate ms", "upper end req/s",
                   "batching gain over off",
@@ -272,9 +273,11 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
                  *objective_headline(answers, keyed),
                  *host_floor_lines(results, answers.objectives_ms()))
         table = paired_table(compared)
-        return Summary(tuple(dict.fromkeys(lines)), (device_table(devices, answers.ratios, labels, pricing, keyed),
-                                                     *((table,) if table else ()),
-                                                     *((by_objective,) if by_objective else ())), card=card)
+        sizing = sizing_table(card, pricing, devices)
+        return Summary(tuple(dict.fromkeys(lines)),
+                       (device_table(devices, answers.ratios, labels, pricing, keyed, sizing is not None),
+                        *((table,) if table else ()), *((by_objective,) if by_objective else ())), card=card,
+                       sizing=sizing)
     objective = p99_objective_ms if p99_objective_ms is not None else DEFAULT_P99_MS
     if answers.searches:
         searched = ", ".join(sorted({f"{s.p99_objective_ms:g} ms" for s in answers.searches}))

@@ -84,7 +84,7 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
     colours = colours_of(labels)
     drawn = targets or targets_of(answers, pricing, p99_ms)
     blocks: list[Table | Figure] = [*curves(results, answers, labels, colours, series, names, objective, drawn),
-                                    *shapes_blocks(shapes)]
+                                    *shapes_blocks(shapes, labels, colours)]
     if answers.searches:
         blocks.append(details.searches_table(answers.searches, labels))
         rates = rates_table(answers, labels)
@@ -108,7 +108,7 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
              f"{sum(c.status != CellStatus.OK for c in results)} failed cells.",
              *versions_table.notes(results))  # a model written by a newer TensorFlow than its server, or unknown
     summary = summarise(results, answers, labels, p99_ms, pricing, figures, targets)
-    summary = replace(summary, lead=lead_of(summary.headline), chart=ceiling_chart(figures, answers, colours),
+    summary = replace(summary, lead=lead_of(summary.headline), chart=ceiling_chart(figures, answers, labels, colours),
                       cost_chart=objective_chart(answers, summary.card, pricing, targets, p99_ms))
     return Report("Inference load test report", summary, intro, tuple(blocks), tuple(figures.values()),
                   tuple(p for c in shapes for p in c.points))
@@ -157,9 +157,10 @@ def md_table(t: Table) -> str:
 def render_markdown(report: Report, html_name: str) -> str:
     """The card first (its title the page's heading), then the findings and the answer table; then how it was made,
     then the summary tables."""
-    card = report.summary.card
+    card, sizing = report.summary.card, report.summary.sizing
+    worked = [f"## {sizing.title}", "", *md_rows(sizing), "", sizing.caption, ""] if sizing is not None else []
     parts = [*card.lines(), "", f"The chart, each answer beside its device alone: [{html_name}]({html_name}).", "",
-             "## Terms of the card", "", *(f"- {term}" for term in card.terms()), "", "## Findings", ""] \
+             "## Terms of the card", "", *(f"- {term}" for term in card.terms()), "", *worked, "## Findings", ""] \
         if card is not None else [f"# {report.title}", ""]
     parts += [item for line in report.summary.headline for item in (line, "")]
     for t in report.summary.tables:

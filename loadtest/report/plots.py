@@ -20,7 +20,6 @@ from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus, LoadMode
 from loadtest.report.chart_style import (
     GREY,
-    PALETTE,
     grid_shape,
     legend_below,
     levels_x,
@@ -36,6 +35,8 @@ from loadtest.report.shape_sizing import ShapeCurve
 
 from matplotlib.lines import Line2D  # isort: skip  # after chart_style, which chooses the Agg backend
 from matplotlib.patches import Patch  # isort: skip
+
+FAMILY = "#333333"  # a shape family's line: its points carry their configurations' colours
 
 
 def cell_kinds() -> list[Line2D]:
@@ -232,29 +233,36 @@ def offered_latency_figure(lines: Sequence[OfferedLine]) -> bytes | None:
 # ----------------------------------------------------------------------------- replica shapes
 
 
-def shapes_figure(curves: Sequence[ShapeCurve]) -> bytes:
-    """Capacity against cores per replica, one line per family (whisker: up to the rate that did not pass; hollow: a
-    lower bound, no whisker: what its cores alone serve may lie above it), and dashed the perfect-linear line from
-    its 1-core capacity."""
+def shapes_figure(curves: Sequence[ShapeCurve], configs: Sequence[Sequence[tuple[str, str]]]) -> bytes:
+    """Capacity against cores per replica, one dark line per family (its marker tells families apart), each shape's
+    point in its configuration's colour (`configs`: per curve, each point's configuration label and colour; a shape
+    is a server of its own); whisker:
+    up to the rate that did not pass; hollow: a lower bound, no whisker: what its cores alone serve may lie above
+    it. Dashed grey: the perfect-linear line from its 1-core capacity."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    for index, curve in enumerate(curves):
-        colour = PALETTE[index % len(PALETTE)]
-        met = [(p, p.capacity_rps) for p in curve.points if p.capacity_rps]
-        ax.plot([p.cores for p, _ in met], [rps for _, rps in met], color=colour, label=curve.label)
-        for p, rps in met:
+    handles: list = []
+    named: dict[str, str] = {}
+    for index, (curve, named_colours) in enumerate(zip(curves, configs, strict=True)):
+        marker = "osD^v"[index % 5]
+        met = [(p, p.capacity_rps, *named) for p, named in zip(curve.points, named_colours, strict=True)
+               if p.capacity_rps]
+        ax.plot([p.cores for p, *_ in met], [rps for _, rps, *_ in met], color=FAMILY, linewidth=1.2)
+        for p, rps, label, colour in met:
             whisker = None if p.upper_rps is None or p.lower_bound else [[0.0], [max(p.upper_rps - rps, 0.0)]]
-            ax.errorbar(p.cores, rps, yerr=whisker, color=colour, marker="o", capsize=4,
-                        markerfacecolor="none" if p.lower_bound else colour)
+            ax.errorbar(p.cores, rps, yerr=whisker, color=colour, marker=marker, markersize=7, capsize=4,
+                        markeredgecolor=colour, markerfacecolor="none" if p.lower_bound else colour)
+            named.setdefault(label, colour)
         linear = [(p.cores, p.linear_rps) for p in curve.points if p.linear_rps is not None]
         if linear:
-            ax.plot(*zip(*linear), color=colour, linestyle="--", alpha=0.6)
+            ax.plot(*zip(*linear), color=GREY, linestyle="--", alpha=0.6)
+        handles.append(Line2D([], [], color=FAMILY, marker=marker, markerfacecolor=FAMILY, label=curve.label))
     cores = sorted({p.cores for c in curves for p in c.points})
     ax.set_xticks(cores, [f"{k}" for k in cores])
     ax.set_xlabel("cores per replica")
     ax.set_ylabel("capacity req/s")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    legend_below(fig, [*ax.get_legend_handles_labels()[0],
+    legend_below(fig, [*handles, *(Patch(color=colour, label=server) for server, colour in named.items()),
                        Line2D([], [], color=GREY, linestyle="--", label="linear from 1 core"),
                        Line2D([], [], marker="o", color=GREY, markerfacecolor="none", linestyle="",
                               label="lower bound")])

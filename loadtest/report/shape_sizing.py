@@ -23,12 +23,13 @@ Pure functions over `SearchAnswer`s. Not for: the card's row (`loadtest.report.c
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import DeviceAnswer, SearchAnswer, capacity, lower_bound, typical
 from loadtest.report.blocks import DEVICES
-from loadtest.report.sizing import size
+from loadtest.report.configs import Config
+from loadtest.report.sizing.fleet import capacity_range, fleet
 from loadtest.report.sizing.instances import Pricing, Replica
 
 UNKNOWN_REPLICA = Replica(None, "", 0, "", "unknown")
@@ -57,6 +58,7 @@ class ShapePoint:
     efficiency: float | None  # capacity_k ÷ (k × capacity_1)
     efficiency_low: float | None  # None: open (or no efficiency)
     efficiency_high: float | None
+    config: Config = field(compare=False, repr=False)  # its server's: the colour every chart draws it in
 
     @property
     def lower_bound(self) -> bool:
@@ -127,7 +129,7 @@ def shape_point(k: SearchAnswer, one: SearchAnswer | None) -> ShapePoint:
     return ShapePoint(k.shape.family, k.shape.server_name, k.config.device, k.request_batch_size,
                       k.p99_objective_ms, k.shape.cores, k.capacity_rps, upper,
                       upper is not None and upper == k.lowest_failing_rps, _shares(k), lower_bound(k), linear,
-                      value, low, high)
+                      value, low, high, k.config)
 
 
 def shape_curves(searches: Iterable[SearchAnswer]) -> list[ShapeCurve]:
@@ -150,13 +152,15 @@ def shape_curves(searches: Iterable[SearchAnswer]) -> list[ShapeCurve]:
 
 
 def per_hour(s: SearchAnswer, target: Target, pricing: Pricing | None) -> float | None:
-    """USD/h of the replicas `s`'s capacity needs for the target's rate, with the headroom (`size.priced`); None
-    where it has no capacity, there is no rate or price, or no instance holds its replica."""
-    if pricing is None or not target.rate_rps or not s.capacity_rps:
+    """USD/h of the replicas `s`'s capacity needs for the target's rate, with the headroom and the spare, as the card
+    prices it (`loadtest.report.sizing.fleet.fleet`); None where it has no capacity, there is no rate or price, or no
+    instance holds its replica."""
+    capacities = capacity_range(s)
+    if pricing is None or not target.rate_rps or capacities is None:
         return None
     replica = pricing.replicas.get(s.config, UNKNOWN_REPLICA)
-    return size.priced(target.rate_rps, s.capacity_rps, pricing.headroom, target.rate_rps * target.batch,
-                       pricing.prices, s.config, replica, spare=pricing.spare).costs.per_hour
+    return fleet(target.rate_rps, capacities, pricing.headroom, target.rate_rps * target.batch, pricing.prices,
+                 s.config, replica, spare=pricing.spare).priced.costs.per_hour
 
 
 def _replica_cores(s: SearchAnswer, pricing: Pricing | None) -> float:

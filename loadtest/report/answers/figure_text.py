@@ -3,7 +3,8 @@
 The figure is the one rule's (`loadtest.judge.objectives.objective_answer`, carried up the objectives):
 `583.0 confirmed`, `583.0 confirmed (874.5 passed)` where a higher rate passed without a confirmation,
 `none confirmed (640.7 passed)` where no rate was confirmed, `none` where none passed; a lower bound reads
-`≥ 1,218.0 confirmed: the search stopped` (or `: the load generator's limit`).
+`≥ 1,218.0 confirmed: the search stopped` (or `: the load generator's limit`). A search's range reads
+`between 583.0 and 1,166.0 req/s` (to its upper end), in the same figures (`range_text`).
 
 Pure functions. Not for: the answers themselves (`loadtest.report.answers.answers`).
 """
@@ -40,3 +41,13 @@ def capacity_text(at: ObjectiveAnswer | None) -> str:
     if at.passed_rps is None:
         return f"{bounded(at.confirmed_rps, at.bound)} confirmed{reason(at.bound)}"
     return f"{fmt(at.confirmed_rps)} confirmed ({bounded(at.passed_rps, at.bound)} passed{reason(at.bound)})"
+
+
+def range_text(rate: float | None, upper_rps: float | None, bound: Bound) -> str:
+    """A search's figure and its upper end as the tables print both: `between 583.0 and 1,166.0 req/s`; a lower
+    bound `≥ 583.0 req/s: the search stopped`; "" without a figure."""
+    if rate is None:
+        return ""
+    if bound != Bound.NONE or upper_rps is None:
+        return f"≥ {fmt(rate)} req/s{reason(bound)}"
+    return f"between {fmt(rate)} and {fmt(upper_rps)} req/s"

@@ -20,7 +20,7 @@ search answered (`loadtest.report.answers.answers`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from loadtest.evidence.objective import Objective
@@ -102,11 +102,16 @@ class ConfigCapacity:
     note: str
     cells_used: int
     cells_not_used: tuple[str, ...]
+    search: SearchAnswer | None = field(default=None, compare=False, repr=False)  # the search it comes from
+    repeats: tuple[SearchAnswer, ...] = field(default=(), compare=False, repr=False)  # that search's repeats (all)
 
 
 def search_for(searches: Sequence[SearchAnswer]) -> SearchAnswer | None:
-    """The best confirmed search among these (each answered at the asked objective, `searches_at`)."""
-    return best(s for s in searches if s.met)
+    """The search a configuration is sized on among its searches (each answered at the asked objective,
+    `searches_at`): as the card's, their `best` (of repeats, the lower median, one that did not meet counting as 0),
+    where it was confirmed; else None."""
+    chosen = best(searches)
+    return chosen if chosen is not None and chosen.met else None
 
 
 def _unused_searches(searches: Sequence[SearchAnswer], used: SearchAnswer | None, p99_objective_ms: float) -> str:
@@ -116,12 +121,13 @@ def _unused_searches(searches: Sequence[SearchAnswer], used: SearchAnswer | None
     return "".join(f"; {n}" for n in notes)
 
 
-def _from_search(config: Config, batch: int, search: SearchAnswer, p99_objective_ms: float) -> ConfigCapacity:
+def _from_search(config: Config, batch: int, search: SearchAnswer, p99_objective_ms: float,
+                 repeats: Sequence[SearchAnswer] = ()) -> ConfigCapacity:
     estimate = f"est. p99 {search.estimate_ms:g} ms" if search.estimate_ms is not None else f"p99 {search.p99_ms:g} ms"
     note = (f"search {search.search_id}: {capacity_text(search.at)} at p99 <= {p99_objective_ms:g} ms, {estimate}"
             + (f"; upper end {search.upper_rps:g} req/s" if search.upper_rps is not None else ""))
     return ConfigCapacity(config, batch, search.capacity_rps, search.capacity_ips, Source.SEARCH, lower_bound(search),
-                          note, search.cells, ())
+                          note, search.cells, (), search, tuple(repeats))
 
 
 def _from_cells(config: Config, batch: int, source: Source, high: Highest) -> ConfigCapacity:
@@ -147,7 +153,7 @@ def capacity_of(config: Config, batch: int, cells: Sequence[CellResult], searche
                 p99_objective_ms: float) -> ConfigCapacity:
     """`config`'s capacity at `batch` from its cells and searches there (see the module docstring)."""
     search = search_for(searches)
-    found = (_from_search(config, batch, search, p99_objective_ms) if search
+    found = (_from_search(config, batch, search, p99_objective_ms, searches) if search
              else _from_plain(config, batch, cells, p99_objective_ms))
     return replace(found, note=found.note + _unused_searches(searches, search, p99_objective_ms))
 

@@ -23,7 +23,6 @@ bounded an answer in detail (`loadtest.report.answers.bound`) or the page (`load
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -66,7 +65,7 @@ from loadtest.report.device_use import busy_text
 from loadtest.report.formatting import money
 from loadtest.report.formatting import number as fmt
 from loadtest.report.shape_sizing import UNKNOWN_REPLICA, sized_on
-from loadtest.report.sizing import size
+from loadtest.report.sizing.fleet import CapacityRange, capacity_range, fleet, moved_words, sizing_line
 from loadtest.report.sizing.instances import Pricing, with_replicas
 
 HEADER = ("target", "device", "best setup", "capacity req/s", "p99 upper estimate ms", "busy")
@@ -125,7 +124,9 @@ class Card:
 
 def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
     capacity = row.state or "none"
-    if row.failed_rps is not None:
+    if row.range_rps is not None:
+        capacity += f", typical of {row.repeats} repeats, range {fmt(row.range_rps[0])}–{fmt(row.range_rps[1])}"
+    elif row.failed_rps is not None:
         capacity += f", upper end {fmt(row.failed_rps)}"
     if row.higher:
         capacity += f"; {row.higher}"
@@ -212,7 +213,8 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
     notes = tuple(f"{r.target.words()}, {DEVICES.get(r.device, r.device)}: " + (
         f"{money(r.usd_per_m_images)} {pricing.prices.currency if pricing else 'USD'} per million images."
         if r.usd_per_m_images is not None else f"not priced: {r.refused}.") for r in rows
-        if (r.usd_per_m_images is not None and r.target.batch > 1) or r.refused) + memory_note(rows)
+        if (r.usd_per_m_images is not None and r.target.batch > 1) or r.refused) + memory_note(rows) + tuple(
+        f"{r.target.words()}, {DEVICES.get(r.device, r.device)}: {r.moved}." for r in rows if r.moved)
     return Card(heading, for_buying, tuple(rows), tuple(comparisons), nexts[0] if nexts else "", notes,
                 pricing.prices.currency if pricing else "USD", priced, ratios)
 
@@ -254,49 +256,44 @@ def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None) -> CardRow:
     served = _served(best)
     share = served.share if served is not None else None
     bound = share is not None and share < SERVED_SHARE
+    capacities = capacity_range(best, d.searches)
+    repeated = capacities is not None and capacities.repeats > 1
     row = CardRow(target, d.device, _setup(best.config), best.figure_rps, best.upper_rps, lower_bound(best),
                   best.estimate_ms,
                   busy_text(best.server_cpu_percent, best.gpu_utilization_percent, best.server_cpu_cores), share, False,
                   state=capacity_text(best.at), higher=_higher(d, best),
                   replica_cores=best.shape.cores if best.shape else None,
-                  shared_cores=bool(best.shape and best.shape.shares_loadgen))
+                  shared_cores=bool(best.shape and best.shape.shares_loadgen),
+                  repeats=capacities.repeats if capacities else 1,
+                  range_rps=(capacities.low_rps, capacities.high_rps) if capacities and repeated else None,
+                  moved=moved_words(capacities) if capacities and capacities.moved else "")
     if bound:
         return replace(row, why_not=SERVING_PATH_BOUND)
     if not best.met:
         return replace(row, why_not="not confirmed")
-    if pricing is None or not target.rate_rps:
+    if pricing is None or not target.rate_rps or capacities is None:
         return replace(row, why_not="no target rate")
-    return _priced(row, best, target, pricing)
+    return _priced(row, best, capacities, target, pricing)
 
 
-def _priced(row: CardRow, best: SearchAnswer, target: Target, pricing: Pricing) -> CardRow:
-    """Boxes from the capacity's range (the rate that failed above it: fewest; the capacity: most), priced for the
-    most; a replica no instance holds gets no price."""
-    assert target.rate_rps is not None and best.capacity_rps is not None
+def _priced(row: CardRow, best: SearchAnswer, capacities: CapacityRange, target: Target, pricing: Pricing) -> CardRow:
+    """Boxes over the capacity's range (`loadtest.report.sizing.fleet`: fewest at its top, most at its bottom),
+    priced at the capacity (of repeats, the typical one); a replica no instance holds gets no price."""
+    assert target.rate_rps is not None
     replica = pricing.replicas.get(best.config, UNKNOWN_REPLICA)
-    images = target.rate_rps * target.batch
-    most = size.priced(target.rate_rps, best.capacity_rps, pricing.headroom, images, pricing.prices, best.config,
-                       replica, spare=pricing.spare)
-    upper = best.upper_rps if best.upper_rps and not lower_bound(best) else best.capacity_rps
-    fewest = size.priced(target.rate_rps, upper, pricing.headroom, images, pricing.prices, best.config, replica,
-                         spare=pricing.spare)
-    if most.refused or most.costs.per_hour is None:
-        return replace(row, why_not="not priced", refused=most.refused or "the price list has no price for it")
-    per_hour = most.costs.per_hour
-    return replace(row, for_buying=True, boxes=(_boxes(fewest, most), _boxes(most, most)),
-                 instance=most.placement.instance.name if most.placement else "", usd_per_hour=per_hour,
-                 per_instance=most.placement.per_instance if most.placement and row.replica_cores else None,
-                 usd_per_m_requests=per_hour / (target.rate_rps * 3600.0) * 1e6,
-                 usd_per_m_images=most.costs.per_million, spare=pricing.spare,
-                 memory_counted=bool(most.placement and most.placement.memory_counted))
-
-
-def _boxes(priced: size.Priced, on: size.Priced) -> int:
-    """Instances of the type `on` was placed on that serve the target (the range's two ends count the same instance;
-    the spare apart), else replicas (a price file that prices replicas)."""
-    if on.placement is None:
-        return priced.costs.replicas
-    return math.ceil(priced.costs.replicas / on.placement.per_instance)
+    boxes = fleet(target.rate_rps, capacities, pricing.headroom, target.rate_rps * target.batch, pricing.prices,
+                  best.config, replica, spare=pricing.spare)
+    at = boxes.priced
+    if at.refused or at.costs.per_hour is None:
+        return replace(row, why_not="not priced", refused=at.refused or "the price list has no price for it")
+    per_hour = at.costs.per_hour
+    return replace(row, for_buying=True, boxes=(boxes.fewest, boxes.most),
+                   instance=at.placement.instance.name if at.placement else "", usd_per_hour=per_hour,
+                   per_instance=at.placement.per_instance if at.placement and row.replica_cores else None,
+                   usd_per_m_requests=per_hour / (target.rate_rps * 3600.0) * 1e6,
+                   usd_per_m_images=at.costs.per_million, spare=pricing.spare,
+                   memory_counted=bool(at.placement and at.placement.memory_counted),
+                   sizing=sizing_line(boxes, replica))
 
 
 def _target_for_buying(rows: Sequence[CardRow]) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from loadtest.evidence.records import CellResult
 from loadtest.judge.goals import Target, goal_text
@@ -25,6 +26,7 @@ from loadtest.report.blocks import device_name
 from loadtest.report.configs import Config
 from loadtest.report.formatting import number as fmt
 from loadtest.report.host_floor import host_floor_ms
+from loadtest.report.sizing.prices import DEFAULT_PRICES
 from serving.endpoint import ServerKind
 
 Labels = Mapping[Config, str]
@@ -66,11 +68,12 @@ def _configs(here: Sequence[DeviceAnswer]) -> list[Config]:
 def run_next(configs: Sequence[Config], targets: Sequence[Target], prices: str = "",
              server_flags: Sequence[str] = ()) -> str:
     """The command that gets an answer the device bounds, and where: the run's own targets (`GOALS`, as
-    `make capacity` takes them), its price list and its server flags, on TF Serving itself where the embedded
+    `make capacity` takes them), its price list where it was not the default (`DEFAULT_PRICES`, which `make
+    capacity` reads without one) and its server flags, on TF Serving itself where the embedded
     server was measured, else with the batching tuned. Pasted as printed, it runs."""
     serve = " ".join(dict.fromkeys(f"{c.device}/{c.batching_profile}" for c in configs))
     goals = " ".join(dict.fromkeys(goal_text(t) for t in targets))
-    words = [f'SERVE="{serve}"', f'GOALS="{goals}"', *([f"PRICES={shlex.quote(prices)}"] if prices else []),
+    words = [f'SERVE="{serve}"', f'GOALS="{goals}"', *([f"PRICES={shlex.quote(prices)}"] if _own(prices) else []),
              *([f"LOADTEST_ARGS={_make_value('--server-flags=' + shlex.quote(shlex.join(server_flags)))}"]
                if server_flags else [])]
     command = f"`make capacity {' '.join(words)}`"
@@ -78,6 +81,11 @@ def run_next(configs: Sequence[Config], targets: Sequence[Target], prices: str =
         return f"{command} on TF Serving."
     device = next((c.device for c in configs if c.batching_on), configs[0].device if configs else "cpu")
     return f"{command}, or `make tune DEVICE={device}`."
+
+
+def _own(prices: str) -> bool:
+    """Whether a run priced on a list of its own (given, and not the default one)."""
+    return bool(prices) and Path(prices).resolve() != DEFAULT_PRICES.resolve()
 
 
 def _make_value(text: str) -> str:

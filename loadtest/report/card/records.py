@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from loadtest.judge.goals import Target
+from loadtest.report.sizing.fleet import SizingLine
 
 
 @dataclass(frozen=True)
@@ -24,11 +25,11 @@ class CardRow:
     busy: str
     served_share: float | None  # served ÷ the device alone at the batch it ran; None: not measured
     for_buying: bool
-    boxes: tuple[int, int] | None = None  # fewest–most instances (or replicas) for the target's rate, spare apart
+    boxes: tuple[int, int] | None = None  # fewest–most instances (or replicas) over the capacity's range, spare apart
     spare: int = 0  # instances (or replicas) more: the target still served with these lost (N + spare)
     memory_counted: bool = False  # memory limited replicas per instance (both the replica's and the instance's known)
     instance: str = ""  # the instance type, "" where priced per replica
-    usd_per_hour: float | None = None  # for the most boxes
+    usd_per_hour: float | None = None  # for the boxes at the capacity (of repeats, the typical one)
     usd_per_m_requests: float | None = None
     usd_per_m_images: float | None = None
     why_not: str = ""  # why no price: the serving path bounded it, nothing met, no instance holds it
@@ -38,6 +39,10 @@ class CardRow:
     replica_cores: int | None = None  # the replica shape sized on, in a shape sweep (None: no shape measured)
     per_instance: int | None = None  # replicas one instance holds, where a shape was sized on and placed
     shared_cores: bool = False  # that shape shared the load generator's cores: its capacity is a lower bound
+    repeats: int = 1  # the searches its capacity stands on (several: a comparison's repeats)
+    range_rps: tuple[float, float] | None = None  # with repeats: the lowest repeat's capacity, the highest's upper end
+    moved: str = ""  # where repeats moved the capacity beyond the bracket of the one priced: by how much
+    sizing: SizingLine | None = None  # the boxes' arithmetic (the card's sizing table); None: no boxes on instances
 
     def as_dict(self) -> dict:
         """figures.json's row: its target under the keys figures.json has always had (`p99_ms`: the objective)."""

@@ -38,11 +38,13 @@ TERMS = {
             "capacity.",
     "served ÷ device alone": "images/s served at the capacity ÷ the model alone on its device at the batch the "
                              "server ran; under 50%: our serving path, not the device, bounded the answer.",
-    "boxes": "instances for the target rate with the headroom (for bursts only), from the capacity's range: fewest at "
-             "the rate that failed, most at the capacity; + k spare: k instances more, so the target is still served "
-             "with k instances lost (N + 1 unless --spare-instances says); where the serving path bounded the "
-             "answer, no boxes.",
-    "USD/h": "what the most boxes cost an hour at the price list's prices.",
+    "boxes": "instances for the target rate with the headroom (for bursts only), over the capacity's range: fewest "
+             "at its top, most at its bottom (one search: its upper end and its capacity; repeated searches: the "
+             "highest repeat's upper end and the lowest repeat's capacity); + k spare: k instances more, so the "
+             "target is still served with k instances lost (N + 1 unless --spare-instances says); where the serving "
+             "path bounded the answer, no boxes; the arithmetic: the sizing table below.",
+    "USD/h": "what the boxes at the capacity cost an hour at the price list's prices (of repeated searches, at the "
+             "typical one: their lower median).",
     "USD per million requests": "USD/h ÷ the requests served in that hour, × 1,000,000 (per image, for a request "
                                 "of several, below the card).",
     STAND_IN: "this project's own gRPC server (serving/), speaking TF Serving's Predict API with the same model "

@@ -15,6 +15,7 @@ from loadtest.evidence.vocab import CellStatus
 from loadtest.judge.conclusion import describe_pair
 from loadtest.judge.overload import overloaded_reason
 from loadtest.report.answers.answers import SearchAnswer
+from loadtest.report.answers.figure_text import range_text
 from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Table, cell_mark, device_name
 from loadtest.report.configs import Config, config_of
 from loadtest.report.device_use import (
@@ -93,7 +94,8 @@ def _search_note(s: SearchAnswer) -> str:
     if not s.met:
         return s.reason
     pairs = s.conclusion.not_monotone if s.conclusion else ()
-    return s.uncertainty() + "".join(f"; not monotone: {describe_pair(p)}" for p in pairs)
+    return range_text(s.figure_rps, s.upper_rps, s.bound) + "".join(f"; not monotone: {describe_pair(p)}"
+                                                                    for p in pairs)
 
 
 def searches_table(searches: Sequence[SearchAnswer], labels: Labels) -> Table:

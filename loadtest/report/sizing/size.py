@@ -37,13 +37,12 @@ from loadtest.report.answers.sources import ConfigCapacity, Source, capacities, 
 from loadtest.report.configs import Config, config_labels, config_of
 from loadtest.report.formatting import money, number
 from loadtest.report.series import AnalysisError, read_all
+from loadtest.report.sizing.fleet import CapacityRange, capacity_range, fleet
 from loadtest.report.sizing.instances import (
     SPARE_INSTANCES,
-    Placement,
     Replica,
     linear_note,
     measured_shapes,
-    place,
     replicas_by_config,
     shape_note,
 )
@@ -51,64 +50,6 @@ from loadtest.report.sizing.prices import DEFAULT_PRICES, PriceBook, load_prices
 from serving.endpoint import server_with_runtime
 
 UNITS = {"rps": "requests/s", "ips": "images/s"}
-
-
-# ----------------------------------------------------------------------------- arithmetic
-
-
-def replicas_needed(target: float, capacity: float, headroom: float) -> int:
-    """ceil(target / (capacity × (1 − headroom))), rounded first so 5.0000000001 stays 5."""
-    return math.ceil(round(target / (capacity * (1.0 - headroom)), 9))
-
-
-def cost_per_hour(price_per_hour: float, replicas: int) -> float:
-    return price_per_hour * replicas
-
-
-def cost_per_million(hourly_cost: float, inferences_per_s: float) -> float:
-    """Cost of one million images when serving `inferences_per_s` for an hour."""
-    return hourly_cost / (inferences_per_s * 3600.0) * 1e6
-
-
-@dataclass(frozen=True)
-class Costs:
-    replicas: int
-    per_hour: float | None  # None without a price
-    per_million: float | None  # per million images (images) at the target load
-
-
-def costs(target: float, capacity: float, headroom: float, images_per_s: float, price: float | None,
-          spare: int = 0) -> Costs:
-    """Replicas for `target` at `capacity` per replica, and their cost at `price` per replica-hour with `spare`
-    replicas more (each replica its own machine: the failure unit)."""
-    replicas = replicas_needed(target, capacity, headroom)
-    hourly = cost_per_hour(price, replicas + spare) if price is not None else None
-    return Costs(replicas, hourly, cost_per_million(hourly, images_per_s) if hourly is not None else None)
-
-
-@dataclass(frozen=True)
-class Priced:
-    """Replicas and what they cost: on instances (`placement`), or per replica (an older price file)."""
-
-    costs: Costs
-    price_per_hour: float | None  # one instance (one replica's machine in an older price file)
-    placement: Placement | None  # None: per replica, or refused
-    refused: str  # why the replica maps onto no priced instance ("" otherwise)
-
-
-def priced(target: float, capacity: float, headroom: float, images_per_s: float, prices: PriceBook,
-           config: Config, replica: Replica, *, spare: int) -> Priced:
-    """Replicas of `replica` for `target`, priced per instance with `spare` instances more (or per replica for an
-    older price file, `spare` replicas more)."""
-    if prices.per_replica:
-        price = prices.lookup(config.device, config.device_name)
-        return Priced(costs(target, capacity, headroom, images_per_s, price, spare), price, None, "")
-    replicas = replicas_needed(target, capacity, headroom)
-    placed = place(replica, replicas, prices.instances, spare=spare)
-    if isinstance(placed, str):
-        return Priced(Costs(replicas, None, None), None, None, placed)
-    per_million = cost_per_million(placed.cost_per_hour, images_per_s)
-    return Priced(Costs(replicas, placed.cost_per_hour, per_million), placed.instance.price_per_hour, placed, "")
 
 
 # ----------------------------------------------------------------------------- answers
@@ -158,6 +99,10 @@ class SizingAnswer:
     memory_counted: bool = False  # the replica's and the instance's memory were both known
     assumption: str = ""  # what the pricing assumes (linear scaling across an instance), "" when nothing
     refused: str = ""  # why this replica maps onto no priced instance: not priced
+    fewest: int | None = None  # instances (per replica: replicas) serving the target at the range's top, spare apart
+    most: int | None = None  # at the range's bottom (`loadtest.report.sizing.fleet`)
+    capacity_range: tuple[float, float] | None = None  # the range the boxes cover, in the objective's unit
+    repeats: int = 1  # the searches the capacity stands on
 
     @property
     def how(self) -> str:
@@ -183,19 +128,29 @@ def size_option(found: ConfigCapacity, label: str, objective: Objective, prices:
                         replica=replica.describe())
     if capacity is None or capacity <= 0:
         return base if capacity is None else replace(base, note=f"{found.note}; no throughput measured")
-    p = priced(objective.target, capacity, objective.headroom, objective.images_per_s(found.request_batch_size),
-               prices, c, replica, spare=objective.spare)
-    placed = p.placement
+    boxes = fleet(objective.target, _range(found, capacity), objective.headroom,
+                  objective.images_per_s(found.request_batch_size), prices, c, replica, spare=objective.spare)
+    p, placed = boxes.priced, boxes.priced.placement
     unpriced = prices.per_replica and p.price_per_hour is None
     note = found.note + (f"; no price for {c.device_name!r} or device {c.device!r}" if unpriced else "")
     answer = replace(base, meets=True, capacity=capacity, replicas=p.costs.replicas, price_per_hour=p.price_per_hour,
                      cost_per_hour=p.costs.per_hour, cost_per_million=p.costs.per_million, note=note,
-                     refused=p.refused, spare=objective.spare)
+                     refused=p.refused, spare=objective.spare, fewest=boxes.fewest, most=boxes.most,
+                     capacity_range=(boxes.range.low_rps, boxes.range.high_rps), repeats=boxes.range.repeats)
     if placed is None:
         return answer
     return replace(answer, instance=placed.instance.name, per_instance=placed.per_instance,
                    instances=placed.instances, binding=placed.binding, memory_counted=placed.memory_counted,
                    assumption=shape_note(replica, placed, shapes) if shapes else linear_note(replica, placed))
+
+
+def _range(found: ConfigCapacity, capacity: float) -> CapacityRange:
+    """The range the boxes cover, in the objective's unit: the card's (`fleet.capacity_range`) for a search's
+    capacity; a grid's or closed loop's capacity alone (no bracket)."""
+    searched = capacity_range(found.search, found.repeats) if found.search is not None else None
+    if searched is None or not found.capacity_rps:
+        return CapacityRange(capacity, capacity, capacity)
+    return searched.scaled(capacity / found.capacity_rps)
 
 
 def rank_answers(answers: Sequence[SizingAnswer]) -> list[SizingAnswer]:
@@ -247,9 +202,12 @@ def cheapest(answers: Sequence[SizingAnswer]) -> SizingAnswer | None:
 
 
 def fleet_text(a: SizingAnswer) -> str:
-    """ "1 + 1 spare × general-16": the instances that serve the target, and the spare."""
+    """ "1 + 1 spare × general-16": the instances that serve the target, and the spare; over the capacity's range,
+    "9–10 + 1 spare × general-16" (the card's boxes)."""
     serving = (a.instances or 0) - a.spare
-    return f"{serving}{f' + {a.spare} spare' if a.spare else ''} × {a.instance}"
+    low, high = a.fewest or serving, max(a.most or serving, serving)
+    count = f"{low}–{high}" if low != high else f"{serving}"
+    return f"{count}{f' + {a.spare} spare' if a.spare else ''} × {a.instance}"
 
 
 def instances_text(a: SizingAnswer) -> str:

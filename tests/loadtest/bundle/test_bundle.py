@@ -72,6 +72,20 @@ def test_the_defaults_search_all_four_configurations_at_batches_1_and_32_paired_
     assert plan.costs.search_s == 0.35 * 60 + 6 + 0.5 + 6  # 21 s a search and the cell it may start at its end
 
 
+def test_the_bundle_passes_spare_instances_to_capacity_and_report(tmp_path):
+    """--spare-instances reaches the card's sizing (`capacity` and `report` both take it); N + 1 by default, as the
+    report's, and 0 allowed (#60)."""
+    from loadtest.report.sizing.instances import SPARE_INSTANCES
+
+    assert run_args.SPARE_INSTANCES == SPARE_INSTANCES
+    default = device_run.sizing_flags(device_run.parse(["--out", str(tmp_path)]))
+    assert default[default.index("--spare-instances") + 1] == str(SPARE_INSTANCES)
+    none = device_run.sizing_flags(device_run.parse(["--out", str(tmp_path), "--spare-instances", "0"]))
+    assert none[none.index("--spare-instances") + 1] == "0"
+    with pytest.raises(SystemExit):
+        device_run.parse(["--out", str(tmp_path), "--spare-instances", "-1"])
+
+
 def test_a_failed_smoke_test_stops_the_run_before_any_search_saying_why(monkeypatch, tmp_path):
     asked: list[str] = []
 

@@ -23,6 +23,7 @@ from loadtest.report import page
 from loadtest.report.answers.answers import answer
 from loadtest.report.charts import capacity_lines, colours_of
 from loadtest.report.configs import config_labels, config_of
+from loadtest.report.figures import ceiling_bars, figures_of
 from loadtest.report.sections.objective_table import objective_table
 from loadtest.report.series import read_all
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
@@ -140,6 +141,19 @@ def test_the_first_chart_is_a_share_of_the_device_alone_from_zero_with_the_half_
     widths = sorted(round(p.get_width(), 3) for p in ax.patches)
     shares = sorted(round(f.served.share, 3) for f in report.figures if f.served and f.at.startswith("capacity"))
     assert widths == shares, run  # figures.csv's served ÷ device alone, each configuration's answer
+
+
+def test_the_first_charts_bars_read_each_figures_share_and_configuration():
+    """`ceiling_bars` hands the chart `Figures.served.share` itself (computed once, in figures.py) and the
+    configuration whose colour the bar takes, not a label to parse."""
+    cells = read_all([FIXTURES / "h200-paired" / "results.jsonl"])
+    answers, labels = answer(cells), config_labels(config_of(c) for c in cells)
+    figures = figures_of(cells, answers, labels)
+    bars = ceiling_bars(figures, answers)
+    assert len(bars) == 4
+    for bar in bars:
+        served = figures[(bar.config, 1)].served
+        assert served is not None and bar.share == served.share and bar.label.startswith(labels[bar.config])
 
 
 def test_capacity_chart_draws_the_objective_tables_values(drawn):

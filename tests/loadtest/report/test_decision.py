@@ -11,7 +11,7 @@ from loadtest.judge.goals import Target
 from loadtest.report import page as report
 from loadtest.report.answers.answers import answer
 from loadtest.report.card.card import card_for
-from loadtest.report.card.decision import why_none_lines
+from loadtest.report.card.decision import run_next, why_none_lines
 from loadtest.report.configs import config_labels, config_of
 from loadtest.report.sections.objective_table import objective_table
 from loadtest.report.sizing.instances import Pricing, replicas_by_config
@@ -50,9 +50,9 @@ def test_the_h100_card_says_no_setup_met_10_ms_and_why_below_it(tmp_path):
         ("5,000 req/s · p99 ≤ 10 ms · 32 images/request", "GPU", "none")]
     first_screen = "\n".join(md.splitlines()[:25])
     assert "USD" not in first_screen and "replicas" not in first_screen
-    # the run's own targets, at the price list it was priced at
-    assert f'Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" GOALS="5000:10:1 5000:10:32" ' \
-           f"PRICES={DEFAULT_PRICES}" in md
+    # the run's own targets; its price list is the default one, which `make capacity` reads without PRICES
+    assert 'Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" GOALS="5000:10:1 5000:10:32" ' \
+           "LOADTEST_ARGS=" in md
     why = [line for line in md.splitlines() if line.startswith("Why none confirmed")]
     assert why[0].startswith("Why none confirmed p99 ≤ 10 ms at request batch 1: on the CPU")
     assert "requests paused about 30 ms" in why[0] and "more servers would not meet it" in why[0]  # the CPU's stalls
@@ -130,9 +130,17 @@ def test_an_answer_the_serving_path_bounded_gets_no_price_but_what_to_run_next()
     assert row == ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "batching on (profile cpu)",
                    "1,005.1 confirmed, upper end 1,082.4", "9.55", "CPU 86% of 1 core", "27%")
     assert "USD" not in "\n".join(card.lines())
-    assert card.run_next == (f'`make capacity SERVE="cpu/cpu cpu/off" GOALS="5000:10:1" PRICES={DEFAULT_PRICES}` on '
-                             "TF Serving.")
+    # priced on the default list, which `make capacity` reads without PRICES: none printed
+    assert card.run_next == '`make capacity SERVE="cpu/cpu cpu/off" GOALS="5000:10:1"` on TF Serving.'
     assert card.words_outside_table() <= 60 and len(card.header()) <= 9
+
+
+def test_run_next_names_a_price_list_only_where_the_run_used_its_own():
+    configs = [config_of(c) for c in read_results(FIXTURES / "demo-run" / "results.jsonl")][:1]
+    targets = [Target(10.0, 1, 5000.0)]
+    assert "PRICES" not in run_next(configs, targets, str(DEFAULT_PRICES))
+    assert "PRICES" not in run_next(configs, targets, "")
+    assert f"PRICES={FIXTURES / 'prices.toml'}" in run_next(configs, targets, str(FIXTURES / "prices.toml"))
 
 
 def test_the_glossary_spells_out_every_configuration_and_the_terms_the_tables_use(tmp_path):
@@ -248,7 +256,8 @@ def test_the_box_range_counts_one_instance_type():
 
 def test_run_next_parses_as_make_capacity_with_the_runs_goals_prices_and_server_flags(tmp_path):
     """Pasted as printed, it runs: `make capacity` with the run's own targets (GOALS, as goals.py parses them),
-    its price list and the embedded server's flags, every variable one the Makefile defines."""
+    its price list (one of its own: the default one is not printed) and the embedded server's flags, every variable
+    one the Makefile defines."""
     import re
     import shlex
 
@@ -256,8 +265,10 @@ def test_run_next_parses_as_make_capacity_with_the_runs_goals_prices_and_server_
     from tests.support.paths import REPO
 
     shutil.copytree(FIXTURES / "h200-paired", tmp_path / "h200-paired")
+    own = tmp_path / "my prices.toml"  # a space in it: quoted for the shell
+    shutil.copy(DEFAULT_PRICES, own)
     md = report.run([tmp_path / "h200-paired" / "results.jsonl"], p99_ms=25, target_rps=2000,
-                    prices=DEFAULT_PRICES)[1].read_text()
+                    prices=own)[1].read_text()
     [line] = [line for line in md.splitlines() if line.startswith("Run next: ")]
     found = re.search(r"`([^`]*)`", line)
     assert found is not None and line.endswith("` on TF Serving.")
@@ -267,7 +278,7 @@ def test_run_next_parses_as_make_capacity_with_the_runs_goals_prices_and_server_
     assert set(assigned) == {"SERVE", "GOALS", "PRICES", "LOADTEST_ARGS"}
     assert [parse_goal(goal) for goal in assigned["GOALS"].split()] == [Target(25.0, 1, 2000.0)]
     assert assigned["SERVE"].split() == ["cpu/cpu", "cpu/off", "gpu/gpu", "gpu/off"]
-    assert Path(assigned["PRICES"]) == DEFAULT_PRICES and DEFAULT_PRICES.is_file()
+    assert Path(assigned["PRICES"]) == own
     assert shlex.split(assigned["LOADTEST_ARGS"]) == ["--server-flags=--backend jax"]
     makefile = (REPO / "Makefile").read_text()
     recipe = makefile[makefile.index("\ncapacity: "):].split("\n\n", 1)[0]

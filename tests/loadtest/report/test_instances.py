@@ -172,10 +172,11 @@ def test_demo_sizing_on_the_example_prices_names_instances_and_example_prices():
     done = invoke("size", "--p99-ms", "10", "--target-rps", "50000", DEMO)
     assert done.exit_code == 0, done.stderr
     # 50000 / 804.08 = 62.2 -> 63 replicas; N + 1: (32 + 1) x general-2 at 0.085 = 2.805 beats (4 + 1) x general-16
-    # at 0.68 = 3.40 (with no spare the two tied at 2.72)
+    # at 0.68 = 3.40 (with no spare the two tied at 2.72); over the bracket, as the card: at its upper end 1,082.4,
+    # 50000 / (1082.4 x 0.8) = 57.7 -> 58 replicas -> 29 instances, so 29–32 + 1 spare
     out = done.stdout
     assert "EXAMPLE prices, not quotes" in out
-    assert "63 replica(s) of 1 core of AMD EPYC on 32 + 1 spare × general-2" in out
+    assert "63 replica(s) of 1 core of AMD EPYC on 29–32 + 1 spare × general-2" in out
     assert "2.81 USD/h" in out and "from a 1-core measurement" in out
 
 
@@ -226,7 +227,9 @@ def test_the_cards_cost_cells_name_instances_or_the_refusal(tmp_path):
     assert cpu[6:] == ("1 + 1 spare × general-16 (bound unchecked)", "1.36", "0.0756")
     labels = config_labels(map(config_of, results))
     out = summary.summarise(results, answer(results), labels, 10.0, summary.Pricing(5000, 0.2, book))
-    assert "USD per instance-hour" in out.tables[0].caption
+    # the rule under the card's sizing table, the device table pointing to it
+    assert out.sizing is not None and "USD per instance-hour" in out.sizing.caption
+    assert out.tables[0].caption.endswith("The card's boxes, worked: its sizing table, under its Terms.")
     nothing = prices.load_prices(price_file(tmp_path, '[instances."gpu"]\nvcpus = 8\ngpus = 1\ngpu = "NVIDIA L4"\n'
                                                       'price_per_hour = 1.0\n'))
     card = card_for(results, summary.Pricing(5000, 0.2, nothing, replicas_by_config(results)), target)

@@ -151,8 +151,10 @@ def test_an_unswept_run_is_sized_on_its_best_as_before(tmp_path):
 
 
 def caption(cells, priced: Pricing) -> str:
+    """The sizing rule as the report prints it: the card's sizing table's caption (the device table's without one)."""
     labels = config_labels(config_of(c) for c in cells)
-    return summarise(cells, answer(cells), labels, pricing=priced).tables[0].caption
+    summary = summarise(cells, answer(cells), labels, pricing=priced)
+    return (summary.sizing or summary.tables[0]).caption
 
 
 def sizing_text(cells, prices: Path) -> str:
@@ -224,6 +226,27 @@ def test_the_report_has_the_section_and_figures_json_each_point(tmp_path):
                          "p99_objective_ms": 10.0, "cores": 2, "capacity_rps": 900.0, "upper_rps": 990.0000000000001,
                          "linear_rps": 1000.0, "efficiency": 0.9, "efficiency_low": 0.8182, "efficiency_high": 0.99,
                          "shares_loadgen": False, "at_least": False}
+
+
+def test_the_shapes_chart_draws_each_shape_in_its_configurations_colour(tmp_path, monkeypatch):
+    """A shape is a server of its own: its point is in the colour that configuration has in every chart (#58), the
+    family's line dark, not a colour of its own."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from loadtest.report.charts import colours_of
+
+    cells = shape_run({1: 500.0, 2: 900.0})
+    colours = colours_of(config_labels(config_of(c) for c in cells))
+    plt.close("all")
+    monkeypatch.setattr(plt, "close", lambda *_: None)
+    report.build_report(cells)
+    [fig] = [plt.figure(n) for n in plt.get_fignums() if plt.figure(n).axes[0].get_xlabel() == "cores per replica"]
+    points = [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) == 1 and line.get_marker() == "o"]
+    assert {(int(p.get_xdata()[0]), to_hex(p.get_color())) for p in points} == \
+        {(1, colours["cpu-off-1c"]), (2, colours["cpu-off-2c"])}
+    monkeypatch.undo()
+    plt.close("all")
 
 
 def test_an_unswept_report_has_no_shapes():

@@ -24,7 +24,7 @@ import pytest
 from loadtest.evidence.vocab import LoadMode
 from loadtest.report.answers.sources import highest_passing
 from loadtest.report.series import AnalysisError
-from loadtest.report.sizing import prices, size
+from loadtest.report.sizing import fleet, prices, size
 from tests.loadtest.report.handmade import cell, search, server
 from tests.support.cli import invoke
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
@@ -47,13 +47,13 @@ CAPACITY = str(FIXTURES / "capacity-run" / "results.jsonl")
     (5000, 2650, 0.2, 3),  # 2.36
 ])
 def test_replicas_needed(target, capacity, headroom, expected):
-    assert size.replicas_needed(target, capacity, headroom) == expected
+    assert fleet.replicas_needed(target, capacity, headroom) == expected
 
 
 def test_costs():
-    assert size.cost_per_hour(0.40, 5) == pytest.approx(2.00)
-    assert size.cost_per_million(2.00, 5000) == pytest.approx(2.00 / 18.0)  # 18e6 images/h
-    assert size.cost_per_million(12.00, 5000 * 32) == pytest.approx(12.00 / 576.0)
+    assert fleet.cost_per_hour(0.40, 5) == pytest.approx(2.00)
+    assert fleet.cost_per_million(2.00, 5000) == pytest.approx(2.00 / 18.0)  # 18e6 images/h
+    assert fleet.cost_per_million(12.00, 5000 * 32) == pytest.approx(12.00 / 576.0)
 
 
 # ----------------------------------------------------------------------------- prices
