@@ -27,6 +27,7 @@ from loadtest.bundle.build import (
 )
 from loadtest.bundle.run_outputs import OUT_FILES
 from loadtest.evidence.records import read_results
+from loadtest.search import run_budget
 
 
 def test_wheel_names_are_compared_as_pip_normalises_them():
@@ -59,17 +60,28 @@ def test_locust_gets_the_last_quarter_of_the_cores(monkeypatch):
     assert run_args.core_split(0) == ("", "", 1)  # one core: nothing pinned
 
 
-def test_the_defaults_search_all_four_configurations_at_batches_1_and_32_paired_in_one_call(tmp_path):
+def test_the_defaults_search_all_four_configurations_at_batch_1_with_their_tool_ceiling_paired_in_one_call(tmp_path):
     """9 minutes, ~20 s of it for install and probes and at most 60 s for the smoke test: gpu-off, gpu-gpu, cpu-off
-    and cpu-cpu at request batches 1 and 32, their server starts and reference cells included, with 10% and the
-    report's time to spare."""
+    and cpu-cpu at request batch 1, their server starts, their twins (a start, a check cell a search, 15% of the
+    searches' time) and reference cells included, with 10% and the report's time to spare; batch 32 does not fit
+    with the tool ceiling, and is named; without it (`--no-tool-ceiling`), batches 1 and 32 both fit."""
     args = device_run.parse(["--out", str(tmp_path)])
-    assert args.batches == "1,32"
-    plan = budget.plan_paired([("gpu", "off"), ("gpu", "gpu"), ("cpu", "off"), ("cpu", "cpu")], [1, 32],
-                              run_args.costs(args, 2), args.budget_min * 60 - 20 - smoke.SMOKE_S,
-                              run_args.reference_s(args))
-    assert plan.paired and len(plan.kept) == 8 and not plan.left_out and plan.batches() == [1, 32]
+    assert args.batches == "1,32" and args.tool_ceiling
+    configurations = [("gpu", "off"), ("gpu", "gpu"), ("cpu", "off"), ("cpu", "cpu")]
+    budget_s = args.budget_min * 60 - 20 - smoke.SMOKE_S
+    plan = budget.plan_paired(configurations, [1, 32], run_args.costs(args, 2), budget_s, run_args.reference_s(args))
+    assert plan.paired and len(plan.kept) == 4 and plan.batches() == [1]
+    assert {o.search.batch for o in plan.left_out} == {32} and "need" in plan.left_out[0].reason
     assert plan.costs.search_s == 0.35 * 60 + 6 + 0.5 + 6  # 21 s a search and the cell it may start at its end
+    assert plan.costs.twin_cell_s == budget.CELL_OVERHEAD_S + 0.5 + 1.5
+    assert "the tool ceiling: a twin's start 15 s" in plan.describe()[0]
+    args = device_run.parse(["--out", str(tmp_path), "--no-tool-ceiling"])
+    plan = budget.plan_paired(configurations, [1, 32], run_args.costs(args, 2), budget_s, run_args.reference_s(args))
+    assert plan.paired and len(plan.kept) == 8 and not plan.left_out and plan.batches() == [1, 32]
+
+
+def test_the_tool_ceilings_share_is_the_capacity_runs():
+    assert budget.TOOL_CEILING_SHARE == run_budget.TOOL_CEILING_SHARE
 
 
 def test_a_failed_smoke_test_stops_the_run_before_any_search_saying_why(monkeypatch, tmp_path):
