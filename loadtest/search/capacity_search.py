@@ -109,7 +109,7 @@ class Capacities:
             return
         clock = TwinClock(began, TOOL_CEILING_SHARE, self.budget.end() if self.budget is not None else None)
         clock.start()
-        twins = ToolCeilings(self.request, self.cells, self.prober, self.run_dir / "servers", clock, self.shapes)
+        twins = ToolCeilings(self.request, self.cells, self.prober, self.run_dir / "servers", clock)
         for slot in self.servers:
             twins.check(slot, [o for o in self.outcomes if o.server == slot.name])
 

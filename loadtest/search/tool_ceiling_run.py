@@ -20,12 +20,12 @@ Not for: the pass rule (`loadtest.judge.tool_ceiling`) or what the report reads 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from loadtest.evidence.records import CellResult
-from loadtest.evidence.search_tag import SearchTag, ShapeTag
+from loadtest.evidence.search_tag import SearchTag
 from loadtest.evidence.vocab import Check, LoadMode, Role
 from loadtest.judge.tool_ceiling import check_rate, twin_failure
 from loadtest.measure import plan as plans
@@ -99,7 +99,6 @@ class ToolCeilings:
     prober: Prober
     build_dir: Path  # where the twins' servers keep their files and logs
     clock: TwinClock
-    shapes: Mapping[str, ShapeTag] = field(default_factory=dict)  # a shape sweep's: each configuration's shape
 
     def check(self, slot: Slot, outcomes: Sequence[Outcome]) -> None:
         """`slot`'s twin checks each outcome with an answer; one failed twin cell per outcome where it cannot."""
@@ -166,10 +165,12 @@ class ToolCeilings:
                          objectives=self.request.objectives)
         return self._retag(tag, outcome)
 
-    def _retag(self, tag: SearchTag, outcome: Outcome) -> SearchTag:
-        """A twin's cell: role `tool_ceiling`, id `<search>/tool-ceiling`, `checks` the search, its shape."""
+    @staticmethod
+    def _retag(tag: SearchTag, outcome: Outcome) -> SearchTag:
+        """A twin's cell: role `tool_ceiling`, id `<search>/tool-ceiling`, `checks` the search. No replica shape:
+        the twin is not a shape searched (its server's name and cores say where it ran)."""
         return replace(tag, id=f"{outcome.search_id}/{TWIN}", role=Role.TOOL_CEILING, checks=outcome.search_id,
-                       shape=self.shapes.get(outcome.server))
+                       shape=None)
 
     def _not_started(self, planned: ServedEndpoint, outcomes: Sequence[Outcome], reason: str) -> None:
         why = f"tool ceiling not measured: {reason}"
