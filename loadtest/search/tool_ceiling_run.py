@@ -149,8 +149,14 @@ class ToolCeilings:
         search = CapacityRun(request, self.cells, target, f"{outcome.search_id}/{TWIN}", self.prober,
                              outcome.batch_size, model_version=version, asked=outcome.objective,
                              retag=lambda tag: self._retag(tag, outcome))
-        answer = search.run()
-        self.cells.say(answer_line(answer, f"tool ceiling of {outcome.search_id}"))
+        try:
+            answer = search.run()
+        except ValueError as exc:  # settings the search refuses: its check cell stands, said so
+            self.cells.say(f"tool ceiling of {outcome.search_id}: the twin's own search did not start: {exc}")
+            return
+        # not a `capacity: ` line: those are the searches' answers (the bundle and the console's end read them)
+        self.cells.say(f"tool ceiling of {outcome.search_id} ({outcome.server}), the twin's own search: "
+                       + answer_line(answer).removeprefix("capacity: "))
         if answer.interrupted:
             raise Interrupted()
 
