@@ -27,6 +27,7 @@ from loadtest.bundle.build import (
 )
 from loadtest.bundle.run_outputs import OUT_FILES
 from loadtest.evidence.records import read_results
+from loadtest.judge.tool_ceiling import is_twin
 from loadtest.search import run_budget
 
 
@@ -216,14 +217,17 @@ def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cp
     assert summary["torch_round_trip"]["note"] in ("PyTorch not installed", "no CUDA")
     source = json.loads((cpu_bundle[1] / "project" / "SOURCE.json").read_text())
     assert summary["source"]["commit"] == source["commit"] == source_record()["commit"]
-    cells = read_results(out / "results.jsonl")
-    assert cells and all(c.provenance.git_commit == source["commit"] for c in cells)
+    every = read_results(out / "results.jsonl")
+    assert every and all(c.provenance.git_commit == source["commit"] for c in every)
+    # the tool ceiling's twins: the null backend, each checking a search of this run (issue #59)
+    twins, cells = [c for c in every if is_twin(c)], [c for c in every if not is_twin(c)]
+    assert all(c.search and c.search.checks and c.server.name.endswith("-tool-ceiling") for c in twins)
     assert all(c.server.versions.get("runtime") == "jax" and "tensorflow" not in c.server.versions for c in cells)
     # one comparison per request batch: both searches' cells and the reference cells tagged with it, interleaved
     tags = {json.dumps(c.tag.comparison.to_dict(), sort_keys=True) for c in cells}
     assert len(tags) == len({b for _, _, b in kept}) and all(json.loads(t)["paired"] for t in tags)  # one a batch
     assert {c.search and c.search.role for c in cells} >= {"reference", "probe"}
-    assert summary["results_lines"] == len(cells) and set(summary["by_configuration"]) <= {"cpu-off", "cpu-cpu"}
+    assert summary["results_lines"] == len(every) and set(summary["by_configuration"]) <= {"cpu-off", "cpu-cpu"}
     report = (out / "report.md").read_text()
     # the decision opens the report, the record and the console's end; the record's figures are the report's
     assert summary["decision"][0].startswith(("# NOT FOR BUYING — ", "# FOR BUYING — "))
