@@ -34,17 +34,18 @@ OUTSTANDING = 32  # part 3: requests in flight, ours as users, h2load's as strea
 Print = Callable[[str], None]
 
 
-def predict_body(server: ServedEndpoint, samples: Path, work: Path) -> Path:
-    """The gRPC body h2load posts: the very request our client sends first, checked to be answered OK."""
+def predict_body(server: ServedEndpoint, samples: Path, work: Path, batch_size: int = 1) -> Path:
+    """The gRPC body h2load posts: the very request our client sends first (`batch_size` images), checked to be
+    answered OK."""
     from loadtest.load.client import GrpcPredictClient, Samples
 
-    client = GrpcPredictClient(server.grpc_target, server.model_name, "serving_default", Samples.load(samples), 1,
-                               check="shape", variants=1)
+    client = GrpcPredictClient(server.grpc_target, server.model_name, "serving_default", Samples.load(samples),
+                               batch_size, check="shape", variants=1)
     try:
         record = client.call(0)
         if not record.ok:
             raise RuntimeError(f"the server does not answer the benchmark's request: {record.status} {record.error}")
-        body = work / f"predict-{server.grpc_port}.bin"
+        body = work / f"predict-{server.grpc_port}-b{batch_size}.bin"
         body.write_bytes(grpc_frame(client.requests[0].payload))
     finally:
         client.close()

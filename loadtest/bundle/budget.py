@@ -9,6 +9,8 @@ CPU). So `run.py` plans before it starts, from an explicit estimate of each part
   have started just before the deadline, or within its steps (and the closed-loop probe before them),
   whichever is less; a cell at most is Locust's start, the warm-up and `--max-rate-s` of measuring;
 - a configuration's server start (and stop), paid once for all the batches searched on it;
+- the tool ceiling (`Costs.twin_cell_s`): each configuration's twin started after the searches, one check cell per
+  search, and `TOOL_CEILING_SHARE` of the searches' time for a twin's own search where its check fails;
 - a reserve for what runs after the searches whatever they are (report, profile, tuning), and a
   margin; `run.py` plans once it has installed and probed, with the time then left.
 
@@ -47,6 +49,10 @@ CELL_OVERHEAD_S = 6.0  # Locust's start, drain and the metrics scrapes around on
 # standard library only; a test checks they agree): its warm-up and measured seconds, and every how many rounds.
 REFERENCE_CELL_S = 0.3 + 1.0
 REFERENCE_EVERY = 3
+# The tool ceiling (`loadtest.search.tool_ceiling_run`): after its searches a capacity run starts each configuration's
+# null-backend twin (one more server start), checks each answer with one cell, and searches the twin's own capacity
+# within this share of the searches' time (`loadtest.search.run_budget.TOOL_CEILING_SHARE`: a test checks they agree).
+TOOL_CEILING_SHARE = 0.15
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,17 @@ class Costs:
     start_s: float  # one configuration's server start and stop, with its process's start
     reserve_s: float  # after the searches (report, profile, tuning): spent whatever is searched
     margin: float = 0.1  # share of the budget left unplanned
+    twin_cell_s: float = 0.0  # a tool-ceiling twin's check cell (0: no tool ceiling measured)
+
+    @property
+    def per_start_s(self) -> float:
+        """A configuration's server start, and its twin's where the tool ceiling is measured."""
+        return self.start_s * (2 if self.twin_cell_s else 1)
+
+    @property
+    def per_search_s(self) -> float:
+        """A search at most, with its twin's check cell and its share of the twin's own search."""
+        return self.search_s + (self.twin_cell_s + TOOL_CEILING_SHARE * self.search_s if self.twin_cell_s else 0.0)
 
 
 @dataclass(frozen=True)
@@ -107,8 +124,10 @@ class Plan:
     def describe(self) -> list[str]:
         """What the plan keeps and leaves out, one line each."""
         c = self.costs
+        twin = (f"; the tool ceiling: a twin's start {c.start_s:.0f} s, its check {c.twin_cell_s:.0f} s a search and "
+                f"{TOOL_CEILING_SHARE:.0%} of the searches' time" if c.twin_cell_s else "")
         lines = [f"budget {self.budget_s:.0f} s: reserve {c.reserve_s:.0f} s (report, profile, tuning), "
-                 f"margin {c.margin:.0%}; a search at most {c.search_s:.0f} s, a server start {c.start_s:.0f} s; "
+                 f"margin {c.margin:.0%}; a search at most {c.search_s:.0f} s, a server start {c.start_s:.0f} s{twin}; "
                  f"{len(self.kept)} search(es) kept, {self.planned_s:.0f} s planned"
                  f"{', paired (all up at once, their cells interleaved)' if self.paired else ''}"]
         lines += [f"  {device}-{profile}: request batch {', '.join(map(str, batches))}"
@@ -153,7 +172,7 @@ def plan_to_budget(wanted: list[Search], costs: Costs, budget_s: float) -> Plan:
     spent = 0.0
     for search in wanted:
         started = any(k.server == search.server for k in kept)
-        cost = costs.search_s + (0.0 if started else costs.start_s)
+        cost = costs.per_search_s + (0.0 if started else costs.per_start_s)
         if spent + cost <= available:
             kept.append(search)
             spent += cost
@@ -173,7 +192,7 @@ def plan_paired(configurations: list[tuple[str, str]], batches: list[int], costs
     left_out: list[LeftOut] = []
     spent = 0.0
     for device, profile in configurations:
-        cost = costs.start_s + costs.search_s + (reference_s if len(kept) == 1 else 0.0)
+        cost = costs.per_start_s + costs.per_search_s + (reference_s if len(kept) == 1 else 0.0)
         if spent + cost <= available:
             kept.append((device, profile))
             spent += cost
@@ -182,7 +201,7 @@ def plan_paired(configurations: list[tuple[str, str]], batches: list[int], costs
             left_out += [LeftOut(Search(device, profile, b), reason) for b in batches]
     kept_batches = batches[:1] if kept else []
     for batch in batches[1:]:
-        cost = len(kept) * costs.search_s + (reference_s if len(kept) > 1 else 0.0)
+        cost = len(kept) * costs.per_search_s + (reference_s if len(kept) > 1 else 0.0)
         if kept and spent + cost <= available:
             kept_batches.append(batch)
             spent += cost
@@ -196,9 +215,9 @@ def plan_paired(configurations: list[tuple[str, str]], batches: list[int], costs
 
 def batches_that_fit(count: int, costs: Costs, left_s: float) -> int:
     """How many of a configuration's `count` planned searches still fit `left_s` (checked at run time)."""
-    if left_s < costs.start_s + costs.search_s:
+    if left_s < costs.per_start_s + costs.per_search_s:
         return 0
-    return min(count, int((left_s - costs.start_s) // costs.search_s))
+    return min(count, int((left_s - costs.per_start_s) // costs.per_search_s))
 
 
 @dataclass(frozen=True)
@@ -244,7 +263,7 @@ def shape_bound_s(configurations: int, batches: int, costs: Costs, reference_s: 
     """One replica shape at most: each configuration's server start, its searches at every request batch, and
     `reference_s` at each batch (a paired comparison's reference cells; 0 for one configuration or searched one
     after the other)."""
-    return configurations * (costs.start_s + batches * costs.search_s) + batches * reference_s
+    return configurations * (costs.per_start_s + batches * costs.per_search_s) + batches * reference_s
 
 
 def plan_shapes(shapes: list[int], configurations: int, batches: int, costs: Costs, budget_s: float,

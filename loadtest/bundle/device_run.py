@@ -262,7 +262,7 @@ class DeviceRun:
                 continue
             command = self.capacity_command(plan_file, f"{device}-{profile}", [f"{device}/{profile}"], batches[:fit])
             self.command(f"{device}-{profile}", command,
-                         min(plan.costs.start_s + fit * plan.costs.search_s, self.left_s() - reserve))
+                         min(plan.costs.per_start_s + fit * plan.costs.per_search_s, self.left_s() - reserve))
             if self.args.tune_minutes > 0 and profile != "off":
                 self.tune(device, plan_file, batches[0])
 
@@ -285,6 +285,7 @@ class DeviceRun:
                 str(PROJECT / "models"), "--results-dir", str(self.work / "results" / name), "--max-steps",
                 str(a.max_steps), "--max-minutes", str(a.max_minutes), "--max-rate-s", str(a.max_rate_s),
                 "--confidence", str(a.confidence), "--unmet-ok", "--no-report", *(f"--batch={b}" for b in batches),
+                *(() if a.tool_ceiling else ("--no-tool-ceiling",)),
                 *sizing_flags(a, batches)]
 
     def tune(self, device: str, plan_file: Path, batch: int) -> None:

@@ -62,6 +62,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         "by default; 0 allowed): passed to capacity and report")
     parser.add_argument("--loadgen-cores", type=int, default=0,
                         help="cores for Locust (default: sized by the smoke test's CPU costs; a quarter without them)")
+    parser.add_argument("--no-tool-ceiling", dest="tool_ceiling", action="store_false",
+                        help="no tool ceiling (each configuration's null-backend twin after the searches): its time "
+                        "goes to the searches (with it, the default 9 minutes keep request batch 1 only)")
     parser.add_argument("--sequential", action="store_true",
                         help="search each configuration alone, one after the other, instead of all up at once with "
                         "their cells interleaved (paired: the GPU/CPU ratio and batching gains from the same minutes)")
@@ -114,12 +117,20 @@ def search_s(args: argparse.Namespace) -> float:
 
 def costs(args: argparse.Namespace, devices: int) -> budget.Costs:
     """The plan's estimates: a search at most, a server start, and what is reserved after the searches."""
-    return budget.Costs(search_s(args), args.start_s, reserve_s=after_searches_s(args, devices))
+    return budget.Costs(search_s(args), args.start_s, reserve_s=after_searches_s(args, devices),
+                        twin_cell_s=twin_cell_s(args))
 
 
 def sweep_costs(args: argparse.Namespace) -> budget.Costs:
     """A shape sweep's estimates: a search at most, a server start, and the report after them."""
+    # no twin costs: the sweep's capacity run keeps its tool ceiling's share within --shapes-budget-min (`run_budget`)
     return budget.Costs(search_s(args), args.start_s, reserve_s=REPORT_S)
+
+
+def twin_cell_s(args: argparse.Namespace) -> float:
+    """A tool-ceiling twin's check cell, one open-loop cell of the plan's windows (`loadtest.search.tool_ceiling_run`);
+    0 with `--no-tool-ceiling`."""
+    return budget.CELL_OVERHEAD_S + WARMUP_S + args.measure_s if args.tool_ceiling else 0.0
 
 
 def reference_s(args: argparse.Namespace) -> float:

@@ -138,7 +138,7 @@ def runtimes(**options) -> None:
 def loadgen(against_h2load: bool, **options) -> None:
     """What one Locust process sustains and how exactly it measures, against the null backend and h2load."""
     from loadtest.benchmarks import loadgen as bench_loadgen
-    from loadtest.benchmarks import reference
+    from loadtest.benchmarks import reference, tool_ceiling_bench
     from loadtest.benchmarks.h2load import H2loadError
     from loadtest.benchmarks.loadgen import LoadgenBenchError, LoadgenOptions
     from serving.deploy.process import ServerNotReady
@@ -150,6 +150,7 @@ def loadgen(against_h2load: bool, **options) -> None:
         bench_loadgen.run(settings, work, echo=click.echo)
         if against_h2load:
             reference.run(settings, work, echo=click.echo)
+        tool_ceiling_bench.run(settings, work, click.echo, against_h2load)
     except (LoadgenBenchError, H2loadError, ServerNotReady, OSError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
 

@@ -46,6 +46,7 @@ from loadtest.measure import plan as plans
 from loadtest.measure.cell_sweep import Interrupted
 from loadtest.measure.targets import SweepError
 from loadtest.report.series import AnalysisError
+from loadtest.search.run_budget import TOOL_CEILING_SHARE
 from serving.deploy.process import pinned_cores
 from serving.endpoint import Device
 
@@ -190,12 +191,16 @@ def rate_view(rows: Sequence[Any]) -> Table:
 @click.option("--budget-min", type=click.FloatRange(min=0, min_open=True), default=None,
               help="the whole run's time, its report included: its searches and repeats share it, and a repeat that "
               "does not fit is not started (default: the plan's [capacity] budget_min, else none)")
+@click.option("--no-tool-ceiling", "tool_ceiling", is_flag=True, flag_value=False, default=True,
+              help="skip the tool ceiling: each configuration's twin (the null backend, same cores and Locust "
+              "processes) checked at 2x its answers after the searches (default: measured, within "
+              f"{TOOL_CEILING_SHARE:.0%} of --budget-min)")
 @search_options
 @sizing_options
 @click.pass_context
 def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok: bool, repeats: int,
                      max_repeats: int | None, sequential: bool, shapes: str | None, shapes_budget_min: float | None,
-                     budget_min: float | None, plan_path: Path, results_dir: Path, report: bool,
+                     budget_min: float | None, tool_ceiling: bool, plan_path: Path, results_dir: Path, report: bool,
                      target_rps: float | None, prices: Path, headroom: float, spare: int, goals: tuple[Target, ...],
                      **values: Any) -> None:
     """The highest open-loop rate each server serves at p99 <= --p99-ms: bracket, bisect, confirm.
@@ -244,6 +249,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
             click.echo("\n".join(sweep.lines()))
         run = Capacities(request, slots, batch_sizes, results_dir, plan_path=str(plan_path),
                          interleaved=not sequential, repeats=Repeats(repeats, max_repeats or repeats, without_majority),
+                         tool_ceiling=tool_ceiling,
                          budget_s=searches_budget_s(plan, sweep.budget_s if sweep else None, began))
         with sigterm_as_interrupt():
             outcomes = run.run()

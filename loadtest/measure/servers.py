@@ -81,6 +81,7 @@ class ToStart:
     launch: plans.LaunchSettings
     copy: int = 1  # the same configuration asked for again in one run: a second server, named `#2`
     shape: ReplicaShape | None = None  # a shape sweep's replica: k cores, one frontend each (None: the plan's cores)
+    suffix: str = ""  # a name's end: a tool-ceiling twin's (`loadtest.search.tool_ceiling_run`), `-tool-ceiling`
 
     @property
     def family(self) -> str:
@@ -92,7 +93,7 @@ class ToStart:
     def name(self) -> str:
         """How results name it: its `family`, and its shape where it has one (`cpu-off-2c`)."""
         tag = self.shape_tag()
-        return tag.server_name if tag else self.family
+        return (tag.server_name if tag else self.family) + self.suffix
 
     def shape_tag(self) -> ShapeTag | None:
         """What its search's cells record about its shape (None outside a shape sweep)."""

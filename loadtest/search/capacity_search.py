@@ -2,15 +2,13 @@
 
 `Capacities` runs `loadtest.search.capacity.CapacitySearch` once per server and request batch, all into one
 results directory: on the running servers, or on configurations it starts (`loadtest.measure.servers`). Each
-rate asked for is one open-loop cell (a confirmation `confirm_factor` times longer) appended to `results.jsonl`
-with the search's tag; a rate measured again takes the next arrival seed (new bursts, not the same). A cell
-the load generator limited is measured again with one more Locust process while its cores allow, else the
-answer is "at least". Without a start rate a short closed-loop probe (concurrency 4) measures what the server
-takes and the search starts at half of it (paired: every search at the lowest of those). A server that does
-not start or answer gets one failed cell (role `start`), and the next goes on.
+search is a `loadtest.search.capacity_run.CapacityRun` (every rate one recorded open-loop cell). Without a start
+rate each search starts at half a short closed-loop probe's throughput (paired: every search at the lowest of
+those). A server that does not start or answer gets one failed cell (role `start`), and the next goes on. After the
+searches, each configuration's tool ceiling is measured (`loadtest.search.tool_ceiling_run`; `tool_ceiling=False`:
+not), within its share of the run's time budget (`loadtest.search.run_budget.TOOL_CEILING_SHARE`).
 
-Not for: the search's decisions (`loadtest.search.capacity`) or a grid of cells (`loadtest.measure.cell_sweep`).
-"""
+Not for: the search's decisions (`loadtest.search.capacity`) or a grid of cells (`loadtest.measure.cell_sweep`)."""
 
 from __future__ import annotations
 
@@ -23,137 +21,21 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from loadtest.evidence.objective import Objective
-from loadtest.evidence.search_tag import ComparisonTag, SearchTag, ShapeTag
+from loadtest.evidence.search_tag import ComparisonTag
 from loadtest.evidence.tables import plain_table
 from loadtest.evidence.vocab import LoadMode, Role
-from loadtest.judge.conclusion import DEFAULT_OBJECTIVES_MS
-from loadtest.judge.confidence import DEFAULT_CONFIDENCE
-from loadtest.judge.verdicts import client_limited
 from loadtest.measure import plan as plans
-from loadtest.measure.cell_sweep import CellRunner, Interrupted, cell_estimate_s
+from loadtest.measure.cell_sweep import CellRunner, Interrupted
 from loadtest.measure.probe import Prober
 from loadtest.measure.servers import Slot, StartFailed, ToStart
-from loadtest.search.capacity import CapacitySearch, Pairing
 from loadtest.search.capacity_output import outcome_line, trail_table
 from loadtest.search.capacity_request import CapacityRequest, Outcome
+from loadtest.search.capacity_run import CapacityRun, NotMeasured, search_tag
 from loadtest.search.comparison import Reference, Repeats, comparison_tag
 from loadtest.search.interleave import Turn, interleave
-from loadtest.search.run_budget import RunBudget
-from loadtest.search.search_settings import CapacityAnswer, Measured, SearchSettings
-from model_export.provenance import cpu_cores
-from serving.deploy.process import pinned_cores
+from loadtest.search.run_budget import TOOL_CEILING_SHARE, RunBudget
+from loadtest.search.tool_ceiling_run import ToolCeilings, TwinClock
 from serving.endpoint import ServedEndpoint
-
-PROBE_USERS = 4  # the start-rate probe: a short closed loop, enough users to keep a server busy
-
-
-@dataclass
-class CapacityRun:
-    """One search against one running server; every cell recorded by `cells` with the search's tag."""
-
-    request: CapacityRequest
-    cells: CellRunner
-    target: ServedEndpoint
-    search_id: str
-    prober: Prober
-    batch_size: int = 1
-    beat_rps: float | None = None  # a rate to beat (the tuner's incumbent): no pass there ends the search at once
-    model_version: int | None = None
-    measure_cell: Callable[..., Any] | None = None  # CellRunner.measure, or a paired comparison's turn at it
-    clock: Callable[[], float] = time.monotonic  # the search's deadline runs on it
-    comparison: ComparisonTag | None = None  # the paired comparison its cells belong to (`loadtest.search.comparison`)
-    pairing: Pairing | None = None  # paired: the comparison's seat, where the final answers are agreed
-    start_of: Callable[[float], float] | None = None  # paired: the comparison's common start, from this one's own
-    asked: Objective | None = None  # the search's objective (`CapacityRequest.searches_at`); None: the batch's
-    shape: ShapeTag | None = None  # its server's replica shape, in a shape sweep
-    _confirming: bool = False  # the last measured rate was a confirmation: its extensions are too
-    _processes: int = 0  # Locust processes now: the plan's, plus any added where its client was the limit
-    _measured_at: dict[float, int] = field(default_factory=dict)  # cells measured so far at each rate
-
-    def run(self) -> CapacityAnswer:
-        r = self.request
-        start = self.beat_rps or r.start_rps or self._start_from_probe()
-        if self.beat_rps is None and r.start_rps is None and self.start_of is not None:
-            start = self.start_of(start)
-        settings = SearchSettings(objective=self.objective, start_rps=start, precision=r.precision,
-                                  min_rps=r.min_rps, max_steps=r.max_steps, max_s=r.max_s, confidence=r.confidence,
-                                  max_rate_s=r.max_rate_s, gate=self.beat_rps is not None,
-                                  window_s=r.plan.run.measure_s,
-                                  confirm_window_s=r.plan.run.measure_s * r.confirm_factor,
-                                  cell_overhead_s=cell_estimate_s(r.plan.run) - r.plan.run.measure_s)
-        return CapacitySearch(settings, self._measure, clock=self.clock,
-                              interrupts=(Interrupted, KeyboardInterrupt), pairing=self.pairing).run()
-
-    @property
-    def objective(self) -> Objective:
-        return self.asked or self.request.objective_at(self.batch_size)
-
-    def _start_from_probe(self) -> float:
-        """Half the throughput a short closed loop gets (never below min_rps)."""
-        cell = plans.Cell(LoadMode.CLOSED, self.batch_size, PROBE_USERS, None)
-        result, probe = self._cell(cell, self.request.plan.run, Role.PROBE, None, False)
-        if not probe.ok or result.requests == 0:
-            raise _NotMeasured(f"the start-rate probe measured nothing: {result.failure_reason or probe.error}")
-        return max(self.request.min_rps, round(result.throughput_rps / 2, 1))
-
-    def _measure(self, rate_rps: float, role: Role, window_s: float | None, attempt: int = 0,
-                 held: bool = False) -> Measured:
-        self._processes = max(self._processes, self.request.plan.run.processes)
-        before = self._measured_at.get(rate_rps, 0)
-        self._measured_at[rate_rps] = before + 1
-        run = replace(self.request.plan.run, processes=self._processes,
-                      arrival_seed=self.request.plan.run.arrival_seed + before)
-        if window_s is not None:
-            run = replace(run, measure_s=window_s)
-        elif role == Role.CONFIRM:
-            run = replace(run, measure_s=run.measure_s * self.request.confirm_factor)
-        cell = plans.Cell(LoadMode.OPEN, self.batch_size, None, rate_rps)
-        confirming = role == Role.CONFIRM or (role == Role.EXTEND and self._confirming)
-        self._confirming = confirming
-        result, probe = self._cell(cell, run, role, rate_rps, confirming, attempt, held)
-        while probe.ok and client_limited(result) and self._processes < self._load_cores():
-            self._processes += 1
-            self.cells.say(f"the load generator was the limit at {rate_rps:g} req/s: measuring it again with "
-                           f"{self._processes} Locust processes")
-            run = replace(run, processes=self._processes)
-            result, probe = self._cell(cell, run, role, rate_rps, confirming, attempt)
-        return Measured(result, server_alive=probe.ok)
-
-    def _load_cores(self) -> int:
-        """Cores the load generator may use without taking the server's: its pinned cores; unpinned, the
-        cores beside a pinned server's; with neither pinned, only the processes it has (no way to tell)."""
-        plan = self.request.plan
-        pinned = pinned_cores(plan.run.loadgen_cpus)
-        if pinned:
-            return pinned
-        server = pinned_cores(plan.launch.server_cpus)
-        return max(1, cpu_cores() - server) if server else self._processes
-
-    def _cell(self, cell: plans.Cell, run: plans.RunSettings, role: Role, rate_rps: float | None, confirming: bool,
-              attempt: int = 0, held: bool = False):
-        tag = search_tag(self.search_id, role, self.objective, rate_rps, self.request.confidence, confirming,
-                         self.request.objectives, self.comparison)
-        tag = replace(tag, attempt=attempt, shape=self.shape)
-        measure = self.measure_cell or self.cells.measure
-        hold = {"held": True} if held else {}  # a paired comparison's final confirmation (`Turn.call`)
-        result, probe = measure(self.prober, self.target, cell, run, 0, self.model_version, search=tag, **hold)
-        self.model_version = probe.model_version or self.model_version
-        return result, probe
-
-
-def search_tag(search_id: str, role: Role, objective: Objective, rate_rps: float | None,
-               confidence: float = DEFAULT_CONFIDENCE, confirming: bool = False,
-               objectives: tuple[float, ...] = DEFAULT_OBJECTIVES_MS,
-               comparison: ComparisonTag | None = None) -> SearchTag:
-    """What a search's cell records about the search (`CellResult.search`); `CellRunner` adds the cell's own
-    evidence on the objective (`loadtest.judge.verdicts.evidence_record`). `objectives`: the p99s the report
-    answers the search's cells at, besides its own (`loadtest.report.answers.answers.objective_answers`); `comparison`:
-    the comparison it is part of (`loadtest.search.comparison.comparison_tag`), when it is."""
-    return SearchTag(search_id, role, objective, rate_rps, confidence, confirming, tuple(objectives), comparison)
-
-
-class _NotMeasured(Exception):
-    """A search that could not begin (its probe measured nothing)."""
 
 
 @dataclass
@@ -172,6 +54,7 @@ class Capacities:
     repeats: Repeats = field(default_factory=Repeats)  # how many times the whole comparison runs
     interleaved: bool = True  # several servers: paired (False: searched one after the other)
     budget_s: float | None = None  # the searches' whole time (--budget-min's, a shape sweep's), shared as they begin
+    tool_ceiling: bool = True  # after the searches, each configuration's twin (`loadtest.search.tool_ceiling_run`)
 
     def __post_init__(self) -> None:
         self.shapes = {s.name: tag for s in self.servers if isinstance(s, ToStart) and (tag := s.shape_tag())}
@@ -183,7 +66,8 @@ class Capacities:
         self.points = [(b, o) for b in self.batch_sizes for o in self.request.searches_at(b)]
         repeats = max(self.repeats.at_least, self.repeats.at_most)
         searches = len(self.servers) * len(self.points) * repeats
-        self.budget = RunBudget(self.budget_s, searches) if self.budget_s is not None else None
+        kept = TOOL_CEILING_SHARE if self.tool_ceiling else 0.0
+        self.budget = RunBudget(self.budget_s, searches, kept=kept) if self.budget_s is not None else None
         self._max_s: float | None = None  # the searches beginning now: their share of the budget
 
     def limit_each(self, max_s: float | None) -> None:
@@ -207,14 +91,27 @@ class Capacities:
         self.cells.say(f"capacity run {self.run_id}: {self._objectives()}, "
                        f"{len(self.servers)} server(s) x request batch {', '.join(map(str, self.batch_sizes))}"
                        f"{repeats} ({how}); results in {self.run_dir}")
+        began = time.monotonic()
         if self.budget is not None:
             self.budget.start()
         if self.paired:
-            self._run_paired()
+            self._run_paired(began)
         else:
             for repeat in self.repeats.each(self.cells, [self._comparison_id(*p) for p in self.points], self.budget):
                 self._run_sequential(repeat)
+            self._tool_ceilings(began)
         return self.outcomes
+
+    def _tool_ceilings(self, began: float) -> None:
+        """Each configuration's twin, checking its searches' answers (`loadtest.search.tool_ceiling_run`), within
+        the run budget's share for it (none: `TOOL_CEILING_SHARE` of the searches' time)."""
+        if not self.tool_ceiling:
+            return
+        clock = TwinClock(began, TOOL_CEILING_SHARE, self.budget.end() if self.budget is not None else None)
+        clock.start()
+        twins = ToolCeilings(self.request, self.cells, self.prober, self.run_dir / "servers", clock)
+        for slot in self.servers:
+            twins.check(slot, [o for o in self.outcomes if o.server == slot.name])
 
     def _run_sequential(self, repeat: int) -> None:
         names = [slot.name for slot in self.servers]
@@ -230,12 +127,13 @@ class Capacities:
                 for batch, objective in self.points:
                     self._not_searched(failed.planned, batch, failed.reason, objective=objective)
 
-    def _run_paired(self) -> None:
+    def _run_paired(self, began: float) -> None:
         with self._all_up(self.servers) as answering:
             for batch, objective in self.points:
                 for repeat in self.repeats.each(self.cells, [self._comparison_id(batch, objective)], self.budget):
                     if answering:
                         self._compare(answering, batch, repeat, objective=objective)
+            self._tool_ceilings(began)  # the servers still up
 
     def compare(self, slots: Sequence[Slot], batch_size: int) -> list[Outcome]:
         """One paired comparison of `slots` at `batch_size` (the tuner's unit: its incumbent and a challenger): all
@@ -348,7 +246,7 @@ class Capacities:
                        f"on {target.name} ({target.grpc_target})")
         try:
             answer = run.run()
-        except _NotMeasured as exc:
+        except NotMeasured as exc:
             return Outcome(target.name, batch_size, None, str(exc), run.objective, search_id)
         outcome = Outcome(target.name, batch_size, answer, objective=run.objective, search_id=search_id)
         self.cells.say(plain_table(trail_table(answer), 10_000) + "\n" + outcome_line(outcome, run.objective, True))

@@ -6,7 +6,9 @@ servers that took long to start, or searches that ended early, move the shares o
 comparison's searches begin together and run interleaved (each one's clock runs only while it is measured), so
 together they take the sum of their shares, plus the reference cells measured between their rounds: the reserve.
 A repeat of the comparison begins while at least half an average repeat's time is left (`SHORTEST_SHARE`, the
-tuner's rule for its evaluations too), its searches cut to what is left. `--budget-min` is the whole command's
+tuner's rule for its evaluations too), its searches cut to what is left. A run that measures the tool ceiling after
+its searches (`loadtest.search.tool_ceiling_run`) keeps `TOOL_CEILING_SHARE` of its time for it: its searches
+share the rest, so the twins add at most 0.15 / 0.85 (18%) to the searches' time. `--budget-min` is the whole command's
 time: its searches get it less what the command spent before they began and the report's reserve (`REPORT_S`).
 
 Not for: a search's own deadline (`loadtest.search.capacity`) or the bundle's minutes (`loadtest.bundle.budget`).
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 # search's slack (its final cell may end past its deadline by a little).
 PAIRED_RESERVE = 0.2
 ALONE_RESERVE = 0.05
+TOOL_CEILING_SHARE = 0.15  # of a run's time, kept for its twins after the searches (issue #59: at most 20% more)
 SHORTEST_SHARE = 0.5  # of an average repeat's (the tuner: evaluation's) time: with less left, none begins
 # What `capacity` takes after its searches: the report built (figures included) and the console's end (the demo's,
 # on a 2-core build machine with tests beside it: ~15 s), kept out of a `--budget-min`'s searches.
@@ -31,17 +34,22 @@ REPORT_S = 25.0
 
 @dataclass
 class RunBudget:
-    """`total_s` for the run's `searches`, counted from `start()`."""
+    """`total_s` for the run's `searches`, counted from `start()`; `kept` of it kept after them (the tool ceiling)."""
 
     total_s: float
     searches: int
     clock: Callable[[], float] = time.monotonic
+    kept: float = 0.0
     _deadline: float = field(default=0.0, init=False)
     _left: int = field(default=0, init=False)
 
     def start(self) -> None:
-        self._deadline = self.clock() + self.total_s
+        self._deadline = self.clock() + self.total_s * (1 - self.kept)
         self._left = self.searches
+
+    def end(self) -> float:
+        """When the whole budget ends, on `clock`: the searches' deadline and the share kept after it."""
+        return self._deadline + self.total_s * self.kept
 
     def share_s(self, starting: int, paired: bool) -> float:
         """The time of each of the `starting` searches that begin now."""
@@ -69,4 +77,4 @@ def searches_s(run_s: float, spent_s: float, report_s: float = REPORT_S) -> floa
     return max(0.0, run_s - spent_s - report_s)
 
 
-__all__ = ["REPORT_S", "SHORTEST_SHARE", "RunBudget", "searches_s", "share_of"]
+__all__ = ["REPORT_S", "SHORTEST_SHARE", "TOOL_CEILING_SHARE", "RunBudget", "searches_s", "share_of"]

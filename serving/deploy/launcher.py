@@ -75,7 +75,8 @@ def choose_launcher(device: str, kind: str, docker: DockerProbe,
     """Container when Docker can do it, else the embedded server; returns (launcher, note).
 
     The note says, in one line, why the embedded server was chosen; it is empty otherwise. A GPU
-    server is refused where the chosen backend's runtime (TensorFlow or JAX) sees no GPU.
+    server is refused where the chosen backend's runtime (TensorFlow or JAX) sees no GPU; the null backend, which runs
+    nothing on a device (a tool-ceiling twin's), is not (it would ask TensorFlow, absent from a device bundle).
     Embedded-server flags mean the embedded server: the container does not take them. Pinned cores
     (`StartRequest.cpus`) do not decide: either server takes them, the embedded server as its `taskset`,
     the container as its cpuset (a replica shape of k cores is the same on both, issue #52).
@@ -96,8 +97,9 @@ def choose_launcher(device: str, kind: str, docker: DockerProbe,
     if kind == LaunchKind.AUTO:
         note = (f"no usable Docker engine ({docker.problem})" if not docker.usable
                 else "the Docker engine has no NVIDIA runtime")
-    if device == Device.GPU:
-        gpus = tf_gpus() if tf_gpus else probe_gpus(backend_in(server_flags, device))
+    backend = backend_in(server_flags, device)
+    if device == Device.GPU and runtime_of(backend).runs_model:  # the null backend touches no GPU: none is asked for
+        gpus = tf_gpus() if tf_gpus else probe_gpus(backend)
         if not gpus.gpu_names:
             raise LaunchError(describe_missing_gpu(docker, gpus))
     return EmbeddedLauncher(), note

@@ -27,6 +27,8 @@ from loadtest.bundle.build import (
 )
 from loadtest.bundle.run_outputs import OUT_FILES
 from loadtest.evidence.records import read_results
+from loadtest.judge.tool_ceiling import is_twin
+from loadtest.search import run_budget
 
 
 def test_wheel_names_are_compared_as_pip_normalises_them():
@@ -59,17 +61,28 @@ def test_locust_gets_the_last_quarter_of_the_cores(monkeypatch):
     assert run_args.core_split(0) == ("", "", 1)  # one core: nothing pinned
 
 
-def test_the_defaults_search_all_four_configurations_at_batches_1_and_32_paired_in_one_call(tmp_path):
+def test_the_defaults_search_all_four_configurations_at_batch_1_with_their_tool_ceiling_paired_in_one_call(tmp_path):
     """9 minutes, ~20 s of it for install and probes and at most 60 s for the smoke test: gpu-off, gpu-gpu, cpu-off
-    and cpu-cpu at request batches 1 and 32, their server starts and reference cells included, with 10% and the
-    report's time to spare."""
+    and cpu-cpu at request batch 1, their server starts, their twins (a start, a check cell a search, 15% of the
+    searches' time) and reference cells included, with 10% and the report's time to spare; batch 32 does not fit
+    with the tool ceiling, and is named; without it (`--no-tool-ceiling`), batches 1 and 32 both fit."""
     args = device_run.parse(["--out", str(tmp_path)])
-    assert args.batches == "1,32"
-    plan = budget.plan_paired([("gpu", "off"), ("gpu", "gpu"), ("cpu", "off"), ("cpu", "cpu")], [1, 32],
-                              run_args.costs(args, 2), args.budget_min * 60 - 20 - smoke.SMOKE_S,
-                              run_args.reference_s(args))
-    assert plan.paired and len(plan.kept) == 8 and not plan.left_out and plan.batches() == [1, 32]
+    assert args.batches == "1,32" and args.tool_ceiling
+    configurations = [("gpu", "off"), ("gpu", "gpu"), ("cpu", "off"), ("cpu", "cpu")]
+    budget_s = args.budget_min * 60 - 20 - smoke.SMOKE_S
+    plan = budget.plan_paired(configurations, [1, 32], run_args.costs(args, 2), budget_s, run_args.reference_s(args))
+    assert plan.paired and len(plan.kept) == 4 and plan.batches() == [1]
+    assert {o.search.batch for o in plan.left_out} == {32} and "need" in plan.left_out[0].reason
     assert plan.costs.search_s == 0.35 * 60 + 6 + 0.5 + 6  # 21 s a search and the cell it may start at its end
+    assert plan.costs.twin_cell_s == budget.CELL_OVERHEAD_S + 0.5 + 1.5
+    assert "the tool ceiling: a twin's start 15 s" in plan.describe()[0]
+    args = device_run.parse(["--out", str(tmp_path), "--no-tool-ceiling"])
+    plan = budget.plan_paired(configurations, [1, 32], run_args.costs(args, 2), budget_s, run_args.reference_s(args))
+    assert plan.paired and len(plan.kept) == 8 and not plan.left_out and plan.batches() == [1, 32]
+
+
+def test_the_tool_ceilings_share_is_the_capacity_runs():
+    assert budget.TOOL_CEILING_SHARE == run_budget.TOOL_CEILING_SHARE
 
 
 def test_the_bundle_passes_spare_instances_to_capacity_and_report(tmp_path):
@@ -218,14 +231,17 @@ def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cp
     assert summary["torch_round_trip"]["note"] in ("PyTorch not installed", "no CUDA")
     source = json.loads((cpu_bundle[1] / "project" / "SOURCE.json").read_text())
     assert summary["source"]["commit"] == source["commit"] == source_record()["commit"]
-    cells = read_results(out / "results.jsonl")
-    assert cells and all(c.provenance.git_commit == source["commit"] for c in cells)
+    every = read_results(out / "results.jsonl")
+    assert every and all(c.provenance.git_commit == source["commit"] for c in every)
+    # the tool ceiling's twins: the null backend, each checking a search of this run (issue #59)
+    twins, cells = [c for c in every if is_twin(c)], [c for c in every if not is_twin(c)]
+    assert all(c.search and c.search.checks and c.server.name.endswith("-tool-ceiling") for c in twins)
     assert all(c.server.versions.get("runtime") == "jax" and "tensorflow" not in c.server.versions for c in cells)
     # one comparison per request batch: both searches' cells and the reference cells tagged with it, interleaved
     tags = {json.dumps(c.tag.comparison.to_dict(), sort_keys=True) for c in cells}
     assert len(tags) == len({b for _, _, b in kept}) and all(json.loads(t)["paired"] for t in tags)  # one a batch
     assert {c.search and c.search.role for c in cells} >= {"reference", "probe"}
-    assert summary["results_lines"] == len(cells) and set(summary["by_configuration"]) <= {"cpu-off", "cpu-cpu"}
+    assert summary["results_lines"] == len(every) and set(summary["by_configuration"]) <= {"cpu-off", "cpu-cpu"}
     report = (out / "report.md").read_text()
     # the decision opens the report, the record and the console's end; the record's figures are the report's
     assert summary["decision"][0].startswith(("# NOT FOR BUYING — ", "# FOR BUYING — "))

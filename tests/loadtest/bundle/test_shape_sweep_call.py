@@ -138,8 +138,9 @@ def test_run_py_with_shapes_runs_the_sweep_alone_in_its_nine_minutes(sixteen_cor
     assert record["left_out"] == [{"cores": 8, "reason": "needs 119 s, 99 s of the budget left"}]
 
 
-def test_the_default_run_is_unchanged_one_paired_capacity_run_over_all_four_at_batches_1_and_32(
+def test_the_default_run_is_one_paired_capacity_run_over_all_four_with_their_tool_ceiling(
         sixteen_cores, monkeypatch, tmp_path):
+    # With the tool ceiling (issue #59) the nine minutes hold request batch 1 only; without it, batches 1 and 32.
     args = device_run.parse(["--out", str(tmp_path / "parsed")])
     assert (args.devices, args.batches, args.shapes) == ("gpu,cpu", "1,32", None)
     ran = runs_main(monkeypatch, tmp_path)
@@ -147,10 +148,14 @@ def test_the_default_run_is_unchanged_one_paired_capacity_run_over_all_four_at_b
     line = ran[0][1]
     assert [a for a in line if a.startswith("--serve=")] == ["--serve=gpu/off", "--serve=gpu/gpu", "--serve=cpu/off",
                                                             "--serve=cpu/cpu"]
-    assert [a for a in line if a.startswith("--batch=")] == ["--batch=1", "--batch=32"]
+    assert [a for a in line if a.startswith("--batch=")] == ["--batch=1"] and "--no-tool-ceiling" not in line
     assert not [a for a in line if a.startswith("--shapes")]
     record = json.loads((tmp_path / "out" / "device-run.json").read_text())
-    assert record["plan"]["paired"] and len(record["plan"]["kept"]) == 8 and not record["left_out"]
+    assert record["plan"]["paired"] and len(record["plan"]["kept"]) == 4
+    assert {o["batch"] for o in record["left_out"]} == {32}
+    ran = runs_main(monkeypatch, tmp_path / "without", "--no-tool-ceiling")
+    line = ran[0][1]
+    assert [a for a in line if a.startswith("--batch=")] == ["--batch=1", "--batch=32"] and "--no-tool-ceiling" in line
 
 
 @pytest.mark.parametrize(("flags", "said"), [

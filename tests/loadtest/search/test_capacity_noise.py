@@ -57,7 +57,7 @@ def capacity_run(exported_model, tmp_path, *server_flags: str) -> tuple[list[str
     objectives = ",".join(map(str, OBJECTIVES_MS))
     done = subprocess.run([*command("capacity"), "--plan", "loadtest/plans/demo.toml", "--serve", "cpu/off",
                            "--server-flags", " ".join((*SERVICE, *server_flags)), "--check", "shape",
-                           "--models-dir", str(exported_model.output_dir),
+                           "--no-tool-ceiling", "--models-dir", str(exported_model.output_dir),
                            "--samples", str(exported_model.samples_path),
                            "--p99-ms", str(P99_MS), "--max-minutes", "0.3", "--objectives", objectives,
                            "--results-dir", str(tmp_path), "--no-report", "--unmet-ok"],
@@ -154,7 +154,8 @@ def test_a_host_stall_on_a_target_servers_core_is_named_the_hosts(exported_model
         done = subprocess.run([*command("capacity"), "--target", server.grpc_target, "--rest-url", server.rest_url,
                                "--check", "shape", "--samples", str(exported_model.samples_path),
                                "--p99-ms", str(OUT_OF_REACH_MS), "--objectives", str(OUT_OF_REACH_MS),
-                               "--max-minutes", "0.3", "--results-dir", str(tmp_path), "--no-report", "--unmet-ok"],
+                               "--max-minutes", "0.3", "--results-dir", str(tmp_path), "--no-report", "--unmet-ok",
+                               "--no-tool-ceiling"],
                               cwd=REPO, capture_output=True, text=True, timeout=300,
                               env={**os.environ, **LOADGEN_LATENESS, "LOADTEST_LOADGEN_CPUS": str(LOADGEN_CORE)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

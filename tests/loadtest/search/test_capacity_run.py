@@ -13,7 +13,8 @@ from loadtest.measure import plan as plans
 from loadtest.measure.cell_sweep import Interrupted
 from loadtest.measure.probe import Probe
 from loadtest.search.capacity_output import answer_line
-from loadtest.search.capacity_search import CapacityRequest, CapacityRun
+from loadtest.search.capacity_request import CapacityRequest
+from loadtest.search.capacity_run import CapacityRun
 from tests.loadtest.search.test_capacity import FAST_US, cell
 
 

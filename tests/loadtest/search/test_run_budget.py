@@ -9,7 +9,7 @@ import pytest
 
 from loadtest.commands.search_commands import searches_budget_s
 from loadtest.measure import plan as plans
-from loadtest.search.run_budget import REPORT_S, RunBudget, searches_s
+from loadtest.search.run_budget import REPORT_S, TOOL_CEILING_SHARE, RunBudget, searches_s
 
 
 def test_the_searches_get_the_run_less_what_was_spent_before_them_and_the_reports_reserve():
@@ -59,3 +59,12 @@ def test_a_negative_budget_in_the_plan_is_refused(tmp_path):
     path.write_text("[capacity]\nbudget_min = -1\n")
     with pytest.raises(plans.PlanError, match=r"\[capacity\] budget_min = -1: expected minutes >= 0"):
         plans.load_plan(path)
+
+
+def test_the_tool_ceilings_share_is_kept_from_the_searches_and_ends_the_budget():
+    now = [0.0]
+    budget = RunBudget(300.0, 2, clock=lambda: now[0], kept=TOOL_CEILING_SHARE)
+    budget.start()
+    assert budget.left_s() == pytest.approx(255.0)  # the searches' 85%
+    assert budget.share_s(1, False) == pytest.approx(255.0 * 0.95 / 2)
+    assert budget.end() == pytest.approx(300.0)  # the twins' time runs to the budget's end

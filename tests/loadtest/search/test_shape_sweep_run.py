@@ -68,7 +68,7 @@ def sweep(exported_model, tmp_path: Path) -> tuple[subprocess.CompletedProcess, 
     prices.write_text(PRICES)
     done = subprocess.run([*command("capacity"), "--plan", plan, "--shapes", "auto", "--shapes-budget-min",
                            str(BUDGET_MIN), "--goal", "1000:25:1", "--prices", prices, "--results-dir",
-                           tmp_path / "results", "--unmet-ok"],
+                           tmp_path / "results", "--unmet-ok", "--no-tool-ceiling"],
                           cwd=REPO, capture_output=True, text=True, timeout=BUDGET_MIN * 60 + 240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     run_dir = next((tmp_path / "results").glob("*/results.jsonl")).parent

@@ -489,3 +489,15 @@ def test_recorded_versions_follow_the_runtime_the_server_named():
     assert null["runtime"] == "none (null backend)" and "tensorflow" not in null
     older = server_versions({"version": 1})  # a server from before runtimes were named
     assert "runtime" not in older and "tensorflow" in older
+
+
+def test_a_null_backend_on_a_gpu_asks_no_runtime_for_a_gpu():
+    # A tool-ceiling twin of a GPU configuration (`loadtest.search.tool_ceiling_run`): the null backend runs nothing on
+    # the device, so no GPU probe (TensorFlow's, absent from a device bundle) may refuse it.
+    docker = launcher.DockerProbe(problem="no engine")
+
+    def no_probe() -> RuntimeGpus:
+        raise AssertionError("the null backend asked for a GPU probe")
+
+    chosen, _ = launcher.choose_launcher("gpu", "embedded", docker, no_probe, server_flags=("--backend", "null"))
+    assert isinstance(chosen, launcher.EmbeddedLauncher)

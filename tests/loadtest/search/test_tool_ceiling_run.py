@@ -1,0 +1,134 @@
+"""The tool ceiling measured by `mnist-bench capacity` (`loadtest.search.tool_ceiling_run`), on this 2-core machine:
+a real embedded server on core 0, real Locust on core 1.
+
+The configuration searched is the null backend with a fixed 2 ms a call, one call at a time: it serves at most
+500 req/s, so its answer is under that, and its twin (the same server, its backend swapped for the plain null
+backend, no delay) carries twice the answer with room to spare when nothing else loads the machine.
+
+- Unloaded: the run records the twin's cell with the contract's fields (role `tool_ceiling`, `checks`, id
+  `<search>/tool-ceiling`, the search's objective, checked for shape) at `check_rate` of the answer, and it passes.
+- A twin that cannot start (its cores refused) is one failed twin cell naming why; the run still answers.
+- A planted load-generator limit (three busy loops sharing Locust's core) makes the twin fail its check.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from loadtest.evidence.records import CellResult, read_results
+from loadtest.evidence.vocab import CellStatus, Check, Role
+from loadtest.judge.tool_ceiling import check_rate, twin_failure, twin_passed
+from loadtest.report.answers.answers import SearchAnswer, search_answers
+from serving.deploy.process import start_server
+from tests.loadtest.search.test_shape_sweep_run import busy_core
+from tests.support.cli import command
+from tests.support.paths import REPO
+
+pytestmark = pytest.mark.integration
+
+P99_MS = 50.0
+DELAY_MS = 2.0  # the configuration's null backend: one 2 ms call at a time, at most 500 req/s
+LIMIT_RPS = 1000 / DELAY_MS
+PLANTED_LOOPS = 7  # busy loops beside Locust on its core: it gets an eighth of the core, under what 2x the answer needs
+PLAN = """name = "tool-ceiling-test"
+[run]
+warmup_s = 0.5
+measure_s = 1.5
+window_s = 0.5
+processes = 1
+check = "shape"
+late_threshold_ms = 5.0
+dispatch_lag_limit_ms = 5.0
+samples = "{samples}"
+loadgen_cpus = "1"
+[grid]
+batch_sizes = [1]
+concurrency = [4]
+[servers]
+configs = [{{ device = "cpu", batching = "off" }}]
+[servers.launch]
+kind = "embedded"
+models_dir = "{models}"
+server_cpus = "0"
+server_flags = ["--backend", "null", "--null_delay_ms", "2"]
+"""
+# A short search: from near half the 500 req/s limit (459 requests, a pass's N, in 2.3 s), bisected to 30%.
+SEARCH = ("--p99-ms", str(P99_MS), "--start-rps", "200", "--precision", "0.3", "--max-rate-s", "6",
+          "--confirm-factor", "2", "--max-minutes", "0.75", "--unmet-ok", "--no-report")
+
+
+def plan_file(exported_model, tmp_path: Path) -> Path:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN.format(samples=exported_model.samples_path, models=exported_model.output_dir))
+    return plan
+
+
+def capacity(tmp_path: Path, *args: object, when: str = "", plant: int = 0) -> tuple[str, list[CellResult]]:
+    """One capacity run; with `plant`, that many busy loops join Locust's core once a line holding `when` is out."""
+    proc = subprocess.Popen([*command("capacity"), "--results-dir", tmp_path / "results", *SEARCH, *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    with ExitStack() as planted:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if plant and when in line and len(planted._exit_callbacks) == 0:
+                planted.enter_context(busy_core(1, processes=plant, max_s=120))
+        proc.wait(240)
+    out = "".join(lines)
+    assert proc.returncode == 0, out[-4000:]
+    return out, read_results(next((tmp_path / "results").glob("*/results.jsonl")))
+
+
+def twins(cells: list[CellResult]) -> list[CellResult]:
+    return [c for c in cells if c.search and c.search.role == Role.TOOL_CEILING]
+
+
+def the_answer(cells: list[CellResult]) -> SearchAnswer:
+    [answer] = search_answers(cells)
+    assert answer.figure_rps is not None and answer.figure_rps < LIMIT_RPS, answer
+    return answer
+
+
+def test_the_twin_is_checked_at_twice_the_answer_and_carries_it_on_an_unloaded_machine(exported_model, tmp_path):
+    out, cells = capacity(tmp_path, "--plan", plan_file(exported_model, tmp_path))
+    answer = the_answer(cells)
+    [twin, *more] = twins(cells)
+    assert twin.search is not None
+    assert twin.search.checks == answer.search_id and twin.search.id == f"{answer.search_id}/tool-ceiling"
+    assert twin.search.objective.p99_ms == P99_MS and twin.load.check == Check.SHAPE
+    assert twin.server.name == "cpu-off-tool-ceiling"
+    assert twin.search.offered_rps == pytest.approx(check_rate(answer.figure_rps, answer.upper_rps), abs=0.1)
+    assert twin_passed(twin, P99_MS), (twin_failure(twin, P99_MS), out[-3000:])
+    assert not more, "a twin that passes its check searches nothing more"
+    assert f"tool ceiling of {answer.search_id} (cpu-off): at least" in out
+
+
+def test_a_twin_that_cannot_start_is_one_failed_cell_with_its_reason(exported_model, tmp_path):
+    # A server the tool did not start: its cores, frontends and batching are unknown, so no twin can be shaped.
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
+                      "--null_delay_ms", str(DELAY_MS), backend="null", cpu="0") as server:
+        out, cells = capacity(tmp_path, "--target", server.grpc_target, "--rest-url", server.rest_url,
+                              "--samples", exported_model.samples_path, "--check", "shape", "--warmup-s", "0.5",
+                              "--measure-s", "1.5")
+    answer = the_answer(cells)
+    [twin] = twins(cells)
+    assert twin.status == CellStatus.FAILED and twin.search is not None and twin.search.checks == answer.search_id
+    assert "tool ceiling not measured" in (twin.failure_reason or "") and "not started by the tool" in (
+        twin.failure_reason or ""), twin.failure_reason
+    assert out.strip().splitlines()[-1].startswith("capacity: "), out[-2000:]
+
+
+def test_a_load_generator_sharing_its_core_with_busy_loops_fails_the_twins_check(exported_model, tmp_path):
+    # The loops join Locust's core once the twin starts: the search was measured unplanted, its twin planted.
+    out, cells = capacity(tmp_path, "--plan", plan_file(exported_model, tmp_path), when="-tool-ceiling",
+                          plant=PLANTED_LOOPS)
+    answer = the_answer(cells)
+    check = twins(cells)[0]
+    assert check.search is not None and check.search.checks == answer.search_id
+    assert not twin_passed(check, P99_MS), (check.throughput_rps, check.dispatch_lag_p99_us, out[-3000:])
+    assert "the twin did not carry" in out
