@@ -39,7 +39,8 @@ from loadtest.report.answers.answers import (
     lower_bound,
     typical,
 )
-from loadtest.report.answers.bound import SERVED_SHARE, ServedShare, served_share
+from loadtest.report.answers.tool_ceiling import NAME as TOOL_CEILING
+from loadtest.report.answers.verdict import verdict_in
 from loadtest.report.answers.figure_text import capacity_text
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios
 from loadtest.report.answers.ratios import gain_key, gain_value, gpu_cpu_value, has_figure, is_paired
@@ -48,14 +49,14 @@ from loadtest.report.card.decision import run_next, server_flags
 from loadtest.report.card.objective_costs import answers_by_objective
 from loadtest.report.card.records import CardRow
 from loadtest.report.card.words import (
+    AT_MOST,
+    BOUNDED_BY,
     LOWER_BOUND,
-    SERVING_PATH_BOUND,
     SHAPED_SETUP,
     SHAPES,
     SHARED_CORES,
     STAND_IN,
     TERMS,
-    UNCHECKED,
     UNPAIRED,
     UPPER_END,
     memory_note,
@@ -69,7 +70,8 @@ from loadtest.report.shape_sizing import UNKNOWN_REPLICA, sized_on
 from loadtest.report.sizing import size
 from loadtest.report.sizing.instances import Pricing, with_replicas
 
-HEADER = ("target", "device", "best setup", "capacity req/s", "p99 upper estimate ms", "busy")
+HEADER = ("target", "device", "best setup", "capacity req/s", "p99 upper estimate ms", "busy", BOUNDED_BY,
+          TOOL_CEILING)
 PRICED_HEADER = ("boxes", "USD/h", "USD per million requests")
 UNPRICED_HEADER = ("served ÷ device alone",)
 
@@ -110,7 +112,7 @@ class Card:
         """What each word on the card means, once (`TERMS`), for the columns and lines it has."""
         used = [*HEADER, *(PRICED_HEADER if self.priced else UNPRICED_HEADER), "for buying",
                 *(["ranges"] if self.comparisons else []),
-                *([UNCHECKED] if any(UNCHECKED in " ".join(r) for r in self.table_rows()) else []),
+                *([AT_MOST] if any(r.at_most and r.boxes for r in self.rows) else []),
                 *([SHAPES] if any(r.replica_cores for r in self.rows) else []),
                 *([SHARED_CORES] if any(r.shared_cores for r in self.rows) else [])]
         used += [*([STAND_IN] if STAND_IN in self.title else []), UPPER_END, LOWER_BOUND]
@@ -130,7 +132,8 @@ def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
     if row.higher:
         capacity += f"; {row.higher}"
     base = (row.target.words(), DEVICES.get(row.device, row.device), _setup_cell(row), capacity,
-            fmt(row.p99_ms, 2) if row.p99_ms is not None else "—", row.busy or "—")
+            fmt(row.p99_ms, 2) if row.p99_ms is not None else "—", row.busy or "—", row.verdict or "—",
+            row.tool_ceiling or "—")
     if not priced:
         return (*base, _share(row))
     if row.boxes is None:
@@ -140,9 +143,8 @@ def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
     spare = f" + {row.spare} spare" if row.spare else ""
     plural = "" if high + row.spare == 1 else "s"
     boxes = f"{count}{spare} × {row.instance}" if row.instance else f"{count}{spare} replica{plural}"
-    if row.served_share is None:
-        boxes += f" ({UNCHECKED})"
-    return (*base, boxes, fmt(row.usd_per_hour, 2), money(row.usd_per_m_requests))
+    most = "≤ " if row.at_most else ""  # not for buying: the most a server at least this fast needs
+    return (*base, most + boxes, most + fmt(row.usd_per_hour, 2), most + money(row.usd_per_m_requests))
 
 
 def _setup_cell(row: CardRow) -> str:
@@ -156,7 +158,7 @@ def _setup_cell(row: CardRow) -> str:
 
 def _share(row: CardRow) -> str:
     if row.served_share is None:
-        return UNCHECKED if row.capacity_rps is not None else "—"
+        return "not measured" if row.capacity_rps is not None else "—"
     return f"{row.served_share:.0%}"
 
 
@@ -198,7 +200,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
     nexts: list[str] = []
     for target in targets:
         here = _devices_at(answers, target)
-        found = [_row(target, d, pricing) for d in here]
+        found = [_row(target, d, pricing, answers) for d in here]
         rows += found
         line = _comparison(target, here, found, paired, ratios, answers)
         if line:
@@ -227,11 +229,6 @@ def _configs(answers: Answers) -> list[Config]:
     return list(dict.fromkeys(s.config for s in answers.searches))
 
 
-def _served(s: SearchAnswer) -> ServedShare | None:
-    step = s.conclusion.answer if s.conclusion else None
-    return served_share(step.result) if step is not None else None
-
-
 def _setup(config: Config) -> str:
     return f"batching on (profile {config.batching_profile})" if config.batching_on else "batching off"
 
@@ -246,24 +243,24 @@ def _higher(d: DeviceAnswer, best: SearchAnswer) -> str:
                      for s, r in sorted(shown, key=lambda sr: -sr[1]))
 
 
-def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None) -> CardRow:
+def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None, answers: Answers) -> CardRow:
+    """One row: its best answer, what bounded it (`verdict_in`, the one verdict) and its tool ceiling; boxes and
+    prices where confirmed: a range where for buying, else the most a server at least this fast needs."""
     best = sized_on(d, target, pricing)
     if best is None or best.figure_rps is None:
         return CardRow(target, d.device, "", None, None, False, None, "", None, False,
                        why_not=f"none passed p99 ≤ {target.p99_objective_ms:g} ms")
-    served = _served(best)
-    share = served.share if served is not None else None
-    bound = share is not None and share < SERVED_SHARE
+    verdict = verdict_in(best, answers)
     row = CardRow(target, d.device, _setup(best.config), best.figure_rps, best.upper_rps, lower_bound(best),
                   best.estimate_ms,
-                  busy_text(best.server_cpu_percent, best.gpu_utilization_percent, best.server_cpu_cores), share, False,
+                  busy_text(best.server_cpu_percent, best.gpu_utilization_percent, best.server_cpu_cores),
+                  verdict.served.share if verdict.served else None, False,
                   state=capacity_text(best.at), higher=_higher(d, best),
                   replica_cores=best.shape.cores if best.shape else None,
-                  shared_cores=bool(best.shape and best.shape.shares_loadgen))
-    if bound:
-        return replace(row, why_not=SERVING_PATH_BOUND)
-    if not best.met:
-        return replace(row, why_not="not confirmed")
+                  shared_cores=bool(best.shape and best.shape.shares_loadgen), bounded=verdict.bounded.value,
+                  verdict=verdict.text(), tool_ceiling=verdict.ceiling.value(), at_most=not verdict.for_buying)
+    if not verdict.confirmed or not best.met:
+        return replace(row, why_not=verdict.text())
     if pricing is None or not target.rate_rps:
         return replace(row, why_not="no target rate")
     return _priced(row, best, target, pricing)
@@ -283,7 +280,8 @@ def _priced(row: CardRow, best: SearchAnswer, target: Target, pricing: Pricing) 
     if most.refused or most.costs.per_hour is None:
         return replace(row, why_not="not priced", refused=most.refused or "the price list has no price for it")
     per_hour = most.costs.per_hour
-    return replace(row, for_buying=True, boxes=(_boxes(fewest, most), _boxes(most, most)),
+    low = _boxes(most, most) if row.at_most else _boxes(fewest, most)  # not for buying: only the most
+    return replace(row, for_buying=not row.at_most, boxes=(low, _boxes(most, most)),
                  instance=most.placement.instance.name if most.placement else "", usd_per_hour=per_hour,
                  per_instance=most.placement.per_instance if most.placement and row.replica_cores else None,
                  usd_per_m_requests=per_hour / (target.rate_rps * 3600.0) * 1e6,

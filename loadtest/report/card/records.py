@@ -38,6 +38,10 @@ class CardRow:
     replica_cores: int | None = None  # the replica shape sized on, in a shape sweep (None: no shape measured)
     per_instance: int | None = None  # replicas one instance holds, where a shape was sized on and placed
     shared_cores: bool = False  # that shape shared the load generator's cores: its capacity is a lower bound
+    bounded: str = ""  # what bounded the answer (`loadtest.report.answers.verdict.Bounded`'s value)
+    verdict: str = ""  # that verdict with why, as the card prints it
+    tool_ceiling: str = ""  # the answer's tool ceiling (`ToolCeiling.value`)
+    at_most: bool = False  # not for buying: the boxes and prices are the most a server at least this fast needs
 
     def as_dict(self) -> dict:
         """figures.json's row: its target under the keys figures.json has always had (`p99_ms`: the objective)."""
