@@ -310,7 +310,7 @@ def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[Car
     where = f"{target.p99_objective_ms:g} ms, {target.batch} image{'s' if target.batch > 1 else ''}"
     batch, objective = target.batch, target.p99_objective_ms
     parts = []
-    priced = {r.device: r for r in rows if r.usd_per_m_requests}
+    priced = {r.device: r for r in rows if r.usd_per_m_requests and r.for_buying}  # never a "≤" row's price
     across = gpu_cpu_value(answers, paired, batch, objective)
     if len(priced) == 2:
         cheap, dear = sorted(priced.values(), key=lambda r: r.usd_per_m_requests or 0.0)
