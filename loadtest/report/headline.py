@@ -22,7 +22,9 @@ from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
 from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer, lower_bound
-from loadtest.report.answers.bound import bound_line
+from loadtest.report.answers.bound import bound_line, device_text
+from loadtest.report.answers.tool_ceiling import ceiling_for, tool_ceilings
+from loadtest.report.answers.verdict import finding, verdict_of
 from loadtest.report.answers.figure_text import reason
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
 from loadtest.report.answers.sources import highest_passing
@@ -120,9 +122,14 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
 
 def _bound(d: DeviceAnswer, figures: Mapping[tuple[Config, int], Figures], results: Sequence[CellResult],
            labels: Labels) -> str:
-    """What bounded a device's answer, from the figures its answer stands on."""
+    """What bounded a device's answer: its verdict (`loadtest.report.answers.verdict`, the card's), with the detail
+    from the figures its answer stands on where the device floor's rule gave it."""
     f = device_figures(figures, d.device, d.device_name, d.request_batch_size, d.best.config if d.best else None)
-    return bound_line(d, f.cell if f else None, f.at_words if f else "", results, labels)
+    detail = bound_line(d, f.cell if f else None, f.at_words if f else "", results, labels)
+    if d.best is None or d.best.figure_rps is None:
+        return detail
+    verdict = verdict_of(d.best, ceiling_for(d.best.search_id, tool_ceilings(results)))
+    return finding(device_text(d.device, d.device_name), verdict, detail)
 
 
 def _paired_text(compared: PairedRatio, host_floor: float | None = None) -> str:

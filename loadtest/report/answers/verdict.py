@@ -183,9 +183,18 @@ def _lag_over(cell: CellResult) -> str:
     return f"dispatch lag p99 {lag_us / 1000:.2f} ms over its {limit_ms:g} ms limit"
 
 
+def finding(device: str, verdict: RowVerdict, detail: str) -> str:
+    """The findings' line for an answer: `cpu (Intel Xeon): bounded by the tool (tool ceiling not measured: no twin
+    was run).`, then `detail` (`loadtest.report.answers.bound.bound_line`) where the device floor's own rule gave the
+    verdict (the serving path, the runtime, an idle device, the device), so the two never disagree."""
+    what = verdict.bounded.value if verdict.why == "tool ceiling not measured" else verdict.text()
+    lead = f"{device}: bounded by {what} ({verdict.ceiling.text()})."
+    return f"{lead} {detail}" if detail and verdict.bounded in HELD.values() else lead
+
+
 def verdict_in(search: SearchAnswer | None, answers: Answers) -> RowVerdict:
     """`verdict_of` with the search's own tool ceiling from `answers` (not measured where no twin checked it)."""
     return verdict_of(search, ceiling_for(search.search_id, answers.ceilings) if search else NOT_MEASURED)
 
 
-__all__ = ["BUYABLE", "Bounded", "RowVerdict", "answer_cell", "verdict_in", "verdict_of"]
+__all__ = ["BUYABLE", "Bounded", "RowVerdict", "answer_cell", "finding", "verdict_in", "verdict_of"]

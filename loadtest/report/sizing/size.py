@@ -158,6 +158,7 @@ class SizingAnswer:
     memory_counted: bool = False  # the replica's and the instance's memory were both known
     assumption: str = ""  # what the pricing assumes (linear scaling across an instance), "" when nothing
     refused: str = ""  # why this replica maps onto no priced instance: not priced
+    bounded: str = ""  # a search's answer: what bounded it, the card's verdict (`sources.ConfigCapacity.bounded`)
 
     @property
     def how(self) -> str:
@@ -180,7 +181,7 @@ def size_option(found: ConfigCapacity, label: str, objective: Objective, prices:
     capacity = found.capacity_rps if objective.unit == "rps" else found.capacity_ips
     base = SizingAnswer(c, label, found.request_batch_size, False, None, found.source or "", found.lower_bound,
                         None, None, None, None, found.note, found.cells_used, found.cells_not_used,
-                        replica=replica.describe())
+                        replica=replica.describe(), bounded=found.bounded)
     if capacity is None or capacity <= 0:
         return base if capacity is None else replace(base, note=f"{found.note}; no throughput measured")
     p = priced(objective.target, capacity, objective.headroom, objective.images_per_s(found.request_batch_size),
@@ -318,7 +319,8 @@ def _verdict(answers: Sequence[SizingAnswer], currency: str, unit: str, any_meet
                 f"{best.config.device_name}, request batch {best.request_batch_size}: {best.replicas} replica(s)"
                 f"{_on_instances(best)}, "
                 f"{number(best.cost_per_hour, 2)} {currency}/h, {money(best.cost_per_million)} {currency} per "
-                f"million images; capacity {best.capacity:,.1f} {unit} from {best.how}.{bounds}{assumed}")
+                f"million images; capacity {best.capacity:,.1f} {unit} from {best.how}.{bounds}{assumed}"
+                + (f" Bounded by {best.bounded}." if best.bounded else ""))
     if any(a.refused for a in answers):
         return "Options meet the objective but none maps onto an instance in the price file: see Not priced below."
     if any_meets:
