@@ -10,7 +10,7 @@ import pytest
 from loadtest.report import page as report
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
-RUNS = ("cpu-run", "gpu-run", "cpu-run-b", "capacity-run")
+RUNS = ("cpu-run", "gpu-run", "cpu-run-b", "capacity-run", "capacity-run-twins")
 
 
 @pytest.fixture
@@ -32,3 +32,10 @@ def built(runs) -> tuple[Path, Path]:
 def searched(runs) -> tuple[Path, Path]:
     """The report of a run with capacity searches of four configurations, sized for 5000 req/s."""
     return report.run([runs["capacity-run"]], target_rps=5000, prices=FIXTURES / "prices.toml")
+
+
+@pytest.fixture
+def bought(runs) -> tuple[Path, Path]:
+    """The report of the hand-made twin fixture (`capacity-run` at request batch 1, each search with a passing
+    tool-ceiling twin: fixtures/make_twins.py), sized for 5000 req/s: its card is FOR BUYING."""
+    return report.run([runs["capacity-run-twins"]], target_rps=5000, prices=FIXTURES / "prices.toml")
