@@ -93,7 +93,7 @@ def title(for_buying: bool, rows: Sequence[CardRow], configs: Sequence[Config], 
     if for_buying:
         stand_in = "; figures are the stand-in's" if any(c.kind != ServerKind.CONTAINER for c in configs) else ""
         return f"FOR BUYING — {measured}{stand_in}" + ("; example prices" if example else "")
-    return f"NOT FOR BUYING — {measured}: {_why_not(rows, pricing)}"
+    return f"NOT FOR BUYING — {measured}: {_why_not(rows, pricing)}" + ("; example prices" if example else "")
 
 
 def _why_not(rows: Sequence[CardRow], pricing: Pricing | None) -> str:
