@@ -104,7 +104,8 @@ TERMS: tuple[tuple[str, str], ...] = (
 HEADER_TERMS = {"request batch": "request batch", "capacity req/s": "capacity", "images/s served":
                 "offered req/s, images/s served", "device busy": "device busy", "p99 upper estimate ms": "est. p99",
                 "upper end req/s": "upper end", "batching gain over off": "batching gain", "GPU/CPU": "GPU/CPU"}
-PROSE_TERMS = {"serving path": "serving path", "tool ceiling": "tool ceiling", "bounded by": "bounded by", "passed, not confirmed": "passed, not confirmed",
+PROSE_TERMS = {"serving path": "serving path", "tool ceiling": "tool ceiling", "bounded by": "bounded by",
+               "passed, not confirmed": "passed, not confirmed",
                "confirmed": "confirmed", "paired": "paired", "GPU/CPU": "GPU/CPU", "reference speed": "reference",
                "upper end": "upper end", "images/s served": "offered req/s, images/s served"}
 _PROSE = re.compile(r"(?<![\w-])(" + "|".join(re.escape(p) for p in sorted(PROSE_TERMS, key=len, reverse=True))

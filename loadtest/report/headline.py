@@ -23,11 +23,11 @@ from loadtest.evidence.vocab import LoadMode
 from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer, lower_bound
 from loadtest.report.answers.bound import bound_line, device_text
-from loadtest.report.answers.tool_ceiling import ceiling_for, tool_ceilings
-from loadtest.report.answers.verdict import finding, verdict_of
 from loadtest.report.answers.figure_text import reason
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
 from loadtest.report.answers.sources import highest_passing
+from loadtest.report.answers.tool_ceiling import ceiling_for, tool_ceilings
+from loadtest.report.answers.verdict import finding, verdict_of
 from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Figure, Table, device_name
 from loadtest.report.card.card import Card, card_for
 from loadtest.report.card.decision import why_none_lines

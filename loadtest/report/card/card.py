@@ -39,11 +39,11 @@ from loadtest.report.answers.answers import (
     lower_bound,
     typical,
 )
-from loadtest.report.answers.tool_ceiling import NAME as TOOL_CEILING
-from loadtest.report.answers.verdict import verdict_in
 from loadtest.report.answers.figure_text import capacity_text
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios
 from loadtest.report.answers.ratios import gain_key, gain_value, gpu_cpu_value, has_figure, is_paired
+from loadtest.report.answers.tool_ceiling import NAME as TOOL_CEILING
+from loadtest.report.answers.verdict import verdict_in
 from loadtest.report.blocks import DEVICES
 from loadtest.report.card.decision import run_next, server_flags
 from loadtest.report.card.objective_costs import answers_by_objective
