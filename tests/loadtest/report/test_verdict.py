@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from loadtest.evidence.cell_parts import HostProbe
 from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import answer
@@ -13,6 +14,7 @@ from loadtest.report.answers.verdict import Bounded, verdict_in
 from loadtest.report.card.card import card_for
 from loadtest.report.sizing.instances import Pricing
 from loadtest.report.sizing.prices import load_prices
+from tests.loadtest.judge.test_noise import HOST_STALLS
 from tests.loadtest.report.handmade import search, server, twin, with_twin
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
@@ -113,3 +115,26 @@ def test_the_card_row_the_findings_and_figures_json_carry_one_verdict():
     record = card.as_dict()["rows"][0]
     assert record["bounded"] == "the production server" and record["verdict"] == row.verdict
     assert record["tool_ceiling"] == "≥ 2,000.0 req/s (2× the answer)" and record["at_most"] is False
+
+
+def lagging(cells, loadgen_side=None):
+    """`cells` whose sends lagged 3.07 ms at p99 against a 2 ms limit, the load generator at 13.5% of its core,
+    with the host probe's `loadgen_side` (None: no probe)."""
+    return [replace(c, dispatch_lag_p99_us=3071.0, loadgen_process_cpu_percent=[13.5], loadgen_cpu_percent=13.5,
+                    loadgen_cores=1, load=replace(c.load, dispatch_lag_limit_ms=2.0),
+                    host_probe=HostProbe(1.0, None, loadgen_side) if loadgen_side else None)
+            if c.search and c.search.role != "tool_ceiling" else c for c in cells]
+
+
+def test_dispatch_lag_the_host_probe_explains_is_the_host_not_the_load_generator():
+    # 16 ms stalls on the load generator's cores, 2.1 a second (tests/loadtest/judge/test_noise.py's H100 cell),
+    # with the generator far from busy: the host, not the tool
+    cells = lagging(with_twin(confirmed(CONTAINER, 1000.0)), HOST_STALLS)
+    _, row, shown = row_of(cells)
+    assert shown["bounded by"] == ("the host: its stalls on the load generator's cores explain the dispatch lag p99 "
+                                   "3.07 ms over its 2 ms limit")
+    assert not row.for_buying
+    # the same lag with no probe to explain it: the load generator's own
+    _, _, unexplained = row_of(lagging(with_twin(confirmed(CONTAINER, 1000.0))))
+    assert unexplained["bounded by"] == ("the tool: the load generator's dispatch lag p99 3.07 ms over its 2 ms "
+                                         "limit, which the host probe on its cores does not explain")
