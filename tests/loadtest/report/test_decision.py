@@ -96,7 +96,7 @@ def test_the_cards_boxes_and_cost_are_the_sizing_arithmetic_on_the_capacitys_ran
     # cores were not recorded: no instance can be said to hold one, so the CPU rows have no price
     assert card is not None and not card.for_buying and card.priced
     assert card.title.startswith("NOT FOR BUYING — TF Serving containers and the embedded stand-in")
-    assert card.title.endswith(": no tool ceiling was measured, so the tool may have bounded it")
+    assert card.title.endswith(": no tool ceiling was measured, so the tool may have bounded it; example prices")
     assert any(note.startswith("5,000 req/s · p99 ≤ 10 ms · 8 images/request, CPU: not priced: the replica's cores "
                                "are unknown") for note in card.notes)
     gpu = next(r for r in card.rows if r.device == "gpu")
@@ -150,7 +150,7 @@ def test_an_answer_the_serving_path_bounded_gets_at_most_boxes_and_what_to_run_n
     card = card_for(results, pricing_for(results))
     assert card is not None and not card.for_buying
     assert card.title == ("NOT FOR BUYING — the embedded stand-in (TensorFlow) on AMD EPYC: the stand-in's serving "
-                          "path, not the CPU, bounded every answer")
+                          "path, not the CPU, bounded every answer; example prices")
     [row] = card.table_rows()
     assert row[:8] == ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "batching on (profile cpu)",
                        "1,005.1 confirmed, upper end 1,082.4", "9.55", "CPU 86% of 1 core",
