@@ -120,7 +120,7 @@ def _bounded_every(answered: Sequence[CardRow]) -> str:
     """Why not, where one verdict held every answer (`loadtest.report.answers.verdict.Bounded`'s values)."""
     what = answered[0].bounded
     if what == "the tool" and all("not measured" in r.tool_ceiling for r in answered):
-        return "no tool ceiling was measured, so the tool may have bounded it"
+        return "tool ceiling not measured"
     if what == "unconfirmed":
         return "no answer was confirmed"
     if what == "device alone not measured":

@@ -96,7 +96,7 @@ def test_the_cards_boxes_and_cost_are_the_sizing_arithmetic_on_the_capacitys_ran
     # cores were not recorded: no instance can be said to hold one, so the CPU rows have no price
     assert card is not None and not card.for_buying and card.priced
     assert card.title.startswith("NOT FOR BUYING — TF Serving containers and the embedded stand-in")
-    assert card.title.endswith(": no tool ceiling was measured, so the tool may have bounded it; example prices")
+    assert card.title.endswith(": tool ceiling not measured; example prices")
     assert any(note.startswith("5,000 req/s · p99 ≤ 10 ms · 8 images/request, CPU: not priced: the replica's cores "
                                "are unknown") for note in card.notes)
     gpu = next(r for r in card.rows if r.device == "gpu")

@@ -31,8 +31,8 @@ def test_the_paired_h200_run_answers_with_the_gpu_cpu_ratio_and_the_drift(tmp_pa
     lines = md.splitlines()
     # what was measured, and why not for buying: no twin measured the tool ceiling (records from before it), so the
     # tool may have bounded every answer, whatever they served of the device alone (10% and 5%)
-    assert lines[0] == ("# NOT FOR BUYING — the embedded stand-in (JAX) on Intel Xeon and NVIDIA H200: no tool "
-                        "ceiling was measured, so the tool may have bounded it; example prices")
+    assert lines[0] == ("# NOT FOR BUYING — the embedded stand-in (JAX) on Intel Xeon and NVIDIA H200: tool "
+                        "ceiling not measured; example prices")
     # the best CPU setup is the highest confirmed; cpu-cpu's higher unconfirmed pass is named beside it; a confirmed
     # answer not for buying still gives the most boxes a server at least this fast needs, marked "≤"
     assert lines[4] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | CPU | batching off | 690.5 confirmed, upper end "
