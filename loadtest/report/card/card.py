@@ -7,10 +7,11 @@ as Model Analyzer's summary opens with its recommendation:
   stand-in and its runtime; the machine: its CPU and vCPUs, its GPU), and, where not for buying, why in a few words;
 - a table, one row per target and device: the best setup (where replica shapes were measured, the cheapest shape
   and how many replicas an instance holds, `loadtest.report.shape_sizing.sized_on`), its capacity with the rate that
-  failed above it, p99 there, how busy the device was, then either boxes (a range, from the capacity's range and
-  the headroom), USD/h and USD per million requests, or, where the serving path bounded the answer (it served less
-  than half of what the device alone runs, `loadtest.report.answers.bound`), what it served of the device alone and no
-  price. A row whose device alone was never measured is priced and marked "bound unchecked";
+  failed above it, p99 there, how busy the device was, what bounded it and its tool ceiling (the one verdict,
+  `loadtest.report.answers.verdict`), then boxes (a range, from the capacity's range and the headroom), USD/h and USD
+  per million requests where for buying (the device or the production server bounded it); a confirmed row not for
+  buying gives only the most, marked "≤" (a server at least this fast needs no more); an unconfirmed row no boxes;
+  where nothing is priced, what it served of the device alone;
 - at most one comparison line per target (GPU/CPU, batching on ÷ off: each ratio once, with its range), and
   "Run next:" where not for buying.
 
