@@ -103,7 +103,8 @@ TERMS: tuple[tuple[str, str], ...] = (
 # (in report.html, the lead sentence above the chart left plain; the Markdown links to the Terms table once).
 HEADER_TERMS = {"request batch": "request batch", "capacity req/s": "capacity", "images/s served":
                 "offered req/s, images/s served", "device busy": "device busy", "p99 upper estimate ms": "est. p99",
-                "upper end req/s": "upper end", "batching gain over off": "batching gain", "GPU/CPU": "GPU/CPU"}
+                "upper end req/s": "upper end", "batching gain over off": "batching gain", "GPU/CPU": "GPU/CPU",
+                "tool ceiling": "tool ceiling", "bounded by": "bounded by"}
 PROSE_TERMS = {"serving path": "serving path", "tool ceiling": "tool ceiling", "bounded by": "bounded by",
                "passed, not confirmed": "passed, not confirmed",
                "confirmed": "confirmed", "paired": "paired", "GPU/CPU": "GPU/CPU", "reference speed": "reference",

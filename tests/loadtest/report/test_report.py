@@ -95,7 +95,8 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     # "—": no device telemetry; 9.49: the confirmation's early-stopping estimate (its raw p99 is 9.60)
     assert cpu[4:11] == ["cpu-cpu", "675.0", "668.2", "—", "3.20", "9.49", "700.0"]
     assert cpu[11] == "×1.49 (×1.43–×1.54) (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[12] == "×9.26 (×8.93–×9.63)"
-    assert len(cpu) == 13  # boxes and prices are the card's alone
+    assert cpu[13] == "≥ 1,350.0 req/s (2× the answer)"  # its tool ceiling, as the card gives it
+    assert len(cpu) == 14  # boxes and prices are the card's alone
     assert md.index("Capacity under the latency objective, per device.") < md.index("Generated ")
     figures = json.loads(bought[3].read_text())
     assert figures["card"]["rows"][1]["capacity_rps"] == 6250.0 and figures["card"]["title"] == lines[0][2:]
