@@ -138,3 +138,16 @@ def test_dispatch_lag_the_host_probe_explains_is_the_host_not_the_load_generator
     _, _, unexplained = row_of(lagging(with_twin(confirmed(CONTAINER, 1000.0))))
     assert unexplained["bounded by"] == ("the tool: the load generator's dispatch lag p99 3.07 ms over its 2 ms "
                                          "limit, which the host probe on its cores does not explain")
+
+
+def test_size_gives_each_searched_options_verdict_and_leaves_the_twins_out():
+    from loadtest.evidence.records import read_results
+    from loadtest.report.sizing import prices, size
+
+    results = read_results(FIXTURES / "capacity-run-twins" / "results.jsonl")
+    answers = size.size(results, size.objective_from(10, 5000, None, 0.2), prices.load_prices(FIXTURES / "prices.toml"))
+    verdicts = {a.label: a.bounded for a in answers}
+    assert set(verdicts) == {"cpu-cpu", "cpu-off", "gpu-gpu", "gpu-off"}  # no twin is an option
+    assert verdicts["gpu-gpu"] == "the production server; tool ceiling ≥ 12,500.0 req/s (2× the answer)"
+    assert verdicts["cpu-cpu"] == ("device alone not measured, not for buying; tool ceiling ≥ 1,350.0 req/s (2× the "
+                                   "answer)")
