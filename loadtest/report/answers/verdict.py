@@ -111,7 +111,9 @@ def verdict_of(search: SearchAnswer | None, ceiling: ToolCeiling = NOT_MEASURED)
 
 
 def _unconfirmed(search: SearchAnswer, cell: CellResult | None) -> tuple[Bounded, str] | None:
-    if lower_bound(search):
+    """The figure's own state as every table prints it (`figure_text.capacity_text`): a "≥" on a higher unconfirmed
+    pass beside a confirmed capacity qualifies that pass, not the capacity."""
+    if lower_bound(search) and (search.capacity_rps is None or search.passed_rps is None):
         why = search.bound.value
         if search.bound == Bound.LOADGEN and cell is not None and _loadgen_busy(cell):
             why = f"{why} (its CPU: {_loadgen_busy(cell)})"

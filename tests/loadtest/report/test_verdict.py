@@ -151,3 +151,13 @@ def test_size_gives_each_searched_options_verdict_and_leaves_the_twins_out():
     assert verdicts["gpu-gpu"] == "the production server; tool ceiling ≥ 12,500.0 req/s (2× the answer)"
     assert verdicts["cpu-cpu"] == ("device alone not measured, not for buying; tool ceiling ≥ 1,350.0 req/s (2× the "
                                    "answer)")
+
+
+def test_a_confirmed_capacity_beside_a_higher_open_pass_is_confirmed():
+    # 1,000 confirmed; 1,500 passed above it and nothing above that failed: "1,000.0 confirmed (≥ 1,500.0 passed: the
+    # search stopped)": the "≥" is the pass's, so the row is the production server's, for buying
+    steps = [("bracket", 1000, 8.0), ("confirm", 1000, 9.0), ("bracket", 1500, 8.0)]
+    cells = with_twin(search(CONTAINER, "s", steps), times=3.0)
+    card, row, shown = row_of(cells)
+    assert shown["capacity req/s"].startswith("1,000.0 confirmed (≥ 1,500.0 passed")
+    assert shown["bounded by"] == "the production server" and row.for_buying
