@@ -10,7 +10,8 @@ Per configuration and request batch:
   overloaded cell (the server fell behind) is never a peak. Named with its load mode and level;
 - at the answer's cell: the client's mean latency, the server's own mean request latency, their
   difference (client + wire), the served images/s, the batch the server ran (its processed batch mean,
-  rounded up; `loadtest.report.answers.bound.padded_batch`) and the device alone at that batch (the floor).
+  rounded up; `loadtest.report.answers.bound.padded_batch`) and the device alone at that batch (the floor);
+- the answer's tool ceiling (`loadtest.report.answers.tool_ceiling`), where a search answered it.
 
 Pure functions over `CellResult`s and `Answers`. Not for: the tables that print them
 (`loadtest.report.sections.request_time`, `loadtest.report.sections.details`) or what bounded an answer
@@ -28,6 +29,7 @@ from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
 from loadtest.report.answers.answers import Answers, is_reference, typical
 from loadtest.report.answers.bound import ServedShare, padded_batch, served_share
+from loadtest.report.answers.tool_ceiling import ToolCeiling, ceiling_for
 from loadtest.report.configs import Config, config_of
 from loadtest.report.formatting import number as fmt
 from loadtest.report.series import load_level, sustained, usable
@@ -107,6 +109,7 @@ class Figures:
     ran_batch: int  # the batch the server ran at the answer's cell
     served: ServedShare | None  # served against the device alone at `ran_batch`; None without a floor
     peak: Peak | None
+    ceiling: ToolCeiling | None = None  # the answer's tool ceiling; None where no search answered it
 
     @property
     def client_wire_ms(self) -> float | None:
@@ -143,6 +146,7 @@ class Figures:
                     "batch": floor.batch_size, "images_per_s": round(floor.images_per_s, IPS_DIGITS),
                     "source": recorded.source, "runtime": recorded.runtime, "callers": floor.callers},
                 "served_share_of_floor": None if self.served is None else round(self.served.share, 3),
+                "tool_ceiling": None if self.ceiling is None else self.ceiling.as_dict(),
                 "phases_mean_ms": {name: _ms(phase.mean_us) for name, phase in
                                    (self.cell.server_phases.phases if self.cell.server_phases else {}).items()},
                 "peak": None if self.peak is None else {
@@ -159,20 +163,22 @@ def peak_of(cells: Sequence[CellResult]) -> Peak | None:
                 None if top.latency_p99_ms is None else round(top.latency_p99_ms, MS_DIGITS), top)
 
 
-def _capacity_cells(answers: Answers) -> dict[tuple[Config, int], tuple[CellResult, str]]:
+def _capacity_cells(answers: Answers) -> dict[tuple[Config, int], tuple[CellResult, str, ToolCeiling]]:
     """Per configuration and request batch: the cell of its highest confirmed capacity, any objective (of
-    repeated searches, their `typical` answer's, as the decision's)."""
-    out: dict[tuple[Config, int], tuple[CellResult, str]] = {}
+    repeated searches, their `typical` answer's, as the decision's), and that search's tool ceiling."""
+    out: dict[tuple[Config, int], tuple[CellResult, str, ToolCeiling]] = {}
     for s in sorted((s for s in typical(answers.searches) if s.met), key=lambda s: s.capacity_rps or 0.0):
         capacity = s.conclusion.capacity if s.conclusion else None
         if capacity is not None:
-            out[(s.config, s.request_batch_size)] = (capacity.result, f"capacity {fmt(s.capacity_rps)} req/s")
+            out[(s.config, s.request_batch_size)] = (capacity.result, f"capacity {fmt(s.capacity_rps)} req/s",
+                                                     ceiling_for(s.search_id, answers.ceilings))
     return out
 
 
-def _figures(config: Config, label: str, batch: int, cell: CellResult, at: str, peak: Peak | None) -> Figures:
+def _figures(config: Config, label: str, batch: int, cell: CellResult, at: str, peak: Peak | None,
+             ceiling: ToolCeiling | None = None) -> Figures:
     return Figures(config, label, batch, at, cell, *mean_ms(cell),
-                   round(cell.throughput_ips, IPS_DIGITS), padded_batch(cell), served_share(cell), peak)
+                   round(cell.throughput_ips, IPS_DIGITS), padded_batch(cell), served_share(cell), peak, ceiling)
 
 
 def figures_of(results: Sequence[CellResult], answers: Answers, labels: Mapping[Config, str]
@@ -189,8 +195,8 @@ def figures_of(results: Sequence[CellResult], answers: Answers, labels: Mapping[
     for key in sorted(groups):
         peak = peak_of(groups[key])
         top = peak.cell if peak else max(groups[key], key=_ips)  # no sustained cell: the highest valid one
-        cell, at = answered.get(key) or (top, f"peak {fmt(top.throughput_rps)} req/s")
-        out[key] = _figures(key[0], labels[key[0]], key[1], cell, at, peak)
+        cell, at, ceiling = answered.get(key) or (top, f"peak {fmt(top.throughput_rps)} req/s", None)
+        out[key] = _figures(key[0], labels[key[0]], key[1], cell, at, peak, ceiling)
     return out
 
 
@@ -234,7 +240,7 @@ def device_figures(figures: Mapping[tuple[Config, int], Figures], device: str, d
 
 HEADER = ("configuration", "request batch", "at", "client mean ms", "server mean ms", "client + wire ms",
           "served images/s", "server ran batch", "device alone images/s", "device alone at batch",
-          "served ÷ device alone", "peak images/s", "peak req/s", "peak load")
+          "served ÷ device alone", "peak images/s", "peak req/s", "peak load", "tool ceiling")
 
 
 def plain(value: float | None, digits: int) -> str:
@@ -256,7 +262,8 @@ def row(f: Figures, for_csv: bool = False) -> tuple[str, ...]:
             share_text,
             number(f.peak.images_per_s if f.peak else None, IPS_DIGITS),
             number(f.peak.requests_per_s if f.peak else None, IPS_DIGITS),
-            f.peak.load if f.peak else "no sustained valid cell")
+            f.peak.load if f.peak else "no sustained valid cell",
+            f.ceiling.value() if f.ceiling is not None else ("" if for_csv else fmt(None)))
 
 
 CSV_HEADER = (*HEADER, "server", "device", "device name")  # a CSV stands alone: it says what was measured

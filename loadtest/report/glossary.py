@@ -38,6 +38,14 @@ TERMS: tuple[tuple[str, str], ...] = (
     ("serving path", "everything between the client and the model on its device: gRPC, decoding, queues, batching, "
                      "the server's processes; where it, not the device, bounded an answer, a faster device would not "
                      "raise it, so no purchase follows from that answer"),
+    ("tool ceiling", "what the load generator and the path to the model sustained in the same run with a model that "
+                     "costs nothing (a twin: the embedded server with the null backend, shaped as the configuration, "
+                     "answering tensors of the real sizes), checked at 2× the answer (the 2× is ours): \"≥ X (2× the "
+                     "answer)\" where it carried that, so the tool did not bound the answer; \"X\", its highest "
+                     "passing rate, where it searched; \"not measured: why\" where no twin ran or it could not start"),
+    ("bounded by", "what bounded an answer, the first that applies: unconfirmed; the tool; the host; device alone "
+                   "not measured; the stand-in's serving path; the runtime's dispatch; an idle device; the device; "
+                   "the production server (a TF Serving container). Only the last two are for buying"),
     ("probe, bracket, bisect, extend, confirm", "a search's steps: a closed-loop probe sets the start rate; "
      "bracket doubles the rate until one fails; bisect halves the gap; extend measures a rate longer when it "
      "was inconclusive; confirm measures the answer again, longer"),
@@ -95,8 +103,10 @@ TERMS: tuple[tuple[str, str], ...] = (
 # (in report.html, the lead sentence above the chart left plain; the Markdown links to the Terms table once).
 HEADER_TERMS = {"request batch": "request batch", "capacity req/s": "capacity", "images/s served":
                 "offered req/s, images/s served", "device busy": "device busy", "p99 upper estimate ms": "est. p99",
-                "upper end req/s": "upper end", "batching gain over off": "batching gain", "GPU/CPU": "GPU/CPU"}
-PROSE_TERMS = {"serving path": "serving path", "passed, not confirmed": "passed, not confirmed",
+                "upper end req/s": "upper end", "batching gain over off": "batching gain", "GPU/CPU": "GPU/CPU",
+                "tool ceiling": "tool ceiling", "bounded by": "bounded by"}
+PROSE_TERMS = {"serving path": "serving path", "tool ceiling": "tool ceiling", "bounded by": "bounded by",
+               "passed, not confirmed": "passed, not confirmed",
                "confirmed": "confirmed", "paired": "paired", "GPU/CPU": "GPU/CPU", "reference speed": "reference",
                "upper end": "upper end", "images/s served": "offered req/s, images/s served"}
 _PROSE = re.compile(r"(?<![\w-])(" + "|".join(re.escape(p) for p in sorted(PROSE_TERMS, key=len, reverse=True))

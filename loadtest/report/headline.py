@@ -22,10 +22,12 @@ from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import LoadMode
 from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer, lower_bound
-from loadtest.report.answers.bound import bound_line
+from loadtest.report.answers.bound import bound_line, device_text
 from loadtest.report.answers.figure_text import range_text, reason
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
 from loadtest.report.answers.sources import highest_passing
+from loadtest.report.answers.tool_ceiling import ToolCeiling, ceiling_for, tool_ceilings
+from loadtest.report.answers.verdict import finding, verdict_of
 from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Figure, Table, device_name
 from loadtest.report.card.card import Card, card_for
 from loadtest.report.card.decision import why_none_lines
@@ -125,9 +127,14 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
 
 def _bound(d: DeviceAnswer, figures: Mapping[tuple[Config, int], Figures], results: Sequence[CellResult],
            labels: Labels) -> str:
-    """What bounded a device's answer, from the figures its answer stands on."""
+    """What bounded a device's answer: its verdict (`loadtest.report.answers.verdict`, the card's), with the detail
+    from the figures its answer stands on where the device floor's rule gave it."""
     f = device_figures(figures, d.device, d.device_name, d.request_batch_size, d.best.config if d.best else None)
-    return bound_line(d, f.cell if f else None, f.at_words if f else "", results, labels)
+    detail = bound_line(d, f.cell if f else None, f.at_words if f else "", results, labels)
+    if d.best is None or d.best.figure_rps is None:
+        return detail
+    verdict = verdict_of(d.best, ceiling_for(d.best.search_id, tool_ceilings(results)))
+    return finding(device_text(d.device, d.device_name), verdict, detail)
 
 
 def _paired_text(compared: PairedRatio, host_floor: float | None = None) -> str:
@@ -181,8 +188,8 @@ def _pricing_caption(pricing: Pricing | None, devices: Sequence[DeviceAnswer] = 
 
 def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels,
                  pricing: Pricing | None, paired: Mapping[tuple, PairedRatio] | None = None,
-                 sized: bool = False) -> Table:
-    """One row per device, request batch size and objective searched."""
+                 sized: bool = False, ceilings: Mapping[str, ToolCeiling] | None = None) -> Table:
+    """One row per device, request batch size and objective searched, with its best answer's tool ceiling."""
     rows = []
     for d in devices:
         b = d.best
@@ -192,7 +199,8 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
                  fmt(b.upper_rps)) if b else ("none met the objective", *["—"] * 6)
         rows.append((d.device, device_name(d.device_name, b.config.machine if b else ""), str(d.request_batch_size),
                      f"{d.p99_objective_ms:g}",
-                     *found, _gain_text(d, labels, paired), _ratio_text(d, ratios, paired)))
+                     *found, _gain_text(d, labels, paired), _ratio_text(d, ratios, paired),
+                     ceiling_for(b.search_id, ceilings or {}).value() if b else "—"))
     return Table("Capacity under the latency objective, per device",
                  "Capacity: the highest offered rate (open loop) a capacity search confirmed with p99 within the "
                  "objective at the stated confidence (MLPerf's early-stopping rule: p99 upper estimate is the "
@@ -202,12 +210,13 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
                  "with the highest capacity on that device, request "
                  "batch size and objective. Batching gain: best batching-enabled capacity ÷ batching-off capacity, "
                  "same device, request batch and objective. GPU/CPU: best GPU ÷ best CPU capacity. Device busy: "
-                 "the server's CPU (% of its cores) and GPU utilisation at the capacity's cell."
-                 + _pricing_caption(pricing, devices, sized),
+                 "the server's CPU (% of its cores) and GPU utilisation at the capacity's cell. Tool ceiling: what "
+                 "the load generator and the path to the model carried in the same run with a model that costs "
+                 "nothing." + _pricing_caption(pricing, devices, sized),
                  ("device", "device name", "request batch", "p99 objective ms", "best configuration", "capacity req/s",
                   "images/s served", "device busy", "p50 ms", "p99 upper estimate ms", "upper end req/s",
                   "batching gain over off",
-                  "GPU/CPU"), tuple(rows), tuple("" if d.best else "invalid" for d in devices))
+                  "GPU/CPU", "tool ceiling"), tuple(rows), tuple("" if d.best else "invalid" for d in devices))
 
 
 # ----------------------------------------------------------------------------- without searches
@@ -275,7 +284,8 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
         table = paired_table(compared)
         sizing = sizing_table(card, pricing, devices)
         return Summary(tuple(dict.fromkeys(lines)),
-                       (device_table(devices, answers.ratios, labels, pricing, keyed, sizing is not None),
+                       (device_table(devices, answers.ratios, labels, pricing, keyed, sizing is not None,
+                                     answers.ceilings),
                         *((table,) if table else ()), *((by_objective,) if by_objective else ())), card=card,
                        sizing=sizing)
     objective = p99_objective_ms if p99_objective_ms is not None else DEFAULT_P99_MS

@@ -86,7 +86,7 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
     blocks: list[Table | Figure] = [*curves(results, answers, labels, colours, series, names, objective, drawn),
                                     *shapes_blocks(shapes, labels, colours)]
     if answers.searches:
-        blocks.append(details.searches_table(answers.searches, labels))
+        blocks.append(details.searches_table(answers.searches, labels, answers.ceilings))
         rates = rates_table(answers, labels)
         blocks += [rates] if rates else []
     figures = figures_of(results, answers, labels)

@@ -27,7 +27,7 @@ Pure functions over `CellResult`s: nothing here reads files, prints or draws. No
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from loadtest.evidence.records import CellResult
@@ -43,6 +43,7 @@ from loadtest.judge.objectives import (
     search_objectives,
     steps_of,
 )
+from loadtest.report.answers.tool_ceiling import ToolCeiling, tool_ceilings
 from loadtest.report.configs import Config, config_of
 from loadtest.report.formatting import ratio_value
 
@@ -356,6 +357,7 @@ class Answers:
     objective_searches: tuple[SearchAnswer, ...] = ()  # one per search and objective, by objective
     objective_devices: tuple[DeviceAnswer, ...] = ()  # keyed by each objective answered (p99_objective_ms)
     objective_ratios: tuple[DeviceRatio, ...] = ()
+    ceilings: Mapping[str, ToolCeiling] = field(default_factory=dict)  # each checked search's tool ceiling, by id
 
     def objectives_ms(self) -> tuple[float, ...]:
         """Every objective some search was answered at, lowest first."""
@@ -371,7 +373,7 @@ def answer(results: Sequence[CellResult]) -> Answers:
     at_objectives.sort(key=lambda a: (a.p99_objective_ms, a.config, a.request_batch_size, a.search_id))
     objective_devices = device_answers(at_objectives)
     return Answers(tuple(searches), tuple(devices), tuple(device_ratios(devices)), tuple(at_objectives),
-                   tuple(objective_devices), tuple(device_ratios(objective_devices)))
+                   tuple(objective_devices), tuple(device_ratios(objective_devices)), tool_ceilings(results))
 
 
 def own(search: SearchAnswer) -> SearchAnswer:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.evidence.records import CellResult
@@ -170,14 +171,33 @@ def idle_device_sentence(device: str, label: str, at: str, cell: CellResult, ser
             f"({fmt(f.images_per_s)} images/s at {f.at}).")
 
 
-def held_sentence(device: str, label: str, at: str, cell: CellResult, served: ServedShare) -> str:
+class Held(StrEnum):
+    """What held an answer its device floor measured (`held_by`): the one rule the verdict and the findings read."""
+
+    SERVING_PATH = "serving path"  # served < `SERVED_SHARE` of the device alone
+    RUNTIME = "runtime"  # the floor timed the runtime's dispatch
+    IDLE_DEVICE = "idle device"  # the device was far from busy, or its use not recorded
+    DEVICE = "device"  # the model on the device, busy
+
+
+def held_by(cell: CellResult, served: ServedShare) -> Held:
     """What bounded the answer, claiming the device only when the floor measured it and it was busy."""
     if served.share < SERVED_SHARE:
-        return floor_sentence(device, label, at, served)
+        return Held.SERVING_PATH
     if dispatch_bound(cell, served):
-        return runtime_sentence(device, cell, served)
+        return Held.RUNTIME
     busy = device_busy(cell)
     if busy is None or busy[1] < busy[2]:
+        return Held.IDLE_DEVICE
+    return Held.DEVICE
+
+
+def held_sentence(device: str, label: str, at: str, cell: CellResult, served: ServedShare) -> str:
+    """`held_by`'s verdict in a sentence."""
+    held = held_by(cell, served)
+    if held == Held.RUNTIME:
+        return runtime_sentence(device, cell, served)
+    if held == Held.IDLE_DEVICE:
         return idle_device_sentence(device, label, at, cell, served)
     return floor_sentence(device, label, at, served)
 

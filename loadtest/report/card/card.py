@@ -7,10 +7,11 @@ as Model Analyzer's summary opens with its recommendation:
   stand-in and its runtime; the machine: its CPU and vCPUs, its GPU), and, where not for buying, why in a few words;
 - a table, one row per target and device: the best setup (where replica shapes were measured, the cheapest shape
   and how many replicas an instance holds, `loadtest.report.shape_sizing.sized_on`), its capacity with the rate that
-  failed above it, p99 there, how busy the device was, then either boxes (a range, from the capacity's range and
-  the headroom), USD/h and USD per million requests, or, where the serving path bounded the answer (it served less
-  than half of what the device alone runs, `loadtest.report.answers.bound`), what it served of the device alone and no
-  price. A row whose device alone was never measured is priced and marked "bound unchecked";
+  failed above it, p99 there, how busy the device was, what bounded it and its tool ceiling (the one verdict,
+  `loadtest.report.answers.verdict`), then boxes (a range, from the capacity's range and the headroom), USD/h and USD
+  per million requests where for buying (the device or the production server bounded it); a confirmed row not for
+  buying gives only the most, marked "≤" (a server at least this fast needs no more); an unconfirmed row no boxes;
+  where nothing is priced, what it served of the device alone;
 - at most one comparison line per target (GPU/CPU, batching on ÷ off: each ratio once, with its range), and
   "Run next:" where not for buying.
 
@@ -38,23 +39,24 @@ from loadtest.report.answers.answers import (
     lower_bound,
     typical,
 )
-from loadtest.report.answers.bound import SERVED_SHARE, ServedShare, served_share
 from loadtest.report.answers.figure_text import capacity_text
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios
 from loadtest.report.answers.ratios import gain_key, gain_value, gpu_cpu_value, has_figure, is_paired
+from loadtest.report.answers.tool_ceiling import NAME as TOOL_CEILING
+from loadtest.report.answers.verdict import verdict_in
 from loadtest.report.blocks import DEVICES
 from loadtest.report.card.decision import run_next, server_flags
 from loadtest.report.card.objective_costs import answers_by_objective
 from loadtest.report.card.records import CardRow
 from loadtest.report.card.words import (
+    AT_MOST,
+    BOUNDED_BY,
     LOWER_BOUND,
-    SERVING_PATH_BOUND,
     SHAPED_SETUP,
     SHAPES,
     SHARED_CORES,
     STAND_IN,
     TERMS,
-    UNCHECKED,
     UNPAIRED,
     UPPER_END,
     memory_note,
@@ -68,7 +70,8 @@ from loadtest.report.shape_sizing import UNKNOWN_REPLICA, sized_on
 from loadtest.report.sizing.fleet import CapacityRange, capacity_range, fleet, moved_words, sizing_line
 from loadtest.report.sizing.instances import Pricing, with_replicas
 
-HEADER = ("target", "device", "best setup", "capacity req/s", "p99 upper estimate ms", "busy")
+HEADER = ("target", "device", "best setup", "capacity req/s", "p99 upper estimate ms", "busy", BOUNDED_BY,
+          TOOL_CEILING)
 PRICED_HEADER = ("boxes", "USD/h", "USD per million requests")
 UNPRICED_HEADER = ("served ÷ device alone",)
 
@@ -109,7 +112,7 @@ class Card:
         """What each word on the card means, once (`TERMS`), for the columns and lines it has."""
         used = [*HEADER, *(PRICED_HEADER if self.priced else UNPRICED_HEADER), "for buying",
                 *(["ranges"] if self.comparisons else []),
-                *([UNCHECKED] if any(UNCHECKED in " ".join(r) for r in self.table_rows()) else []),
+                *([AT_MOST] if any(r.at_most and r.boxes for r in self.rows) else []),
                 *([SHAPES] if any(r.replica_cores for r in self.rows) else []),
                 *([SHARED_CORES] if any(r.shared_cores for r in self.rows) else [])]
         used += [*([STAND_IN] if STAND_IN in self.title else []), UPPER_END, LOWER_BOUND]
@@ -131,7 +134,8 @@ def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
     if row.higher:
         capacity += f"; {row.higher}"
     base = (row.target.words(), DEVICES.get(row.device, row.device), _setup_cell(row), capacity,
-            fmt(row.p99_ms, 2) if row.p99_ms is not None else "—", row.busy or "—")
+            fmt(row.p99_ms, 2) if row.p99_ms is not None else "—", row.busy or "—", row.verdict or "—",
+            row.tool_ceiling or "—")
     if not priced:
         return (*base, _share(row))
     if row.boxes is None:
@@ -141,9 +145,8 @@ def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
     spare = f" + {row.spare} spare" if row.spare else ""
     plural = "" if high + row.spare == 1 else "s"
     boxes = f"{count}{spare} × {row.instance}" if row.instance else f"{count}{spare} replica{plural}"
-    if row.served_share is None:
-        boxes += f" ({UNCHECKED})"
-    return (*base, boxes, fmt(row.usd_per_hour, 2), money(row.usd_per_m_requests))
+    most = "≤ " if row.at_most else ""  # not for buying: the most a server at least this fast needs
+    return (*base, most + boxes, most + fmt(row.usd_per_hour, 2), most + money(row.usd_per_m_requests))
 
 
 def _setup_cell(row: CardRow) -> str:
@@ -157,7 +160,7 @@ def _setup_cell(row: CardRow) -> str:
 
 def _share(row: CardRow) -> str:
     if row.served_share is None:
-        return UNCHECKED if row.capacity_rps is not None else "—"
+        return "not measured" if row.capacity_rps is not None else "—"
     return f"{row.served_share:.0%}"
 
 
@@ -199,7 +202,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
     nexts: list[str] = []
     for target in targets:
         here = _devices_at(answers, target)
-        found = [_row(target, d, pricing) for d in here]
+        found = [_row(target, d, pricing, answers) for d in here]
         rows += found
         line = _comparison(target, here, found, paired, ratios, answers)
         if line:
@@ -229,11 +232,6 @@ def _configs(answers: Answers) -> list[Config]:
     return list(dict.fromkeys(s.config for s in answers.searches))
 
 
-def _served(s: SearchAnswer) -> ServedShare | None:
-    step = s.conclusion.answer if s.conclusion else None
-    return served_share(step.result) if step is not None else None
-
-
 def _setup(config: Config) -> str:
     return f"batching on (profile {config.batching_profile})" if config.batching_on else "batching off"
 
@@ -248,29 +246,29 @@ def _higher(d: DeviceAnswer, best: SearchAnswer) -> str:
                      for s, r in sorted(shown, key=lambda sr: -sr[1]))
 
 
-def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None) -> CardRow:
+def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None, answers: Answers) -> CardRow:
+    """One row: its best answer, what bounded it (`verdict_in`, the one verdict) and its tool ceiling; boxes and
+    prices where confirmed: a range where for buying, else the most a server at least this fast needs."""
     best = sized_on(d, target, pricing)
     if best is None or best.figure_rps is None:
         return CardRow(target, d.device, "", None, None, False, None, "", None, False,
                        why_not=f"none passed p99 ≤ {target.p99_objective_ms:g} ms")
-    served = _served(best)
-    share = served.share if served is not None else None
-    bound = share is not None and share < SERVED_SHARE
+    verdict = verdict_in(best, answers)
     capacities = capacity_range(best, d.searches)
     repeated = capacities is not None and capacities.repeats > 1
     row = CardRow(target, d.device, _setup(best.config), best.figure_rps, best.upper_rps, lower_bound(best),
                   best.estimate_ms,
-                  busy_text(best.server_cpu_percent, best.gpu_utilization_percent, best.server_cpu_cores), share, False,
+                  busy_text(best.server_cpu_percent, best.gpu_utilization_percent, best.server_cpu_cores),
+                  verdict.served.share if verdict.served else None, False,
                   state=capacity_text(best.at), higher=_higher(d, best),
                   replica_cores=best.shape.cores if best.shape else None,
-                  shared_cores=bool(best.shape and best.shape.shares_loadgen),
+                  shared_cores=bool(best.shape and best.shape.shares_loadgen), bounded=verdict.bounded.value,
+                  verdict=verdict.text(), tool_ceiling=verdict.ceiling.value(), at_most=not verdict.for_buying,
                   repeats=capacities.repeats if capacities else 1,
                   range_rps=(capacities.low_rps, capacities.high_rps) if capacities and repeated else None,
                   moved=moved_words(capacities) if capacities and capacities.moved else "")
-    if bound:
-        return replace(row, why_not=SERVING_PATH_BOUND)
-    if not best.met:
-        return replace(row, why_not="not confirmed")
+    if not verdict.confirmed or not best.met:
+        return replace(row, why_not=verdict.text())
     if pricing is None or not target.rate_rps or capacities is None:
         return replace(row, why_not="no target rate")
     return _priced(row, best, capacities, target, pricing)
@@ -287,7 +285,8 @@ def _priced(row: CardRow, best: SearchAnswer, capacities: CapacityRange, target:
     if at.refused or at.costs.per_hour is None:
         return replace(row, why_not="not priced", refused=at.refused or "the price list has no price for it")
     per_hour = at.costs.per_hour
-    return replace(row, for_buying=True, boxes=(boxes.fewest, boxes.most),
+    low = boxes.most if row.at_most else boxes.fewest  # not for buying: only the most a server this fast needs
+    return replace(row, for_buying=not row.at_most, boxes=(low, boxes.most),
                    instance=at.placement.instance.name if at.placement else "", usd_per_hour=per_hour,
                    per_instance=at.placement.per_instance if at.placement and row.replica_cores else None,
                    usd_per_m_requests=per_hour / (target.rate_rps * 3600.0) * 1e6,
@@ -309,7 +308,7 @@ def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[Car
     where = f"{target.p99_objective_ms:g} ms, {target.batch} image{'s' if target.batch > 1 else ''}"
     batch, objective = target.batch, target.p99_objective_ms
     parts = []
-    priced = {r.device: r for r in rows if r.usd_per_m_requests}
+    priced = {r.device: r for r in rows if r.usd_per_m_requests and r.for_buying}  # never a "≤" row's price
     across = gpu_cpu_value(answers, paired, batch, objective)
     if len(priced) == 2:
         cheap, dear = sorted(priced.values(), key=lambda r: r.usd_per_m_requests or 0.0)

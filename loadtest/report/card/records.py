@@ -43,6 +43,10 @@ class CardRow:
     range_rps: tuple[float, float] | None = None  # with repeats: the lowest repeat's capacity, the highest's upper end
     moved: str = ""  # where repeats moved the capacity beyond the bracket of the one priced: by how much
     sizing: SizingLine | None = None  # the boxes' arithmetic (the card's sizing table); None: no boxes on instances
+    bounded: str = ""  # what bounded the answer (`loadtest.report.answers.verdict.Bounded`'s value)
+    verdict: str = ""  # that verdict with why, as the card prints it
+    tool_ceiling: str = ""  # the answer's tool ceiling (`ToolCeiling.value`)
+    at_most: bool = False  # not for buying: the boxes and prices are the most a server at least this fast needs
 
     def as_dict(self) -> dict:
         """figures.json's row: its target under the keys figures.json has always had (`p99_ms`: the objective)."""

@@ -14,8 +14,8 @@ from loadtest.report.configs import Config
 from loadtest.report.sizing.instances import Pricing
 from serving.endpoint import ServerKind
 
-UNCHECKED = "bound unchecked"
-SERVING_PATH_BOUND = "serving path bound"
+BOUNDED_BY = "bounded by"
+AT_MOST = "≤ boxes"  # a NOT FOR BUYING row's boxes and prices: the most a server at least this fast needs
 SHAPES = "k-core replicas"  # a row sized on a measured replica shape
 SHARED_CORES = "shared cores"  # that shape's capacity is a lower bound: it shared the load generator's cores
 SHAPED_SETUP = ("the configuration and replica shape whose boxes cost least on that device at the target (a tie: the "
@@ -41,10 +41,10 @@ TERMS = {
     "boxes": "instances for the target rate with the headroom (for bursts only), over the capacity's range: fewest "
              "at its top, most at its bottom (one search: its upper end and its capacity; repeated searches: the "
              "highest repeat's upper end and the lowest repeat's capacity); + k spare: k instances more, so the "
-             "target is still served with k instances lost (N + 1 unless --spare-instances says); where the serving "
-             "path bounded the answer, no boxes; the arithmetic: the sizing table below.",
-    "USD/h": "what the boxes at the capacity cost an hour at the price list's prices (of repeated searches, at the "
-             "typical one: their lower median).",
+             "target is still served with k instances lost (N + 1 unless --spare-instances says); not for buying: "
+             "\"≤\", the most only; an unconfirmed answer: no boxes; the arithmetic: the sizing table below.",
+    "USD/h": "what the boxes at the capacity (the most) cost an hour at the price list's prices (of repeated "
+             "searches, at the typical one: their lower median).",
     "USD per million requests": "USD/h ÷ the requests served in that hour, × 1,000,000 (per image, for a request "
                                 "of several, below the card).",
     STAND_IN: "this project's own gRPC server (serving/), speaking TF Serving's Predict API with the same model "
@@ -54,13 +54,24 @@ TERMS = {
                "true capacity lies between.",
     LOWER_BOUND: "a lower bound, with why: the search stopped (no higher rate failed: it did not go high enough) or "
                  "the load generator's limit (it could not offer more).",
-    "for buying": "the device, not the serving path, bounded the answer (it served at least 50% of the device alone) "
+    "for buying": "the device or the production server (a TF Serving container) bounded the answer (\"bounded by\") "
                   "and it is priced; the title says FOR BUYING when each target's cheapest row is.",
     "ranges": "×ratio (low–high): the paired comparison's ratio and the range its repeats and the machine's drift "
               "allow; a range that holds ×1.0 is no measurable difference. GPU/CPU: the best GPU setup's capacity ÷ "
               "the best CPU setup's; batching: batching on ÷ off on that device; unpaired, not paired: from searches "
               "run one after the other, whose range does not allow for the machine's drift.",
-    UNCHECKED: "nothing measured the device alone, so what bounded the answer is not known.",
+    BOUNDED_BY: "what bounded the answer, the first that applies: unconfirmed (passed, not confirmed, or a lower "
+                "bound, with why); the tool (its tool ceiling not measured or under 2× the answer, or the load "
+                "generator saturated); the host (its stalls, measured by the host probe, explain the dispatch lag or "
+                "the tail); device alone not measured; the stand-in's serving path (served under 50% of the device "
+                "alone); the runtime's dispatch; an idle device; the device; the production server (a TF Serving "
+                "container).",
+    "tool ceiling": "what the load generator and the path to the model sustained in the same run with a model that "
+                    "costs nothing (the embedded server's null backend, shaped as the configuration): \"≥ X (2× the "
+                    "answer)\": it carried twice the answer, so it did not bound it (the 2× is ours); \"X\": the "
+                    "highest rate it carried, where it did not carry 2×; not measured: why.",
+    AT_MOST: "a row not for buying with a confirmed answer: its boxes and prices are the most a server at least this "
+             "fast needs (an upper bound: the capacity is a floor on what the device serves), not a quote.",
     SHAPES: "the replica shape sized on: each shape measured (k cores, k frontends a replica) is priced and the "
             "cheapest taken (a tie: the smaller); no shape between or beyond them is priced. \"8 per general-16\": "
             "one general-16 holds 8 replicas, each on its own cores.",
@@ -84,7 +95,7 @@ def title(for_buying: bool, rows: Sequence[CardRow], configs: Sequence[Config], 
     if for_buying:
         stand_in = "; figures are the stand-in's" if any(c.kind != ServerKind.CONTAINER for c in configs) else ""
         return f"FOR BUYING — {measured}{stand_in}" + ("; example prices" if example else "")
-    return f"NOT FOR BUYING — {measured}: {_why_not(rows, pricing)}"
+    return f"NOT FOR BUYING — {measured}: {_why_not(rows, pricing)}" + ("; example prices" if example else "")
 
 
 def _why_not(rows: Sequence[CardRow], pricing: Pricing | None) -> str:
@@ -94,19 +105,31 @@ def _why_not(rows: Sequence[CardRow], pricing: Pricing | None) -> str:
         return "no capacity search in these results"
     if not answered:
         return "no setup met any target's objective"
-    bound = [r for r in answered if r.why_not == SERVING_PATH_BOUND]
-    if bound and len(bound) == len(answered):
-        devices = list(dict.fromkeys(DEVICES.get(r.device, r.device) for r in bound))
-        device = f"the {devices[0]}" if len(devices) == 1 else "a device"
-        return f"the serving path, not {device}, bounded every answer"
+    bounded = {r.bounded for r in answered}
+    if len(bounded) == 1 and not any(r.for_buying for r in answered):
+        return _bounded_every(answered)
     if pricing is None or not any(r.target.rate_rps for r in rows):
         return "no target rate given (--target-rps)"
-    if bound:
-        return "the serving path bounded a target's best answer"
+    if any(r.at_most for r in answered):
+        return "neither the device nor the production server bounded a target's best answer"
     missing = sorted({r.target.p99_objective_ms for r in rows if r.capacity_rps is None})
     if missing:
         return f"no setup met p99 ≤ {missing[0]:g} ms"
     return "no price for a target's answer (below the card)"
+
+
+def _bounded_every(answered: Sequence[CardRow]) -> str:
+    """Why not, where one verdict held every answer (`loadtest.report.answers.verdict.Bounded`'s values)."""
+    what = answered[0].bounded
+    if what == "the tool" and all("not measured" in r.tool_ceiling for r in answered):
+        return "tool ceiling not measured"
+    if what == "unconfirmed":
+        return "no answer was confirmed"
+    if what == "device alone not measured":
+        return "the device alone was not measured"
+    devices = list(dict.fromkeys(DEVICES.get(r.device, r.device) for r in answered))
+    device = f"the {devices[0]}" if len(devices) == 1 else "a device"
+    return f"{what}, not {device}, bounded every answer"
 
 
 def _server(configs: Sequence[Config]) -> str:
@@ -136,4 +159,4 @@ def _plain(name: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-__all__ = ["SERVING_PATH_BOUND", "SHAPED_SETUP", "SHAPES", "SHARED_CORES", "TERMS", "UNCHECKED", "title"]
+__all__ = ["AT_MOST", "BOUNDED_BY", "SHAPED_SETUP", "SHAPES", "SHARED_CORES", "TERMS", "title"]

@@ -16,6 +16,7 @@ from loadtest.judge.conclusion import describe_pair
 from loadtest.judge.overload import overloaded_reason
 from loadtest.report.answers.answers import SearchAnswer
 from loadtest.report.answers.figure_text import range_text
+from loadtest.report.answers.tool_ceiling import ToolCeiling, ceiling_for
 from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Table, cell_mark, device_name
 from loadtest.report.configs import Config, config_of
 from loadtest.report.device_use import (
@@ -98,19 +99,23 @@ def _search_note(s: SearchAnswer) -> str:
                                                                     for p in pairs)
 
 
-def searches_table(searches: Sequence[SearchAnswer], labels: Labels) -> Table:
+def searches_table(searches: Sequence[SearchAnswer], labels: Labels,
+                   ceilings: Mapping[str, ToolCeiling] | None = None) -> Table:
+    """Each search's answer, with its tool ceiling (`ceilings`, by search id: not measured where absent)."""
     rows = tuple((labels[s.config], str(s.request_batch_size), f"{s.p99_objective_ms:g}", "yes" if s.met else "NO",
                   fmt(s.capacity_rps), fmt(s.capacity_ips),
                   busy_text(s.server_cpu_percent, s.gpu_utilization_percent, s.server_cpu_cores),
                   fmt(s.p50_ms, 2), fmt(s.estimate_ms, 2),
-                  fmt(s.upper_rps), str(s.cells), s.search_id, _search_note(s)) for s in searches)
+                  fmt(s.upper_rps), ceiling_for(s.search_id, ceilings or {}).value(), str(s.cells), s.search_id,
+                  _search_note(s)) for s in searches)
     return Table("Capacity searches", "Each search's answer: the highest offered rate whose confirmation passed "
                  "(valid, and p99 within the objective at the stated confidence: est. p99 is the early-stopping "
                  "estimate of the true p99), the images/s, device use and latency of that cell, its upper end (the "
-                 "lowest rate above it that did not pass; why, in the last column) and the uncertainty. Not met: "
-                 "no confirmation passed. " + OFFERED_VS_SERVED_REF + ".",
+                 "lowest rate above it that did not pass; why, in the last column), its tool ceiling (what the load "
+                 "generator and the path to the model carried in the same run with a model that costs nothing) and "
+                 "the uncertainty. Not met: no confirmation passed. " + OFFERED_VS_SERVED_REF + ".",
                  ("configuration", "request batch", "p99 objective ms", "met", "capacity req/s", "images/s served",
-                  "device busy", "p50 ms", "est. p99 ms", "upper end req/s", "cells", "search",
+                  "device busy", "p50 ms", "est. p99 ms", "upper end req/s", "tool ceiling", "cells", "search",
                   "uncertainty, or not met because"),
                  rows,
                  tuple("" if s.met else "invalid" for s in searches))

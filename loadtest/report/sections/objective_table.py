@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from loadtest.report.answers.answers import Answers, DeviceAnswer, SearchAnswer
 from loadtest.report.answers.figure_text import BOUND_TERM, capacity_text
 from loadtest.report.answers.ratios import Paired, gain_value, gpu_cpu_value, has_figure
+from loadtest.report.answers.tool_ceiling import ceiling_for
 from loadtest.report.blocks import Table
 from loadtest.report.configs import Config
 from loadtest.report.formatting import number as fmt
@@ -63,7 +64,8 @@ def objective_table(answers: Answers, labels: Labels, paired: Paired | None = No
     rows, marks = [], []
     for s, name in zip(answers.searches, repeat_labels(answers.searches, labels)):
         at = {a.p99_objective_ms: a for a in s.objectives}
-        rows.append((name, str(s.request_batch_size), *(capacity_text(at.get(o)) for o in objectives)))
+        rows.append((name, str(s.request_batch_size), *(capacity_text(at.get(o)) for o in objectives),
+                     ceiling_for(s.search_id, answers.ceilings).value()))
         marks.append("")
     for batch in sorted({s.request_batch_size for s in answers.searches}):
         devices = sorted({d.device for d in answers.objective_devices if d.request_batch_size == batch})
@@ -71,10 +73,10 @@ def objective_table(answers: Answers, labels: Labels, paired: Paired | None = No
             here = _device_by_objective(answers, device, batch)
             if any(d.gain.batching and d.gain.off for d in here.values()):
                 gains = (gain_value(answers, paired, device, batch, o) for o in objectives)
-                rows.append((f"batching gain on {device}", str(batch), *gains))
+                rows.append((f"batching gain on {device}", str(batch), *gains, "—"))
                 marks.append("")
         if any(r.request_batch_size == batch for r in (*answers.objective_ratios, *answers.ratios)):
-            rows.append(("GPU/CPU", str(batch), *(gpu_cpu_value(answers, paired, batch, o) for o in objectives)))
+            rows.append(("GPU/CPU", str(batch), *(gpu_cpu_value(answers, paired, batch, o) for o in objectives), "—"))
             marks.append("")
     return Table("Capacity at each p99 objective",
                  "Every search's cells answered at each objective by the one rule the searches, the card and "
@@ -86,8 +88,10 @@ def objective_table(answers: Answers, labels: Labels, paired: Paired | None = No
                  "batching-enabled ÷ batching-off capacity on that device; GPU/CPU: best GPU ÷ best CPU capacity; "
                  "each ratio with its range (×ratio (low–high), paired where the searches ran at once), the same "
                  "value as the card, the findings and the log; where one capacity in it is a lower bound, only the "
-                 "end that holds (at least / at most); — where there is no ratio.",
-                 ("configuration", "request batch", *(f"p99 ≤ {o:g} ms" for o in objectives)),
+                 "end that holds (at least / at most); — where there is no ratio. Tool ceiling: what the load "
+                 "generator and the path to the model carried in the same run with a model that costs nothing, "
+                 "checked at 2× the search's own answer.",
+                 ("configuration", "request batch", *(f"p99 ≤ {o:g} ms" for o in objectives), "tool ceiling"),
                  tuple(rows), tuple(marks))
 
 

@@ -103,6 +103,7 @@ class SizingAnswer:
     most: int | None = None  # at the range's bottom (`loadtest.report.sizing.fleet`)
     capacity_range: tuple[float, float] | None = None  # the range the boxes cover, in the objective's unit
     repeats: int = 1  # the searches the capacity stands on
+    bounded: str = ""  # a search's answer: what bounded it, the card's verdict (`sources.ConfigCapacity.bounded`)
 
     @property
     def how(self) -> str:
@@ -125,7 +126,7 @@ def size_option(found: ConfigCapacity, label: str, objective: Objective, prices:
     capacity = found.capacity_rps if objective.unit == "rps" else found.capacity_ips
     base = SizingAnswer(c, label, found.request_batch_size, False, None, found.source or "", found.lower_bound,
                         None, None, None, None, found.note, found.cells_used, found.cells_not_used,
-                        replica=replica.describe())
+                        replica=replica.describe(), bounded=found.bounded)
     if capacity is None or capacity <= 0:
         return base if capacity is None else replace(base, note=f"{found.note}; no throughput measured")
     boxes = fleet(objective.target, _range(found, capacity), objective.headroom,
@@ -276,7 +277,8 @@ def _verdict(answers: Sequence[SizingAnswer], currency: str, unit: str, any_meet
                 f"{best.config.device_name}, request batch {best.request_batch_size}: {best.replicas} replica(s)"
                 f"{_on_instances(best)}, "
                 f"{number(best.cost_per_hour, 2)} {currency}/h, {money(best.cost_per_million)} {currency} per "
-                f"million images; capacity {best.capacity:,.1f} {unit} from {best.how}.{bounds}{assumed}")
+                f"million images; capacity {best.capacity:,.1f} {unit} from {best.how}.{bounds}{assumed}"
+                + (f" Bounded by {best.bounded}." if best.bounded else ""))
     if any(a.refused for a in answers):
         return "Options meet the objective but none maps onto an instance in the price file: see Not priced below."
     if any_meets:

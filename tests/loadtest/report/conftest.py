@@ -10,7 +10,7 @@ import pytest
 from loadtest.report import page as report
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
-RUNS = ("cpu-run", "gpu-run", "cpu-run-b", "capacity-run")
+RUNS = ("cpu-run", "gpu-run", "cpu-run-b", "capacity-run", "capacity-run-twins")
 
 
 def copied(root: Path) -> dict[str, Path]:
@@ -41,3 +41,11 @@ def searched(tmp_path_factory) -> tuple[Path, Path]:
     """The report of a run with capacity searches of four configurations, sized for 5000 req/s."""
     own = copied(tmp_path_factory.mktemp("searched"))
     return report.run([own["capacity-run"]], target_rps=5000, prices=FIXTURES / "prices.toml")
+
+
+@pytest.fixture(scope="module")
+def bought(tmp_path_factory) -> tuple[Path, Path]:
+    """The report of the hand-made twin fixture (`capacity-run` at request batch 1, each search with a passing
+    tool-ceiling twin: fixtures/make_twins.py), sized for 5000 req/s: its card is FOR BUYING."""
+    own = copied(tmp_path_factory.mktemp("bought"))
+    return report.run([own["capacity-run-twins"]], target_rps=5000, prices=FIXTURES / "prices.toml")

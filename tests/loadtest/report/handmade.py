@@ -75,3 +75,21 @@ def rates(label: ServerLabel, capacity: float, search_id: str, *, objective: flo
     """A short search of `label` confirming `capacity` req/s (1.1 x capacity fails)."""
     return search(label, search_id, [("bracket", capacity, 8.0), ("bracket", capacity * 1.1, 12.0),
                                       ("confirm", capacity, 9.0)], objective=objective, batch=batch)
+
+
+def twin(label: ServerLabel, checks: str, rate: float, *, p99: float | None = 1.0, failed: str = "",
+         objective: float = 10.0, batch: int = 1, index: int = 100) -> CellResult:
+    """A tool-ceiling twin's cell checking search `checks` at `rate` req/s: served all of it at `p99` (passes within
+    the objective), or, with `failed`, a twin that could not start (`loadtest.judge.tool_ceiling`)."""
+    tag = {"id": f"{checks}/tool-ceiling", "role": "tool_ceiling", "checks": checks, "p99_objective_ms": objective,
+           "offered_rps": None if failed else rate}
+    null = ServerLabel(**{**label.__dict__, "kind": "embedded", "name": f"{label.name}-twin",
+                          "versions": {"runtime": "none (null backend)"}})
+    return cell(null, rate=rate, rps=rate, p99=p99, failed=failed, search=tag, index=index, objective=objective,
+                batch=batch)
+
+
+def with_twin(cells: list[CellResult], search_id: str = "s", times: float = 2.0) -> list[CellResult]:
+    """`cells` (one search, `search_id`) and a passing twin at `times` × its highest confirmed rate."""
+    confirmed = max(c.tag.offered_rps or 0.0 for c in cells if c.search and c.search.role == "confirm")
+    return [*cells, twin(cells[0].server, search_id, times * confirmed)]

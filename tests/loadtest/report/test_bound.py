@@ -1,5 +1,6 @@
 """What bounded an answer, the model on its device or the serving path, and where each request's time
-went: from hand-made records (figures computed by hand) and from the first real H100 run."""
+went: from hand-made records (figures computed by hand; each search with a passing tool-ceiling twin at 2× its
+answer, so the device floor's rule decides) and from the first real H100 run."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from loadtest.report.figures import figures_of
 from loadtest.report.headline import bound_lines
 from loadtest.report.sections.request_time import request_time_table
 from serving.protocol.names import REQUEST_PHASES
-from tests.loadtest.report.handmade import cell, search, server
+from tests.loadtest.report.handmade import cell, search, server, with_twin
 from tests.loadtest.report.test_report import headline_of, table
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
@@ -54,9 +55,12 @@ def floor(*entries: tuple[int, float], **keys) -> DeviceFloorRecord:
 
 
 def capacity(label, rate: float, **fields):
-    """A short search confirming `rate` req/s (1.1 × rate fails); every cell with `fields`."""
+    """A short search confirming `rate` req/s (1.1 × rate fails); every cell with `fields`; its twin passes at 2×."""
     cells = search(label, "s", [("bracket", rate, 8.0), ("bracket", rate * 1.1, 12.0), ("confirm", rate, 9.0)])
-    return [replace(c, **fields) for c in cells]
+    return with_twin([replace(c, **fields) for c in cells])
+
+
+SERVING_PATH = "cpu (Test CPU): bounded by the stand-in's serving path: served 2% of the device alone (tool ceiling "
 
 
 def test_the_floor_entry_covers_the_batch_the_server_ran():
@@ -87,8 +91,9 @@ def test_null_backend_far_below_its_floor_leads_with_the_serving_path():
     # The null backend without delay: 25,000 images/s alone; the search confirmed 400 req/s (396 images/s).
     cells = capacity(NULL, 400.0, device_floor=floor((1, 25000.0)), server_cpu_percent=95.0)
     lines = findings(cells)
-    assert lines[0] == ("the serving path bounded this answer, not the device: cpu (Test CPU) alone runs the model "
-                        "at 25,000.0 images/s at batch 1, ×63 what cpu-off served (396.0 images/s at capacity).")
+    assert lines[0] == (f"{SERVING_PATH}≥ 800.0 req/s (2× the answer)). the serving path bounded this answer, not "
+                        "the device: cpu (Test CPU) alone runs the model at 25,000.0 images/s at batch 1, ×63 what "
+                        "cpu-off served (396.0 images/s at capacity).")
     assert lines[1].startswith("capacity on cpu (Test CPU)")
     assert printed_bounds(cells) == lines[:1]
 
@@ -98,16 +103,19 @@ def test_a_serialised_delay_near_its_floor_names_the_model_calls_not_the_idle_cp
     # the model's calls bounded it, but the device was not busy, so it is not the device's bound.
     cells = capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=3.0)
     lines = findings(cells)
-    assert lines[0] == ("the model's calls bounded this answer, not the cpu (Test CPU)'s compute (CPU 3% busy): "
-                        "cpu-off served 95.0 images/s at capacity = 95% of the model alone (100.0 images/s at "
-                        "batch 1).")
+    assert lines[0] == ("cpu (Test CPU): bounded by an idle device: served 95% of the device alone (tool ceiling "
+                        "≥ 192.0 req/s (2× the answer)). the model's calls bounded this answer, not the cpu (Test "
+                        "CPU)'s compute (CPU 3% busy): cpu-off served 95.0 images/s at capacity = 95% of the model "
+                        "alone (100.0 images/s at batch 1).")
     assert not any("serving path" in line or "on the device bounded" in line for line in lines)
 
 
 def test_a_busy_device_near_its_floor_bounded_the_answer():
     cells = capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=85.0)
-    assert findings(cells)[0] == ("the model on the device bounded this answer: cpu-off served 95.0 images/s at "
-                                     "capacity = 95% of cpu (Test CPU) alone (100.0 images/s at batch 1).")
+    assert findings(cells)[0] == ("cpu (Test CPU): bounded by the device: served 95% of the device alone (tool "
+                                  "ceiling ≥ 192.0 req/s (2× the answer)). the model on the device bounded this "
+                                  "answer: cpu-off served 95.0 images/s at capacity = 95% of cpu (Test CPU) alone "
+                                  "(100.0 images/s at batch 1).")
 
 
 def test_a_floor_within_twice_the_runtime_round_trip_names_the_runtime():
@@ -115,26 +123,31 @@ def test_a_floor_within_twice_the_runtime_round_trip_names_the_runtime():
     # 44 µs; 1,000 req/s confirmed (990 images/s = 62% of the floor), the GPU 4% busy.
     jax_floor = floor((1, 1600.0), runtime="jax", round_trip_us=620.0, device_round_trip_us=44.0)
     cells = capacity(GPU, 1000.0, device_floor=jax_floor, gpu_utilization_percent=4.0)
-    assert findings(cells)[0] == ("the runtime (JAX, 0.62 ms per call) bounded this answer, not the gpu (Test "
-                                     "GPU) (GPU 4% busy, its own round trip 0.044 ms): 990.0 images/s served = 62% "
-                                     "of the floor, which timed the runtime's own round trip.")
+    assert findings(cells)[0] == ("gpu (Test GPU): bounded by the runtime's dispatch: served 62% of the device "
+                                  "alone (tool ceiling ≥ 2,000.0 req/s (2× the answer)). the runtime (JAX, 0.62 ms "
+                                  "per call) bounded this answer, not the gpu (Test GPU) (GPU 4% busy, its own round "
+                                  "trip 0.044 ms): 990.0 images/s served = 62% of the floor, which timed the runtime's "
+                                  "own round trip.")
     slow_model = replace(jax_floor, round_trip_us=300.0)  # 625 µs > 2 × 300 µs: the floor timed the model
-    busy = [replace(c, device_floor=slow_model, gpu_utilization_percent=80.0) for c in cells]
-    assert findings(busy)[0].startswith("the model on the device bounded this answer")
+    busy = [replace(c, device_floor=slow_model, gpu_utilization_percent=80.0) if c.server == GPU else c
+            for c in cells]
+    assert findings(busy)[0].startswith("gpu (Test GPU): bounded by the device: served 62%")
+    assert "the model on the device bounded this answer" in findings(busy)[0]
 
 
 def test_when_the_load_generator_was_the_limit_it_is_named_instead():
     steps = [("bracket", 400, 8.0), ("bracket", 440, 8.0, "saturated", "2% of sends left late"),
              ("confirm", 400, 9.0)]
-    cells = [replace(c, device_floor=floor((1, 25000.0))) for c in search(NULL, "s", steps)]
-    assert findings(cells)[0] == ("the load generator bounded this answer, not the device: cpu-off served at "
-                                     "least 396.0 images/s, 2% of cpu (Test CPU) alone (25,000.0 images/s at batch 1).")
+    cells = with_twin([replace(c, device_floor=floor((1, 25000.0))) for c in search(NULL, "s", steps)])
+    # unconfirmed comes first: the one-figure rule's state (a lower bound: the load generator's limit), read
+    assert findings(cells)[0] == ("cpu (Test CPU): bounded by unconfirmed: a lower bound: the load generator's "
+                                  "limit (tool ceiling ≥ 800.0 req/s (2× the answer)).")
 
 
-def test_without_a_floor_a_busy_device_gets_no_bound_sentence():
+def test_without_a_floor_a_busy_device_reads_device_alone_not_measured():
     cells = capacity(NULL, 400.0, server_cpu_percent=90.0)
-    assert findings(cells)[0].startswith("capacity on cpu (Test CPU)")
-    assert printed_bounds(cells) == ()
+    assert printed_bounds(cells) == ("cpu (Test CPU): bounded by device alone not measured (tool ceiling ≥ 800.0 "
+                                     "req/s (2× the answer)).",)
 
 
 def test_the_h100_run_opens_by_saying_the_gpu_did_not_bound_it(tmp_path):

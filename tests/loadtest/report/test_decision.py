@@ -4,6 +4,7 @@ met where none did (`loadtest.report.card.decision.why_none_lines`)."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from loadtest.evidence.records import read_results
@@ -16,7 +17,7 @@ from loadtest.report.configs import config_labels, config_of
 from loadtest.report.sections.objective_table import objective_table
 from loadtest.report.sizing.instances import Pricing, replicas_by_config
 from loadtest.report.sizing.prices import DEFAULT_PRICES, load_prices
-from tests.loadtest.report.handmade import rates, search, server
+from tests.loadtest.report.handmade import rates, search, server, twin
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
 
@@ -60,23 +61,28 @@ def test_the_h100_card_says_no_setup_met_10_ms_and_why_below_it(tmp_path):
     assert "every rate tried missed it (the lowest failing: 76.0 req/s)" in why[1]
 
 
-def test_a_target_at_a_looser_objective_is_answered_from_the_same_cells_and_the_path_bound_is_not_priced(tmp_path):
-    """At 25 ms the CPU without batching served 2% of what the CPU alone runs: its row carries no boxes or prices."""
+def test_a_target_at_a_looser_objective_is_answered_from_the_same_cells_and_unconfirmed_rows_get_no_boxes(tmp_path):
+    """At 25 ms no rate was confirmed on either device: both rows are unconfirmed (the capacity's own state, read from
+    the one-figure rule, not recomputed), so neither carries boxes or prices, whatever it served of the device."""
     results = [*read_results(FIXTURES / "h100-run-b" / "results.jsonl"),
                *read_results(FIXTURES / "h100-run-b-cpu" / "results.jsonl")]
     card = card_for(results, pricing_for(results), [Target(25.0, 1, 5000.0)])
     assert card is not None and not card.for_buying
-    assert card.title.endswith("the serving path, not a device, bounded every answer")
+    assert card.title.endswith(": no answer was confirmed")
     cpu, gpu = card.table_rows()
     # no rate confirmed at 25 ms, but 107.5 req/s passed with nothing above it failing: the figure, with its state
     assert cpu[1:4] == ("CPU", "batching off", "none confirmed (≥ 107.5 passed: the load generator's limit)")
-    assert cpu[6] == "2%"
+    shown = dict(zip(card.header(), cpu))
+    assert shown["served ÷ device alone"] == "2%"
+    assert shown["bounded by"] == "unconfirmed: a lower bound: the load generator's limit"  # a "≥" is never bought
+    assert dict(zip(card.header(), gpu))["bounded by"] == "unconfirmed: passed, not confirmed"
     assert gpu[1:3] == ("GPU", "batching off") and gpu[3] == "none confirmed (58.8 passed), upper end 117.5"
     assert not card.priced and all(r.usd_per_hour is None and r.boxes is None for r in card.rows)
 
 
 def test_without_a_rate_the_card_is_not_for_buying_and_says_so():
-    results = read_results(FIXTURES / "capacity-run" / "results.jsonl")
+    # the hand-made twin fixture: the GPU container's row is the production server's, the CPU's unmeasured alone
+    results = read_results(FIXTURES / "capacity-run-twins" / "results.jsonl")
     card = card_for(results)
     assert card is not None and not card.for_buying and not card.priced
     assert card.title.endswith(": no target rate given (--target-rps)")
@@ -86,11 +92,11 @@ def test_without_a_rate_the_card_is_not_for_buying_and_says_so():
 def test_the_cards_boxes_and_cost_are_the_sizing_arithmetic_on_the_capacitys_range(tmp_path):
     results = read_results(FIXTURES / "capacity-run" / "results.jsonl")
     card = card_for(results, pricing_for(results))
-    # the CPU servers' cores were not recorded: no instance can be said to hold one, so the batch-8 target (CPU
-    # only) has no price and the card is not for buying; the GPU's row is
+    # no twin measured a tool ceiling in these records, so every row is the tool's: not for buying; the CPU servers'
+    # cores were not recorded: no instance can be said to hold one, so the CPU rows have no price
     assert card is not None and not card.for_buying and card.priced
     assert card.title.startswith("NOT FOR BUYING — TF Serving containers and the embedded stand-in")
-    assert card.title.endswith(": no price for a target's answer (below the card)")
+    assert card.title.endswith(": tool ceiling not measured; example prices")
     assert any(note.startswith("5,000 req/s · p99 ≤ 10 ms · 8 images/request, CPU: not priced: the replica's cores "
                                "are unknown") for note in card.notes)
     gpu = next(r for r in card.rows if r.device == "gpu")
@@ -99,20 +105,33 @@ def test_the_cards_boxes_and_cost_are_the_sizing_arithmetic_on_the_capacitys_ran
     assert gpu.boxes == (1, 1) and gpu.spare == 1 and gpu.instance == "h100-1" and gpu.usd_per_hour == 8.0
     assert round(gpu.usd_per_m_requests or 0, 4) == round(8.0 / (5000 * 3600) * 1e6, 4)
     cells = dict(zip(card.header(), card.table_rows()[1]))
-    assert cells["boxes"] == "1 + 1 spare × h100-1 (bound unchecked)" and cells["USD/h"] == "8.00"
+    # not for buying: the most a server at least this fast needs, marked "≤"
+    assert cells["boxes"] == "≤ 1 + 1 spare × h100-1" and cells["USD/h"] == "≤ 8.00"
+    assert cells["bounded by"] == "the tool: tool ceiling not measured"
+    assert cells["tool ceiling"] == "not measured: no twin was run"
     assert cells["capacity req/s"] == "6,250.0 confirmed, upper end 6,500.0"  # 6,500 did not pass (inconclusive)
     cpu = next(r for r in card.rows if r.device == "cpu" and r.target.batch == 1)
     assert cpu.capacity_rps == 675.0 and cpu.failed_rps == 700.0 and not cpu.for_buying and cpu.boxes is None
     md = report.run([_copy(tmp_path, "capacity-run")], target_rps=5000, prices=DEFAULT_PRICES)[1].read_text()
     assert md.splitlines()[0] == f"# {card.title}"
-    assert card_rows(md)[1][6] == "1 + 1 spare × h100-1 (bound unchecked)"
-    assert card_rows(md)[0][6:] == ["not priced", "—", "—"]
+    assert card_rows(md)[1][8] == "≤ 1 + 1 spare × h100-1"
+    assert card_rows(md)[0][8:] == ["not priced", "—", "—"]
     # a price file of per-replica prices: 5000 / (675 x 0.8) = 9.26 -> 10 at the capacity, 8.9 -> 9 at 700 failed;
     # + 1 spare replica: (10 + 1) x 0.40 = 4.40 USD/h, 4.40 / 18 = 0.2444 per M requests
     per_replica = Pricing(5000.0, 0.2, load_prices(FIXTURES / "prices.toml"), replicas_by_config(results))
     priced = card_for(results, per_replica)
     assert priced is not None
-    assert priced.table_rows()[0][6:] == ("9–10 + 1 spare replicas (bound unchecked)", "4.40", "0.244")
+    assert priced.table_rows()[0][8:] == ("≤ 10 + 1 spare replicas", "≤ 4.40", "≤ 0.244")
+    # with a passing twin beside each search (the hand-made fixture), the GPU container's row is for buying, with its
+    # range; the CPU stand-in's (no device floor) still not: device alone not measured, at most 10 + 1
+    twins = read_results(FIXTURES / "capacity-run-twins" / "results.jsonl")
+    bought = card_for(twins, Pricing(5000.0, 0.2, load_prices(FIXTURES / "prices.toml"), replicas_by_config(twins)))
+    assert bought is not None and bought.for_buying and bought.title.startswith("FOR BUYING — ")
+    cpu_row, gpu_row = bought.table_rows()
+    assert gpu_row[6:] == ("the production server", "≥ 12,500.0 req/s (2× the answer)", "1 + 1 spare replicas",
+                           "8.00", "0.444")
+    assert cpu_row[6:] == ("device alone not measured", "≥ 1,350.0 req/s (2× the answer)", "≤ 10 + 1 spare replicas",
+                           "≤ 4.40", "≤ 0.244")
 
 
 def _copy(tmp_path, run: str):
@@ -120,19 +139,26 @@ def _copy(tmp_path, run: str):
     return tmp_path / run / "results.jsonl"
 
 
-def test_an_answer_the_serving_path_bounded_gets_no_price_but_what_to_run_next():
+def test_an_answer_the_serving_path_bounded_gets_at_most_boxes_and_what_to_run_next():
+    """The demo's records with a passing twin beside each search: its tool ceiling clears 2× the answer, so what it
+    served of the CPU alone (27%) names the stand-in's serving path; the row still answers what it can: "≤" boxes."""
     results = read_results(FIXTURES / "demo-run" / "results.jsonl")
+    found = answer(results)
+    results = [*results, *(twin(s.conclusion.capacity.result.server, s.search_id, 2 * (s.capacity_rps or 0.0),
+                                index=1000 + i) for i, s in enumerate(found.searches) if s.met and s.conclusion
+                           and s.conclusion.capacity)]
     card = card_for(results, pricing_for(results))
     assert card is not None and not card.for_buying
-    assert card.title == ("NOT FOR BUYING — the embedded stand-in (TensorFlow) on AMD EPYC: the serving path, not "
-                          "the CPU, bounded every answer")
+    assert card.title == ("NOT FOR BUYING — the embedded stand-in (TensorFlow) on AMD EPYC: the stand-in's serving "
+                          "path, not the CPU, bounded every answer; example prices")
     [row] = card.table_rows()
-    assert row == ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "batching on (profile cpu)",
-                   "1,005.1 confirmed, upper end 1,082.4", "9.55", "CPU 86% of 1 core", "27%")
-    assert "USD" not in "\n".join(card.lines())
+    assert row[:8] == ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "batching on (profile cpu)",
+                       "1,005.1 confirmed, upper end 1,082.4", "9.55", "CPU 86% of 1 core",
+                       "the stand-in's serving path: served 27% of the device alone", "≥ 2,010.2 req/s (2× the answer)")
+    assert all(cell.startswith("≤ ") for cell in row[8:]), row
     # priced on the default list, which `make capacity` reads without PRICES: none printed
     assert card.run_next == '`make capacity SERVE="cpu/cpu cpu/off" GOALS="5000:10:1"` on TF Serving.'
-    assert card.words_outside_table() <= 60 and len(card.header()) <= 9
+    assert card.words_outside_table() <= 60 and len(card.header()) <= 11
 
 
 def test_run_next_names_a_price_list_only_where_the_run_used_its_own():
@@ -204,7 +230,8 @@ def test_passes_below_a_failed_confirmation_are_a_why_not_a_capacity():
     assert "cpu-off's highest pass, 1,239.2 req/s, passed, not confirmed: the search's own confirmation did not " \
            "hold" in line
     card = card_for(cells)
-    assert card is not None and card.rows[0].capacity_rps == 1239.2 and card.rows[0].why_not == "not confirmed"
+    assert card is not None and card.rows[0].capacity_rps == 1239.2
+    assert card.rows[0].why_not == card.rows[0].verdict == "unconfirmed: passed, not confirmed"
     assert card.table_rows()[0][3] == f"{figure}, upper end 1,295.5"
 
 
@@ -242,9 +269,10 @@ def test_the_box_range_counts_one_instance_type():
     from loadtest.report.configs import config_of
     from loadtest.report.sizing.instances import Replica
 
-    on = server("cpu-cpu", "cpu")
+    on = replace(server("cpu-cpu", "cpu"), kind="tfserving-container")  # the production server: for buying
     cells = search(on, "s1", [("bracket", 376.0, 30.0), ("bracket", 399.5, 80.0), ("confirm", 376.0, 40.0)],
                    objective=50.0, batch=16)
+    cells.append(twin(on, "s1", 752.0, objective=50.0, batch=16))
     replica = Replica(1.0, "AMD EPYC", 0, "", "pinned cores 0")
     pricing = Pricing(5000.0, 0.2, load_prices(DEFAULT_PRICES), {config_of(cells[0]): replica})
     card = card_for(cells, pricing, [Target(50.0, 16, 5000.0)])

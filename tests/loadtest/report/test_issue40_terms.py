@@ -82,8 +82,8 @@ def test_one_peak_table_and_terms_plain_or_linked(tmp_path):
         assert not any(word in line for line in said) and word not in first_header, word
     answer_box = page.split('<section class="answer"', 1)[1].split("</section>", 1)[0]
     links = set(re.findall(r'<a href="#(term-[a-z0-9-]+)">', answer_box))
-    assert {anchor("serving path"), anchor("est. p99"), anchor("upper end"), anchor("device busy"),
-            anchor("offered req/s, images/s served")} <= links
+    assert {anchor("tool ceiling"), anchor("bounded by"), anchor("est. p99"), anchor("upper end"),
+            anchor("device busy"), anchor("offered req/s, images/s served")} <= links
     assert all(f'id="{link}"' in page for link in links) and 'id="terms"' in page
     assert "what each term means: [its Terms](report.html#terms)" in md
 

@@ -52,32 +52,38 @@ def md_answer_rows(md: str) -> list[list[str]]:
     return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines]
 
 
-def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_answer_table(searched):
-    md = searched[1].read_text()
+def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_answer_table(bought):
+    md = bought[1].read_text()
     lines = md.splitlines()
-    # The card first: its title the page's heading, one row per target and device, no more than 9 columns
-    # every row priced (their device alone unmeasured: marked), so each target's cheapest row is for buying
+    # The card first: its title the page's heading, one row per target and device, with what bounded each answer
+    # and its tool ceiling: the GPU container's row is the production server's (for buying), the CPU stand-in's
+    # device alone was not measured (not for buying: the most it needs, "≤")
     assert lines[0] == ("# FOR BUYING — TF Serving containers and the embedded stand-in (runtime not recorded) on "
                         "Intel Xeon Platinum 8375C and NVIDIA H100 80GB HBM3; figures are the stand-in's")
-    assert lines[2] == ("| target | device | best setup | capacity req/s | p99 upper estimate ms | busy | boxes | "
-                        "USD/h | USD per million requests |")
+    assert lines[2] == ("| target | device | best setup | capacity req/s | p99 upper estimate ms | busy | bounded by | "
+                        "tool ceiling | boxes | USD/h | USD per million requests |")
     rows = [line for line in lines[4:] if line.startswith("| ")][:3]
     assert rows[0] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | CPU | batching on (profile cpu) | 675.0 confirmed, "
-                       "upper end 700.0 | 9.49 | — | 9–10 + 1 spare replicas (bound unchecked) | 4.40 | 0.244 |")
+                       "upper end 700.0 | 9.49 | — | device alone not measured | ≥ 1,350.0 req/s (2× the answer) | "
+                       "≤ 10 + 1 spare replicas | ≤ 4.40 | ≤ 0.244 |")
     # per-replica prices with one spare replica (N + 1): CPU (10 + 1) x 0.40 = 4.40 USD/h, / 18 = 0.244 per M;
     # GPU (1 + 1) x 4.00 = 8.00, / 18 = 0.444
     assert rows[1] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | GPU | batching on (profile gpu) | 6,250.0 confirmed, "
-                       "upper end 6,500.0 | 9.26 | — | 1 + 1 spare replicas (bound unchecked) | 8.00 | 0.444 |")
-    assert rows[2].startswith("| 5,000 req/s · p99 ≤ 10 ms · 8 images/request | CPU | batching on (profile cpu) | "
-                              "168.8 confirmed, upper end 175.0 |")
-    # one comparison line: the cheaper device (8.00 / 4.40 = 1.82), the batching gains with their ranges
-    # (675 / 471.2, off's upper end, to 700 / 453.1)
-    assert "10 ms, 1 image: CPU ×1.82 cheaper a request; batching: CPU ×1.49 (×1.43–×1.54), GPU ×1.85 " \
+                       "upper end 6,500.0 | 9.26 | — | the production server | ≥ 12,500.0 req/s (2× the answer) | "
+                       "1 + 1 spare replicas | 8.00 | 0.444 |")
+    assert lines[6] == ""  # one target (request batch 1), two devices: two rows
+    # one comparison line: no cheaper device (a "≤" price is not a quote), GPU/CPU, the batching gains with their
+    # ranges (675 / 471.2, off's upper end, to 700 / 453.1)
+    assert "10 ms, 1 image: GPU/CPU ×9.26 (×8.93–×9.63); batching: CPU ×1.49 (×1.43–×1.54), GPU ×1.85 " \
            "(×1.79–×1.93) (not paired)." in lines
     assert not any(line.startswith("**") for line in lines)  # no bold paragraph: the title is the heading
     assert lines.index("## Terms of the card") < lines.index("## Findings")
     findings = lines[lines.index("## Findings"):]
-    assert findings[2].startswith("batching gain ×1.49 (×1.43–×1.54) on cpu")
+    assert findings[2] == ("cpu (Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz): bounded by device alone not measured "
+                           "(tool ceiling ≥ 1,350.0 req/s (2× the answer)).")
+    assert findings[4].startswith("batching gain ×1.49 (×1.43–×1.54) on cpu")
+    assert ("gpu (NVIDIA H100 80GB HBM3): bounded by the production server (tool ceiling ≥ 12,500.0 req/s (2× the "
+            "answer)).") in findings
     assert ("GPU/CPU ×9.26 (×8.93–×9.63) at p99 ≤ 10 ms (request batch 1): gpu-gpu 6,250.0 req/s vs cpu-cpu 675.0 "
             "req/s.") in findings
     assert "GPU/CPU at request batch 1 at the other objectives: ×10.00 (×6.67–×15.00) at 5 ms." in findings  # passes
@@ -89,17 +95,18 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     # "—": no device telemetry; 9.49: the confirmation's early-stopping estimate (its raw p99 is 9.60)
     assert cpu[4:11] == ["cpu-cpu", "675.0", "668.2", "—", "3.20", "9.49", "700.0"]
     assert cpu[11] == "×1.49 (×1.43–×1.54) (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[12] == "×9.26 (×8.93–×9.63)"
-    assert len(cpu) == 13  # boxes and prices are the card's alone
-    batch8 = answer_rows[("cpu", "8")]
-    assert batch8[11] == "— batching off did not meet the objective, so there is no baseline"
-    assert batch8[12] == "— no GPU search at this batch and objective"
+    assert cpu[13] == "≥ 1,350.0 req/s (2× the answer)"  # its tool ceiling, as the card gives it
+    assert len(cpu) == 14  # boxes and prices are the card's alone
     assert md.index("Capacity under the latency objective, per device.") < md.index("Generated ")
-    figures = json.loads(searched[3].read_text())
+    figures = json.loads(bought[3].read_text())
     assert figures["card"]["rows"][1]["capacity_rps"] == 6250.0 and figures["card"]["title"] == lines[0][2:]
+    assert figures["card"]["rows"][1]["bounded"] == "the production server"
+    by_config = {f["configuration"]: f for f in figures["figures"]}
+    assert by_config["gpu-gpu"]["tool_ceiling"]["text"] == "≥ 12,500.0 req/s (2× the answer)"
 
 
-def test_html_opens_with_the_card_then_its_chart_before_any_other_plot(searched):
-    page = searched[0].read_text()
+def test_html_opens_with_the_card_then_its_chart_before_any_other_plot(bought):
+    page = bought[0].read_text()
     body = page.split("<body>", 1)[1]
     title = body.index('<h1 class="buy">FOR BUYING — ')
     card_table = body.index('<table class="card">')
@@ -149,9 +156,10 @@ def test_searches_table(searched):
     # one upper end (471.2: the lowest rate above it that did not pass, with its reason; not also 489.4, the lowest
     # that failed) and one p99 (the estimate the verdict is on; not also the cell's raw p99)
     assert rows[("cpu-off", "1")][3:10] == ["yes", "453.1", "448.6", "—", "3.10", "9.22", "471.2"]
-    assert rows[("cpu-off", "1")][12] == "between 453.1 and 471.2 req/s"  # to its upper end, as every table prints it
+    assert rows[("cpu-off", "1")][10] == "not measured: no twin was run"  # its tool ceiling
+    assert rows[("cpu-off", "1")][13] == "between 453.1 and 471.2 req/s"  # to its upper end, as every table prints it
     assert rows[("cpu-off", "8")][3:5] == ["NO", "—"] and rows[("cpu-off", "8")][9] == "1.0"  # its lowest not passing
-    assert rows[("cpu-off", "8")][12].startswith("unmet: stalls of about 23 ms")
+    assert rows[("cpu-off", "8")][13].startswith("unmet: stalls of about 23 ms")
     assert len(rows) == 6
 
 
@@ -271,8 +279,8 @@ def test_a_search_whose_server_never_started_is_reported_not_plotted(runs):
                  search={"id": "never", "role": "start", "p99_objective_ms": 10.0, "offered_rps": None})
     append_result(runs["capacity-run"], start)
     html_path, md_path, *_ = report.run([runs["capacity-run"]])
-    rows = {r[11]: r for r in table(md_path.read_text(), "Capacity searches")}
-    assert rows["never"][3] == "NO" and rows["never"][12] == "no rate measured: server cpu-late is not answering"
+    rows = {r[12]: r for r in table(md_path.read_text(), "Capacity searches")}
+    assert rows["never"][3] == "NO" and rows["never"][13] == "no rate measured: server cpu-late is not answering"
     cells = read_results(runs["capacity-run"])
     labels = config_labels(config_of(c) for c in cells)
     panels = [line.label for line in offered_lines(cells, answer(cells), labels, colours_of(labels))]

@@ -83,7 +83,7 @@ def test_a_sublinear_curve_on_dear_two_vcpu_instances_is_sized_on_one_core(tmp_p
     assert row.usd_per_hour == pytest.approx(0.90)
     assert row.capacity_rps == 500.0 and row.boxes == (5, 5)  # 4000 / (550 x 0.8) = 9.1 -> 10 too
     assert shown["best setup"] == "batching off, 1-core replicas, 2 per small-2"
-    assert shown["boxes"] == "5 × small-2 (bound unchecked)"
+    assert shown["boxes"] == "≤ 5 × small-2"  # no twin, no device floor: not for buying, the most it needs
     assert any(term.startswith("k-core replicas: ") for term in card.terms())
     assert "best setup: the configuration and replica shape whose boxes cost least" in "\n".join(card.terms())
     assert card.words_outside_table() <= 60

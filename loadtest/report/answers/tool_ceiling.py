@@ -1,0 +1,113 @@
+"""The tool ceiling beside an answer: what the load generator and the path to the model sustained, in the same run,
+when the model cost nothing (the twin's cells, `loadtest.judge.tool_ceiling`).
+
+Per checked search (its twin's cells carry `SearchTag.checks`), one `ToolCeiling`:
+
+- the twin passed its first cell, at `check_rate` (2× the answer, or the search's upper end where higher):
+  "≥ 1,640.0 req/s (2× the answer)": the tool carried at least that;
+- the twin's check failed and it searched its own capacity: "930.0 req/s", its highest passing rate (or
+  "under 400.0 req/s" where none passed);
+- no twin cell names the search (records from before the twin, or a run that skipped it): "not measured: no twin
+  was run"; a twin that could not start (one failed cell): "not measured: <its failure_reason>".
+
+Every rate of the twin is judged by `twin_passed` at the checked search's objective. A row compares its own figure
+with the ceiling (`covers`): the tool did not bound an answer it carried `CHECK_RATIO` times over.
+
+Pure functions over `CellResult`s. Not for: the twin's rule (`loadtest.judge.tool_ceiling`), measuring it
+(`loadtest.search`) or what bounded a row (`loadtest.report.answers.verdict`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from loadtest.evidence.records import CellResult
+from loadtest.evidence.vocab import CellStatus
+from loadtest.judge.tool_ceiling import CHECK_RATIO, is_twin, twin_failure
+from loadtest.report.formatting import number as fmt
+
+NO_TWIN = "no twin was run"
+NAME = "tool ceiling"
+
+
+@dataclass(frozen=True)
+class ToolCeiling:
+    """The tool ceiling of one checked search: `rps` the highest rate its twin carried (None: not measured, or no
+    rate passed); `checked`: it passed at its check rate, so the tool carried at least `rps`."""
+
+    rps: float | None = None
+    checked: bool = False
+    why_not: str = NO_TWIN  # "" where measured: why no ceiling was measured
+    lowest_tried_rps: float | None = None  # where the twin searched and no rate passed
+
+    @property
+    def measured(self) -> bool:
+        return not self.why_not
+
+    def covers(self, answer_rps: float | None) -> bool:
+        """The tool carried at least `CHECK_RATIO` × the answer, so it did not bound it."""
+        return (self.measured and self.rps is not None and answer_rps is not None
+                and self.rps >= CHECK_RATIO * answer_rps * (1 - 1e-9))
+
+    def value(self) -> str:
+        """`≥ 1,640.0 req/s (2× the answer)`, `930.0 req/s`, `under 400.0 req/s` or `not measured: why`."""
+        if not self.measured:
+            return f"not measured: {self.why_not}"
+        if self.rps is None:
+            return f"under {fmt(self.lowest_tried_rps)} req/s" if self.lowest_tried_rps else "none passed"
+        if self.checked:
+            return f"≥ {fmt(self.rps)} req/s ({CHECK_RATIO:g}× the answer)"
+        return f"{fmt(self.rps)} req/s"
+
+    def text(self) -> str:
+        """`tool ceiling ≥ 1,640.0 req/s (2× the answer)`: its name and value."""
+        return f"{NAME} {self.value()}"
+
+    def as_dict(self) -> dict:
+        """figures.json's record of it."""
+        return {"text": self.value(), "rps": self.rps, "at_least": self.checked, "measured": self.measured,
+                "why_not": self.why_not}
+
+
+NOT_MEASURED = ToolCeiling()
+
+
+def twin_cells(results: Sequence[CellResult]) -> dict[str, list[CellResult]]:
+    """The twins' cells by the id of the search each checks, in the order measured."""
+    groups: dict[str, list[CellResult]] = {}
+    for cell in results:
+        if is_twin(cell) and cell.search is not None and cell.search.checks:
+            groups.setdefault(cell.search.checks, []).append(cell)
+    return {k: sorted(v, key=lambda c: (c.run_id, c.cell_index)) for k, v in groups.items()}
+
+
+def ceiling_of(cells: Sequence[CellResult]) -> ToolCeiling:
+    """One twin's ceiling from its cells, first measured first (see the module)."""
+    if not cells:
+        return NOT_MEASURED
+    ran = [c for c in cells if c.status == CellStatus.OK and c.search is not None and c.search.offered_rps]
+    if not ran:
+        reason = next((c.failure_reason for c in cells if c.failure_reason), "") or "the twin did not start"
+        return ToolCeiling(why_not=reason)
+    objective = ran[0].tag.objective.p99_ms
+    first = ran[0]
+    if not twin_failure(first, objective):
+        return ToolCeiling(first.search.offered_rps if first.search else None, checked=True, why_not="")
+    rates = [float(c.search.offered_rps) for c in ran if c.search and c.search.offered_rps]
+    passed = [float(c.search.offered_rps) for c in ran if c.search and c.search.offered_rps
+              and not twin_failure(c, objective)]
+    return ToolCeiling(max(passed) if passed else None, why_not="", lowest_tried_rps=min(rates))
+
+
+def tool_ceilings(results: Sequence[CellResult]) -> dict[str, ToolCeiling]:
+    """Every twin's ceiling, by the id of the search it checks."""
+    return {checked: ceiling_of(cells) for checked, cells in twin_cells(results).items()}
+
+
+def ceiling_for(search_id: str, ceilings: Mapping[str, ToolCeiling]) -> ToolCeiling:
+    """The ceiling of the search `search_id`; not measured (no twin was run) where none checked it."""
+    return ceilings.get(search_id, NOT_MEASURED)
+
+
+__all__ = ["NAME", "NOT_MEASURED", "ToolCeiling", "ceiling_for", "ceiling_of", "tool_ceilings", "twin_cells"]

@@ -1,0 +1,202 @@
+"""What bounded one answer: one verdict per card row, from one function (`verdict_of`), which the card, the findings,
+`size` and figures.json read and none recomputes.
+
+The first that applies, from the answer (`SearchAnswer` at the row's objective), its answering cell and its tool
+ceiling (`loadtest.report.answers.tool_ceiling`):
+
+1. **unconfirmed**: the capacity's own state by the one-figure rule (`SearchAnswer.kind` and `.bound`, read, not
+   recomputed): passed, not confirmed; or a lower bound because the load generator could not offer more (its CPU
+   named where its answering cell shows it busy) or because the search stopped first;
+2. **the tool**: the tool ceiling was not measured, or is under `CHECK_RATIO` (2×) the answer, or the load generator
+   saturated at the answer: its CPU (a process at `LOADGEN_BUSY_PERCENT` of a core, Locust's own warning, or a
+   `saturated` flag for its CPU), or its dispatch lag over its limit that the host probe on its cores does not
+   explain (`loadtest.judge.noise.host_explains_lateness`);
+3. **the host**: the host probe on the load generator's cores explains that dispatch lag, or the probe on either
+   side explains the requests over the objective at the answer (`loadtest.judge.noise.attribute`, where they are
+   at least half the share a p99 allows over it);
+4. **device alone not measured**: an embedded stand-in's row with no device floor;
+5. **the stand-in's serving path**: it served under 50% of the device alone (`loadtest.report.answers.bound`);
+6. **the runtime's dispatch**, or **an idle device** (`bound.held_by`);
+7. **the device**: it served at least 50% of the device alone, busy;
+8. **the production server**: a TF Serving container (what the buyer runs) where the device did not bound it.
+
+A row is FOR BUYING only where its verdict is the device or the production server (`RowVerdict.for_buying`).
+
+Pure functions over `SearchAnswer`s. Not for: the tool ceiling itself, the floor's arithmetic (`bound`) or the card.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from loadtest.evidence.records import CellResult
+from loadtest.evidence.vocab import Flag
+from loadtest.judge import noise
+from loadtest.judge.conclusion import AnswerKind
+from loadtest.judge.objectives import Bound
+from loadtest.judge.tool_ceiling import CHECK_RATIO
+from loadtest.report.answers.answers import Answers, SearchAnswer, lower_bound
+from loadtest.report.answers.bound import Held, ServedShare, held_by, served_share
+from loadtest.report.answers.tool_ceiling import NOT_MEASURED, ToolCeiling, ceiling_for
+from serving.endpoint import ServerKind
+
+LOADGEN_BUSY_PERCENT = 90.0  # of one core, per Locust process: Locust warns above it
+
+
+class Bounded(StrEnum):
+    """What bounded an answer, in the order `verdict_of` tries them."""
+
+    NOTHING = "nothing passed"
+    UNCONFIRMED = "unconfirmed"
+    TOOL = "the tool"
+    HOST = "the host"
+    NO_DEVICE_ALONE = "device alone not measured"
+    SERVING_PATH = "the stand-in's serving path"
+    RUNTIME = "the runtime's dispatch"
+    IDLE_DEVICE = "an idle device"
+    DEVICE = "the device"
+    PRODUCTION = "the production server"
+
+
+BUYABLE = (Bounded.DEVICE, Bounded.PRODUCTION)
+HELD = {Held.SERVING_PATH: Bounded.SERVING_PATH, Held.RUNTIME: Bounded.RUNTIME, Held.IDLE_DEVICE: Bounded.IDLE_DEVICE,
+        Held.DEVICE: Bounded.DEVICE}
+
+
+@dataclass(frozen=True)
+class RowVerdict:
+    """One answer's verdict: what bounded it, why in a few words, its tool ceiling and what it served of the device
+    alone (None: not measured)."""
+
+    bounded: Bounded
+    why: str = ""
+    ceiling: ToolCeiling = NOT_MEASURED
+    served: ServedShare | None = field(default=None, compare=False)
+
+    @property
+    def for_buying(self) -> bool:
+        return self.bounded in BUYABLE
+
+    @property
+    def confirmed(self) -> bool:
+        """A confirmed answer that no lower bound qualifies: a floor on what the device serves (its boxes an upper
+        bound where not for buying)."""
+        return self.bounded not in (Bounded.NOTHING, Bounded.UNCONFIRMED)
+
+    def text(self) -> str:
+        """`the tool: tool ceiling not measured: no twin was run`, `the device`."""
+        return f"{self.bounded.value}: {self.why}" if self.why else self.bounded.value
+
+    def as_dict(self) -> dict:
+        return {"bounded": self.bounded.value, "why": self.why, "text": self.text(), "for_buying": self.for_buying,
+                "tool_ceiling": self.ceiling.as_dict()}
+
+
+def answer_cell(search: SearchAnswer) -> CellResult | None:
+    """The cell the answer stands on: its confirmation's, else its highest pass's."""
+    step = search.conclusion.answer if search.conclusion else None
+    return step.result if step is not None else None
+
+
+def verdict_of(search: SearchAnswer | None, ceiling: ToolCeiling = NOT_MEASURED) -> RowVerdict:
+    """What bounded `search`'s answer at its objective, the first that applies (see the module)."""
+    if search is None or search.figure_rps is None:
+        return RowVerdict(Bounded.NOTHING, "", ceiling)
+    cell = answer_cell(search)
+    served = served_share(cell) if cell is not None else None
+    first = (_unconfirmed(search, cell) or _tool(search, cell, ceiling) or _host(search, cell)
+             or _held(search, cell, served))
+    return RowVerdict(first[0], first[1], ceiling, served)
+
+
+def _unconfirmed(search: SearchAnswer, cell: CellResult | None) -> tuple[Bounded, str] | None:
+    """The figure's own state as every table prints it (`figure_text.capacity_text`): a "≥" on a higher unconfirmed
+    pass beside a confirmed capacity qualifies that pass, not the capacity."""
+    if lower_bound(search) and (search.capacity_rps is None or search.passed_rps is None):
+        why = search.bound.value
+        if search.bound == Bound.LOADGEN and cell is not None and _loadgen_busy(cell):
+            why = f"{why} (its CPU: {_loadgen_busy(cell)})"
+        return Bounded.UNCONFIRMED, f"a lower bound: {why}"
+    if search.kind != AnswerKind.CONFIRMED:
+        return Bounded.UNCONFIRMED, "passed, not confirmed"
+    return None
+
+
+def _tool(search: SearchAnswer, cell: CellResult | None, ceiling: ToolCeiling) -> tuple[Bounded, str] | None:
+    if not ceiling.covers(search.figure_rps):
+        if not ceiling.measured:  # why, in the row's tool ceiling (`ToolCeiling.value`)
+            return Bounded.TOOL, "tool ceiling not measured"
+        return Bounded.TOOL, f"{ceiling.text()}, under {CHECK_RATIO:g}× the answer"
+    if cell is None:
+        return None
+    busy = _loadgen_busy(cell)
+    if busy:
+        return Bounded.TOOL, f"the load generator's CPU: {busy}"
+    lag = _lag_over(cell)
+    if lag and not noise.host_explains_lateness(cell):
+        return Bounded.TOOL, f"the load generator's {lag}, which the host probe on its cores does not explain"
+    return None
+
+
+def _host(search: SearchAnswer, cell: CellResult | None) -> tuple[Bounded, str] | None:
+    if cell is None:
+        return None
+    lag = _lag_over(cell)
+    if lag and noise.host_explains_lateness(cell):
+        return Bounded.HOST, f"its stalls on the load generator's cores explain the {lag}"
+    tail = noise.attribute([cell], search.p99_objective_ms)
+    if tail.source == noise.NoiseSource.HOST and tail.client_share >= noise.HOST_SHARE_LIMIT:
+        where = noise.SIDE_NAMES.get(tail.host_side, tail.host_side)
+        return (Bounded.HOST, f"its stalls on {where} explain the requests over {search.p99_objective_ms:g} ms "
+                f"({tail.client_share:.1%} at the client)")
+    return None
+
+
+def _held(search: SearchAnswer, cell: CellResult | None, served: ServedShare | None) -> tuple[Bounded, str]:
+    held = held_by(cell, served) if cell is not None and served is not None else None
+    if search.config.kind == ServerKind.CONTAINER:
+        return (Bounded.DEVICE, _share_words(served)) if held == Held.DEVICE else (Bounded.PRODUCTION, "")
+    if held is None or served is None:
+        return Bounded.NO_DEVICE_ALONE, ""
+    return HELD[held], _share_words(served)
+
+
+def _share_words(served: ServedShare | None) -> str:
+    return f"served {served.share:.0%} of the device alone" if served is not None else ""
+
+
+def _loadgen_busy(cell: CellResult) -> str:
+    """`a Locust process at 96% of a core` where the load generator's CPU saturated; "" where it did not."""
+    busiest = max(cell.loadgen_process_cpu_percent, default=0.0)
+    if busiest >= LOADGEN_BUSY_PERCENT:
+        return f"a Locust process at {busiest:.0f}% of a core"
+    flagged = next((f.reason for f in cell.flags if f.flag == Flag.SATURATED
+                    and "load generator" in f.reason and "used" in f.reason), "")
+    return flagged
+
+
+def _lag_over(cell: CellResult) -> str:
+    """`dispatch lag p99 2.40 ms over its 2 ms limit`, or "" where within it (or not measured)."""
+    limit_ms = cell.load.dispatch_lag_limit_ms
+    lag_us = cell.dispatch_lag_p99_us
+    if not limit_ms or lag_us is None or lag_us <= limit_ms * 1000:
+        return ""
+    return f"dispatch lag p99 {lag_us / 1000:.2f} ms over its {limit_ms:g} ms limit"
+
+
+def finding(device: str, verdict: RowVerdict, detail: str) -> str:
+    """The findings' line for an answer: `cpu (Intel Xeon): bounded by the tool (tool ceiling not measured: no twin
+    was run).`, then `detail` (`loadtest.report.answers.bound.bound_line`) where the device floor's own rule gave the
+    verdict (the serving path, the runtime, an idle device, the device), so the two never disagree."""
+    what = verdict.bounded.value if verdict.why == "tool ceiling not measured" else verdict.text()
+    lead = f"{device}: bounded by {what} ({verdict.ceiling.text()})."
+    return f"{lead} {detail}" if detail and verdict.bounded in HELD.values() else lead
+
+
+def verdict_in(search: SearchAnswer | None, answers: Answers) -> RowVerdict:
+    """`verdict_of` with the search's own tool ceiling from `answers` (not measured where no twin checked it)."""
+    return verdict_of(search, ceiling_for(search.search_id, answers.ceilings) if search else NOT_MEASURED)
+
+
+__all__ = ["BUYABLE", "Bounded", "RowVerdict", "answer_cell", "finding", "verdict_in", "verdict_of"]

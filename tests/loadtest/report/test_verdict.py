@@ -1,0 +1,163 @@
+"""What bounded each card row, from one function (`loadtest.report.answers.verdict`), with its tool ceiling
+(`loadtest.report.answers.tool_ceiling`): hand-made records, each search with or without its twin's cells."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from loadtest.evidence.cell_parts import HostProbe
+from loadtest.evidence.floor_record import DeviceFloorRecord
+from loadtest.judge.goals import Target
+from loadtest.report.answers.answers import answer
+from loadtest.report.answers.tool_ceiling import ceiling_of
+from loadtest.report.answers.verdict import Bounded, verdict_in
+from loadtest.report.card.card import card_for
+from loadtest.report.sizing.instances import Pricing
+from loadtest.report.sizing.prices import load_prices
+from tests.loadtest.judge.test_noise import HOST_STALLS
+from tests.loadtest.report.handmade import search, server, twin, with_twin
+from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
+
+STAND_IN = server("cpu-off", "off")
+CONTAINER = replace(server("tfs", "off", device="gpu"), kind="tfserving-container", name="tfs")
+
+
+def confirmed(label, rate: float, search_id: str = "s", **fields) -> list:
+    """A search confirming `rate` req/s (1.1 × rate fails), every cell with `fields`."""
+    cells = search(label, search_id, [("bracket", rate, 8.0), ("bracket", rate * 1.1, 12.0), ("confirm", rate, 9.0)])
+    return [replace(c, **fields) for c in cells]
+
+
+def floor(images_per_s: float) -> DeviceFloorRecord:
+    return DeviceFloorRecord.from_dict({"source": "test", "device": "Test GPU", "runtime": "none",
+                                        "batches": [{"batch_size": 1, "latency_us": 1e6 / images_per_s,
+                                                     "images_per_s": images_per_s}]})
+
+
+def row_of(cells, rate: float = 5000.0):
+    """The card's only row, priced per replica at `rate` req/s (`prices.toml`: 0.40 USD/h a CPU replica, 4.00 a GPU)."""
+    card = card_for(cells, Pricing(rate, 0.2, load_prices(FIXTURES / "prices.toml"), {}), [Target(10.0, 1, rate)])
+    assert card is not None
+    [row] = card.rows
+    return card, row, dict(zip(card.header(), card.table_rows()[0]))
+
+
+def test_a_stand_in_without_a_device_floor_is_not_for_buying_even_with_its_tool_ceiling():
+    card, row, shown = row_of(with_twin(confirmed(STAND_IN, 400.0)))
+    assert shown["bounded by"] == "device alone not measured"
+    assert shown["tool ceiling"] == "≥ 800.0 req/s (2× the answer)"
+    assert not row.for_buying and not card.for_buying and card.title.startswith("NOT FOR BUYING")
+    # a confirmed answer still answers what it can: the most replicas a server at least this fast needs
+    # 5000 / (400 × 0.8) = 15.6 -> 16, + 1 spare at 0.40 USD/h
+    assert shown["boxes"] == "≤ 16 + 1 spare replicas" and shown["USD/h"] == "≤ 6.80"
+    assert shown["USD per million requests"].startswith("≤ ")
+    assert row.at_most and row.boxes == (16, 16)
+
+
+def test_a_containers_answer_with_its_tool_ceiling_is_for_buying_whatever_it_served_of_the_device():
+    # it served 2% of the device alone: for the stand-in, its serving path; for TF Serving, the production server
+    cells = with_twin(confirmed(CONTAINER, 1000.0, device_floor=floor(50000.0)))
+    card, row, shown = row_of(cells)
+    assert shown["bounded by"] == "the production server"
+    assert row.served_share is not None and row.served_share < 0.05
+    assert row.for_buying and card.for_buying and card.title.startswith("FOR BUYING")
+    assert not shown["boxes"].startswith("≤") and not shown["USD/h"].startswith("≤")
+
+
+def test_a_tool_ceiling_under_twice_the_answer_names_the_tool_and_its_ceiling():
+    # the twin failed its check at 2,000 req/s and searched: 1,500 passed, so the tool carried 1,500, not 2×
+    cells = [*confirmed(CONTAINER, 1000.0), twin(CONTAINER, "s", 2000.0, p99=50.0, index=100),
+             twin(CONTAINER, "s", 1500.0, index=101), twin(CONTAINER, "s", 1750.0, p99=50.0, index=102)]
+    card, row, shown = row_of(cells)
+    assert shown["tool ceiling"] == "1,500.0 req/s"
+    assert shown["bounded by"] == "the tool: tool ceiling 1,500.0 req/s, under 2× the answer"
+    assert not row.for_buying and shown["boxes"].startswith("≤ ")
+
+
+def test_a_lower_bound_is_never_bought_and_gets_no_boxes():
+    steps = [("bracket", 1000, 8.0), ("bracket", 1100, 8.0, "saturated", "2% of sends left late"),
+             ("confirm", 1000, 9.0)]
+    cells = with_twin(search(CONTAINER, "s", steps))
+    card, row, shown = row_of(cells)
+    assert shown["bounded by"] == "unconfirmed: a lower bound: the load generator's limit"
+    assert not row.for_buying and not card.for_buying and row.boxes is None
+    assert row.why_not == "unconfirmed: a lower bound: the load generator's limit" and not card.priced
+
+
+def test_a_twin_that_could_not_start_is_named_with_why_never_a_crash():
+    why = "no null backend for the custom runtime ranker"
+    cells = [*confirmed(CONTAINER, 1000.0), twin(CONTAINER, "s", 2000.0, failed=why)]
+    assert ceiling_of(cells[-1:]).value() == f"not measured: {why}"
+    card, row, shown = row_of(cells)
+    assert shown["tool ceiling"] == f"not measured: {why}"
+    assert shown["bounded by"] == "the tool: tool ceiling not measured"
+    assert not row.for_buying and row.tool_ceiling == f"not measured: {why}"
+    assert "tool ceiling" in card.header() and f"| not measured: {why} |" in "\n".join(card.lines())
+    assert verdict_in(answer(cells).searches[0], answer(cells)).ceiling.why_not == why
+
+
+def test_records_without_a_twin_read_no_twin_was_run():
+    cells = confirmed(CONTAINER, 1000.0)
+    verdict = verdict_in(answer(cells).searches[0], answer(cells))
+    assert verdict.bounded == Bounded.TOOL and verdict.ceiling.value() == "not measured: no twin was run"
+
+
+def test_a_busy_load_generator_at_the_answer_is_the_tool():
+    cells = with_twin(confirmed(CONTAINER, 1000.0, loadgen_process_cpu_percent=[96.0]))
+    _, row, shown = row_of(cells)
+    assert shown["bounded by"] == "the tool: the load generator's CPU: a Locust process at 96% of a core"
+    assert not row.for_buying
+
+
+def test_the_card_row_the_findings_and_figures_json_carry_one_verdict():
+    cells = with_twin(confirmed(CONTAINER, 1000.0))
+    card, row, _ = row_of(cells)
+    record = card.as_dict()["rows"][0]
+    assert record["bounded"] == "the production server" and record["verdict"] == row.verdict
+    assert record["tool_ceiling"] == "≥ 2,000.0 req/s (2× the answer)" and record["at_most"] is False
+
+
+def lagging(cells, loadgen_side=None):
+    """`cells` whose sends lagged 3.07 ms at p99 against a 2 ms limit, the load generator at 13.5% of its core,
+    with the host probe's `loadgen_side` (None: no probe)."""
+    return [replace(c, dispatch_lag_p99_us=3071.0, loadgen_process_cpu_percent=[13.5], loadgen_cpu_percent=13.5,
+                    loadgen_cores=1, load=replace(c.load, dispatch_lag_limit_ms=2.0),
+                    host_probe=HostProbe(1.0, None, loadgen_side) if loadgen_side else None)
+            if c.search and c.search.role != "tool_ceiling" else c for c in cells]
+
+
+def test_dispatch_lag_the_host_probe_explains_is_the_host_not_the_load_generator():
+    # 16 ms stalls on the load generator's cores, 2.1 a second (tests/loadtest/judge/test_noise.py's H100 cell),
+    # with the generator far from busy: the host, not the tool
+    cells = lagging(with_twin(confirmed(CONTAINER, 1000.0)), HOST_STALLS)
+    _, row, shown = row_of(cells)
+    assert shown["bounded by"] == ("the host: its stalls on the load generator's cores explain the dispatch lag p99 "
+                                   "3.07 ms over its 2 ms limit")
+    assert not row.for_buying
+    # the same lag with no probe to explain it: the load generator's own
+    _, _, unexplained = row_of(lagging(with_twin(confirmed(CONTAINER, 1000.0))))
+    assert unexplained["bounded by"] == ("the tool: the load generator's dispatch lag p99 3.07 ms over its 2 ms "
+                                         "limit, which the host probe on its cores does not explain")
+
+
+def test_size_gives_each_searched_options_verdict_and_leaves_the_twins_out():
+    from loadtest.evidence.records import read_results
+    from loadtest.report.sizing import prices, size
+
+    results = read_results(FIXTURES / "capacity-run-twins" / "results.jsonl")
+    answers = size.size(results, size.objective_from(10, 5000, None, 0.2), prices.load_prices(FIXTURES / "prices.toml"))
+    verdicts = {a.label: a.bounded for a in answers}
+    assert set(verdicts) == {"cpu-cpu", "cpu-off", "gpu-gpu", "gpu-off"}  # no twin is an option
+    assert verdicts["gpu-gpu"] == "the production server; tool ceiling ≥ 12,500.0 req/s (2× the answer)"
+    assert verdicts["cpu-cpu"] == ("device alone not measured, not for buying; tool ceiling ≥ 1,350.0 req/s (2× the "
+                                   "answer)")
+
+
+def test_a_confirmed_capacity_beside_a_higher_open_pass_is_confirmed():
+    # 1,000 confirmed; 1,500 passed above it and nothing above that failed: "1,000.0 confirmed (≥ 1,500.0 passed: the
+    # search stopped)": the "≥" is the pass's, so the row is the production server's, for buying
+    steps = [("bracket", 1000, 8.0), ("confirm", 1000, 9.0), ("bracket", 1500, 8.0)]
+    cells = with_twin(search(CONTAINER, "s", steps), times=3.0)
+    card, row, shown = row_of(cells)
+    assert shown["capacity req/s"].startswith("1,000.0 confirmed (≥ 1,500.0 passed")
+    assert shown["bounded by"] == "the production server" and row.for_buying
