@@ -189,8 +189,10 @@ def finding(device: str, verdict: RowVerdict, detail: str) -> str:
     """The findings' line for an answer: `cpu (Intel Xeon): bounded by the tool (tool ceiling not measured: no twin
     was run).`, then `detail` (`loadtest.report.answers.bound.bound_line`) where the device floor's own rule gave the
     verdict (the serving path, the runtime, an idle device, the device), so the two never disagree."""
-    what = verdict.bounded.value if verdict.why == "tool ceiling not measured" else verdict.text()
-    lead = f"{device}: bounded by {what} ({verdict.ceiling.text()})."
+    what, aside = verdict.text(), verdict.ceiling.text()
+    if verdict.why.startswith("tool ceiling"):  # the why is the ceiling: said once, the fuller of the two
+        what, aside = verdict.bounded.value, aside if verdict.why == "tool ceiling not measured" else verdict.why
+    lead = f"{device}: bounded by {what} ({aside})."
     return f"{lead} {detail}" if detail and verdict.bounded in HELD.values() else lead
 
 

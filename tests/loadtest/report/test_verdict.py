@@ -10,7 +10,7 @@ from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import answer
 from loadtest.report.answers.tool_ceiling import ceiling_of
-from loadtest.report.answers.verdict import Bounded, verdict_in
+from loadtest.report.answers.verdict import Bounded, finding, verdict_in
 from loadtest.report.card.card import card_for
 from loadtest.report.sizing.instances import Pricing
 from loadtest.report.sizing.prices import load_prices
@@ -72,6 +72,10 @@ def test_a_tool_ceiling_under_twice_the_answer_names_the_tool_and_its_ceiling():
     assert shown["tool ceiling"] == "1,500.0 req/s"
     assert shown["bounded by"] == "the tool: tool ceiling 1,500.0 req/s, under 2× the answer"
     assert not row.for_buying and shown["boxes"].startswith("≤ ")
+    # the findings say the ceiling once (a demo run's read "… under 2× the answer (tool ceiling 263.4 req/s)")
+    [device] = answer(cells).devices
+    line = finding("cpu", verdict_in(device.best, answer(cells)), "")
+    assert line == "cpu: bounded by the tool (tool ceiling 1,500.0 req/s, under 2× the answer).", line
 
 
 def test_a_lower_bound_is_never_bought_and_gets_no_boxes():
