@@ -45,6 +45,22 @@ def _probe(script: str, runtime: str, hint: str, timeout_s: float) -> RuntimeGpu
                        install_hint=hint)
 
 
+DRIVER_GPUS = "/proc/driver/nvidia/gpus"  # the NVIDIA driver's directory: one entry per GPU it drives
+
+
+def driver_gpus(root: str = DRIVER_GPUS) -> RuntimeGpus:
+    """The GPUs the NVIDIA driver drives (one directory each under `root`), asked without any runtime: what a backend
+    that runs nothing on a GPU (the null backend of a tool-ceiling twin) checks, where TensorFlow may be absent (a
+    device bundle)."""
+    try:
+        names = tuple(sorted(os.listdir(root)))
+    except OSError:
+        names = ()
+    problem = "" if names else f"the NVIDIA driver drives no GPU here ({root} is absent or empty)"
+    return RuntimeGpus("driver", bool(names), names, problem=problem, runtime="the NVIDIA driver",
+                       install_hint="install the NVIDIA driver")
+
+
 def probe_gpus(backend: str, timeout_s: float = 180) -> RuntimeGpus:
     """Ask `backend`'s runtime, in a child process, which GPUs it sees (TensorFlow's view for a runtime that
     runs nothing on a GPU)."""

@@ -35,7 +35,7 @@ from model_export.provenance import REPO, package_versions
 from serving.deploy.config import ServingConfig
 from serving.deploy.docker import ContainerLauncher, DockerProbe, image_reference, probe_docker, publish_host
 from serving.deploy.embedded import EmbeddedLauncher, embedded_command, endpoint_from_ready, server_env
-from serving.deploy.gpus import RuntimeGpus, describe_missing_gpu, probe_gpus
+from serving.deploy.gpus import RuntimeGpus, describe_missing_gpu, driver_gpus, probe_gpus
 from serving.deploy.process import stop_process
 from serving.deploy.readiness import check_port_free, wait_available
 from serving.deploy.request import LaunchError, LaunchKind, StartRequest
@@ -98,8 +98,11 @@ def choose_launcher(device: str, kind: str, docker: DockerProbe,
         note = (f"no usable Docker engine ({docker.problem})" if not docker.usable
                 else "the Docker engine has no NVIDIA runtime")
     backend = backend_in(server_flags, device)
-    if device == Device.GPU and runtime_of(backend).runs_model:  # the null backend touches no GPU: none is asked for
-        gpus = tf_gpus() if tf_gpus else probe_gpus(backend)
+    if device == Device.GPU:
+        # the null backend runs nothing on the GPU: the driver is asked, not a runtime (TensorFlow is absent from a
+        # device bundle), so a GPU configuration is still refused where no GPU is there
+        runs_model = runtime_of(backend).runs_model
+        gpus = (tf_gpus() if tf_gpus else probe_gpus(backend)) if runs_model else driver_gpus()
         if not gpus.gpu_names:
             raise LaunchError(describe_missing_gpu(docker, gpus))
     return EmbeddedLauncher(), note

@@ -26,7 +26,7 @@ import yaml
 from model_export.provenance import cpu_model_name
 from serving.cli import start_request
 from serving.deploy import docker as docker_launch
-from serving.deploy import launcher
+from serving.deploy import gpus, launcher
 from serving.deploy.embedded import is_our_embedded_server
 from serving.deploy.gpus import RuntimeGpus
 from serving.deploy.request import StartRequest
@@ -491,13 +491,20 @@ def test_recorded_versions_follow_the_runtime_the_server_named():
     assert "runtime" not in older and "tensorflow" in older
 
 
-def test_a_null_backend_on_a_gpu_asks_no_runtime_for_a_gpu():
+def test_a_null_backend_on_a_gpu_asks_the_driver_not_a_runtime(tmp_path, monkeypatch):
     # A tool-ceiling twin of a GPU configuration (`loadtest.search.tool_ceiling_run`): the null backend runs nothing on
-    # the device, so no GPU probe (TensorFlow's, absent from a device bundle) may refuse it.
+    # the device, so no runtime's GPU probe (TensorFlow's, absent from a device bundle) is asked; the driver is, so a
+    # GPU configuration is still refused where no GPU is there.
     docker = launcher.DockerProbe(problem="no engine")
 
     def no_probe() -> RuntimeGpus:
-        raise AssertionError("the null backend asked for a GPU probe")
+        raise AssertionError("the null backend asked a runtime for a GPU probe")
 
+    driver = tmp_path / "gpus"
+    driver.mkdir()
+    monkeypatch.setattr(launcher, "driver_gpus", lambda: gpus.driver_gpus(str(driver)))
+    with pytest.raises(launcher.LaunchError, match="cannot serve on GPU: .*the NVIDIA driver drives no GPU here"):
+        launcher.choose_launcher("gpu", "embedded", docker, no_probe, server_flags=("--backend", "null"))
+    (driver / "0000:00:1e.0").mkdir()  # one GPU the driver drives
     chosen, _ = launcher.choose_launcher("gpu", "embedded", docker, no_probe, server_flags=("--backend", "null"))
     assert isinstance(chosen, launcher.EmbeddedLauncher)
