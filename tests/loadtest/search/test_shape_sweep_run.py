@@ -26,30 +26,12 @@ from loadtest.evidence.records import CellResult, read_results
 from loadtest.report.answers.answers import search_answers
 from tests.support.cli import command
 from tests.support.paths import REPO
+from tests.support.plans import null_server_plan
 
 pytestmark = pytest.mark.integration
 
 BUDGET_MIN = 4.0
-PLAN = """name = "shape-sweep-test"
-[run]
-warmup_s = 0.5
-measure_s = 2.0
-window_s = 0.5
-processes = 1
-check = "shape"
-late_threshold_ms = 5.0
-dispatch_lag_limit_ms = 5.0
-samples = "{samples}"
-[grid]
-batch_sizes = [1]
-concurrency = [4]
-[servers]
-configs = [{{ device = "cpu", batching = "off" }}]
-[servers.launch]
-kind = "embedded"
-models_dir = "{models}"
-server_flags = ["--backend", "null", "--null_cpu_ms", "2"]
-"""
+SERVER_FLAGS = ("--backend", "null", "--null_cpu_ms", "2")
 # A 2-vCPU instance at 1.8 times a 1-vCPU one: cheaper than two, so only a second core that adds little loses.
 PRICES = """currency = "USD"
 [instances."one"]
@@ -62,8 +44,7 @@ price_per_hour = 1.8
 
 
 def sweep(exported_model, tmp_path: Path) -> tuple[subprocess.CompletedProcess, list[CellResult], Path]:
-    plan = tmp_path / "plan.toml"
-    plan.write_text(PLAN.format(samples=exported_model.samples_path, models=exported_model.output_dir))
+    plan = null_server_plan(tmp_path / "plan.toml", exported_model, "shape-sweep-test", SERVER_FLAGS, measure_s=2.0)
     prices = tmp_path / "prices.toml"
     prices.write_text(PRICES)
     done = subprocess.run([*command("capacity"), "--plan", plan, "--shapes", "auto", "--shapes-budget-min",

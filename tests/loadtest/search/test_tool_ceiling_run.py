@@ -27,6 +27,7 @@ from serving.deploy.process import start_server
 from tests.loadtest.search.test_shape_sweep_run import busy_core
 from tests.support.cli import command
 from tests.support.paths import REPO
+from tests.support.plans import null_server_plan
 
 pytestmark = pytest.mark.integration
 
@@ -34,37 +35,15 @@ P99_MS = 50.0
 DELAY_MS = 2.0  # the configuration's null backend: one 2 ms call at a time, at most 500 req/s
 LIMIT_RPS = 1000 / DELAY_MS
 PLANTED_LOOPS = 7  # busy loops beside Locust on its core: it gets an eighth of the core, under what 2x the answer needs
-PLAN = """name = "tool-ceiling-test"
-[run]
-warmup_s = 0.5
-measure_s = 1.5
-window_s = 0.5
-processes = 1
-check = "shape"
-late_threshold_ms = 5.0
-dispatch_lag_limit_ms = 5.0
-samples = "{samples}"
-loadgen_cpus = "1"
-[grid]
-batch_sizes = [1]
-concurrency = [4]
-[servers]
-configs = [{{ device = "cpu", batching = "off" }}]
-[servers.launch]
-kind = "embedded"
-models_dir = "{models}"
-server_cpus = "0"
-server_flags = ["--backend", "null", "--null_delay_ms", "2"]
-"""
+SERVER_FLAGS = ("--backend", "null", "--null_delay_ms", "2")
 # A short search: from near half the 500 req/s limit (459 requests, a pass's N, in 2.3 s), bisected to 30%.
 SEARCH = ("--p99-ms", str(P99_MS), "--start-rps", "200", "--precision", "0.3", "--max-rate-s", "6",
           "--confirm-factor", "2", "--max-minutes", "0.75", "--unmet-ok", "--no-report")
 
 
 def plan_file(exported_model, tmp_path: Path) -> Path:
-    plan = tmp_path / "plan.toml"
-    plan.write_text(PLAN.format(samples=exported_model.samples_path, models=exported_model.output_dir))
-    return plan
+    return null_server_plan(tmp_path / "plan.toml", exported_model, "tool-ceiling-test", SERVER_FLAGS, measure_s=1.5,
+                            loadgen_cpus="1", server_cpus="0")
 
 
 def capacity(tmp_path: Path, *args: object, when: str = "", plant: int = 0) -> tuple[str, list[CellResult]]:
