@@ -121,13 +121,13 @@ def test_the_card_row_the_findings_and_figures_json_carry_one_verdict():
     assert record["tool_ceiling"] == "≥ 2,000.0 req/s (2× the answer)" and record["at_most"] is False
 
 
-def lagging(cells, loadgen_side=None):
+def lagging(cells, loadgen_side=None, twins_too: bool = False):
     """`cells` whose sends lagged 3.07 ms at p99 against a 2 ms limit, the load generator at 13.5% of its core,
-    with the host probe's `loadgen_side` (None: no probe)."""
+    with the host probe's `loadgen_side` (None: no probe); the twin's cells too where `twins_too`."""
     return [replace(c, dispatch_lag_p99_us=3071.0, loadgen_process_cpu_percent=[13.5], loadgen_cpu_percent=13.5,
                     loadgen_cores=1, load=replace(c.load, dispatch_lag_limit_ms=2.0),
                     host_probe=HostProbe(1.0, None, loadgen_side) if loadgen_side else None)
-            if c.search and c.search.role != "tool_ceiling" else c for c in cells]
+            if c.search and (twins_too or c.search.role != "tool_ceiling") else c for c in cells]
 
 
 def test_dispatch_lag_the_host_probe_explains_is_the_host_not_the_load_generator():
@@ -142,6 +142,17 @@ def test_dispatch_lag_the_host_probe_explains_is_the_host_not_the_load_generator
     _, _, unexplained = row_of(lagging(with_twin(confirmed(CONTAINER, 1000.0))))
     assert unexplained["bounded by"] == ("the tool: the load generator's dispatch lag p99 3.07 ms over its 2 ms "
                                          "limit, which the host probe on its cores does not explain")
+
+
+def test_a_twin_whose_dispatch_lag_the_host_probe_explains_still_carries_its_rate():
+    # the host's stalls held the twin's sends as they held the answer's: no faster tool would undo them
+    _, row, shown = row_of(lagging(with_twin(confirmed(CONTAINER, 1000.0)), HOST_STALLS, twins_too=True))
+    assert shown["tool ceiling"] == "≥ 2,000.0 req/s (2× the answer)"
+    assert shown["bounded by"].startswith("the host: its stalls on the load generator's cores") and not row.for_buying
+    # with no probe to explain the twin's lag, the twin did not carry 2× the answer: the tool
+    _, _, unexplained = row_of(lagging(with_twin(confirmed(CONTAINER, 1000.0)), twins_too=True))
+    assert unexplained["bounded by"].startswith("the tool: "), unexplained["bounded by"]
+    assert unexplained["tool ceiling"] != "≥ 2,000.0 req/s (2× the answer)"
 
 
 def test_size_gives_each_searched_options_verdict_and_leaves_the_twins_out():

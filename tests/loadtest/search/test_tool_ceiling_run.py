@@ -8,7 +8,11 @@ backend, no delay) carries twice the answer with room to spare when nothing else
 - Unloaded: the run records the twin's cell with the contract's fields (role `tool_ceiling`, `checks`, id
   `<search>/tool-ceiling`, the search's objective, checked for shape) at `check_rate` of the answer, and it passes.
 - A twin that cannot start (its cores refused) is one failed twin cell naming why; the run still answers.
-- A planted load-generator limit (three busy loops sharing Locust's core) makes the twin fail its check.
+- A planted load-generator limit (busy loops sharing Locust's core) makes the twin fail its check: the answer's
+  verdict is the tool, with its ceiling.
+- Planted host stalls on Locust's core (a SCHED_FIFO loop holding it 15 ms every 0.25 s) with Locust far from busy:
+  its sends lag past their limit, the host probe there explains the lag, the twin still carries twice the answer,
+  and the answer's verdict is the host, not the tool (issue #59).
 """
 
 from __future__ import annotations
@@ -22,18 +26,22 @@ import pytest
 from loadtest.evidence.records import CellResult, read_results
 from loadtest.evidence.vocab import CellStatus, Check, Role
 from loadtest.judge.tool_ceiling import check_rate, twin_failure, twin_passed
-from loadtest.report.answers.answers import SearchAnswer, search_answers
+from loadtest.report.answers.answers import SearchAnswer, answer, search_answers
+from loadtest.report.answers.verdict import Bounded, RowVerdict, answer_cell, verdict_in
 from serving.deploy.process import start_server
 from tests.loadtest.search.test_shape_sweep_run import busy_core
 from tests.support.cli import command
 from tests.support.paths import REPO
 from tests.support.plans import null_server_plan
+from tests.support.stalls import host_stall
 
 pytestmark = pytest.mark.integration
 
 P99_MS = 50.0
 DELAY_MS = 2.0  # the configuration's null backend: one 2 ms call at a time, at most 500 req/s
 LIMIT_RPS = 1000 / DELAY_MS
+LOADGEN_CORE = 1
+STALL_MS, STALL_EVERY_S = 15.0, 0.25  # 6% of Locust's core: sends lag ~12.5 ms at p99, past the plan's 5 ms limit
 PLANTED_LOOPS = 7  # busy loops beside Locust on its core: it gets an eighth of the core, under what 2x the answer needs
 SERVER_FLAGS = ("--backend", "null", "--null_delay_ms", "2")
 # A short search: from near half the 500 req/s limit (459 requests, a pass's N, in 2.3 s), bisected to 30%.
@@ -71,6 +79,13 @@ def the_answer(cells: list[CellResult]) -> SearchAnswer:
     [answer] = search_answers(cells)
     assert answer.figure_rps is not None and answer.figure_rps < LIMIT_RPS, answer
     return answer
+
+
+def row_verdict(cells: list[CellResult]) -> RowVerdict:
+    """What bounded the run's one answer, as the card reads it."""
+    answers = answer(cells)
+    [search] = answers.searches
+    return verdict_in(search, answers)
 
 
 def test_the_twin_is_checked_at_twice_the_answer_and_carries_it_on_an_unloaded_machine(exported_model, tmp_path):
@@ -111,3 +126,21 @@ def test_a_load_generator_sharing_its_core_with_busy_loops_fails_the_twins_check
     assert check.search is not None and check.search.checks == answer.search_id
     assert not twin_passed(check, P99_MS), (check.throughput_rps, check.dispatch_lag_p99_us, out[-3000:])
     assert "the twin did not carry" in out
+    verdict = row_verdict(cells)
+    assert verdict.bounded == Bounded.TOOL and verdict.ceiling.measured, verdict.text()
+    assert verdict.ceiling.text().startswith("tool ceiling"), verdict.ceiling.text()
+
+
+def test_host_stalls_on_the_load_generators_core_read_the_host_not_the_tool(exported_model, tmp_path):
+    with host_stall(LOADGEN_CORE, STALL_MS, STALL_EVERY_S, max_s=200):
+        out, cells = capacity(tmp_path, "--plan", plan_file(exported_model, tmp_path))
+    searched = the_answer(cells)
+    cell = answer_cell(searched)
+    assert cell is not None and cell.dispatch_lag_p99_us is not None
+    assert cell.dispatch_lag_p99_us > cell.load.dispatch_lag_limit_ms * 1000, cell.dispatch_lag_p99_us  # it lagged
+    assert max(cell.loadgen_process_cpu_percent) < 75, cell.loadgen_process_cpu_percent  # far from busy
+    [twin] = twins(cells)
+    assert twin_passed(twin, P99_MS), (twin_failure(twin, P99_MS), out[-3000:])
+    verdict = row_verdict(cells)
+    assert verdict.bounded == Bounded.HOST and "the load generator's cores" in verdict.why, verdict.text()
+    assert "the load generator was the limit" not in out, out[-3000:]
