@@ -142,9 +142,9 @@ def figures_record(path: Path) -> dict:
 
 
 def answer_lines(by_configuration: dict[str, dict[str, dict]]) -> list[str]:
-    """Per configuration and request batch, the report's answer beside the device alone and served ÷ device
-    alone (`figures.json`'s own values): `gpu-off, request batch 32: capacity 1,234.5 req/s; the device alone
-    341,072 images/s at batch 32; served ÷ device alone 12%`."""
+    """Per configuration and request batch, the report's answer beside the device alone, served ÷ device alone and
+    the tool ceiling (`figures.json`'s own values): `gpu-off, request batch 32: capacity 1,234.5 req/s; the device
+    alone 341,072 images/s at batch 32; served ÷ device alone 12%; tool ceiling ≥ 2,469.0 req/s (2× the answer)`."""
     lines = []
     for label, batches in by_configuration.items():
         for batch, f in batches.items():
@@ -153,6 +153,8 @@ def answer_lines(by_configuration: dict[str, dict[str, dict]]) -> list[str]:
             alone = (f"the device alone {floor['images_per_s']:,.0f} images/s at batch {floor['batch']}{callers}"
                      if floor else "the device alone not measured")
             served = "" if share is None else f"; served ÷ device alone {share:.0%}"
-            lines.append(f"{label}, request batch {batch}: {f.get('at')}; {alone}{served}")
+            ceiling = (f.get("tool_ceiling") or {}).get("text")
+            tool = f"; tool ceiling {ceiling}" if ceiling else ""
+            lines.append(f"{label}, request batch {batch}: {f.get('at')}; {alone}{served}{tool}")
     return lines
 

@@ -251,7 +251,7 @@ def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cp
     assert console.count(summary["decision"][0]) == 1 and "run.py: smoke test passed: cpu-cpu on jax" in console
     # each answer beside the device alone: the CPU's from one caller per core the server was given
     for line in device_run.run_outputs.answer_lines(summary["by_configuration"]):
-        assert f"run.py: {line}" in console and "the device alone" in line
+        assert f"run.py: {line}" in console and "the device alone" in line and "; tool ceiling " in line
     for label, batches in summary["by_configuration"].items():
         for batch, figures in batches.items():
             mean = "—" if figures["server_mean_ms"] is None else f"{figures['server_mean_ms']:,.3f}"
