@@ -116,6 +116,7 @@ class Conclusion:
     stalls: Stalls | None = None
     best_pass: Step | None = None  # the highest unconfirmed pass above the capacity, below any failing rate
     unsteady: tuple[tuple[Step, Step], ...] = ()  # (a rate's pass, its confirmation that then failed)
+    loadgen_limit: Step | None = None  # the step at `loadgen_limited_rps`: what its load generator's cell showed
 
     @property
     def met(self) -> bool:
@@ -216,9 +217,10 @@ def conclude(steps: Sequence[Step], objective: Objective) -> Conclusion:
     failing = min((s.rate_rps for s in above if s.verdict.decision == Decision.FAIL), default=None)
     inconclusive = tuple(sorted((s for s in above if s.verdict.decision == Decision.INCONCLUSIVE),
                                 key=lambda s: s.rate_rps))
-    limited = [s.rate_rps for s in above if s.verdict.decision == Decision.LOADGEN]
-    return Conclusion(objective, capacity, failing, inconclusive, min(limited, default=None),
-                      _not_monotone(last), stalls(steps, objective), _best_pass(last, floor, failing), _unsteady(last))
+    limited = min((s for s in above if s.verdict.decision == Decision.LOADGEN), key=lambda s: s.rate_rps, default=None)
+    return Conclusion(objective, capacity, failing, inconclusive, limited.rate_rps if limited else None,
+                      _not_monotone(last), stalls(steps, objective), _best_pass(last, floor, failing), _unsteady(last),
+                      limited)
 
 
 def describe_unsteady(pair: tuple[Step, Step]) -> str:

@@ -34,8 +34,9 @@ SERVED_SHARE = 0.99  # a twin's cell must serve at least this share of the rate 
 
 
 def is_twin(cell: CellResult) -> bool:
-    """A tool-ceiling twin's cell: it measures the tool, not a configuration, so no answer reads it."""
-    return cell.search is not None and cell.search.role == Role.TOOL_CEILING
+    """A tool-ceiling twin's cell: its check (role `tool_ceiling`) or a cell of its own search (the search's roles,
+    `checks` naming the search it checks). It measures the tool, not a configuration, so no answer reads it."""
+    return cell.search is not None and (cell.search.role == Role.TOOL_CEILING or bool(cell.search.checks))
 
 
 def check_rate(answer_rps: float, upper_end_rps: float | None = None) -> float:

@@ -8,8 +8,9 @@ checked for shape, not classes (the null backend answers zeros of the signature'
 answer, one open-loop cell at `loadtest.judge.tool_ceiling.check_rate` of the answer and its upper end (read with
 `loadtest.judge.conclusion`, as the search concluded them); where the twin does not carry that rate
 (`twin_passed`), the twin's own capacity is searched (`CapacityRun`, every cell tagged a twin's) within the time
-left to the tool ceiling (`TwinClock`). Every cell goes to results.jsonl like any other, tagged `Role.TOOL_CEILING`,
-`checks` = the search checked, id `<search>/tool-ceiling`.
+left to the tool ceiling (`TwinClock`). Every cell goes to results.jsonl like any other, tagged `checks` = the search
+checked, id `<search>/tool-ceiling`; the check's role is `Role.TOOL_CEILING`, the twin's own search's cells keep
+theirs (bracket, confirm...), so the report concludes that search as its console line did.
 
 A twin that cannot start (a server the tool did not start, cores it cannot have, a start that fails or does not
 answer) is one failed cell per search it was to check, its reason recorded: never a crash, never silence.
@@ -148,7 +149,7 @@ class ToolCeilings:
                           max_s=min(self.request.max_s, left))
         search = CapacityRun(request, self.cells, target, f"{outcome.search_id}/{TWIN}", self.prober,
                              outcome.batch_size, model_version=version, asked=outcome.objective,
-                             retag=lambda tag: self._retag(tag, outcome))
+                             retag=lambda tag: self._retag(tag, outcome, role=tag.role))
         try:
             answer = search.run()
         except ValueError as exc:  # settings the search refuses: its check cell stands, said so
@@ -172,11 +173,11 @@ class ToolCeilings:
         return self._retag(tag, outcome)
 
     @staticmethod
-    def _retag(tag: SearchTag, outcome: Outcome) -> SearchTag:
-        """A twin's cell: role `tool_ceiling`, id `<search>/tool-ceiling`, `checks` the search. No replica shape:
-        the twin is not a shape searched (its server's name and cores say where it ran)."""
-        return replace(tag, id=f"{outcome.search_id}/{TWIN}", role=Role.TOOL_CEILING, checks=outcome.search_id,
-                       shape=None)
+    def _retag(tag: SearchTag, outcome: Outcome, role: Role = Role.TOOL_CEILING) -> SearchTag:
+        """A twin's cell: id `<search>/tool-ceiling`, `checks` the search; role `tool_ceiling` for its check, the
+        search's own (bracket, confirm...) for its own search's cells, so the report concludes that search as the
+        console did. No replica shape: the twin is not a shape searched (its server's name and cores say where)."""
+        return replace(tag, id=f"{outcome.search_id}/{TWIN}", role=role, checks=outcome.search_id, shape=None)
 
     def _not_started(self, planned: ServedEndpoint, outcomes: Sequence[Outcome], reason: str) -> None:
         why = f"tool ceiling not measured: {reason}"

@@ -43,6 +43,7 @@ from loadtest.judge.objectives import (
     search_objectives,
     steps_of,
 )
+from loadtest.judge.tool_ceiling import is_twin
 from loadtest.report.answers.tool_ceiling import ToolCeiling, tool_ceilings
 from loadtest.report.configs import Config, config_of
 from loadtest.report.formatting import ratio_value
@@ -153,9 +154,8 @@ def _unmet(cells: Sequence[CellResult]) -> str:
 
 
 def is_reference(cell: CellResult) -> bool:
-    """A paired comparison's reference cell, or a tool-ceiling twin's (`loadtest.judge.tool_ceiling`): it measures the
-    machine or the tool, not a configuration, so no answer reads it."""
-    return cell.search is not None and cell.search.role in (Role.REFERENCE, Role.TOOL_CEILING)
+    """A paired comparison's reference cell or a twin's (`is_twin`): it measures the machine or the tool, no answer."""
+    return cell.search is not None and (cell.search.role == Role.REFERENCE or is_twin(cell))
 
 
 def search_answers(results: Sequence[CellResult]) -> list[SearchAnswer]:

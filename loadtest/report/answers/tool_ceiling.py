@@ -5,13 +5,17 @@ Per checked search (its twin's cells carry `SearchTag.checks`), one `ToolCeiling
 
 - the twin passed its first cell, at `check_rate` (2× the answer, or the search's upper end where higher):
   "≥ 1,640.0 req/s (2× the answer)": the tool carried at least that;
-- the twin's check failed and it searched its own capacity: "930.0 req/s", its highest passing rate (or
-  "under 400.0 req/s" where none passed);
+- the twin's check failed and it searched its own capacity: "930.0 req/s", that search's answer concluded from its
+  cells as the search concluded it (`loadtest.judge.conclusion`: its confirmed capacity, else its highest
+  unconfirmed pass), the figure the console's "the twin's own search:" line gives; "under 400.0 req/s" where none
+  passed. Records whose twin's search cells all carry the role `tool_ceiling` (measured before 2026-11-28 13:00Z)
+  hold no search to conclude: their highest rate that `twin_passed`;
 - no twin cell names the search (records from before the twin, or a run that skipped it): "not measured: no twin
   was run"; a twin that could not start (one failed cell): "not measured: <its failure_reason>".
 
-Every rate of the twin is judged by `twin_passed` at the checked search's objective. A row compares its own figure
-with the ceiling (`covers`): the tool did not bound an answer it carried `CHECK_RATIO` times over.
+The check's rate (and the older records' every rate) is judged by `twin_passed` at the checked search's objective. A
+row compares its own figure with the ceiling (`covers`): the tool did not bound an answer it carried `CHECK_RATIO`
+times over.
 
 Pure functions over `CellResult`s. Not for: the twin's rule (`loadtest.judge.tool_ceiling`), measuring it
 (`loadtest.search`) or what bounded a row (`loadtest.report.answers.verdict`).
@@ -23,7 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from loadtest.evidence.records import CellResult
-from loadtest.evidence.vocab import CellStatus
+from loadtest.evidence.vocab import CellStatus, Role
+from loadtest.judge.conclusion import conclude
+from loadtest.judge.objectives import steps_of
 from loadtest.judge.tool_ceiling import CHECK_RATIO, is_twin, twin_failure
 from loadtest.report.formatting import number as fmt
 
@@ -90,13 +96,17 @@ def ceiling_of(cells: Sequence[CellResult]) -> ToolCeiling:
     if not ran:
         reason = next((c.failure_reason for c in cells if c.failure_reason), "") or "the twin did not start"
         return ToolCeiling(why_not=reason)
-    objective = ran[0].tag.objective.p99_ms
+    objective = ran[0].tag.objective
     first = ran[0]
-    if not twin_failure(first, objective):
+    if not twin_failure(first, objective.p99_ms):
         return ToolCeiling(first.search.offered_rps if first.search else None, checked=True, why_not="")
     rates = [float(c.search.offered_rps) for c in ran if c.search and c.search.offered_rps]
+    searched = [c for c in ran if c.search and c.search.role != Role.TOOL_CEILING]
+    if searched:  # the twin's own search, concluded as it concluded itself
+        answered = conclude(steps_of(searched, objective), objective).answer
+        return ToolCeiling(answered.rate_rps if answered else None, why_not="", lowest_tried_rps=min(rates))
     passed = [float(c.search.offered_rps) for c in ran if c.search and c.search.offered_rps
-              and not twin_failure(c, objective)]
+              and not twin_failure(c, objective.p99_ms)]
     return ToolCeiling(max(passed) if passed else None, why_not="", lowest_tried_rps=min(rates))
 
 

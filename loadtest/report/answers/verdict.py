@@ -5,8 +5,8 @@ The first that applies, from the answer (`SearchAnswer` at the row's objective),
 ceiling (`loadtest.report.answers.tool_ceiling`):
 
 1. **unconfirmed**: the capacity's own state by the one-figure rule (`SearchAnswer.kind` and `.bound`, read, not
-   recomputed): passed, not confirmed; or a lower bound because the load generator could not offer more (its CPU
-   named where its answering cell shows it busy) or because the search stopped first;
+   recomputed): passed, not confirmed; or a lower bound because the load generator could not offer more (what in it,
+   from the cell at its limit: its CPU where busy, else its dispatch) or because the search stopped first;
 2. **the tool**: the tool ceiling was not measured, or is under `CHECK_RATIO` (2×) the answer, or the load generator
    saturated at the answer: its CPU (a process at `LOADGEN_BUSY_PERCENT` of a core, Locust's own warning, or a
    `saturated` flag for its CPU), or its dispatch lag over its limit that the host probe on its cores does not
@@ -105,18 +105,19 @@ def verdict_of(search: SearchAnswer | None, ceiling: ToolCeiling = NOT_MEASURED)
         return RowVerdict(Bounded.NOTHING, "", ceiling)
     cell = answer_cell(search)
     served = served_share(cell) if cell is not None else None
-    first = (_unconfirmed(search, cell) or _tool(search, cell, ceiling) or _host(search, cell)
+    first = (_unconfirmed(search) or _tool(search, cell, ceiling) or _host(search, cell)
              or _held(search, cell, served))
     return RowVerdict(first[0], first[1], ceiling, served)
 
 
-def _unconfirmed(search: SearchAnswer, cell: CellResult | None) -> tuple[Bounded, str] | None:
+def _unconfirmed(search: SearchAnswer) -> tuple[Bounded, str] | None:
     """The figure's own state as every table prints it (`figure_text.capacity_text`): a "≥" on a higher unconfirmed
     pass beside a confirmed capacity qualifies that pass, not the capacity."""
     if lower_bound(search) and (search.capacity_rps is None or search.passed_rps is None):
         why = search.bound.value
-        if search.bound == Bound.LOADGEN and cell is not None and _loadgen_busy(cell):
-            why = f"{why} (its CPU: {_loadgen_busy(cell)})"
+        limit = search.conclusion.loadgen_limit if search.conclusion else None
+        if search.bound == Bound.LOADGEN and limit is not None:
+            why = f"{why} ({_what_limited(limit.result)})"
         return Bounded.UNCONFIRMED, f"a lower bound: {why}"
     if search.kind != AnswerKind.CONFIRMED:
         return Bounded.UNCONFIRMED, "passed, not confirmed"
@@ -174,6 +175,20 @@ def _loadgen_busy(cell: CellResult) -> str:
     flagged = next((f.reason for f in cell.flags if f.flag == Flag.SATURATED
                     and "load generator" in f.reason and "used" in f.reason), "")
     return flagged
+
+
+def _what_limited(cell: CellResult) -> str:
+    """What in the load generator limited the cell above a lower bound: `its CPU: a Locust process at 96% of a core`;
+    with its CPU calm, `its dispatch: sends late with Locust at 27% of a core, which the host probe does not explain`
+    (a cell whose lateness the host probe explains is judged on its latencies, never the load generator's limit)."""
+    busy = _loadgen_busy(cell)
+    if busy:
+        return f"its CPU: {busy}"
+    cpu = (f" with Locust at {max(cell.loadgen_process_cpu_percent):.0f}% of a core"
+           if cell.loadgen_process_cpu_percent else ", its CPU not recorded")
+    probed = "loadgen" in noise.probe_sides(cell)
+    return (f"its dispatch: sends late{cpu}, "
+            + ("which the host probe on its cores does not explain" if probed else "no host probe on its cores"))
 
 
 def _lag_over(cell: CellResult) -> str:

@@ -14,7 +14,7 @@ from loadtest.report.answers.verdict import Bounded, finding, verdict_in
 from loadtest.report.card.card import card_for
 from loadtest.report.sizing.instances import Pricing
 from loadtest.report.sizing.prices import load_prices
-from tests.loadtest.judge.test_noise import HOST_STALLS
+from tests.loadtest.judge.test_noise import HOST_STALLS, side
 from tests.loadtest.report.handmade import search, server, twin, with_twin
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
@@ -78,14 +78,45 @@ def test_a_tool_ceiling_under_twice_the_answer_names_the_tool_and_its_ceiling():
     assert line == "cpu: bounded by the tool (tool ceiling 1,500.0 req/s, under 2× the answer).", line
 
 
+def test_a_searched_twins_ceiling_is_its_own_searchs_answer_as_its_console_line_gives_it():
+    # the check fails at 2,000; the twin's own search passes 1,500 and 1,750 once each, and 1,750's confirmation
+    # fails: the search answers 1,500 (its highest pass below a failing rate), not the 1,750 one cell carried
+    check = twin(CONTAINER, "s", 2000.0, p99=50.0, index=100)
+    own = search(check.server, "s/tool-ceiling", [("bracket", 1500.0, 1.0), ("bracket", 1750.0, 1.0),
+                                                  ("confirm", 1750.0, 50.0)])
+    own = [replace(c, cell_index=101 + i, search=replace(c.search, checks="s")) for i, c in enumerate(own)]
+    cells = [*confirmed(CONTAINER, 1000.0), check, *own]
+    assert ceiling_of([check, *own]).value() == "1,500.0 req/s"
+    _, _, shown = row_of(cells)
+    assert shown["tool ceiling"] == "1,500.0 req/s"
+    assert [s.search_id for s in answer(cells).searches] == ["s"]  # the twin's own search is no answer
+
+
 def test_a_lower_bound_is_never_bought_and_gets_no_boxes():
     steps = [("bracket", 1000, 8.0), ("bracket", 1100, 8.0, "saturated", "2% of sends left late"),
              ("confirm", 1000, 9.0)]
     cells = with_twin(search(CONTAINER, "s", steps))
     card, row, shown = row_of(cells)
-    assert shown["bounded by"] == "unconfirmed: a lower bound: the load generator's limit"
+    said = ("unconfirmed: a lower bound: the load generator's limit (its dispatch: sends late, its CPU not recorded, "
+            "no host probe on its cores)")
+    assert shown["bounded by"] == said
     assert not row.for_buying and not card.for_buying and row.boxes is None
-    assert row.why_not == "unconfirmed: a lower bound: the load generator's limit" and not card.priced
+    assert row.why_not == said and not card.priced
+
+
+def test_a_lower_bound_names_what_in_the_load_generator_limited_it_from_the_cell_at_its_limit():
+    # the issue's case: Locust at 27% of its core, its sends late, the host probe on its cores quiet: not its CPU
+    steps = [("bracket", 72.7, 8.0), ("bracket", 75.0, 8.0, "saturated", "2% of sends left late"),
+             ("confirm", 72.7, 9.0)]
+    quiet = HostProbe(1.0, None, side([], samples=1000, duration_s=1.0))
+    for cpu, said in ((27.0, "its dispatch: sends late with Locust at 27% of a core, which the host probe on its "
+                             "cores does not explain"),
+                      (96.0, "its CPU: a Locust process at 96% of a core")):
+        cells = [replace(c, loadgen_process_cpu_percent=[cpu], host_probe=quiet, late_send_fraction=0.02,
+                         load=replace(c.load, late_threshold_ms=2.0)) if c.tag.offered_rps == 75.0 else c
+                 for c in search(CONTAINER, "s", steps)]
+        _, _, shown = row_of(with_twin(cells))
+        assert shown["bounded by"] == f"unconfirmed: a lower bound: the load generator's limit ({said})"
 
 
 def test_a_twin_that_could_not_start_is_named_with_why_never_a_crash():
