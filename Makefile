@@ -37,9 +37,13 @@ lint: setup
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-# Unit tests only (no server, Locust, export or browser): under a minute.
+# The unit tests run on TEST_WORKERS processes (pytest-xdist: they time nothing); `make test` then runs the
+# end-to-end ones one at a time, since each pins servers and Locust to this machine's cores and times them.
+TEST_WORKERS ?= 2
+
+# Unit tests only (no server, Locust, export or browser): ~3.5 min on 2 cores.
 test-fast: setup
-	$(PY) -m pytest -q -m "not integration"
+	$(PY) -m pytest -q -m "not integration" -n $(TEST_WORKERS)
 
 # Debian's chromium, which the report's browser test drives through Playwright (no browser download).
 browser:
@@ -47,7 +51,8 @@ browser:
 		|| { echo "make browser: could not install Debian's chromium (apt-get install chromium, as root)" >&2; exit 1; }
 
 test: setup browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not integration" -n $(TEST_WORKERS)
+	$(PY) -m pytest -q -m integration
 
 # Benchmarks print ratios measured within one run, server and client pinned to different cores.
 bench-server: setup
