@@ -90,5 +90,6 @@ def evaluated(outcome: Outcome) -> Evaluated:
         return Evaluated(None, note=outcome.answer.ended_because)
     cell = conclusion.capacity.result
     upper = None if conclusion.at_least else conclusion.upper_rps()
+    passed = conclusion.best_pass.rate_rps if conclusion.best_pass else None
     return Evaluated(conclusion.capacity.rate_rps, cell.throughput_ips, cell.latency_p99_ms,
-                     conclusion.uncertainty(), upper, conclusion.at_least)
+                     conclusion.uncertainty(), upper, conclusion.at_least, passed)

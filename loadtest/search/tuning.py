@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from loadtest.evidence.objective import Objective
@@ -57,7 +57,9 @@ from model_export.provenance import cpu_cores
 from serving.deploy.config import BatchingProfile
 from serving.endpoint import Device
 
-__all__ = ["Evaluated", "Stage", "TuneAnswer", "TuneSettings", "Tuner", "Visit"]
+__all__ = ["UNRESOLVED", "Evaluated", "Stage", "TuneAnswer", "TuneSettings", "Tuner", "Visit"]
+
+UNRESOLVED = "unresolved"  # a challenger whose unconfirmed pass beat the bar and its confirmed capacity did not
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class Evaluated:
     note: str = ""  # why unmet or failed; anything worth keeping otherwise
     upper_rps: float | None = None  # the lowest rate above the capacity that did not pass (None: not measured)
     at_least: bool = False  # the load generator was the limit above it: the capacity is only a lower bound
+    passed_rps: float | None = None  # the best pass above the capacity that its search did not confirm (None: none)
 
     @property
     def met(self) -> bool:
@@ -103,7 +106,8 @@ class Visit:
     stage: Stage
     profile: BatchingProfile
     result: Evaluated
-    decision: str  # "baseline", "start", "kept: +12%", "within the uncertainty: +3%", "worse: -20%", "unmet: ..."
+    decision: str  # "baseline", "start", "kept: +12%", "within the uncertainty: +3%", "worse: -20%", "unmet: ...",
+    # "unresolved: ..." (its confirmed capacity does not beat the bar, a pass it did not confirm does)
     moved_field: str | None = None  # the field the ascent moved; None for off and the advice
     duration_s: float = 0.0
     against: Evaluated | None = None  # paired: the incumbent measured beside it, the bar it was judged by
@@ -322,6 +326,9 @@ class Tuner:
         upper = bar.upper_rps
         if self._improves(result, against):
             return f"kept: {change}" + (f", above the incumbent's upper end {upper:g} req/s" if upper else "")
+        if self._improves(replace(result, capacity_rps=result.passed_rps), against):
+            return (f"{UNRESOLVED}: {result.passed_rps:g} req/s passed, not confirmed; "
+                    f"confirmed {change}")
         if result.score >= best * (1 - self.settings.min_gain):
             return f"within the uncertainty: {change}" + (f" (not above {upper:g} req/s)" if upper else "")
         return f"worse: {change}"

@@ -250,8 +250,14 @@ def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cp
     # the card once in the console: the capacity run's end prints it, the report's echo does not repeat it
     assert console.count(summary["decision"][0]) == 1 and "run.py: smoke test passed: cpu-cpu on jax" in console
     # each answer beside the device alone: the CPU's from one caller per core the server was given
-    for line in device_run.run_outputs.answer_lines(summary["by_configuration"]):
-        assert f"run.py: {line}" in console and "the device alone" in line and "; tool ceiling " in line
+    lines = device_run.run_outputs.answer_lines(summary["by_configuration"])
+    rows = [figures for batches in summary["by_configuration"].values() for figures in batches.values()]
+    for line, figures in zip(lines, rows, strict=True):
+        assert f"run.py: {line}" in console and "the device alone" in line
+        # the tool ceiling beside each answer that has one (a row at its peak, no capacity confirmed, has none)
+        ceiling = (figures.get("tool_ceiling") or {}).get("text")
+        assert (f"; tool ceiling {ceiling}" in line) if ceiling else ("tool ceiling" not in line), (line, figures)
+    assert any("; tool ceiling " in line for line in lines), lines  # the twins ran
     for label, batches in summary["by_configuration"].items():
         for batch, figures in batches.items():
             mean = "—" if figures["server_mean_ms"] is None else f"{figures['server_mean_ms']:,.3f}"
