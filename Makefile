@@ -37,8 +37,9 @@ lint: setup
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-# The unit tests run on TEST_WORKERS processes (pytest-xdist: they time nothing); `make test` then runs the
-# end-to-end ones one at a time, since each pins servers and Locust to this machine's cores and times them.
+# The unit tests, and the end-to-end tests marked `untimed`, run on TEST_WORKERS processes (pytest-xdist, a file
+# to a process); `make test` then runs the other end-to-end tests one at a time, since each pins servers and
+# Locust to this machine's cores and times them (~10 and ~27 min here: docs/performance.md#test-suite-time).
 TEST_WORKERS ?= 2
 
 # Unit tests only (no server, Locust, export or browser): ~3 min on 2 cores (169-197 s measured here).
@@ -51,8 +52,8 @@ browser:
 		|| { echo "make browser: could not install Debian's chromium (apt-get install chromium, as root)" >&2; exit 1; }
 
 test: setup browser
-	$(PY) -m pytest -q -m "not integration" -n $(TEST_WORKERS)
-	$(PY) -m pytest -q -m integration
+	$(PY) -m pytest -q -m "not integration or untimed" -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -m "integration and not untimed"
 
 # Benchmarks print ratios measured within one run, server and client pinned to different cores.
 bench-server: setup

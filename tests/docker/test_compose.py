@@ -21,6 +21,8 @@ from serving.deploy import tfs_files as tfs
 from serving.deploy.docker import compose_defaults
 from tests.support.paths import REPO
 
+pytestmark = pytest.mark.untimed  # end-to-end where marked, and times nothing
+
 DOCKER = REPO / "docker"
 COMPOSE = DOCKER / "compose.yaml"
 LOADGEN_COMPOSE = DOCKER / "loadgen.compose.yaml"

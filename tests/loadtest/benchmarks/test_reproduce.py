@@ -75,6 +75,7 @@ def servers_below(pid: int) -> list[psutil.Process]:
         return []
 
 
+@pytest.mark.untimed
 @pytest.mark.integration
 def test_an_interrupted_bench_stops_its_run_and_the_servers_it_started(exported_model, tmp_path):
     """SIGINT to the bench alone (not its process group): its capacity run is interrupted in turn and stops the

@@ -132,6 +132,7 @@ def test_an_out_folder_that_holds_a_run_is_refused(capsys, tmp_path):
     assert exit_info.value.code == 2 and "already holds a run" in capsys.readouterr().err
 
 
+@pytest.mark.untimed
 @pytest.mark.integration
 def test_the_device_bundle_fits_a_call_and_holds_only_what_the_image_lacks(exported_model, tmp_path):
     manifest = build(tmp_path / "bundle", exported_model.output_dir)
@@ -272,6 +273,7 @@ def test_the_bundle_runs_offline_on_cpu_within_its_budget_and_explains_itself(cp
     assert not left_behind(cpu_bundle[1])
 
 
+@pytest.mark.untimed
 @pytest.mark.integration
 def test_a_run_stopped_part_way_keeps_the_results_already_measured(cpu_bundle, tmp_path):
     out = tmp_path / "out"

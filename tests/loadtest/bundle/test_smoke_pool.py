@@ -17,7 +17,7 @@ from loadtest.bundle import smoke
 from loadtest.bundle.device_run import environment, write_plan
 from model_export.provenance import REPO
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.untimed]
 
 SERVER_FLAGS = "--server-flags=--device cpu --backend torch --enable_batching --workers 2"
 

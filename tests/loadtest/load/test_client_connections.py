@@ -12,7 +12,7 @@ import pytest
 from loadtest.load.client import GrpcPredictClient, Samples
 from serving.deploy.process import start_server
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.untimed]
 
 
 def established(port: str) -> int:

@@ -35,7 +35,7 @@ from tests.support import hosts as netns
 from tests.support.cli import command
 from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.untimed]
 
 MASTER_ONLY = {"--headless", "--only-summary", "--exit-code-on-error", "-u", "-r", "--host", "--summary-out"}
 TAKES_VALUE = {"-u", "-r", "--host", "--exit-code-on-error", "--summary-out"}

@@ -45,6 +45,7 @@ def sweep_once(server, input_data: str, tmp_path: Path):
     return result
 
 
+@pytest.mark.untimed
 def test_random_inputs_are_checked_by_the_signatures_outputs(ranker_server, tmp_path):
     result = sweep_once(ranker_server, "random", tmp_path)
     assert result.status == "ok" and result.requests > 0 and result.errors_by_code == {}, result.error_examples
@@ -53,6 +54,7 @@ def test_random_inputs_are_checked_by_the_signatures_outputs(ranker_server, tmp_
     assert result.provenance.inputs == {"source": "random", "seed": 5, "int_range": [0, 100], "input_shapes": {}}
 
 
+@pytest.mark.untimed
 def test_an_npz_with_the_models_own_outputs_is_answered_right(ranker_server, ranker_model, tmp_path):
     result = sweep_once(ranker_server, str(ranker_model.inputs_path), tmp_path)
     assert result.status == "ok" and result.errors_by_code == {} and result.accuracy == 1.0
@@ -60,6 +62,7 @@ def test_an_npz_with_the_models_own_outputs_is_answered_right(ranker_server, ran
     assert inputs["source"] == "npz" and inputs["path"] == str(ranker_model.inputs_path) and len(inputs["sha256"]) == 64
 
 
+@pytest.mark.untimed
 def test_wrong_expected_outputs_lower_the_accuracy(ranker_server, ranker_model, tmp_path):
     data = dict(np.load(ranker_model.inputs_path))
     data["expected:label"] = data["expected:label"] + 1  # every row now expects a label the model never gives
@@ -69,6 +72,7 @@ def test_wrong_expected_outputs_lower_the_accuracy(ranker_server, ranker_model, 
     assert result.errors_by_code == {} and result.accuracy == 0.0
 
 
+@pytest.mark.untimed
 def test_capacity_of_your_own_model_on_a_server_the_tool_starts(ranker_model, tmp_path):
     done = subprocess.run([*command("capacity"), "--serve", "cpu/off", "--model-name", "ranker",
                            "--model-base-path", str(ranker_model.base_path), "--input-data", "random",
@@ -90,6 +94,7 @@ def test_capacity_of_your_own_model_on_a_server_the_tool_starts(ranker_model, tm
     assert "model ranker: " in report and "(model ranker)" in report
 
 
+@pytest.mark.untimed
 def test_the_web_ui_sends_your_own_models_inputs(ranker_server, tmp_path):
     """`mnist-bench ui --model-name ranker`: Locust's web UI, started through its own API, sends random inputs
     made from the ranker's signature and every answer passes the outputs check."""

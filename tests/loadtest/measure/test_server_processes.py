@@ -9,7 +9,7 @@ import pytest
 from loadtest.measure.device_sources import ProcessSource, listening_on, server_roots
 from serving.deploy.process import start_server
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.untimed]
 
 
 def test_a_pooled_servers_supervisor_owner_and_frontends_are_found_by_its_port(exported_model):

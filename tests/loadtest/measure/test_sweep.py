@@ -115,6 +115,7 @@ def test_short_sweep_produces_valid_records(batching_server, exported_model, tmp
     assert csv_lines[0].split(",") == list(CSV_COLUMNS) and len(csv_lines) == 3
 
 
+@pytest.mark.untimed
 def test_rest_user_measures_the_rest_api(batching_server, exported_model, tmp_path):
     plan = short_plan(exported_model.samples_path, protocol="rest",
                       grid=plans.Grid(batch_sizes=(2,), concurrency=(2,), rates_rps=()))
@@ -123,6 +124,7 @@ def test_rest_user_measures_the_rest_api(batching_server, exported_model, tmp_pa
     assert result.requests > 0 and result.errors_by_code == {} and result.accuracy is not None
 
 
+@pytest.mark.untimed
 def test_planted_wrong_answer_counts_as_an_error(batching_server, exported_model, tmp_path):
     data = dict(np.load(exported_model.samples_path))
     expected = data["expected_classes"].copy()
@@ -138,6 +140,7 @@ def test_planted_wrong_answer_counts_as_an_error(batching_server, exported_model
     assert "differ from the exported model's predictions" in result.error_examples["WRONG_ANSWER"]
 
 
+@pytest.mark.untimed
 def test_histograms_of_two_worker_processes_merge_exactly(null_server, exported_model, tmp_path):
     run = plans.RunSettings(warmup_s=0.5, measure_s=2.0, processes=2, check="shape",
                             samples=str(exported_model.samples_path))
@@ -156,6 +159,7 @@ def test_histograms_of_two_worker_processes_merge_exactly(null_server, exported_
     assert merged.get_total_count() == summary.ok_requests == sum(map(len, per_process))
 
 
+@pytest.mark.untimed
 def test_dead_server_mid_sweep_fails_its_cell_and_the_sweep_finishes(exported_model, tmp_path):
     plan = short_plan(exported_model.samples_path, check="shape",
                       grid=plans.Grid(batch_sizes=(1,), concurrency=(1, 2), rates_rps=(20,)))
@@ -187,6 +191,7 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.untimed
 def test_ctrl_c_fails_the_running_cell_and_keeps_the_sweep_bounded(null_server, exported_model, tmp_path):
     plan_path = tmp_path / "plan.toml"
     plan_path.write_text(f'[run]\nwarmup_s = 0.5\nmeasure_s = 20.0\ncheck = "shape"\n'
@@ -210,6 +215,7 @@ def test_ctrl_c_fails_the_running_cell_and_keeps_the_sweep_bounded(null_server, 
     assert locusts and not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in locusts)
 
 
+@pytest.mark.untimed
 def test_cli_without_servers_says_what_to_do(tmp_path, exported_model):
     done = subprocess.run([*command("loadtest"), "--state-file", str(tmp_path / "none.json"),
                            "--samples", str(exported_model.samples_path), "--results-dir", str(tmp_path)],

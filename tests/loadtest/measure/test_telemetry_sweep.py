@@ -67,6 +67,7 @@ def test_a_loaded_server_is_busy_and_an_idle_one_is_not(exported_model, tmp_path
     assert idle.server_cpu_percent < 30
 
 
+@pytest.mark.untimed
 def test_a_local_server_given_by_address_alone_is_found_by_its_port_and_sampled(exported_model, tmp_path):
     """Issue #41: a server the tool did not start, on this host, is found by the port it listens on (before, it
     recorded "no server pid or container known" and no telemetry); a remote one says it is not on this host

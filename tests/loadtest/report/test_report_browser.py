@@ -21,7 +21,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from loadtest.report.chart_style import png
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.untimed]
 
 SCALE = 0.5  # screenshot scale: the whole page, at half size
 FIRST_SCREEN = {"width": 1280, "height": 800}  # a laptop's browser window: what is seen before scrolling

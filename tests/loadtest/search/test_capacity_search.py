@@ -110,6 +110,7 @@ def test_capacity_is_a_confirmed_rate_under_the_servers_limit_within_precision(q
     assert (upper - answer.capacity_rps) / answer.capacity_rps <= 0.2 or "step limit" in last
 
 
+@pytest.mark.untimed
 def test_an_objective_the_server_cannot_meet_is_answered_so(slow_server, exported_model, tmp_path):
     done = capacity(slow_server, exported_model, tmp_path, "--p99-ms", "5", "--start-rps", "4", "--min-rps", "1",
                     "--max-rate-s", "4")
@@ -186,6 +187,7 @@ def test_each_cell_records_where_the_servers_time_went_and_the_device_floor(slow
                for line in done.stdout.splitlines()), done.stdout[-2000:]
 
 
+@pytest.mark.untimed
 def test_two_targets_at_one_request_batch_get_a_search_each(slow_server, exported_model, tmp_path):
     """`--goal 40:20:1 --goal 40:60:1`: two searches at request batch 1, one tagged p99 <= 20 ms and one <= 60 ms,
     each its own comparison-free search with its own cells; the card has a row for each target."""

@@ -37,6 +37,8 @@ from tests.support.metrics import metrics_page
 from tests.support.paths import REPO
 from tests.support.waiting import wait_for
 
+pytestmark = pytest.mark.untimed  # end-to-end where marked, and times nothing
+
 BROKEN = "fake docker: engine on fire"
 
 FAKE_DOCKER = r'''

@@ -2,7 +2,8 @@
 
 One batch across frontends, one summed metrics page, a frontend or the owner killed and replaced (its
 requests in flight fail UNAVAILABLE, nothing hangs, no shared-memory segment left), a taken port refused,
-and nothing left behind after SIGTERM.
+and nothing left behind after SIGTERM. The two kill tests time how fast requests fail, so they are not marked
+`untimed` and run one at a time.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ def batching_file(tmp_path_factory):
                                batch_timeout_micros=5_000_000, num_batch_threads=1, max_enqueued_batches=100)
 
 
+@pytest.mark.untimed
 def test_one_batch_forms_from_requests_on_different_frontends(exported_model, samples, batching_file):
     with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--workers", "2",
                       "--enable_batching", "--batching_parameters_file", str(batching_file)) as server:
@@ -119,6 +121,7 @@ def test_one_batch_forms_from_requests_on_different_frontends(exported_model, sa
         assert metric_value(page, ":tensorflow:serving:batching_session:processed_batch_size_sum") == 32
 
 
+@pytest.mark.untimed
 def test_the_one_metrics_page_counts_every_request_over_all_frontends(exported_model, samples):
     with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--workers", "2",
                       backend="null") as server:
@@ -139,6 +142,7 @@ def test_the_one_metrics_page_counts_every_request_over_all_frontends(exported_m
         assert page.count("# TYPE " + REQUEST_COUNT + " counter") == 1  # one family, summed
 
 
+@pytest.mark.untimed
 @pytest.mark.parametrize("owner", [False, True], ids=["frontend-0-measures", "owner-measures"])
 def test_every_frontend_reports_the_one_device_floor_the_server_measured(exported_model, owner):
     """REST metadata is answered by the frontends in turn: each gives the floor measured once at start (the
@@ -231,6 +235,7 @@ def _reuseport_listener():
         sock.close()
 
 
+@pytest.mark.untimed
 def test_a_port_another_server_holds_is_refused(exported_model):
     with _reuseport_listener() as port:
         done = subprocess.run([sys.executable, "-m", "serving.server", "--model_name", "mnist", "--model_base_path",
@@ -241,6 +246,7 @@ def test_a_port_another_server_holds_is_refused(exported_model):
     assert f"gRPC port {port} on 127.0.0.1 is already taken" in done.stderr
 
 
+@pytest.mark.untimed
 def test_sigterm_leaves_no_process_or_segment_behind(exported_model, batching_file):
     with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--workers", "2",
                       "--enable_batching", "--batching_parameters_file", str(batching_file), backend="null") as server:
@@ -254,6 +260,7 @@ def test_sigterm_leaves_no_process_or_segment_behind(exported_model, batching_fi
     assert segments(prefix) == []
 
 
+@pytest.mark.untimed
 def test_a_killed_supervisor_takes_its_processes_with_it(exported_model, batching_file):
     with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--workers", "2",
                       "--enable_batching", "--batching_parameters_file", str(batching_file), backend="null") as server:

@@ -20,7 +20,7 @@ from serving.deploy.process import start_server
 from serving.protocol.tensors import to_numpy
 from tests.support.grpc import predict_request
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.untimed]
 
 ROWS_PER_REQUEST = 25
 # A KERAS_BACKEND that names another runtime than the server's own.

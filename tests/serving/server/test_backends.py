@@ -20,6 +20,7 @@ def test_registry_names():
 
 
 @pytest.mark.integration
+@pytest.mark.untimed  # lower bounds, and CPU time, not wall time
 def test_null_backend_returns_zeros_of_the_signature_outputs(exported_model):
     model = load_model("null", "mnist", 1, exported_model.model_dir, BackendOptions())
     assert {"predict_images", "serving_default"} <= set(model.signatures)
@@ -29,6 +30,7 @@ def test_null_backend_returns_zeros_of_the_signature_outputs(exported_model):
 
 
 @pytest.mark.integration
+@pytest.mark.untimed  # lower bounds, and CPU time, not wall time
 def test_null_backend_delay_and_periodic_stall(exported_model):
     delayed = load_model("null", "mnist", 1, exported_model.model_dir, BackendOptions(null_delay_ms=50))
     started = time.perf_counter()
@@ -53,6 +55,7 @@ def test_hold_until_never_returns_before_its_deadline():
 
 
 @pytest.mark.integration
+@pytest.mark.untimed  # lower bounds, and CPU time, not wall time
 def test_savedmodel_backend_matches_the_exporters_predictions(exported_model, samples):
     model = load_model("savedmodel", "mnist", 1, exported_model.model_dir, BackendOptions())
     out = model.run("predict_images", {"images": samples["images"][:32]}, ["classes"])
@@ -60,6 +63,7 @@ def test_savedmodel_backend_matches_the_exporters_predictions(exported_model, sa
 
 
 @pytest.mark.integration
+@pytest.mark.untimed  # lower bounds, and CPU time, not wall time
 def test_null_backend_spends_a_fixed_cpu_time_per_call(exported_model):
     """--null_cpu_ms: each call keeps its thread busy for that much CPU time (not a sleep)."""
     model = load_model("null", "mnist", 1, exported_model.model_dir, BackendOptions(null_cpu_ms=20))

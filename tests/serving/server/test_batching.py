@@ -20,6 +20,8 @@ from tests.support.grpc import predict_request, rpc_error, stub_for
 from tests.support.metrics import metric_value, metrics_page
 from tests.support.waiting import wait_for
 
+pytestmark = pytest.mark.untimed  # end-to-end where marked, and times nothing
+
 
 class Recorder:
     """A fake model: doubles its input, remembers every batch it was given, optionally blocks."""

@@ -127,6 +127,7 @@ def test_null_backend_without_delay_has_a_floor_of_microseconds(exported_model):
     assert batch_1["batch_size"] == 1 and batch_1["latency_us"] < 500 and batch_1["images_per_s"] > 2000
 
 
+@pytest.mark.untimed
 @pytest.mark.integration
 def test_device_floor_s_0_measures_nothing_and_says_so(exported_model):
     with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),

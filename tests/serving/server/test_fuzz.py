@@ -52,7 +52,7 @@ from serving.protocol.tensors import CODECS_BY_ENUM, to_numpy
 from tests.support.batching import write_batching_file
 from tests.support.grpc import predict_request
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.untimed]
 
 EXAMPLES = 5_100  # each example sends one gRPC and one REST request
 MIN_REQUESTS = 10_000

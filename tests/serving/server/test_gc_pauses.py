@@ -19,6 +19,8 @@ from serving.server.handling.gc_pauses import GcPauses
 from tests.support.grpc import predict_request, stub_for
 from tests.support.metrics import metrics_page
 
+pytestmark = pytest.mark.untimed  # end-to-end where marked, and times nothing
+
 
 def samples_of(text: str, name: str) -> dict[tuple, float]:
     out = {}

@@ -21,7 +21,7 @@ from serving.protocol.tensors import from_numpy, to_numpy
 from tests.support.grpc import predict_request, rpc_error, stub_for
 from tests.support.metrics import metric_value, metrics_page
 
-pytestmark = pytest.mark.integration  # every test here talks to a real server process
+pytestmark = [pytest.mark.integration, pytest.mark.untimed]  # every test here talks to a real server process
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,8 @@ from serving.server.runtimes.model_spec import BackendOptions
 from tests.support.export import quiet_tf_env
 from tests.support.grpc import predict_request, stub_for
 
+pytestmark = pytest.mark.untimed  # end-to-end where marked, and times nothing
+
 PARITY_BATCH_SIZES = (1, 7, 64)
 
 # Runs in a fresh process, as the server does: ready the process for jax, load, answer every sample digit

@@ -13,7 +13,7 @@ import pytest
 from serving.protocol.tensors import to_numpy
 from tests.support.grpc import predict_request, stub_for
 
-pytestmark = pytest.mark.integration  # every test here talks to a real server process
+pytestmark = [pytest.mark.integration, pytest.mark.untimed]  # every test here talks to a real server process
 
 
 def call(server, method: str, path: str, body=None, content_type: str = "application/json"):

@@ -16,7 +16,7 @@ from serving.protocol.tensors import to_numpy
 from serving.server.runtimes import RUNTIMES, Runtime, register, runtime_of
 from tests.support.grpc import predict_request, stub_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.untimed]
 
 
 def _load(name: str, version: int, path: Path, options):

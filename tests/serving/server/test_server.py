@@ -24,6 +24,8 @@ from tests.support.batching import write_batching_file
 from tests.support.grpc import predict_request, stub_for
 from tests.support.waiting import wait_for
 
+pytestmark = pytest.mark.untimed  # end-to-end where marked, and times nothing
+
 READY = re.compile(r'^serving ready kind=embedded grpc=127\.0\.0\.1:\d+ rest=127\.0\.0\.1:\d+ model=\S+ version=\d+ '
                    r'device=(cpu|gpu) device_name="[^"]+" batching=(on|off) runtime="tensorflow" '
                    r'runtime_versions=tensorflow=\S+ workers=1$')

@@ -21,6 +21,8 @@ from serving.deploy.process import REPO, start_server
 from tests.support.export import quiet_tf_env
 from tests.support.grpc import predict_request, stub_for
 
+pytestmark = pytest.mark.untimed  # end-to-end where marked, and times nothing
+
 pytest.importorskip("torch")
 PARITY_BATCH_SIZES = (1, 7, 64)
 

@@ -10,7 +10,7 @@ from serving.deploy.process import REPO, start_server
 from serving.protocol.tensors import to_numpy
 from tests.support.grpc import predict_request, stub_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.untimed]
 
 # Loaded at interpreter start: TensorFlow's protos without its runtime, and any runtime module refused.
 SITECUSTOMIZE = '''
