@@ -38,9 +38,10 @@ from loadtest.judge.objectives import Bound
 from loadtest.judge.tool_ceiling import CHECK_RATIO
 from loadtest.report.answers.answers import Answers, SearchAnswer, lower_bound
 from loadtest.report.answers.bound import Held, ServedShare, held_by, served_share
-from loadtest.report.answers.tool_ceiling import NOT_MEASURED, ToolCeiling, ceiling_for
+from loadtest.report.answers.tool_ceiling import NAME, NOT_MEASURED, ToolCeiling, ceiling_for
 from serving.endpoint import ServerKind
 
+NOT_MEASURED_WHY = f"{NAME} not measured"  # the tool's why where no twin measured the answer's ceiling
 LOADGEN_BUSY_PERCENT = 90.0  # of one core, per Locust process: Locust warns above it
 
 
@@ -88,6 +89,19 @@ class RowVerdict:
         """`the tool: tool ceiling not measured: no twin was run`, `the device`."""
         return f"{self.bounded.value}: {self.why}" if self.why else self.bounded.value
 
+    def with_ceiling(self) -> tuple[str, str]:
+        """The verdict and its tool ceiling, the ceiling said once: where the why is the ceiling, the fuller of the
+        two (`("the tool", "tool ceiling not measured: no twin was run")`), else the verdict and the ceiling."""
+        if self.why.startswith(NAME):
+            return self.bounded.value, self.ceiling.text() if self.why == NOT_MEASURED_WHY else self.why
+        return self.text(), self.ceiling.text()
+
+    def with_ceiling_text(self) -> str:
+        """The card's "bounded by": `the tool: tool ceiling not measured: no twin was run`, `the device; tool ceiling
+        ≥ 2,000.0 req/s (2× the answer)`."""
+        what, aside = self.with_ceiling()
+        return f"{what}{':' if self.why.startswith(NAME) else ';'} {aside}"
+
     def as_dict(self) -> dict:
         return {"bounded": self.bounded.value, "why": self.why, "text": self.text(), "for_buying": self.for_buying,
                 "tool_ceiling": self.ceiling.as_dict()}
@@ -127,7 +141,7 @@ def _unconfirmed(search: SearchAnswer) -> tuple[Bounded, str] | None:
 def _tool(search: SearchAnswer, cell: CellResult | None, ceiling: ToolCeiling) -> tuple[Bounded, str] | None:
     if not ceiling.covers(search.figure_rps):
         if not ceiling.measured:  # why, in the row's tool ceiling (`ToolCeiling.value`)
-            return Bounded.TOOL, "tool ceiling not measured"
+            return Bounded.TOOL, NOT_MEASURED_WHY
         return Bounded.TOOL, f"{ceiling.text()}, under {CHECK_RATIO:g}× the answer"
     if cell is None:
         return None
@@ -204,9 +218,7 @@ def finding(device: str, verdict: RowVerdict, detail: str) -> str:
     """The findings' line for an answer: `cpu (Intel Xeon): bounded by the tool (tool ceiling not measured: no twin
     was run).`, then `detail` (`loadtest.report.answers.bound.bound_line`) where the device floor's own rule gave the
     verdict (the serving path, the runtime, an idle device, the device), so the two never disagree."""
-    what, aside = verdict.text(), verdict.ceiling.text()
-    if verdict.why.startswith("tool ceiling"):  # the why is the ceiling: said once, the fuller of the two
-        what, aside = verdict.bounded.value, aside if verdict.why == "tool ceiling not measured" else verdict.why
+    what, aside = verdict.with_ceiling()
     lead = f"{device}: bounded by {what} ({aside})."
     return f"{lead} {detail}" if detail and verdict.bounded in HELD.values() else lead
 

@@ -7,7 +7,7 @@ as Model Analyzer's summary opens with its recommendation:
   stand-in and its runtime; the machine: its CPU and vCPUs, its GPU), and, where not for buying, why in a few words;
 - a table, one row per target and device: the best setup (where replica shapes were measured, the cheapest shape
   and how many replicas an instance holds, `loadtest.report.shape_sizing.sized_on`), its capacity with the rate that
-  failed above it, p99 there, how busy the device was, what bounded it and its tool ceiling (the one verdict,
+  failed above it, p99 there, what bounded it with its tool ceiling, said once (the one verdict,
   `loadtest.report.answers.verdict`), then boxes (a range, from the capacity's range and the headroom), USD/h and USD
   per million requests where for buying (the device or the production server bounded it); a confirmed row not for
   buying gives only the most, marked "≤" (a server at least this fast needs no more); an unconfirmed row no boxes;
@@ -70,8 +70,7 @@ from loadtest.report.shape_sizing import UNKNOWN_REPLICA, sized_on
 from loadtest.report.sizing.fleet import CapacityRange, capacity_range, fleet, moved_words, sizing_line
 from loadtest.report.sizing.instances import Pricing, with_replicas
 
-HEADER = ("target", "device", "best setup", "capacity req/s", "p99 upper estimate ms", "busy", BOUNDED_BY,
-          TOOL_CEILING)
+HEADER = ("target", "device", "best setup", "capacity req/s", "p99 upper estimate ms", BOUNDED_BY)
 PRICED_HEADER = ("boxes", "USD/h", "USD per million requests")
 UNPRICED_HEADER = ("served ÷ device alone",)
 
@@ -110,7 +109,7 @@ class Card:
 
     def terms(self) -> list[str]:
         """What each word on the card means, once (`TERMS`), for the columns and lines it has."""
-        used = [*HEADER, *(PRICED_HEADER if self.priced else UNPRICED_HEADER), "for buying",
+        used = [*HEADER, TOOL_CEILING, *(PRICED_HEADER if self.priced else UNPRICED_HEADER), "for buying",
                 *(["ranges"] if self.comparisons else []),
                 *([AT_MOST] if any(r.at_most and r.boxes for r in self.rows) else []),
                 *([SHAPES] if any(r.replica_cores for r in self.rows) else []),
@@ -134,8 +133,7 @@ def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
     if row.higher:
         capacity += f"; {row.higher}"
     base = (row.target.words(), DEVICES.get(row.device, row.device), _setup_cell(row), capacity,
-            fmt(row.p99_ms, 2) if row.p99_ms is not None else "—", row.busy or "—", row.verdict or "—",
-            row.tool_ceiling or "—")
+            fmt(row.p99_ms, 2) if row.p99_ms is not None else "—", row.bounded_by or row.verdict or "—")
     if not priced:
         return (*base, _share(row))
     if row.boxes is None:
@@ -263,7 +261,8 @@ def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None, answers: Answ
                   state=capacity_text(best.at), higher=_higher(d, best),
                   replica_cores=best.shape.cores if best.shape else None,
                   shared_cores=bool(best.shape and best.shape.shares_loadgen), bounded=verdict.bounded.value,
-                  verdict=verdict.text(), tool_ceiling=verdict.ceiling.value(), at_most=not verdict.for_buying,
+                  verdict=verdict.text(), tool_ceiling=verdict.ceiling.value(),
+                  bounded_by=verdict.with_ceiling_text(), at_most=not verdict.for_buying,
                   repeats=capacities.repeats if capacities else 1,
                   range_rps=(capacities.low_rps, capacities.high_rps) if capacities and repeated else None,
                   moved=moved_words(capacities) if capacities and capacities.moved else "")

@@ -44,8 +44,9 @@ class CardRow:
     moved: str = ""  # where repeats moved the capacity beyond the bracket of the one priced: by how much
     sizing: SizingLine | None = None  # the boxes' arithmetic (the card's sizing table); None: no boxes on instances
     bounded: str = ""  # what bounded the answer (`loadtest.report.answers.verdict.Bounded`'s value)
-    verdict: str = ""  # that verdict with why, as the card prints it
+    verdict: str = ""  # that verdict with why (the card prints it in `bounded_by`)
     tool_ceiling: str = ""  # the answer's tool ceiling (`ToolCeiling.value`)
+    bounded_by: str = ""  # the verdict and its tool ceiling, the ceiling said once: the card's "bounded by"
     at_most: bool = False  # not for buying: the boxes and prices are the most a server at least this fast needs
 
     def as_dict(self) -> dict:
