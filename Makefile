@@ -39,7 +39,7 @@ lint: setup
 
 # The unit tests, and the end-to-end tests marked `untimed`, run on TEST_WORKERS processes (pytest-xdist, a file
 # to a process); `make test` then runs the other end-to-end tests one at a time, since each pins servers and
-# Locust to this machine's cores and times them (~10 and ~27 min here: docs/performance.md#test-suite-time).
+# Locust to this machine's cores and times them (~10 and ~26 min here: docs/performance.md#test-suite-time).
 TEST_WORKERS ?= 2
 
 # Unit tests only (no server, Locust, export or browser): ~3 min on 2 cores (169-197 s measured here).
