@@ -72,7 +72,6 @@ def test_wrong_expected_outputs_lower_the_accuracy(ranker_server, ranker_model, 
     assert result.errors_by_code == {} and result.accuracy == 0.0
 
 
-@pytest.mark.untimed
 def test_capacity_of_your_own_model_on_a_server_the_tool_starts(ranker_model, tmp_path):
     done = subprocess.run([*command("capacity"), "--serve", "cpu/off", "--model-name", "ranker",
                            "--model-base-path", str(ranker_model.base_path), "--input-data", "random",

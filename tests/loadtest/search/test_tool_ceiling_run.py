@@ -102,7 +102,6 @@ def test_the_twin_is_checked_at_twice_the_answer_and_carries_it_on_an_unloaded_m
     assert f"tool ceiling of {answer.search_id} (cpu-off): at least" in out
 
 
-@pytest.mark.untimed
 def test_a_twin_that_cannot_start_is_one_failed_cell_with_its_reason(exported_model, tmp_path):
     # A server the tool did not start: its cores, frontends and batching are unknown, so no twin can be shaped.
     with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
