@@ -133,7 +133,7 @@ def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
     if row.higher:
         capacity += f"; {row.higher}"
     base = (row.target.words(), DEVICES.get(row.device, row.device), _setup_cell(row), capacity,
-            fmt(row.p99_ms, 2) if row.p99_ms is not None else "—", row.bounded_by or row.verdict or "—")
+            fmt(row.p99_ms, 2) if row.p99_ms is not None else "—", row.bounded_by or "—")
     if not priced:
         return (*base, _share(row))
     if row.boxes is None:
