@@ -1,6 +1,7 @@
 """Does a comparison reproduce? `mnist-bench capacity` with the same arguments, several times in a row, each
-run's ratios read back (`loadtest.report.answers.paired`), then per ratio: every run's value and range, whether every
-range overlaps every other, the largest ÷ the smallest value, and how the ratio went with the machine's speed
+run's ratios read back (`loadtest.report.answers.paired`) and each card row's verdict (what bounded it), then per
+row whether every run said the same, and per ratio: every run's value and range, whether every range overlaps every
+other, the largest ÷ the smallest value, and how the ratio went with the machine's speed
 (each run's median reference cell): pairing cancels a drift that slows both servers alike, not one that changes
 their ratio (a server at a knee loses more to a slower machine than one that batches): `paired.speed_link`.
 
@@ -25,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.bundle.processes import stop
-from loadtest.evidence.records import read_results
+from loadtest.evidence.records import CellResult, read_results
+from loadtest.report.answers.answers import answer
 from loadtest.report.answers.drift import speed_link
 from loadtest.report.answers.paired import PairedRatio, paired_ratios, ranges_apart
+from loadtest.report.answers.verdict import verdict_in
 
 STOP_GRACE_S = 60.0  # an interrupted run's time to stop its servers (each drains its requests first)
 
@@ -38,6 +41,21 @@ class Run:
     seconds: float
     ratios: tuple[PairedRatio, ...]
     failure: str = ""
+    verdicts: tuple[tuple[str, str], ...] = ()  # (row, what bounded it): `verdicts_of`
+
+
+def verdicts_of(results: Sequence[CellResult]) -> tuple[tuple[str, str], ...]:
+    """What bounded each device's best answer at its search's objective, as the card's row there reads it
+    (`loadtest.report.answers.verdict.verdict_in`), by device, objective and request batch."""
+    answers = answer(results)
+    return tuple((f"{d.device} at p99 ≤ {d.p99_objective_ms:g} ms (request batch {d.request_batch_size})",
+                  verdict_in(d.best, answers).bounded.value) for d in answers.devices)
+
+
+def of_results(number: int, seconds: float, jsonl: Path, failure: str = "") -> Run:
+    """A run read back from its results: its ratios and each row's verdict."""
+    results = read_results(jsonl)
+    return Run(number, seconds, tuple(paired_ratios(results)), failure, verdicts_of(results))
 
 
 def run_capacity(number: int, results_dir: Path, capacity_args: Sequence[str],
@@ -62,8 +80,7 @@ def run_capacity(number: int, results_dir: Path, capacity_args: Sequence[str],
     found = sorted(out.glob("*/results.jsonl"))
     if not found:
         return Run(number, seconds, (), f"exit {code}: {log.read_text().strip()[-300:]}")
-    failure = "" if code == 0 else f"exit {code}"
-    return Run(number, seconds, tuple(paired_ratios(read_results(found[-1]))), failure)
+    return of_results(number, seconds, found[-1], "" if code == 0 else f"exit {code}")
 
 
 def overlap(ratios: Sequence[PairedRatio]) -> bool:
@@ -97,8 +114,10 @@ def summary(runs: Sequence[Run]) -> str:
     for run in runs:
         lines.append(f"run {run.number} ({run.seconds / 60:.1f} min){f': {run.failure}' if run.failure else ''}")
         lines += [f"  {r.describe()}" for r in run.ratios] or ["  no ratio"]
+        lines += [f"  bounded by, {row}: {bounded}" for row, bounded in run.verdicts]
     keys = list(dict.fromkeys(r.key for run in runs for r in run.ratios))
     lines.append("")
+    lines += verdict_lines(runs)
     for key in keys:
         here = [r for run in runs for r in run.ratios if r.key == key]
         values = ", ".join(run_value(r) for r in here)
@@ -113,13 +132,24 @@ def summary(runs: Sequence[Run]) -> str:
     return "\n".join(lines)
 
 
+def verdict_lines(runs: Sequence[Run]) -> list[str]:
+    """Per card row, what bounded it in each run and whether every run said the same."""
+    rows = list(dict.fromkeys(row for run in runs for row, _ in run.verdicts))
+    lines = []
+    for row in rows:
+        said = [dict(run.verdicts).get(row, "no answer") for run in runs]
+        lines.append(f"bounded by, {row}, over {len(said)} runs: {', '.join(said)}; the same every run: "
+                     + ("yes" if len(set(said)) == 1 else "no"))
+    return lines
+
+
 def read(results_dir: Path) -> str:
     """The summary of runs already made (`run-N/` under `results_dir`), read again without measuring."""
     runs = []
     for number, out in sorted((int(p.name.removeprefix("run-")), p) for p in results_dir.glob("run-*")):
         found = sorted(out.glob("*/results.jsonl"))
-        ratios = tuple(paired_ratios(read_results(found[-1]))) if found else ()
-        runs.append(Run(number, _span_s(found[-1]) if found else 0.0, ratios, "" if found else "no results"))
+        runs.append(of_results(number, _span_s(found[-1]), found[-1]) if found
+                    else Run(number, 0.0, (), "no results"))
     if not runs:
         raise ValueError(f"no run-N/ directories under {results_dir}")
     return summary(runs)

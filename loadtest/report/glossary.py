@@ -88,8 +88,9 @@ TERMS: tuple[tuple[str, str], ...] = (
                                "printed once, from that cell (also in figures.csv and figures.json)"),
     ("server ran batch", "the batch the server actually ran (its processed batch mean, rounded up): with "
                          "server-side batching it merges requests, so it can exceed the request batch"),
-    ("served ÷ device alone", "what the server delivered against the device floor at the batch it ran; below 50% "
-                              "the serving path, not the device, bounded the answer"),
+    ("served ÷ device alone", "what the server delivered against the device floor at the batch it ran; below 50%, "
+                              "or within the run's drift of 50%, the serving path, not the device, bounded the "
+                              "answer"),
     ("replicas, cost", "replicas = ceil(target ÷ (capacity × (1 − headroom for bursts))); instances = ceil(replicas "
                        "÷ replicas per instance) + the spare (N + 1 by default); cost per million images from "
                        "the instances' hourly prices at the target load"),

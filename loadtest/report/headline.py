@@ -24,6 +24,7 @@ from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer, lower_bound
 from loadtest.report.answers.bound import bound_line, device_text
 from loadtest.report.answers.figure_text import range_text, reason
+from loadtest.report.answers.movement import search_movements
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
 from loadtest.report.answers.sources import highest_passing
 from loadtest.report.answers.tool_ceiling import ToolCeiling, ceiling_for, tool_ceilings
@@ -133,7 +134,8 @@ def _bound(d: DeviceAnswer, figures: Mapping[tuple[Config, int], Figures], resul
     detail = bound_line(d, f.cell if f else None, f.at_words if f else "", results, labels)
     if d.best is None or d.best.figure_rps is None:
         return detail
-    verdict = verdict_of(d.best, ceiling_for(d.best.search_id, tool_ceilings(results)))
+    verdict = verdict_of(d.best, ceiling_for(d.best.search_id, tool_ceilings(results)),
+                         search_movements(results).get(d.best.search_id))
     return finding(device_text(d.device, d.device_name), verdict, detail)
 
 

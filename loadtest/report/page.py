@@ -155,12 +155,14 @@ def md_table(t: Table) -> str:
 
 
 def render_markdown(report: Report, html_name: str) -> str:
-    """The card first (its title the page's heading), then the findings and the answer table; then how it was made,
-    then the summary tables."""
+    """The card first (its title the page's heading; its notes and the chart's link under its Terms, so the first
+    screen holds only the card), then the findings and the answer table; then how it was made, then the summary
+    tables."""
     card, sizing = report.summary.card, report.summary.sizing
     worked = [f"## {sizing.title}", "", *md_rows(sizing), "", sizing.caption, ""] if sizing is not None else []
-    parts = [*card.lines(), "", f"The chart, each answer beside its device alone: [{html_name}]({html_name}).", "",
-             "## Terms of the card", "", *(f"- {term}" for term in card.terms()), "", *worked, "## Findings", ""] \
+    parts = [*card.lines(notes=False), "", "## Terms of the card", "", *(item for n in card.notes for item in (n, "")),
+             f"The chart, each answer beside its device alone: [{html_name}]({html_name}).", "",
+             *(f"- {term}" for term in card.terms()), "", *worked, "## Findings", ""] \
         if card is not None else [f"# {report.title}", ""]
     parts += [item for line in report.summary.headline for item in (line, "")]
     for t in report.summary.tables:

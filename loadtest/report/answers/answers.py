@@ -44,6 +44,7 @@ from loadtest.judge.objectives import (
     steps_of,
 )
 from loadtest.judge.tool_ceiling import is_twin
+from loadtest.report.answers.movement import search_movements
 from loadtest.report.answers.tool_ceiling import ToolCeiling, tool_ceilings
 from loadtest.report.configs import Config, config_of
 from loadtest.report.formatting import ratio_value
@@ -84,9 +85,7 @@ class SearchAnswer:
         """`confirmed` (capacity_rps), `passed, not confirmed` (only `passed_rps`), or `none`."""
         if self.at is not None:
             return self.at.kind
-        if self.conclusion is None:
-            return AnswerKind.CONFIRMED if self.met else AnswerKind.NONE
-        return self.conclusion.kind
+        return self.conclusion.kind if self.conclusion else (AnswerKind.CONFIRMED if self.met else AnswerKind.NONE)
 
     @property
     def passed_rps(self) -> float | None:
@@ -113,9 +112,7 @@ class SearchAnswer:
         """The upper end: the lowest rate above the figure that did not pass; None for a lower bound."""
         if self.at is not None:
             return None if self.at.at_least else self.at.upper_rps
-        if self.conclusion is None or self.conclusion.at_least:
-            return None
-        return self.conclusion.upper_rps()
+        return None if self.conclusion is None or self.conclusion.at_least else self.conclusion.upper_rps()
 
     @property
     def estimate_ms(self) -> float | None:
@@ -358,6 +355,7 @@ class Answers:
     objective_devices: tuple[DeviceAnswer, ...] = ()  # keyed by each objective answered (p99_objective_ms)
     objective_ratios: tuple[DeviceRatio, ...] = ()
     ceilings: Mapping[str, ToolCeiling] = field(default_factory=dict)  # each checked search's tool ceiling, by id
+    movements: Mapping[str, float] = field(default_factory=dict)  # the machine's movement over each paired search
 
     def objectives_ms(self) -> tuple[float, ...]:
         """Every objective some search was answered at, lowest first."""
@@ -373,7 +371,8 @@ def answer(results: Sequence[CellResult]) -> Answers:
     at_objectives.sort(key=lambda a: (a.p99_objective_ms, a.config, a.request_batch_size, a.search_id))
     objective_devices = device_answers(at_objectives)
     return Answers(tuple(searches), tuple(devices), tuple(device_ratios(devices)), tuple(at_objectives),
-                   tuple(objective_devices), tuple(device_ratios(objective_devices)), tool_ceilings(results))
+                   tuple(objective_devices), tuple(device_ratios(objective_devices)), tool_ceilings(results),
+                   search_movements(results))
 
 
 def own(search: SearchAnswer) -> SearchAnswer:

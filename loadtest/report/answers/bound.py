@@ -5,7 +5,9 @@ A capacity is the device's only if the device was what stopped it. Two ways to t
 - the device floor (`CellResult.device_floor`: the model alone on the serving device, per padded batch
   size, measured by the server at start or, for a TF Serving container, here): served images/s at the
   answer's cell ÷ the floor's images/s at the batch the server ran. Below `SERVED_SHARE` (50%) the
-  serving path bounded the answer. At or above it, the model on the device did only if the device was
+  serving path bounded the answer; so it did where the share is not clear of 50% by more than the machine's
+  speed moved over the run (its reference cells, `loadtest.report.answers.movement`): the floor is measured at
+  the server's start, the answer minutes later. Clear of it, the model on the device did only if the device was
   busy (`device_use` thresholds) and the floor measured the device: where the floor's per-call latency is
   within `DISPATCH_RATIO` (2×) of its runtime's trivial round trip (`device_floor.round_trip_us`), the
   floor timed the runtime's dispatch (JAX: ~0.6 ms a call on an H100 whose own round trip, PyTorch's, is
@@ -30,6 +32,7 @@ from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus
 from loadtest.report.answers.answers import DeviceAnswer, lower_bound
+from loadtest.report.answers.movement import search_movements
 from loadtest.report.blocks import device_name
 from loadtest.report.configs import Config, config_of
 from loadtest.report.device_use import device_busy
@@ -84,10 +87,12 @@ def floor_at(floor: DeviceFloorRecord | None, batch: int) -> FloorEntry | None:
 
 @dataclass(frozen=True)
 class ServedShare:
-    """What a cell served against its device alone at the batch the server ran."""
+    """What a cell served against its device alone at the batch the server ran, and how far the machine's speed moved
+    over the run (`loadtest.report.answers.movement`; None: not measured, no reference cells)."""
 
     served_ips: float
     floor: FloorEntry
+    moved: float | None = None
 
     @property
     def share(self) -> float:
@@ -95,17 +100,32 @@ class ServedShare:
         return self.served_ips / self.floor.images_per_s
 
     @property
+    def clear(self) -> bool:
+        """At least `SERVED_SHARE` by more than the machine moved: the floor was measured at the server's start, the
+        answer minutes later, so a share inside the movement could be the machine's speed, not the device's."""
+        return self.share >= SERVED_SHARE * (1 + (self.moved or 0.0))
+
+    def words(self) -> str:
+        """`served 27% of the device alone`; inside the movement, `served 51% of the device alone, within the run's
+        38% drift of 50%`."""
+        text = f"served {self.share:.0%} of the device alone"
+        if self.share >= SERVED_SHARE and not self.clear:
+            text += f", within the run's {self.moved:.0%} drift of {SERVED_SHARE:.0%}"
+        return text
+
+    @property
     def times(self) -> float:
         """device alone ÷ served."""
         return self.floor.images_per_s / self.served_ips
 
 
-def served_share(cell: CellResult) -> ServedShare | None:
-    """The cell's served images/s against its recorded floor; None without a floor or a throughput."""
+def served_share(cell: CellResult, moved: float | None = None) -> ServedShare | None:
+    """The cell's served images/s against its recorded floor, `moved` the machine's movement over its run; None
+    without a floor or a throughput."""
     entry = floor_at(cell.device_floor, padded_batch(cell))
     if entry is None or cell.throughput_ips <= 0:
         return None
-    return ServedShare(cell.throughput_ips, entry)
+    return ServedShare(cell.throughput_ips, entry, moved)
 
 
 def idle_ceiling(cells: Sequence[CellResult]) -> float | None:
@@ -128,6 +148,11 @@ def floor_sentence(device: str, label: str, at: str, served: ServedShare) -> str
         return (f"the serving path bounded this answer, not the device: {device} alone runs the model at "
                 f"{fmt(f.images_per_s)} images/s at {f.at}, {times_text(served.times)} what {label} "
                 f"served ({fmt(served.served_ips)} images/s {at}).")
+    if not served.clear:
+        return (f"the device is not shown to have bounded this answer, so the serving path is taken to: {label} "
+                f"served {fmt(served.served_ips)} images/s {at} = {served.share:.0%} of {device} alone "
+                f"({fmt(f.images_per_s)} images/s at {f.at}), within the {served.moved:.0%} the machine's speed "
+                f"drifted over the run (its reference cells) of {SERVED_SHARE:.0%}.")
     return (f"the model on the device bounded this answer: {label} served {fmt(served.served_ips)} images/s {at} = "
             f"{served.share:.0%} of {device} alone ({fmt(f.images_per_s)} images/s at {f.at}).")
 
@@ -174,15 +199,16 @@ def idle_device_sentence(device: str, label: str, at: str, cell: CellResult, ser
 class Held(StrEnum):
     """What held an answer its device floor measured (`held_by`): the one rule the verdict and the findings read."""
 
-    SERVING_PATH = "serving path"  # served < `SERVED_SHARE` of the device alone
+    SERVING_PATH = "serving path"  # served < `SERVED_SHARE` of the device alone, or not clear of it (`clear`)
     RUNTIME = "runtime"  # the floor timed the runtime's dispatch
     IDLE_DEVICE = "idle device"  # the device was far from busy, or its use not recorded
     DEVICE = "device"  # the model on the device, busy
 
 
 def held_by(cell: CellResult, served: ServedShare) -> Held:
-    """What bounded the answer, claiming the device only when the floor measured it and it was busy."""
-    if served.share < SERVED_SHARE:
+    """What bounded the answer, claiming the device only when the floor measured it, the share cleared its line by
+    more than the machine moved (`ServedShare.clear`) and the device was busy."""
+    if not served.clear:
         return Held.SERVING_PATH
     if dispatch_bound(cell, served):
         return Held.RUNTIME
@@ -228,7 +254,8 @@ def bound_line(d: DeviceAnswer, cell: CellResult | None, at: str, results: Seque
     """The sentence that says what bounded this device's answer, from the `cell` it stands on (`at`: "at its
     capacity 656.6 req/s", "at its peak"; `loadtest.report.figures.device_figures`); "" when it cannot be said."""
     device = device_text(d.device, d.device_name)
-    served = served_share(cell) if cell is not None else None
+    moved = search_movements(results).get(cell.search.id) if cell is not None and cell.search else None
+    served = served_share(cell, moved) if cell is not None else None
     if cell is not None and served is not None:
         label = labels.get(config_of(cell), cell.server.name)
         at_least = lower_bound(d.best)

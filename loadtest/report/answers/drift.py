@@ -1,11 +1,11 @@
 """How far the machine's speed moved while a comparison ran, and whether its ratios moved with it.
 
-`Drift`: a comparison's reference cells (one request at a time on its first server), in the order measured,
-and how far they moved (`drift_of`); `Speeds`: the machine's speed at any cell of the comparison, interpolated
-between the reference cells around it. `speed_link`: Pearson's r between ratios (per repeat, or per run) and the
-median speed their reference cells read; at |r| >= `SPEED_LINK` over `SPEED_MEASUREMENTS` or more, the ratio
-itself moves with the machine's speed (its servers answer a slower machine differently), which pairing does not
-cancel.
+A comparison's reference cells (one request at a time on its first server) and how far they moved are
+`loadtest.report.answers.movement`'s (`Drift`, `drift_of`); `Speeds`: the machine's speed at any cell of the
+comparison, interpolated between the reference cells around it. `speed_link`: Pearson's r between ratios (per
+repeat, or per run) and the median speed their reference cells read; at |r| >= `SPEED_LINK` over
+`SPEED_MEASUREMENTS` or more, the ratio itself moves with the machine's speed (its servers answer a slower machine
+differently), which pairing does not cancel.
 
 Not for: the ratios themselves (`loadtest.report.answers.paired`).
 """
@@ -21,6 +21,7 @@ from typing import Protocol
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus
 from loadtest.report.answers.answers import SearchAnswer
+from loadtest.report.answers.movement import Drift, drift_of
 
 SPEED_LINK = 0.8  # |r| between ratios and their reference speeds from which the ratio is said to move with it
 SPEED_MEASUREMENTS = 4  # ratios needed before saying so
@@ -34,25 +35,6 @@ class Measured(Protocol):
 
     @property
     def drift(self) -> Drift | None: ...
-
-
-@dataclass(frozen=True)
-class Drift:
-    """The reference cell's throughput (req/s, one request at a time), in the order measured."""
-
-    server: str
-    speeds: tuple[float, ...]
-
-    @property
-    def moved(self) -> float | None:
-        """(fastest − slowest) ÷ slowest; None with fewer than two measurements."""
-        if len(self.speeds) < 2 or min(self.speeds) <= 0:
-            return None
-        return max(self.speeds) / min(self.speeds) - 1
-
-    @property
-    def median(self) -> float | None:
-        return statistics.median(self.speeds) if self.speeds else None
 
 
 @dataclass(frozen=True)
@@ -134,12 +116,3 @@ class Speeds:
             return 0.0
         sa, sb = self.at(a), self.at(b)
         return abs(sa - sb) / min(sa, sb) if sa and sb else 0.0
-
-
-def drift_of(references: Sequence[CellResult]) -> Drift | None:
-    """The reference cells' throughput in the order measured; None without any."""
-    ok = sorted((c for c in references if c.status == CellStatus.OK and c.throughput_rps > 0),
-                key=lambda c: c.cell_index)
-    if not ok:
-        return None
-    return Drift(ok[0].server.name, tuple(c.throughput_rps for c in ok))

@@ -31,7 +31,8 @@ from loadtest.report.answers.answers import (
     search_answers,
 )
 from loadtest.report.answers.answers import own as at_own_objective
-from loadtest.report.answers.drift import Drift, SpeedLink, Speeds, answer_index, drift_of, speed_link
+from loadtest.report.answers.drift import SpeedLink, Speeds, answer_index, speed_link
+from loadtest.report.answers.movement import Drift, drift_of
 from loadtest.report.blocks import Table
 from loadtest.report.formatting import number as fmt
 from loadtest.report.formatting import ratio_value

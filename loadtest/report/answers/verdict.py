@@ -15,9 +15,10 @@ ceiling (`loadtest.report.answers.tool_ceiling`):
    side explains the requests over the objective at the answer (`loadtest.judge.noise.attribute`, where they are
    at least half the share a p99 allows over it);
 4. **device alone not measured**: an embedded stand-in's row with no device floor;
-5. **the stand-in's serving path**: it served under 50% of the device alone (`loadtest.report.answers.bound`);
+5. **the stand-in's serving path**: it served under 50% of the device alone, or not clear of 50% by more than the
+   machine's speed moved over the run (`loadtest.report.answers.bound.ServedShare.clear`);
 6. **the runtime's dispatch**, or **an idle device** (`bound.held_by`);
-7. **the device**: it served at least 50% of the device alone, busy;
+7. **the device**: it served at least 50% of the device alone, clear of it by the machine's movement, busy;
 8. **the production server**: a TF Serving container (what the buyer runs) where the device did not bound it.
 
 A row is FOR BUYING only where its verdict is the device or the production server (`RowVerdict.for_buying`).
@@ -113,12 +114,14 @@ def answer_cell(search: SearchAnswer) -> CellResult | None:
     return step.result if step is not None else None
 
 
-def verdict_of(search: SearchAnswer | None, ceiling: ToolCeiling = NOT_MEASURED) -> RowVerdict:
-    """What bounded `search`'s answer at its objective, the first that applies (see the module)."""
+def verdict_of(search: SearchAnswer | None, ceiling: ToolCeiling = NOT_MEASURED,
+               moved: float | None = None) -> RowVerdict:
+    """What bounded `search`'s answer at its objective, the first that applies (see the module); `moved`: how far
+    the machine's speed moved over its run (`loadtest.report.answers.movement`; None: not measured)."""
     if search is None or search.figure_rps is None:
         return RowVerdict(Bounded.NOTHING, "", ceiling)
     cell = answer_cell(search)
-    served = served_share(cell) if cell is not None else None
+    served = served_share(cell, moved) if cell is not None else None
     first = (_unconfirmed(search) or _tool(search, cell, ceiling) or _host(search, cell)
              or _held(search, cell, served))
     return RowVerdict(first[0], first[1], ceiling, served)
@@ -178,7 +181,7 @@ def _held(search: SearchAnswer, cell: CellResult | None, served: ServedShare | N
 
 
 def _share_words(served: ServedShare | None) -> str:
-    return f"served {served.share:.0%} of the device alone" if served is not None else ""
+    return served.words() if served is not None else ""
 
 
 def _loadgen_busy(cell: CellResult) -> str:
@@ -224,8 +227,11 @@ def finding(device: str, verdict: RowVerdict, detail: str) -> str:
 
 
 def verdict_in(search: SearchAnswer | None, answers: Answers) -> RowVerdict:
-    """`verdict_of` with the search's own tool ceiling from `answers` (not measured where no twin checked it)."""
-    return verdict_of(search, ceiling_for(search.search_id, answers.ceilings) if search else NOT_MEASURED)
+    """`verdict_of` with the search's own tool ceiling (not measured where no twin checked it) and the machine's
+    movement over its run, from `answers`."""
+    if search is None:
+        return verdict_of(None)
+    return verdict_of(search, ceiling_for(search.search_id, answers.ceilings), answers.movements.get(search.search_id))
 
 
 __all__ = ["BUYABLE", "Bounded", "RowVerdict", "answer_cell", "finding", "verdict_in", "verdict_of"]

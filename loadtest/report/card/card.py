@@ -94,13 +94,14 @@ class Card:
     def table_rows(self) -> list[tuple[str, ...]]:
         return [_cells(row, self.priced) for row in self.rows]
 
-    def lines(self) -> list[str]:
-        """The card in Markdown: the title, the table, the comparisons and what to run next; then the notes."""
+    def lines(self, notes: bool = True) -> list[str]:
+        """The card in Markdown: the title, the table, the comparisons and what to run next; then the notes (report.md
+        puts them under its first heading, off the first screen)."""
         out = [f"# {self.title}", "", "| " + " | ".join(self.header()) + " |", "|" + "---|" * len(self.header())]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |" for cells in self.table_rows()]
         tail = [*self.comparisons, *([f"Run next: {self.run_next}"] if self.run_next else [])]
         out += ["", *tail] if tail else []
-        return out + (["", *self.notes] if self.notes else [])
+        return out + (["", *self.notes] if self.notes and notes else [])
 
     def words_outside_table(self) -> int:
         """Words of the title, the comparisons and "Run next" (a command in backticks, copied not read, is one)."""

@@ -37,7 +37,8 @@ TERMS = {
     "busy": "the server's CPU (% of the cores it may use, and how many) and GPU utilisation while serving at the "
             "capacity.",
     "served ÷ device alone": "images/s served at the capacity ÷ the model alone on its device at the batch the "
-                             "server ran; under 50%: our serving path, not the device, bounded the answer.",
+                             "server ran; under 50%, or within the run's drift (its reference cells) of 50%: our "
+                             "serving path, not the device, bounded the answer.",
     "boxes": "instances for the target rate with the headroom (for bursts only), over the capacity's range: fewest "
              "at its top, most at its bottom (one search: its upper end and its capacity; repeated searches: the "
              "highest repeat's upper end and the lowest repeat's capacity); + k spare: k instances more, so the "
@@ -64,8 +65,8 @@ TERMS = {
                 "bound, with why); the tool (its tool ceiling not measured or under 2× the answer, or the load "
                 "generator saturated); the host (its stalls, measured by the host probe, explain the dispatch lag or "
                 "the tail); device alone not measured; the stand-in's serving path (served under 50% of the device "
-                "alone); the runtime's dispatch; an idle device; the device; the production server (a TF Serving "
-                "container).",
+                "alone, or within the run's drift of 50%); the runtime's dispatch; an idle device; the device; the "
+                "production server (a TF Serving container).",
     "tool ceiling": "what the load generator and the path to the model sustained in the same run with a model that "
                     "costs nothing (the embedded server's null backend, shaped as the configuration): \"≥ X (2× the "
                     "answer)\": it carried twice the answer, so it did not bound it (the 2× is ours); \"X\": the "

@@ -92,9 +92,10 @@ def request_time_table(figures: Mapping[tuple[Config, int], Figures]) -> Table:
                  "latency and its phases' means (they sum to it; scraped before and after the cell, warm-up "
                  "included), all in ms. Device alone: the model alone on the serving device at the batch the "
                  "server ran (its processed batch mean, rounded up to a measured size), measured by the server "
-                 "at start; served ÷ device alone below 50% means the serving path, not the device, bounded "
-                 "the answer. GC pauses: the server process's Python garbage collections during the cell (each "
-                 "holds every request thread). \"not exported\": TF Serving does not time that phase; —: not "
+                 "at start; served ÷ device alone below 50%, or within the run's drift of 50%, means the serving "
+                 "path, not the device, bounded the answer. GC pauses: the server process's Python garbage "
+                 "collections during the cell (each holds every request thread). \"not exported\": TF Serving "
+                 "does not time that phase; —: not "
                  "recorded. The same figures are in figures.csv and figures.json beside this report.",
                  ("configuration", "request batch", "at", "client mean ms", "client + wire ms", "server mean ms",
                   *(f"{p} ms" for p in REQUEST_PHASES), "phases sum ms", "GC pauses", "served images/s",

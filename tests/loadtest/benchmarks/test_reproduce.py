@@ -10,9 +10,11 @@ import subprocess
 import psutil
 import pytest
 
-from loadtest.benchmarks.reproduce import Run, speed_line, summary
-from loadtest.report.answers.drift import Drift
+from loadtest.benchmarks.reproduce import Run, read, speed_line, summary
+from loadtest.evidence.records import append_result
+from loadtest.report.answers.movement import Drift
 from loadtest.report.answers.paired import PairedRatio, RepeatRatio
+from tests.loadtest.report.test_bound import NULL, capacity, floor, paired
 from tests.support.cli import command
 from tests.support.paths import REPO
 from tests.support.waiting import wait_for
@@ -102,3 +104,24 @@ def test_an_interrupted_bench_stops_its_run_and_the_servers_it_started(exported_
     gone, alive = psutil.wait_procs(servers, timeout=5)
     assert not alive, [p.cmdline()[:3] for p in alive]
     assert "capacity run" in (results / "run-1" / "capacity.log").read_text()
+
+
+def test_the_summary_says_whether_every_run_gave_each_row_the_same_verdict():
+    """The demo's done-when: the same verdict per row every run (2026-11-28: two of five read "the device")."""
+    row = "cpu at p99 ≤ 50 ms (request batch 16)"
+    same = [Run(i + 1, 100.0, (MOVING[i],), verdicts=((row, "the stand-in's serving path"),)) for i in range(3)]
+    text = summary(same)
+    assert f"  bounded by, {row}: the stand-in's serving path" in text
+    assert text.count("; the same every run: yes") == 1 and "the same every run: no" not in text
+    flipped = [*same, Run(4, 100.0, (MOVING[3],), verdicts=((row, "the device"),)), Run(5, 100.0, (MOVING[4],))]
+    assert (f"bounded by, {row}, over 5 runs: the stand-in's serving path, the stand-in's serving path, the stand-in's "
+            "serving path, the device, no answer; the same every run: no") in summary(flipped)
+
+
+def test_runs_read_again_give_each_rows_verdict_from_the_records(tmp_path):
+    busy = capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=85.0)  # 95% of the device alone
+    for number, speeds in ((1, (400.0, 600.0)), (2, (300.0, 600.0))):  # drift 50%, then 100%
+        for c in paired(busy, speeds):
+            append_result(tmp_path / f"run-{number}" / "20261128T000000Z" / "results.jsonl", c)
+    assert ("bounded by, cpu at p99 ≤ 10 ms (request batch 1), over 2 runs: the device, the stand-in's serving path; "
+            "the same every run: no") in read(tmp_path)

@@ -5,6 +5,7 @@ never overwriting, comparison deltas, and a self-contained HTML page (its render
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -78,6 +79,13 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
            "(×1.79–×1.93) (not paired)." in lines
     assert not any(line.startswith("**") for line in lines)  # no bold paragraph: the title is the heading
     assert lines.index("## Terms of the card") < lines.index("## Findings")
+    # the first screen holds the card alone (the design's ≤ 60 words outside its table, a command one word): its
+    # notes and the chart's link come under its Terms
+    first_screen = [line for line in md.split("\n## ", 1)[0].splitlines() if line and not line.startswith("|")]
+    assert sum(len(re.sub(r"`[^`]*`", "command", line).split()) for line in first_screen) <= 60
+    assert not any("report.html" in line for line in first_screen)
+    assert "The chart, each answer beside its device alone: [report.html](report.html)." in lines[
+        lines.index("## Terms of the card"):lines.index("## Findings")]
     findings = lines[lines.index("## Findings"):]
     assert findings[2] == ("cpu (Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz): bounded by device alone not measured "
                            "(tool ceiling ≥ 1,350.0 req/s (2× the answer)).")

@@ -16,6 +16,7 @@ from loadtest.report.sizing.instances import Pricing
 from loadtest.report.sizing.prices import load_prices
 from tests.loadtest.judge.test_noise import HOST_STALLS, side
 from tests.loadtest.report.handmade import search, server, twin, with_twin
+from tests.loadtest.report.test_bound import paired
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
 STAND_IN = server("cpu-off", "off")
@@ -214,3 +215,13 @@ def test_a_confirmed_capacity_beside_a_higher_open_pass_is_confirmed():
     card, row, shown = row_of(cells)
     assert shown["capacity req/s"].startswith("1,000.0 confirmed (≥ 1,500.0 passed")
     assert bounded(shown) == "the production server" and row.for_buying
+
+
+def test_a_stand_in_within_the_runs_drift_of_its_line_is_not_for_buying_on_the_card_and_in_its_record():
+    busy = with_twin(confirmed(STAND_IN, 96.0, device_floor=floor(100.0), server_cpu_percent=85.0))
+    card, row, shown = row_of(paired(busy, (400.0, 600.0)))  # moved 50%: 95% of the device alone clears 75%
+    assert bounded(shown) == "the device: served 95% of the device alone" and row.for_buying
+    card, row, shown = row_of(paired(busy, (300.0, 600.0)))  # moved 100%: it does not clear 100%
+    said = "the stand-in's serving path: served 95% of the device alone, within the run's 100% drift of 50%"
+    assert bounded(shown) == said and not row.for_buying and shown["boxes"].startswith("≤ ")
+    assert card.as_dict()["rows"][0]["verdict"] == said  # figures.json's card
