@@ -24,13 +24,25 @@ Pure functions over `CellResult`s. Not for: running the twin (`loadtest.search`)
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from loadtest.evidence.records import CellResult
-from loadtest.evidence.vocab import CellStatus, Role
+from loadtest.evidence.vocab import CellStatus, Flag, Role
 from loadtest.judge.noise import host_explains_lateness
 from loadtest.judge.overload import shortfall
 
 CHECK_RATIO = 2.0  # the twin is checked at this many times the answer
 SERVED_SHARE = 0.99  # a twin's cell must serve at least this share of the rate offered
+LOADGEN_BUSY_PERCENT = 90.0  # of one core, per Locust process: Locust warns above it
+SERVER_BUSY_PERCENT = 90.0  # of the cores a twin's server may use: its own CPU stood, not the load generator
+
+
+class Stood(StrEnum):
+    """What stopped a twin's failing check (`who_stood`)."""
+
+    LOAD_GENERATOR = "the load generator"
+    TWIN_SERVER = "the twin's own server"  # the Python null server: a TF Serving container's path does not cross it
+    UNKNOWN = ""
 
 
 def is_twin(cell: CellResult) -> bool:
@@ -81,3 +93,37 @@ def served_of_sent(cell: CellResult, offered_rps: float) -> tuple[float, float, 
 def twin_passed(cell: CellResult, p99_objective_ms: float) -> bool:
     """The twin carried the rate offered in this cell (`twin_failure` says why not)."""
     return not twin_failure(cell, p99_objective_ms)
+
+
+def loadgen_busy(cell: CellResult) -> str:
+    """`a Locust process at 96% of a core` where the load generator's CPU saturated; "" where it did not."""
+    busiest = max(cell.loadgen_process_cpu_percent, default=0.0)
+    if busiest >= LOADGEN_BUSY_PERCENT:
+        return f"a Locust process at {busiest:.0f}% of a core"
+    return next((f.reason for f in cell.flags if f.flag == Flag.SATURATED
+                 and "load generator" in f.reason and "used" in f.reason), "")
+
+
+def lag_over(cell: CellResult) -> str:
+    """`dispatch lag p99 2.40 ms over its 2 ms limit`, or "" where within it (or not measured)."""
+    limit_ms = cell.load.dispatch_lag_limit_ms
+    lag_us = cell.dispatch_lag_p99_us
+    if not limit_ms or lag_us is None or lag_us <= limit_ms * 1000:
+        return ""
+    return f"dispatch lag p99 {lag_us / 1000:.2f} ms over its {limit_ms:g} ms limit"
+
+
+def who_stood(cell: CellResult) -> tuple[Stood, str]:
+    """What stopped a twin's failing cell, and how: the load generator (its CPU, or its dispatch lag over its limit
+    that the host probe does not explain) first, else the twin's own server where its CPU reached
+    `SERVER_BUSY_PERCENT` of its cores (the Python server saturated before the load generator did); else unknown."""
+    busy = loadgen_busy(cell)
+    lag = lag_over(cell)
+    if busy or (lag and not host_explains_lateness(cell)):
+        return Stood.LOAD_GENERATOR, busy or lag
+    cpu = cell.server_cpu_percent
+    if cpu is not None and cpu >= SERVER_BUSY_PERCENT:
+        cores = cell.server_cpu_cores
+        of = "its cores" if not cores else f"{cores:g} core{'' if cores == 1 else 's'}"
+        return Stood.TWIN_SERVER, f"its CPU at {cpu:.0f}% of {of}"
+    return Stood.UNKNOWN, ""

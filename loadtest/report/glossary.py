@@ -42,8 +42,9 @@ TERMS: tuple[tuple[str, str], ...] = (
                      "costs nothing (a twin: the embedded server with the null backend, shaped as the configuration, "
                      "answering tensors of the real sizes), checked at 2× the answer (the 2× is ours): \"≥ X (2× the "
                      "answer)\" where it carried that, so the tool did not bound the answer; \"X\", its own "
-                     "search's answer (confirmed, else its highest unconfirmed pass), where it searched; \"not "
-                     "measured: why\" where no twin ran or it could not start"),
+                     "search's answer (confirmed, else its highest unconfirmed pass), where it searched, with what "
+                     "stood at 2× (the load generator, or the twin's own server, which a TF Serving container's "
+                     "requests do not cross); \"not measured: why\" where no twin ran or it could not start"),
     ("bounded by", "what bounded an answer, the first that applies: unconfirmed; the tool; the host; device alone "
                    "not measured; the stand-in's serving path; the runtime's dispatch; an idle device; the device; "
                    "the production server (a TF Serving container). Only the last two are for buying"),

@@ -5,11 +5,13 @@ Per checked search (its twin's cells carry `SearchTag.checks`), one `ToolCeiling
 
 - the twin passed its first cell, at `check_rate` (2× the answer, or the search's upper end where higher):
   "≥ 1,640.0 req/s (2× the answer)": the tool carried at least that;
-- the twin's check failed and it searched its own capacity: "930.0 req/s", that search's answer concluded from its
-  cells as the search concluded it (`loadtest.judge.conclusion`: its confirmed capacity, else its highest
-  unconfirmed pass), the figure the console's "the twin's own search:" line gives; "under 400.0 req/s" where none
-  passed. Records whose twin's search cells all carry the role `tool_ceiling` (measured before 2026-11-28 13:00Z)
-  hold no search to conclude: their highest rate that `twin_passed`;
+- the twin's check failed and it searched its own capacity: "930.0 req/s (the load generator stood: a Locust process
+  at 96% of a core)": that search's answer concluded from its cells as the search concluded it
+  (`loadtest.judge.conclusion`: its confirmed capacity, else its highest unconfirmed pass), the figure the console's
+  "the twin's own search:" line gives, "under 400.0 req/s" where none passed; then what stopped the check
+  (`who_stood`: the load generator, the twin's own server, or, unsaid, neither). Records whose twin's search cells
+  all carry the role `tool_ceiling` (measured before 2026-11-28 13:00Z) hold no search to conclude: their highest
+  rate that `twin_passed`;
 - no twin cell names the search (records from before the twin, or a run that skipped it): "not measured: no twin
   was run"; a twin that could not start (one failed cell): "not measured: <its failure_reason>".
 
@@ -30,7 +32,7 @@ from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus, Role
 from loadtest.judge.conclusion import conclude
 from loadtest.judge.objectives import steps_of
-from loadtest.judge.tool_ceiling import CHECK_RATIO, is_twin, twin_failure
+from loadtest.judge.tool_ceiling import CHECK_RATIO, Stood, is_twin, twin_failure, who_stood
 from loadtest.report.formatting import number as fmt
 
 NO_TWIN = "no twin was run"
@@ -46,6 +48,8 @@ class ToolCeiling:
     checked: bool = False
     why_not: str = NO_TWIN  # "" where measured: why no ceiling was measured
     lowest_tried_rps: float | None = None  # where the twin searched and no rate passed
+    stood: Stood = Stood.UNKNOWN  # what stopped its failed check (`who_stood`), and how
+    stood_how: str = ""
 
     @property
     def measured(self) -> bool:
@@ -60,11 +64,13 @@ class ToolCeiling:
         """`≥ 1,640.0 req/s (2× the answer)`, `930.0 req/s`, `under 400.0 req/s` or `not measured: why`."""
         if not self.measured:
             return f"not measured: {self.why_not}"
-        if self.rps is None:
-            return f"under {fmt(self.lowest_tried_rps)} req/s" if self.lowest_tried_rps else "none passed"
-        if self.checked:
+        if self.checked and self.rps is not None:
             return f"≥ {fmt(self.rps)} req/s ({CHECK_RATIO:g}× the answer)"
-        return f"{fmt(self.rps)} req/s"
+        if self.rps is None:
+            value = f"under {fmt(self.lowest_tried_rps)} req/s" if self.lowest_tried_rps else "none passed"
+        else:
+            value = f"{fmt(self.rps)} req/s"
+        return f"{value} ({self.stood.value} stood: {self.stood_how})" if self.stood != Stood.UNKNOWN else value
 
     def text(self) -> str:
         """`tool ceiling ≥ 1,640.0 req/s (2× the answer)`: its name and value."""
@@ -73,7 +79,7 @@ class ToolCeiling:
     def as_dict(self) -> dict:
         """figures.json's record of it."""
         return {"text": self.value(), "rps": self.rps, "at_least": self.checked, "measured": self.measured,
-                "why_not": self.why_not}
+                "why_not": self.why_not, "stood": self.stood.value}
 
 
 NOT_MEASURED = ToolCeiling()
@@ -101,13 +107,16 @@ def ceiling_of(cells: Sequence[CellResult]) -> ToolCeiling:
     if not twin_failure(first, objective.p99_ms):
         return ToolCeiling(first.search.offered_rps if first.search else None, checked=True, why_not="")
     rates = [float(c.search.offered_rps) for c in ran if c.search and c.search.offered_rps]
+    stood, how = who_stood(first)  # at the failed check: what stopped the tool at twice the answer
     searched = [c for c in ran if c.search and c.search.role != Role.TOOL_CEILING]
     if searched:  # the twin's own search, concluded as it concluded itself
         answered = conclude(steps_of(searched, objective), objective).answer
-        return ToolCeiling(answered.rate_rps if answered else None, why_not="", lowest_tried_rps=min(rates))
+        return ToolCeiling(answered.rate_rps if answered else None, why_not="", lowest_tried_rps=min(rates),
+                           stood=stood, stood_how=how)
     passed = [float(c.search.offered_rps) for c in ran if c.search and c.search.offered_rps
               and not twin_failure(c, objective.p99_ms)]
-    return ToolCeiling(max(passed) if passed else None, why_not="", lowest_tried_rps=min(rates))
+    return ToolCeiling(max(passed) if passed else None, why_not="", lowest_tried_rps=min(rates), stood=stood,
+                       stood_how=how)
 
 
 def tool_ceilings(results: Sequence[CellResult]) -> dict[str, ToolCeiling]:

@@ -7,8 +7,10 @@ ceiling (`loadtest.report.answers.tool_ceiling`):
 1. **unconfirmed**: the capacity's own state by the one-figure rule (`SearchAnswer.kind` and `.bound`, read, not
    recomputed): passed, not confirmed; or a lower bound because the load generator could not offer more (what in it,
    from the cell at its limit: its CPU where busy, else its dispatch) or because the search stopped first;
-2. **the tool**: the tool ceiling was not measured, or is under `CHECK_RATIO` (2×) the answer, or the load generator
-   saturated at the answer: its CPU (a process at `LOADGEN_BUSY_PERCENT` of a core, Locust's own warning, or a
+2. **the tool**: the tool ceiling was not measured, or is under `CHECK_RATIO` (2×) the answer (but not for a TF
+   Serving container whose twin's own Python server stood, `judge.tool_ceiling.who_stood`: its requests do not
+   cross that server, so the load generator's signals at the answer decide), or the load generator saturated at
+   the answer: its CPU (a process at `judge.tool_ceiling.LOADGEN_BUSY_PERCENT` of a core, Locust's own warning, or a
    `saturated` flag for its CPU), or its dispatch lag over its limit that the host probe on its cores does not
    explain (`loadtest.judge.noise.host_explains_lateness`);
 3. **the host**: the host probe on the load generator's cores explains that dispatch lag, or the probe on either
@@ -32,18 +34,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from loadtest.evidence.records import CellResult
-from loadtest.evidence.vocab import Flag
 from loadtest.judge import noise
 from loadtest.judge.conclusion import AnswerKind
 from loadtest.judge.objectives import Bound
-from loadtest.judge.tool_ceiling import CHECK_RATIO
+from loadtest.judge.tool_ceiling import CHECK_RATIO, Stood, lag_over, loadgen_busy
 from loadtest.report.answers.answers import Answers, SearchAnswer, lower_bound
 from loadtest.report.answers.bound import Held, ServedShare, held_by, served_share
 from loadtest.report.answers.tool_ceiling import NAME, NOT_MEASURED, ToolCeiling, ceiling_for
 from serving.endpoint import ServerKind
 
 NOT_MEASURED_WHY = f"{NAME} not measured"  # the tool's why where no twin measured the answer's ceiling
-LOADGEN_BUSY_PERCENT = 90.0  # of one core, per Locust process: Locust warns above it
 
 
 class Bounded(StrEnum):
@@ -145,22 +145,30 @@ def _tool(search: SearchAnswer, cell: CellResult | None, ceiling: ToolCeiling) -
     if not ceiling.covers(search.figure_rps):
         if not ceiling.measured:  # why, in the row's tool ceiling (`ToolCeiling.value`)
             return Bounded.TOOL, NOT_MEASURED_WHY
-        return Bounded.TOOL, f"{ceiling.text()}, under {CHECK_RATIO:g}× the answer"
+        if not _twins_own_server(search, cell, ceiling):
+            return Bounded.TOOL, f"{ceiling.text()}, under {CHECK_RATIO:g}× the answer"
     if cell is None:
         return None
-    busy = _loadgen_busy(cell)
+    busy = loadgen_busy(cell)
     if busy:
         return Bounded.TOOL, f"the load generator's CPU: {busy}"
-    lag = _lag_over(cell)
+    lag = lag_over(cell)
     if lag and not noise.host_explains_lateness(cell):
         return Bounded.TOOL, f"the load generator's {lag}, which the host probe on its cores does not explain"
     return None
 
 
+def _twins_own_server(search: SearchAnswer, cell: CellResult | None, ceiling: ToolCeiling) -> bool:
+    """A TF Serving container's twin stopped by its own Python server, not the load generator: the ceiling is our
+    stand-in's path, which the container's requests do not cross, so whether the tool bounded the answer is the load
+    generator's signals at the answer (its CPU, its dispatch lag), which `_tool` reads next."""
+    return search.config.kind == ServerKind.CONTAINER and ceiling.stood == Stood.TWIN_SERVER and cell is not None
+
+
 def _host(search: SearchAnswer, cell: CellResult | None) -> tuple[Bounded, str] | None:
     if cell is None:
         return None
-    lag = _lag_over(cell)
+    lag = lag_over(cell)
     if lag and noise.host_explains_lateness(cell):
         return Bounded.HOST, f"its stalls on the load generator's cores explain the {lag}"
     tail = noise.attribute([cell], search.p99_objective_ms)
@@ -184,21 +192,11 @@ def _share_words(served: ServedShare | None) -> str:
     return served.words() if served is not None else ""
 
 
-def _loadgen_busy(cell: CellResult) -> str:
-    """`a Locust process at 96% of a core` where the load generator's CPU saturated; "" where it did not."""
-    busiest = max(cell.loadgen_process_cpu_percent, default=0.0)
-    if busiest >= LOADGEN_BUSY_PERCENT:
-        return f"a Locust process at {busiest:.0f}% of a core"
-    flagged = next((f.reason for f in cell.flags if f.flag == Flag.SATURATED
-                    and "load generator" in f.reason and "used" in f.reason), "")
-    return flagged
-
-
 def _what_limited(cell: CellResult) -> str:
     """What in the load generator limited the cell above a lower bound: `its CPU: a Locust process at 96% of a core`;
     with its CPU calm, `its dispatch: sends late with Locust at 27% of a core, which the host probe does not explain`
     (a cell whose lateness the host probe explains is judged on its latencies, never the load generator's limit)."""
-    busy = _loadgen_busy(cell)
+    busy = loadgen_busy(cell)
     if busy:
         return f"its CPU: {busy}"
     cpu = (f" with Locust at {max(cell.loadgen_process_cpu_percent):.0f}% of a core"
@@ -206,15 +204,6 @@ def _what_limited(cell: CellResult) -> str:
     probed = "loadgen" in noise.probe_sides(cell)
     return (f"its dispatch: sends late{cpu}, "
             + ("which the host probe on its cores does not explain" if probed else "no host probe on its cores"))
-
-
-def _lag_over(cell: CellResult) -> str:
-    """`dispatch lag p99 2.40 ms over its 2 ms limit`, or "" where within it (or not measured)."""
-    limit_ms = cell.load.dispatch_lag_limit_ms
-    lag_us = cell.dispatch_lag_p99_us
-    if not limit_ms or lag_us is None or lag_us <= limit_ms * 1000:
-        return ""
-    return f"dispatch lag p99 {lag_us / 1000:.2f} ms over its {limit_ms:g} ms limit"
 
 
 def finding(device: str, verdict: RowVerdict, detail: str) -> str:

@@ -70,7 +70,9 @@ TERMS = {
     "tool ceiling": "what the load generator and the path to the model sustained in the same run with a model that "
                     "costs nothing (the embedded server's null backend, shaped as the configuration): \"≥ X (2× the "
                     "answer)\": it carried twice the answer, so it did not bound it (the 2× is ours); \"X\": the "
-                    "highest rate it carried, where it did not carry 2×; not measured: why.",
+                    "highest rate it carried, where it did not carry 2×, with what stood at 2× (the load generator, "
+                    "or the twin's own server, which a TF Serving container's requests do not cross); not "
+                    "measured: why.",
     AT_MOST: "a row not for buying with a confirmed answer: its boxes and prices are the most a server at least this "
              "fast needs (an upper bound: the capacity is a floor on what the device serves), not a quote.",
     SHAPES: "the replica shape sized on: each shape measured (k cores, k frontends a replica) is priced and the "

@@ -225,3 +225,43 @@ def test_a_stand_in_within_the_runs_drift_of_its_line_is_not_for_buying_on_the_c
     said = "the stand-in's serving path: served 95% of the device alone, within the run's 100% drift of 50%"
     assert bounded(shown) == said and not row.for_buying and shown["boxes"].startswith("≤ ")
     assert card.as_dict()["rows"][0]["verdict"] == said  # figures.json's card
+
+
+def failed_check(label, rate: float, **fields) -> list:
+    """A twin of search "s" that fails its check at 2 × `rate` (p99 over the objective) with `fields` there, then
+    carries 1.5 × `rate` in its own search."""
+    check = replace(twin(label, "s", 2 * rate, p99=50.0, index=100), **fields)
+    own = twin(label, "s", 1.5 * rate, index=101)
+    own = replace(own, search=replace(check.search, role="confirm", id="s/tool-ceiling", offered_rps=1.5 * rate))
+    return [check, own]
+
+
+def test_a_containers_twin_stopped_by_its_own_server_leaves_the_answer_to_the_production_server():
+    """#59: a TF Serving container's twin is the embedded null server on its cores; where that Python server's CPU
+    stood first and the load generator was calm, the ceiling measured our server, not the tool the container's
+    requests cross, so the row is the production server's, and the card says which stood."""
+    own_server = failed_check(CONTAINER, 1000.0, server_cpu_percent=97.0, server_cpu_cores=1.0)
+    card, row, shown = row_of([*confirmed(CONTAINER, 1000.0), *own_server])
+    assert shown["bounded by"] == ("the production server; tool ceiling 1,500.0 req/s (the twin's own server stood: "
+                                   "its CPU at 97% of 1 core)")
+    assert row.for_buying and card.for_buying
+    # the load generator stood at the check: the tool bounded it, whatever the server
+    busy_client = failed_check(CONTAINER, 1000.0, server_cpu_percent=97.0, loadgen_process_cpu_percent=[96.0])
+    _, row, shown = row_of([*confirmed(CONTAINER, 1000.0), *busy_client])
+    assert bounded(shown) == ("the tool: tool ceiling 1,500.0 req/s (the load generator stood: a Locust process at "
+                              "96% of a core), under 2× the answer") and not row.for_buying
+    # the twin's server stood, but the load generator saturated at the answer itself: still the tool
+    calm_twin_busy_answer = confirmed(CONTAINER, 1000.0, loadgen_process_cpu_percent=[95.0])
+    _, row, shown = row_of([*calm_twin_busy_answer, *own_server])
+    assert bounded(shown).startswith("the tool: the load generator's CPU: a Locust process at 95% of a core")
+    # the stand-in's own path is the one its twin's server measured: its row stays the tool's
+    _, row, shown = row_of([*confirmed(STAND_IN, 1000.0, device_floor=floor(1100.0), server_cpu_percent=85.0),
+                            *failed_check(STAND_IN, 1000.0, server_cpu_percent=97.0, server_cpu_cores=1.0)])
+    assert bounded(shown).startswith("the tool: tool ceiling 1,500.0 req/s (the twin's own server stood")
+    assert not row.for_buying
+    # neither stood (its server at half its CPU, the load generator calm): nothing said, and a container's row is
+    # the tool's, as before
+    neither = failed_check(CONTAINER, 1000.0, server_cpu_percent=50.0, server_cpu_cores=1.0)
+    assert ceiling_of(neither).value() == "1,500.0 req/s"
+    _, row, shown = row_of([*confirmed(CONTAINER, 1000.0), *neither])
+    assert bounded(shown) == "the tool: tool ceiling 1,500.0 req/s, under 2× the answer" and not row.for_buying
