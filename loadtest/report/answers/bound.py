@@ -107,9 +107,11 @@ class ServedShare:
 
     def words(self) -> str:
         """`served 27% of the device alone`; inside the movement, `served 51% of the device alone, within the run's
-        38% drift of 50%`."""
+        38% drift of 50%`; at 50% or more where no reference cell measured it, `…, the run's drift not measured`."""
         text = f"served {self.share:.0%} of the device alone"
-        if self.share >= SERVED_SHARE and not self.clear:
+        if self.share >= SERVED_SHARE and self.moved is None:
+            text += ", the run's drift not measured"
+        elif self.share >= SERVED_SHARE and not self.clear:
             text += f", within the run's {self.moved:.0%} drift of {SERVED_SHARE:.0%}"
         return text
 

@@ -105,19 +105,19 @@ def test_a_serialised_delay_near_its_floor_names_the_model_calls_not_the_idle_cp
     # the model's calls bounded it, but the device was not busy, so it is not the device's bound.
     cells = capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=3.0)
     lines = findings(cells)
-    assert lines[0] == ("cpu (Test CPU): bounded by an idle device: served 95% of the device alone (tool ceiling "
-                        "≥ 192.0 req/s (2× the answer)). the model's calls bounded this answer, not the cpu (Test "
-                        "CPU)'s compute (CPU 3% busy): cpu-off served 95.0 images/s at capacity = 95% of the model "
-                        "alone (100.0 images/s at batch 1).")
+    assert lines[0] == ("cpu (Test CPU): bounded by an idle device: served 95% of the device alone, the run's "
+                        "drift not measured (tool ceiling ≥ 192.0 req/s (2× the answer)). the model's calls bounded "
+                        "this answer, not the cpu (Test CPU)'s compute (CPU 3% busy): cpu-off served 95.0 images/s at "
+                        "capacity = 95% of the model alone (100.0 images/s at batch 1).")
     assert not any("serving path" in line or "on the device bounded" in line for line in lines)
 
 
 def test_a_busy_device_near_its_floor_bounded_the_answer():
     cells = capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=85.0)
-    assert findings(cells)[0] == ("cpu (Test CPU): bounded by the device: served 95% of the device alone (tool "
-                                  "ceiling ≥ 192.0 req/s (2× the answer)). the model on the device bounded this "
-                                  "answer: cpu-off served 95.0 images/s at capacity = 95% of cpu (Test CPU) alone "
-                                  "(100.0 images/s at batch 1).")
+    assert findings(cells)[0] == ("cpu (Test CPU): bounded by the device: served 95% of the device alone, the "
+                                  "run's drift not measured (tool ceiling ≥ 192.0 req/s (2× the answer)). the model "
+                                  "on the device bounded this answer: cpu-off served 95.0 images/s at capacity = 95% "
+                                  "of cpu (Test CPU) alone (100.0 images/s at batch 1).")
 
 
 def test_a_floor_within_twice_the_runtime_round_trip_names_the_runtime():
@@ -126,10 +126,10 @@ def test_a_floor_within_twice_the_runtime_round_trip_names_the_runtime():
     jax_floor = floor((1, 1600.0), runtime="jax", round_trip_us=620.0, device_round_trip_us=44.0)
     cells = capacity(GPU, 1000.0, device_floor=jax_floor, gpu_utilization_percent=4.0)
     assert findings(cells)[0] == ("gpu (Test GPU): bounded by the runtime's dispatch: served 62% of the device "
-                                  "alone (tool ceiling ≥ 2,000.0 req/s (2× the answer)). the runtime (JAX, 0.62 ms "
-                                  "per call) bounded this answer, not the gpu (Test GPU) (GPU 4% busy, its own round "
-                                  "trip 0.044 ms): 990.0 images/s served = 62% of the floor, which timed the runtime's "
-                                  "own round trip.")
+                                  "alone, the run's drift not measured (tool ceiling ≥ 2,000.0 req/s (2× the "
+                                  "answer)). the runtime (JAX, 0.62 ms per call) bounded this answer, not the gpu "
+                                  "(Test GPU) (GPU 4% busy, its own round trip 0.044 ms): 990.0 images/s served = 62% "
+                                  "of the floor, which timed the runtime's own round trip.")
     slow_model = replace(jax_floor, round_trip_us=300.0)  # 625 µs > 2 × 300 µs: the floor timed the model
     busy = [replace(c, device_floor=slow_model, gpu_utilization_percent=80.0) if c.server == GPU else c
             for c in cells]
