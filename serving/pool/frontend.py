@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection
 from serving.pool.control import ChildReady, FrontendStart, OwnerAddress, Role
 from serving.pool.link import OwnerLink, OwnerRunner
 from serving.pool.slab import Slab
+from serving.server.lifecycle import wait_for_stop
 
 
 def owner_runner(owner: OwnerAddress, index: int) -> OwnerRunner:
@@ -42,7 +43,7 @@ def frontend_main(start: FrontendStart, control: Connection, stop: threading.Eve
     protocols = start_protocols(core, reuse_port=True, rest_host="127.0.0.1", rest_port=0)
     control.send(ChildReady(Role.FRONTEND, start.index, os.getpid(), protocols.rest.port, core.config.device_name,
                              served_version(core), core.device_floor))
-    stop.wait()
+    wait_for_stop(stop)
     protocols.drain(core)
 
 

@@ -38,6 +38,7 @@ from serving.pool.slab import (
 from serving.server.handling.core import ServingCore
 from serving.server.handling.errors import ServingError
 from serving.server.handling.metrics import DELIVER, PhaseClock
+from serving.server.lifecycle import wait_for_stop
 
 log = logging.getLogger("serving.pool")
 
@@ -180,7 +181,7 @@ def owner_main(start: OwnerStart, control: Connection, stop: threading.Event) ->
     core.source.start()
     control.send(ChildReady(Role.OWNER, 0, os.getpid(), rest.port, core.config.device_name, served_version(core),
                              core.device_floor))
-    stop.wait()
+    wait_for_stop(stop)
     server.stop()
     rest.stop()
     core.source.stop()

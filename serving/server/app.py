@@ -30,7 +30,7 @@ from serving.server.handling.gc_pauses import freeze_start_up_heap
 from serving.server.handling.metrics import ServerMetrics
 from serving.server.handling.model_source import ModelEntry, ModelSource, Version
 from serving.server.handling.runner import Runner, runner_for
-from serving.server.lifecycle import stop_requested
+from serving.server.lifecycle import stop_requested, wait_for_stop
 from serving.server.runtimes.model_spec import DEFAULT_SIGNATURE, ModelVersion, described
 from serving.server.warmup import load_and_warm
 
@@ -187,7 +187,7 @@ def serve(config: ServerConfig) -> int:
     line = ready_line(config, protocols.grpc_port, protocols.rest.port, served_version(core))
     log.info("%s", line)
     print(line, flush=True)
-    stop.wait()
+    wait_for_stop(stop)
     protocols.drain(core)
     return 0
 

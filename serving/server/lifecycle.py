@@ -13,6 +13,8 @@ import signal
 import sys
 import threading
 
+STOP_POLL_S = 0.2  # how often a process waiting for SIGTERM/SIGINT looks again
+
 
 def configure_logging(level: str) -> None:
     """One log format for every server process, on stderr."""
@@ -28,4 +30,13 @@ def stop_requested() -> threading.Event:
     return stop
 
 
-__all__ = ["configure_logging", "stop_requested"]
+def wait_for_stop(stop: threading.Event) -> None:
+    """Block until `stop` is set, waking every `STOP_POLL_S`: Python runs a signal's handler only when the main
+    thread runs bytecode, so a signal the kernel hands to another thread (gRPC's, the batcher's) would leave a
+    main thread blocked in `stop.wait()` asleep, serving on (a clean clone's SIGTERM test once saw a server take new
+    requests for 30 s after its SIGTERM)."""
+    while not stop.wait(STOP_POLL_S):
+        pass
+
+
+__all__ = ["STOP_POLL_S", "configure_logging", "stop_requested", "wait_for_stop"]

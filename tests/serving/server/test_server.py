@@ -96,7 +96,10 @@ def test_sigterm_finishes_in_flight_requests_and_exits_zero(exported_model):
         calls = [stub.Predict.future(predict_request(np.zeros((1, 784), np.float32)), timeout=60) for _ in range(8)]
         calls[0].result()  # the first answer: all 8, sent before it, are in the server (one per 250 ms)
         server.proc.send_signal(signal.SIGTERM)
-        late = wait_for(lambda: refusal(stub), 30, "the draining server to refuse new requests")
+        try:
+            late = wait_for(lambda: refusal(stub), 30, "the draining server to refuse new requests")
+        except AssertionError as exc:  # what the server said, for a failure that a clean clone saw once
+            raise AssertionError(f"{exc}; its log: {server.stderr_path.read_text()[-3000:]}") from exc
         results = [call.result() for call in calls]  # raises if any in-flight request was lost
         assert server.proc.wait(timeout=60) == 0
     assert all(r.outputs["scores"].float_val or r.outputs["scores"].tensor_content for r in results)
