@@ -43,6 +43,7 @@ def test_null_backend_delay_and_periodic_stall(exported_model):
     assert time.perf_counter() - started >= 0.15
 
 
+@pytest.mark.integration  # a wall-time bound (1 ms): with the timed tests, one at a time, not beside the parallel phase
 def test_hold_until_never_returns_before_its_deadline():
     lateness = []
     for _ in range(20):
