@@ -243,7 +243,9 @@ def test_a_slow_dispatcher_is_flagged_not_mistaken_for_a_slow_server(null_server
         measured[planted_ms] = (done.summary.dispatch_lag, [f.reason for f in flags])
     (on_time, on_time_flags), (held, held_flags) = measured[0], measured[3]
     assert on_time is not None and held is not None and held.count >= 80  # every scheduled send counted
-    assert held.p50_ms >= 3.0 and held.p99_ms > on_time.p99_ms
+    # The planted 3 ms shows in the median. Not in the p99 against the on-time run's: of 100 sends that is one, and
+    # one host wake-up late by 3.6 ms read above the held run's 3.3 ms in a clean clone's CI (2026-11-28).
+    assert held.p50_ms >= 3.0 and held.p50_ms >= on_time.p50_ms + 2.5, (held, on_time)
     assert any(reason.startswith("dispatch lag p9") for reason in held_flags)  # 100 sends: the p95 is read
     assert not any(reason.startswith("dispatch lag") for reason in on_time_flags), on_time
 

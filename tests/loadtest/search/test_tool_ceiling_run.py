@@ -106,9 +106,10 @@ def test_a_twin_that_cannot_start_is_one_failed_cell_with_its_reason(exported_mo
     # A server the tool did not start: its cores, frontends and batching are unknown, so no twin can be shaped.
     with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
                       "--null_delay_ms", str(DELAY_MS), backend="null", cpu="0") as server:
+        # its search only has to answer something: 18 s holds the first rate's pass and its confirmation (~10 s)
         out, cells = capacity(tmp_path, "--target", server.grpc_target, "--rest-url", server.rest_url,
                               "--samples", exported_model.samples_path, "--check", "shape", "--warmup-s", "0.5",
-                              "--measure-s", "1.5")
+                              "--measure-s", "1.5", "--max-minutes", "0.3")
     answer = the_answer(cells)
     [twin] = twins(cells)
     assert twin.status == CellStatus.FAILED and twin.search is not None and twin.search.checks == answer.search_id

@@ -3,7 +3,10 @@ generated protos import (`serving.protocol.generated`), nothing else of TensorFl
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import psutil
 import pytest
 
 from serving.deploy.process import REPO, start_server
@@ -45,3 +48,23 @@ def test_null_backend_answers_without_tensorflow(exported_model, tmp_path):
     assert {name: to_numpy(t).shape[0] for name, t in reply.outputs.items()}, reply
     assert all(to_numpy(t).shape[0] == 2 for t in reply.outputs.values())
     assert "test shim" not in log  # nothing tried to load the runtime and swallowed the refusal
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_null_server_loads_none_of_tensorflows_runtime_where_tensorflow_is_installed(exported_model, workers):
+    """Here TensorFlow is installed, and a null server still starts on its protos alone: its runtime's libraries
+    cost a process ~4 s and ~500 MB to load, and the tool ceiling's twins are null servers."""
+    with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path),
+                      "--workers", workers, backend="null", timeout_s=60.0) as server:
+        stub_for(server).Predict(predict_request(np.zeros((1, 784), np.float32)), timeout=10.0)
+        processes = [server.proc.pid, *(p.pid for p in psutil.Process(server.proc.pid).children(recursive=True))]
+        loaded = {pid: runtime_libraries(pid) for pid in processes}
+    assert len(processes) >= int(workers) + (workers != "1"), processes  # the server; or a supervisor and frontends
+    assert not any(loaded.values()), loaded
+
+
+def runtime_libraries(pid: int) -> set[str]:
+    """TensorFlow's runtime libraries mapped into process `pid`."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return {line.rsplit("/", 1)[-1] for line in maps.splitlines()
+            if "_pywrap_tensorflow_internal" in line or "libtensorflow_framework" in line}
