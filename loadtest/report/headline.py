@@ -24,10 +24,9 @@ from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer, lower_bound
 from loadtest.report.answers.bound import bound_line, device_text
 from loadtest.report.answers.figure_text import range_text, reason
-from loadtest.report.answers.movement import search_movements
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
 from loadtest.report.answers.sources import highest_passing
-from loadtest.report.answers.tool_ceiling import ToolCeiling, ceiling_for, tool_ceilings
+from loadtest.report.answers.tool_ceiling import ToolCeiling, ceiling_for
 from loadtest.report.answers.verdict import finding, verdict_of
 from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Figure, Table, device_name
 from loadtest.report.card.card import Card, card_for
@@ -87,17 +86,18 @@ def _here(devices: Sequence[DeviceAnswer]) -> list[DeviceAnswer]:
 
 
 def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels,
-             results: Sequence[CellResult], figures: Mapping[tuple[Config, int], Figures],
+             results: Sequence[CellResult], figures: Mapping[tuple[Config, int], Figures], answers: Answers,
              paired: Mapping[tuple, PairedRatio] | None = None) -> tuple[str, ...]:
     """Per device at the smallest request batch and objective searched: what bounded its answer (from its
-    `figures`), then its batching gain; then GPU/CPU."""
+    `figures`, and the tool ceilings and the machine's movement `answers` holds), then its batching gain; then
+    GPU/CPU."""
     batch, p99_objective_ms = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
     here = _here(devices)
     where = _where(batch, p99_objective_ms)
     paired = by_key(paired_ratios(results)) if paired is None else paired
     lines = []
     for d in here:
-        bound = _bound(d, figures, results, labels)
+        bound = _bound(d, figures, results, labels, answers)
         if bound:
             lines.append(bound)
         on, off = d.gain.batching, d.gain.off
@@ -127,15 +127,15 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
 
 
 def _bound(d: DeviceAnswer, figures: Mapping[tuple[Config, int], Figures], results: Sequence[CellResult],
-           labels: Labels) -> str:
+           labels: Labels, answers: Answers) -> str:
     """What bounded a device's answer: its verdict (`loadtest.report.answers.verdict`, the card's), with the detail
     from the figures its answer stands on where the device floor's rule gave it."""
     f = device_figures(figures, d.device, d.device_name, d.request_batch_size, d.best.config if d.best else None)
-    detail = bound_line(d, f.cell if f else None, f.at_words if f else "", results, labels)
+    detail = bound_line(d, f.cell if f else None, f.at_words if f else "", results, labels, answers.movements)
     if d.best is None or d.best.figure_rps is None:
         return detail
-    verdict = verdict_of(d.best, ceiling_for(d.best.search_id, tool_ceilings(results)),
-                         search_movements(results).get(d.best.search_id))
+    search_id = d.best.search_id
+    verdict = verdict_of(d.best, ceiling_for(search_id, answers.ceilings), answers.movements.get(search_id))
     return finding(device_text(d.device, d.device_name), verdict, detail)
 
 
@@ -280,7 +280,7 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
         by_objective = objective_table(answers, labels, keyed)
         card = card_for(results, pricing, targets, answers, keyed, p99_objective_ms)
         lines = (*why_none_lines(answers, results, labels, p99_objective_ms),
-                 *headline(devices, answers.ratios, labels, results, figures, keyed),
+                 *headline(devices, answers.ratios, labels, results, figures, answers, keyed),
                  *objective_headline(answers, keyed),
                  *host_floor_lines(results, answers.objectives_ms()))
         table = paired_table(compared)
@@ -312,7 +312,7 @@ def bound_lines(results: Sequence[CellResult], answers: Answers, labels: Labels,
     if not answers.devices:  # no capacity search: nothing was answered, so nothing bounded an answer
         return ()
     return model_named(results, tuple(line for d in _here(answers.devices)
-                                      if (line := _bound(d, figures, results, labels))))
+                                      if (line := _bound(d, figures, results, labels, answers))))
 
 
 def console_end(results: Sequence[CellResult], pricing: Pricing | None,

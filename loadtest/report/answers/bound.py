@@ -32,7 +32,6 @@ from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus
 from loadtest.report.answers.answers import DeviceAnswer, lower_bound
-from loadtest.report.answers.movement import search_movements
 from loadtest.report.blocks import device_name
 from loadtest.report.configs import Config, config_of
 from loadtest.report.device_use import device_busy
@@ -252,11 +251,12 @@ def device_cells(d: DeviceAnswer, results: Sequence[CellResult]) -> list[CellRes
 
 
 def bound_line(d: DeviceAnswer, cell: CellResult | None, at: str, results: Sequence[CellResult],
-               labels: Mapping[Config, str]) -> str:
+               labels: Mapping[Config, str], movements: Mapping[str, float]) -> str:
     """The sentence that says what bounded this device's answer, from the `cell` it stands on (`at`: "at its
-    capacity 656.6 req/s", "at its peak"; `loadtest.report.figures.device_figures`); "" when it cannot be said."""
+    capacity 656.6 req/s", "at its peak"; `loadtest.report.figures.device_figures`), with the machine's movement
+    over its search (`Answers.movements`); "" when it cannot be said."""
     device = device_text(d.device, d.device_name)
-    moved = search_movements(results).get(cell.search.id) if cell is not None and cell.search else None
+    moved = movements.get(cell.search.id) if cell is not None and cell.search else None
     served = served_share(cell, moved) if cell is not None else None
     if cell is not None and served is not None:
         label = labels.get(config_of(cell), cell.server.name)
