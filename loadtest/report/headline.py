@@ -85,16 +85,15 @@ def _here(devices: Sequence[DeviceAnswer]) -> list[DeviceAnswer]:
     return [d for d in devices if (d.request_batch_size, d.p99_objective_ms) == first]
 
 
-def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], labels: Labels,
-             results: Sequence[CellResult], figures: Mapping[tuple[Config, int], Figures], answers: Answers,
-             paired: Mapping[tuple, PairedRatio] | None = None) -> tuple[str, ...]:
+def headline(devices: Sequence[DeviceAnswer], labels: Labels, results: Sequence[CellResult],
+             figures: Mapping[tuple[Config, int], Figures], answers: Answers,
+             paired: Mapping[tuple, PairedRatio]) -> tuple[str, ...]:
     """Per device at the smallest request batch and objective searched: what bounded its answer (from its
     `figures`, and the tool ceilings and the machine's movement `answers` holds), then its batching gain; then
-    GPU/CPU."""
+    GPU/CPU (`answers.ratios`, or the `paired` one where the comparison was paired)."""
     batch, p99_objective_ms = min((d.request_batch_size, d.p99_objective_ms) for d in devices)
     here = _here(devices)
     where = _where(batch, p99_objective_ms)
-    paired = by_key(paired_ratios(results)) if paired is None else paired
     lines = []
     for d in here:
         bound = _bound(d, figures, results, labels, answers)
@@ -119,7 +118,7 @@ def headline(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio], lab
         # else: why none met is said once, above (`card.decision.why_none_lines`), with the figures the card reads
     if (compared := paired.get((GPU_CPU, batch, p99_objective_ms))) is not None:
         return (*lines, _paired_text(compared))
-    for r in ratios:
+    for r in answers.ratios:
         if (r.request_batch_size, r.p99_objective_ms) == (batch, p99_objective_ms) and r.ratio and r.gpu and r.cpu:
             lines.append(f"GPU/CPU {ratio_value(r.ratio, r.low, r.high)} {where}: {labels[r.gpu.config]} "
                          f"{_rps(r.gpu)} vs {labels[r.cpu.config]} {_rps(r.cpu)}.")
@@ -280,7 +279,7 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
         by_objective = objective_table(answers, labels, keyed)
         card = card_for(results, pricing, targets, answers, keyed, p99_objective_ms)
         lines = (*why_none_lines(answers, results, labels, p99_objective_ms),
-                 *headline(devices, answers.ratios, labels, results, figures, answers, keyed),
+                 *headline(devices, labels, results, figures, answers, keyed),
                  *objective_headline(answers, keyed),
                  *host_floor_lines(results, answers.objectives_ms()))
         table = paired_table(compared)
