@@ -19,12 +19,14 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_short_search_answers_a_pass_and_every_objective(exported_model, tmp_path):
-    # 25 ms, not the demo's 10: alone, this machine passes 10 ms at ~750 req/s, but with other tests' processes
-    # on its 2 cores the share over 10 ms reached 1-3% at every rate (and Locust itself fell behind).
+    # 50 ms, not the demo's 10: alone, this machine passes 10 ms at ~750 req/s, but with other tests' processes
+    # on its 2 cores the share over 10 ms reached 1-3% at every rate (and Locust itself fell behind); on a CI host
+    # running ~2x slower, the probe's half (352 req/s) was the load generator's limit when confirmed, and at 176
+    # req/s 3 of 498 requests took 25-32 ms: at 25 ms that was inconclusive, and 21 s left no room for a lower rate.
     done = subprocess.run([*command("capacity"), "--plan", "loadtest/plans/demo.toml", "--serve", "cpu/off",
                            "--models-dir", str(exported_model.output_dir),
                            "--samples", str(exported_model.samples_path),
-                           "--p99-ms", "25", "--max-minutes", "0.35", "--objectives", "5,10,25,50,100",
+                           "--p99-ms", "50", "--max-minutes", "0.4", "--objectives", "5,10,25,50,100",
                            "--results-dir", str(tmp_path), "--no-report", "--unmet-ok"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
@@ -38,6 +40,6 @@ def test_a_short_search_answers_a_pass_and_every_objective(exported_model, tmp_p
     [answer] = search_answers(cells)
     assert answer.kind != AnswerKind.NONE
     answered = [a for a in objective_answers(cells, (5, 10, 25, 50, 100)) if a.capacity_rps is not None]
-    # every objective answered (a line each); 25 ms passed, so did the looser ones
-    assert {25, 50, 100} <= {a.p99_objective_ms for a in answered}, objective_lines
+    # every objective answered (a line each); 50 ms passed, so did the looser one
+    assert {50, 100} <= {a.p99_objective_ms for a in answered}, objective_lines
     print("\n".join(lines[-12:]))

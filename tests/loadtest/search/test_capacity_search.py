@@ -128,9 +128,11 @@ def test_stalls_independent_of_the_load_are_named_not_bisected(stalling_server, 
     # Rates low enough that the server is rarely busy (a 1 ms service time at 200, 100, 50 req/s): behind each 60 ms
     # stall a busy server's queue adds about u / (1 - u) of the stall, so at the probe's ~380 req/s the share over
     # 10 ms read 17.3% against 8.2% at 95 req/s in one CI run, under the rule's half; at u <= 0.2 the shares
-    # stay within ~20% of each other, as a stall's should.
+    # stay within ~20% of each other, as a stall's should. Sends late past 5 ms, not 2, are the load generator's
+    # limit: on a CI host running slow, 100 req/s read as the load generator's limit at 2 ms, ending the search
+    # before its third rate (here, half of each core taken 3 ms at a time read 17.7% of sends 2 ms late).
     done = capacity(stalling_server, exported_model, tmp_path, "--p99-ms", "10", "--start-rps", "200",
-                    "--max-rate-s", "20")
+                    "--max-rate-s", "20", env=LOADGEN_LATENESS)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("capacity: unmet at p99 <= 10 ms: stalls of about "), last
