@@ -2,6 +2,6 @@
 
 import sys
 
-from loadtest.commands.main import main
+from loadtest.commands.main import console
 
-sys.exit(main())
+sys.exit(console())

@@ -4,11 +4,12 @@ The embedded server measures its floor once at start, after warm-up (`serving.se
 reports it in its `server_info` (REST model metadata) and as gauges on its metrics page
 (`serving.protocol.names.DEVICE_FLOOR_*`, labelled `batch_size`). `FloorSource` asks the server_info
 once per server and falls back to the gauges of the scrape each cell already makes. A TF Serving
-container reports none, so for one the same SavedModel is measured here, in this process, with the
-project's own `savedmodel` runtime (`serving.deploy.floor_here`), but only where that says
-something about the container's device: the container runs on this host, TensorFlow imports, and a GPU
-container's GPU is visible to it. That happens once per configuration, not once per cell. Anywhere
-else the record says `{"source": "unknown", "note": why}`.
+container reports none, so for one the same SavedModel is measured on this host, in a child process (`python -m
+serving.deploy.floor_here`: TensorFlow's runtime is never loaded in the load generator's own process), with the
+project's own `savedmodel` runtime, but only where that says something about the container's device: the
+container runs on this host, TensorFlow imports, and a GPU container's GPU is visible to it. That happens once per
+configuration, not once per cell. Anywhere else, or where the child fails or overruns its time, the record says
+`{"source": "unknown", "note": why}`.
 
 The record's `device_floor` (`loadtest.evidence.floor_record.DeviceFloorRecord`) is
 `serving.server.handling.floor.DeviceFloor.as_dict()`: `{"source", "device", "runtime", "batches": [{"batch_size",
@@ -21,23 +22,26 @@ Not for: judging a result against its floor (`loadtest.report.answers.bound`).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.measure.scrape import Snapshot
-from serving.endpoint import Device, ServedEndpoint, ServerKind
+from model_export.provenance import REPO
+from serving.endpoint import ServedEndpoint, ServerKind
 from serving.protocol.names import DEVICE_FLOOR_IMAGES_SUFFIX as FLOOR_IMAGES
 from serving.protocol.names import DEVICE_FLOOR_LATENCY_SUFFIX as FLOOR_LATENCY
 from serving.protocol.names import DEVICE_ROUND_TRIP_SUFFIX as ROUND_TRIP
 
 UNKNOWN = "unknown"
 FROM_METRICS = "embedded server at start, after warm-up (its metrics page)"
-MEASURED_HERE = "measured in the load generator's process on this host: the container's SavedModel, savedmodel backend"
+MEASURED_HERE = "measured on this host beside the load generator: the container's SavedModel, savedmodel backend"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
-FLOOR_BUDGET_S = 20.0  # the in-process measurement of a container's floor, all batch sizes together
+FLOOR_BUDGET_S = 20.0  # the measurement of a container's floor, all batch sizes together
+CHILD_START_S = 120.0  # the child's TensorFlow import and model load, on top of the budget, before it is killed
 DEFAULT_BATCHES = (1, 8, 32, 64, 128, 256)
 
 
@@ -77,26 +81,11 @@ def floor_batch_sizes(batching: dict, extra: tuple[int, ...] = ()) -> tuple[int,
     return tuple(sorted({1, *sizes, *extra}))
 
 
-def why_not_here(target: ServedEndpoint, tf_gpus: Callable[[], int | None]) -> str:
-    """Why a container's floor cannot be measured here ("" when it can); `tf_gpus()`: the GPUs TensorFlow
-    sees, None when TensorFlow does not import (asked only for a container on this host)."""
+def not_on_this_host(target: ServedEndpoint) -> str:
+    """Why a container's floor cannot be measured on this host ("" when the container runs here)."""
     if target.host not in LOCAL_HOSTS:
         return f"the container runs on {target.host}, not on this host"
-    gpus = tf_gpus()
-    if gpus is None:
-        return ("TensorFlow does not import in the load generator's environment, so the container's model "
-                "could not be measured alone here")
-    if target.device == Device.GPU and gpus == 0:
-        return "the container serves on a GPU that TensorFlow does not see from here"
     return ""
-
-
-def _tf_gpus() -> int | None:
-    try:
-        import tensorflow as tf
-    except Exception:  # noqa: BLE001 - any import failure means the same: no TensorFlow here
-        return None
-    return len(tf.config.list_physical_devices("GPU"))
 
 
 def _latest_version(base: Path) -> Path | None:
@@ -118,18 +107,39 @@ def server_info_floor(rest_url: str, model_name: str, timeout_s: float = 3.0) ->
 
 
 def measure_here(target: ServedEndpoint, base: Path, batch_sizes: tuple[int, ...]) -> DeviceFloorRecord:
-    """A container's SavedModel measured alone in this process on its device; `unknown` with why not."""
-    why = why_not_here(target, _tf_gpus)
+    """A container's SavedModel measured alone on this host on its device, in a child process; `unknown` with why
+    not (the container elsewhere, no SavedModel, TensorFlow missing or blind to its GPU, the child failed)."""
+    why = not_on_this_host(target)
     version = _latest_version(base)
     if not why and version is None:
         why = f"no SavedModel version under {base}"
     if why:
         return unknown(why)
-    from serving.deploy.floor_here import savedmodel_floor
-
     assert version is not None
-    return DeviceFloorRecord.from_dict(savedmodel_floor(target.model_name, version, target.device, batch_sizes,
-                                                        FLOOR_BUDGET_S, MEASURED_HERE))
+    line = run_floor_child([sys.executable, "-m", "serving.deploy.floor_here", "--model-name", target.model_name,
+                            "--version-dir", str(version), "--device", target.device,
+                            "--batch-sizes", ",".join(map(str, batch_sizes)), "--budget-s", str(FLOOR_BUDGET_S),
+                            "--source", MEASURED_HERE], FLOOR_BUDGET_S + CHILD_START_S)
+    if "floor" in line:
+        return DeviceFloorRecord.from_dict(line["floor"])
+    return unknown(str(line.get("unknown") or "the floor's process printed no floor"))
+
+
+def run_floor_child(command: list[str], timeout_s: float) -> dict:
+    """The child's JSON line; `{"unknown": why}` where it overran, failed or printed none."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return {"unknown": f"measuring the container's model here did not finish within {timeout_s:.0f} s (killed)"}
+    lines = done.stdout.strip().splitlines()
+    try:
+        parsed = json.loads(lines[-1]) if done.returncode == 0 and lines else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        tail = " | ".join(done.stderr.strip().splitlines()[-2:])[-300:] or "no output"
+        return {"unknown": f"measuring the container's model here failed (exit {done.returncode}: {tail})"}
+    return parsed
 
 
 @dataclass

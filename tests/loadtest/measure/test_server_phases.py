@@ -8,6 +8,7 @@ from dataclasses import replace
 from loadtest.measure import device_floor as floors
 from loadtest.measure import scrape
 from loadtest.measure import server_phases as phases
+from serving.deploy.floor_here import why_not_measurable
 from serving.endpoint import ServedEndpoint
 from serving.protocol.names import REQUEST_PHASES
 
@@ -99,12 +100,11 @@ CONTAINER = ServedEndpoint(name="cpu", kind="tfserving-container", device="cpu",
 
 
 def test_a_containers_floor_is_unknown_where_it_cannot_be_measured_here():
-    assert floors.why_not_here(CONTAINER, lambda: 0) == "the container runs on 10.0.0.7, not on this host"
-    local = replace(CONTAINER, host="127.0.0.1")
-    assert floors.why_not_here(local, lambda: None).startswith("TensorFlow does not import")
-    assert floors.why_not_here(replace(local, device="gpu"), lambda: 0) == (
-        "the container serves on a GPU that TensorFlow does not see from here")
-    assert floors.why_not_here(local, lambda: 0) == ""
+    assert floors.not_on_this_host(CONTAINER) == "the container runs on 10.0.0.7, not on this host"
+    assert floors.not_on_this_host(replace(CONTAINER, host="127.0.0.1")) == ""
+    assert why_not_measurable("cpu", None).startswith("TensorFlow does not import")
+    assert why_not_measurable("gpu", 0) == "the container serves on a GPU that TensorFlow does not see from here"
+    assert why_not_measurable("cpu", 0) == "" and why_not_measurable("gpu", 1) == ""
     source = floors.FloorSource()
     assert source.floor_for(CONTAINER, None).to_dict() == {"source": "unknown",
                                                            "note": "the container runs on 10.0.0.7, not on this host"}

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 
@@ -155,10 +156,17 @@ def test_every_frontend_reports_the_one_device_floor_the_server_measured(exporte
     assert len({json.dumps(f, sort_keys=True) for f in floors}) == 1
 
 
-def _keep_sending(server, image, stop_at: float) -> list[grpc.StatusCode]:
-    """Requests one after another until `stop_at`, each on a new connection, each bounded by a deadline."""
-    codes = []
+def _keep_sending(server, image, stop_at: float, restarted: threading.Event,
+                  after_restart: int = 40) -> list[grpc.StatusCode]:
+    """Requests one after another, each on a new connection, each bounded by a deadline: until `stop_at`, or
+    until `after_restart` more were sent once `restarted` is set."""
+    codes: list[grpc.StatusCode] = []
+    sent_by_restart: int | None = None
     while time.monotonic() < stop_at:
+        if restarted.is_set():
+            sent_by_restart = len(codes) if sent_by_restart is None else sent_by_restart
+            if len(codes) - sent_by_restart >= after_restart:
+                break
         channel = grpc.insecure_channel(server.grpc_target, options=[("grpc.use_local_subchannel_pool", 1)])
         try:
             prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(predict_request(image), timeout=5)
@@ -174,14 +182,16 @@ def test_a_frontend_killed_under_load_is_replaced_and_the_server_keeps_answering
     with start_server("--model_name", "mnist", "--model_base_path", str(exported_model.base_path), "--workers", "2",
                       backend="null") as server:
         before = {p.pid for p in _children(server, "frontend")}
+        restarted = threading.Event()
         with cf.ThreadPoolExecutor(1) as pool:
-            load = pool.submit(_keep_sending, server, samples["images"][:1], time.monotonic() + 20)
+            load = pool.submit(_keep_sending, server, samples["images"][:1], time.monotonic() + 20, restarted)
             time.sleep(1)
             victim = sorted(before)[0]
             os.kill(victim, signal.SIGKILL)
             wait_for(lambda: metric_value(metrics_page(server), POOL_RESTARTS, 'role="frontend"') == 1, 60,
                      "the frontend restarted")
             after = {p.pid for p in _children(server, "frontend")}
+            restarted.set()
             codes = load.result()
         assert len(after) == 2 and victim not in after and after & before
         assert grpc.StatusCode.DEADLINE_EXCEEDED not in codes  # nothing hung
