@@ -39,7 +39,7 @@ lint: setup
 
 # The unit tests, and the end-to-end tests marked `untimed`, run on TEST_WORKERS processes (pytest-xdist, a file
 # to a process); `make test` then runs the other end-to-end tests one at a time, since each pins servers and
-# Locust to this machine's cores and times them (~10 and ~26 min here: docs/performance.md#test-suite-time).
+# Locust to this machine's cores and times them (~9 and ~23 min here: docs/performance.md#test-suite-time).
 # A timed test whose assertion fails runs once more, 5 s later (pytest-rerunfailures; the log shows an R and "1
 # rerun"): a shared host running 2x slower for a minute fails a search whose subject is not the host's speed,
 # while a defect fails both runs. Errors other than a failed assertion are not run again.
