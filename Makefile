@@ -16,7 +16,7 @@ BATCHING ?= off
 PLAN ?= loadtest/plans/quick.toml
 EXPORT_ARGS ?=
 
-.PHONY: setup browser h2load lint test test-fast export bench-server bench-workers bench-shapes bench-soak bench-runtime-calls bench-runtimes bench-loadgen bench-demo bench-drift serve serve-cpu serve-gpu stop \
+.PHONY: setup browser h2load lint test test-fast export bench-server bench-workers bench-shapes bench-soak bench-runtime-calls bench-runtimes bench-loadgen bench-demo bench-drift bench-calibrate bench-queue-search serve serve-cpu serve-gpu stop \
 	loadtest capacity tune locust-ui report size k8s demo device-bundle clean-venv
 
 setup: $(STAMP)
@@ -233,13 +233,13 @@ k8s: setup
 DEMO_P99_MS ?= 50
 DEMO_BATCH ?= 16
 DEMO_TARGET_RPS ?= 5000
-# The comparison twice: its gain is the repeats' median (their mean), its range spans both repeats' ranges. One
-# search at a knee follows the bursts its few seconds happened to see; two read the gain within 1.3x run to run
-# on an AMD EPYC build machine where one did not (docs/performance.md#comparisons-that-reproduce).
-# Where the two repeats' ranges lie apart (one repeat met a slow spell: ×1.33 and ×0.39 in one run on an Intel
-# Xeon build machine, 2026-11-27), a third runs where the budget leaves it time, the gain the median of three.
-DEMO_REPEAT ?= 2
-DEMO_MAX_REPEAT ?= 3
+# The comparison once, its searches given the whole budget (issue #67): the range is each search's own, to the
+# precision asked for (x1.1), its upper end a rate shown to fail and measured again beside the answer's
+# confirmation, so both ends of every range come from the same minutes. Two repeats cut each search to ~32 s here,
+# and their ranges spanned x3 to x11 (docs/performance.md#the-demo-on-the-build-machine). DEMO_REPEAT=2 still
+# repeats it (DEMO_MAX_REPEAT: a third where two lie apart and the budget leaves it time).
+DEMO_REPEAT ?= 1
+DEMO_MAX_REPEAT ?= 1
 # A time budget, not a step count: the whole capacity command, its report included, within DEMO_BUDGET_MIN minutes
 # (--budget-min: its searches and repeats share it, a repeat that does not fit is not started, a search whose share
 # runs out answers with its best so far); the export, if any, and Python's start come on top (make demo <= 6 min).
@@ -258,6 +258,20 @@ bench-demo: setup
 	@if ! ls -d $(MODELS)/mnist/[0-9]* >/dev/null 2>&1; then $(MAKE) --no-print-directory export; fi
 	$(CLI) bench reproduce --runs $(RUNS) -- --plan loadtest/plans/demo.toml --p99-ms $(DEMO_P99_MS) --batch $(DEMO_BATCH) \
 		--repeat $(DEMO_REPEAT) --max-repeats $(DEMO_MAX_REPEAT) $(DEMO_SEARCH) --models-dir $(MODELS) --no-report --unmet-ok
+
+# Are the ranges right? Null servers with a planted delay (an M/G/1 queue each: one gRPC thread, one frontend, core 0)
+# compared paired, Locust on core 1, each capacity's and each ratio's range held against queueing theory's value
+# (loadtest/benchmarks/queueing.py: Lindley's recursion on the service and client times measured in the same run):
+# in how many of RUNS (default 10, ~7 min a run: two pairs) it holds, how wide it is, how long each pair took.
+bench-calibrate: RUNS = 10
+bench-calibrate: setup
+	@if ! ls -d $(MODELS)/mnist/[0-9]* >/dev/null 2>&1; then $(MAKE) --no-print-directory export; fi
+	$(CLI) bench calibrate --runs $(RUNS) --model-base-path $(MODELS)/mnist --samples $(MODELS)/mnist-samples.npz
+
+# The search against simulated M/D/1 queues (no server, no Locust; ~2 min): how often its range holds the capacity
+# theory gives and how wide it is, with the effective N and without (every request independent).
+bench-queue-search: setup
+	$(CLI) bench queue-search --searches 100
 
 # Do compared answers hold when the machine moves? Two identical servers (the real model, batching off, core 0)
 # compared paired while a SCHED_FIFO loop takes a growing share of core 0 (0% to 70% over 200 s), RUNS times

@@ -18,6 +18,7 @@ Not for: the comparison itself (`loadtest.search.capacity_search`).
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -127,9 +128,24 @@ def summary(runs: Sequence[Run]) -> str:
         lines.append(f"{key[0]} at p99 ≤ {key[2]:g} ms (request batch {key[1]}) over {len(here)} runs: {values}; "
                      f"every range overlaps every other: {'yes' if overlap(here) else 'no'}; largest ÷ smallest{of}: "
                      + ("—" if ratio_spread is None else f"{ratio_spread:.2f}"))
+        if (line := width_line(here)) is not None:
+            lines.append(line)
         if (line := speed_line([r for r in here if r.bounded])) is not None:
             lines.append(line)
     return "\n".join(lines)
+
+
+def width_line(ratios: Sequence[PairedRatio]) -> str | None:
+    """Each run's range width (high ÷ low), and whether the median of the runs' ratios lies inside every run's range
+    (issue #67: runs that agree because they are precise, not because they are wide); None without two-sided ranges."""
+    ranged = [(r.ratio, r.low, r.high) for r in ratios if r.ratio is not None and r.low and r.high is not None]
+    if not ranged:
+        return None
+    median = statistics.median(value for value, _, _ in ranged)
+    inside = sum(1 for _, low, high in ranged if low <= median <= high)
+    widths = ", ".join(f"×{high / low:.2f}" for _, low, high in ranged)
+    return (f"  each run's range wide: {widths}; the median ratio ×{median:.2f} lies inside {inside} of "
+            f"{len(ranged)} runs' ranges")
 
 
 def verdict_lines(runs: Sequence[Run]) -> list[str]:

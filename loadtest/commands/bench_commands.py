@@ -1,4 +1,4 @@
-"""`mnist-bench bench server|runtimes|loadgen|probe|reproduce|drift`: the benchmarks' command line.
+"""`mnist-bench bench server|runtimes|loadgen|probe|reproduce|drift|calibrate|queue-search`: the benchmarks' command line.
 
     mnist-bench bench server --model-base-path models/mnist --samples models/mnist-samples.npz
     mnist-bench bench runtimes --model-base-path models/mnist --samples models/mnist-samples.npz
@@ -6,6 +6,8 @@
     mnist-bench bench probe --model-base-path models/mnist
     mnist-bench bench reproduce --runs 5 -- CAPACITY ARGS   (make bench-demo: the demo's comparison)
     mnist-bench bench drift --runs 3   (make bench-drift: two identical servers compared under a planted drift)
+    mnist-bench bench calibrate --runs 10   (make bench-calibrate: ranges held against queueing theory's answers)
+    mnist-bench bench queue-search --searches 100   (make bench-queue-search: the search against simulated queues)
 
 The commands only parse options and print the outcome; `loadtest.benchmarks.serving_path.overhead.run`,
 `loadtest.benchmarks.serving_path.runtime_compare.run` and `loadtest.benchmarks.loadgen.run` do the work and
@@ -338,3 +340,52 @@ def drift(runs: int, model_base_path: Path, samples: Path, results_dir: Path | N
         click.echo(drifting.run(runs, out, drifting.Setup(model_base_path, samples)))
     except Refused as exc:
         raise click.ClickException(f"cannot plant the drift: {exc}") from None
+
+
+@bench.command("calibrate")
+@click.option("--runs", type=click.IntRange(min=1), default=10, show_default=True, help="runs of every pair")
+@click.option("--model-base-path", type=DIRECTORY, default=Path("models/mnist"), show_default=True,
+              help="the exported model whose signature the null servers read")
+@click.option("--samples", type=FILE, default=Path("models/mnist-samples.npz"), show_default=True,
+              help="npz of the requests' images")
+@click.option("--results-dir", type=DIRECTORY, default=None, help="default: results/calibrate-<UTC time>")
+@click.option("--read", "read_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
+              help="measure nothing: the summary of the runs already under this directory")
+def calibrate(runs: int, model_base_path: Path, samples: Path, results_dir: Path | None,
+              read_dir: Path | None) -> None:
+    """Ranges held against answers known in advance: null servers with a planted delay (an M/G/1 queue each) compared
+    paired, each capacity's and ratio's range against queueing theory's value: how often it holds, how wide."""
+    from loadtest.benchmarks import calibrate as calibration
+    from loadtest.measure.cell_sweep import utc_stamp
+
+    if read_dir is not None:
+        try:
+            click.echo(calibration.read(read_dir))
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        return
+    require(model_base_path, samples)
+    if not {0, 1} <= os.sched_getaffinity(0):
+        raise click.ClickException("needs cores 0 and 1: one for the servers, one for the load")
+    out = results_dir or Path("results") / f"calibrate-{utc_stamp()}"
+    click.echo(f"{runs} runs of {len(calibration.PAIRS)} pairs of null servers held against queueing theory; "
+               f"results under {out}")
+    try:
+        click.echo(calibration.run(runs, out, calibration.Setup(model_base_path.resolve(), samples.resolve())))
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@bench.command("queue-search")
+@click.option("--searches", type=click.IntRange(min=1), default=100, show_default=True, help="searches per case and rule")
+@click.option("--budget-s", type=POSITIVE_S, default=100.0, show_default=True,
+              help="each search's time (simulated seconds, each cell's overhead included)")
+@click.option("--precision", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), default=0.1,
+              show_default=True, help="the search's precision")
+def queue_search(searches: int, budget_s: float, precision: float) -> None:
+    """The capacity search against simulated M/D/1 queues (Lindley's recursion), whose capacity theory gives: how often
+    its range holds it and how wide it is, with the effective N (slow requests in clusters counted as fewer) and
+    without (every request independent, the rule before issue #67). No server, no Locust: seconds a case."""
+    from loadtest.benchmarks import queue_search as simulated
+
+    simulated.run(list(simulated.CASES), searches, budget_s, precision, echo=click.echo)

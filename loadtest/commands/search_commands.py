@@ -191,6 +191,9 @@ def rate_view(rows: Sequence[Any]) -> Table:
 @click.option("--budget-min", type=click.FloatRange(min=0, min_open=True), default=None,
               help="the whole run's time, its report included: its searches and repeats share it, and a repeat that "
               "does not fit is not started (default: the plan's [capacity] budget_min, else none)")
+@click.option("--verbose", "-v", is_flag=True,
+              help="print each cell's line as it is measured (always in the run's console.log); by default the "
+              "console shows one line per search as it narrows: its range, how wide, its budget left")
 @click.option("--no-tool-ceiling", "tool_ceiling", is_flag=True, flag_value=False, default=True,
               help="skip the tool ceiling: each configuration's twin (the null backend, same cores and Locust "
               "processes) checked at 2x its answers after the searches (default: measured, within "
@@ -200,9 +203,9 @@ def rate_view(rows: Sequence[Any]) -> Table:
 @click.pass_context
 def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok: bool, repeats: int,
                      max_repeats: int | None, sequential: bool, shapes: str | None, shapes_budget_min: float | None,
-                     budget_min: float | None, tool_ceiling: bool, plan_path: Path, results_dir: Path, report: bool,
-                     target_rps: float | None, prices: Path, headroom: float, spare: int, goals: tuple[Target, ...],
-                     **values: Any) -> None:
+                     budget_min: float | None, verbose: bool, tool_ceiling: bool, plan_path: Path, results_dir: Path,
+                     report: bool, target_rps: float | None, prices: Path, headroom: float, spare: int,
+                     goals: tuple[Target, ...], **values: Any) -> None:
     """The highest open-loop rate each server serves at p99 <= --p99-ms: bracket, bisect, confirm.
 
     One search per server (running, or started by the tool with --serve) and per --batch. Several servers are
@@ -249,7 +252,7 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
             click.echo("\n".join(sweep.lines()))
         run = Capacities(request, slots, batch_sizes, results_dir, plan_path=str(plan_path),
                          interleaved=not sequential, repeats=Repeats(repeats, max_repeats or repeats, without_majority),
-                         tool_ceiling=tool_ceiling,
+                         tool_ceiling=tool_ceiling, verbose=verbose,
                          budget_s=searches_budget_s(plan, sweep.budget_s if sweep else None, began))
         with sigterm_as_interrupt():
             outcomes = run.run()

@@ -154,6 +154,9 @@ class CellResult:
     server_latency: ServerLatency | None = None
     window_latency_ms: list[float | None] = field(default_factory=list)  # None: no OK call sent in that window
     window_scheduled_rps: list[float] = field(default_factory=list)  # open loop: sends the schedule put in each window
+    # window_histograms_us: per throughput window, by intended send time, its OK calls' latencies (HdrHistogram,
+    # µs, encoded; "" where none): how the slow requests cluster in time, at any objective (`judge.dispersion`).
+    window_histograms_us: list[str] = field(default_factory=list)
 
     @property
     def tag(self) -> SearchTag:

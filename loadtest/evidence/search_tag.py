@@ -74,18 +74,21 @@ class CellEvidence:
     p99_estimate_ms: float | None = None
     confidence: float | None = None
     requests_to_pass: int | None = None
+    dispersion: float | None = None  # the slow requests' clustering, where over 1 (`loadtest.judge.dispersion`)
 
     def to_dict(self) -> dict:
         record: dict[str, Any] = {"decision": self.decision, "reason": self.reason}
         if self.requests is not None:
             record.update(requests=self.requests, over=self.over, p99_estimate_ms=self.p99_estimate_ms,
                           confidence=self.confidence, requests_to_pass=self.requests_to_pass)
+        if self.dispersion is not None:
+            record["dispersion"] = self.dispersion
         return record
 
     @classmethod
     def from_dict(cls, raw: dict) -> CellEvidence:
         return cls(raw["decision"], raw["reason"], raw.get("requests"), raw.get("over"), raw.get("p99_estimate_ms"),
-                   raw.get("confidence"), raw.get("requests_to_pass"))
+                   raw.get("confidence"), raw.get("requests_to_pass"), raw.get("dispersion"))
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,9 @@ class Role(StrEnum):
     BISECT = "bisect"
     CONFIRM = "confirm"
     EXTEND = "extend"  # the same rate measured longer: its verdict pools every window at that rate
+    # A paired search's upper end measured again in the round after its final confirmation, so that both ends of its
+    # range come from the same minutes: a new attempt at that rate, whose verdict stands on its own windows.
+    RECHECK = "recheck"
     START = "start"  # the search's server did not start or answer: its one cell, recorded failed
     RETRY = "retry"  # older searches: a failing rate measured once more (pooled like an extension)
     REFERENCE = "reference"  # a paired comparison's reference cell (`loadtest.search.comparison`): not a search's

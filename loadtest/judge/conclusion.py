@@ -148,13 +148,12 @@ class Conclusion:
         return self.lowest_failing_rps is None or limited < self.lowest_failing_rps
 
     def upper_rps(self) -> float | None:
-        """The lowest rate above the answer (the capacity, else the best unconfirmed pass) that did not pass
-        (failed, or stayed inconclusive)."""
+        """The range's upper end: the lowest rate above the answer (the capacity, else the best unconfirmed pass)
+        shown to fail the objective; never an inconclusive one, which only shows the knee is near (None: no rate
+        above failed, and the range is one-sided)."""
         floor = self.answer.rate_rps if self.answer else 0.0
-        above = [s.rate_rps for s in self.inconclusive if s.rate_rps > floor]
-        if self.lowest_failing_rps is not None:
-            above.append(self.lowest_failing_rps)
-        return min(above, default=None)
+        failing = self.lowest_failing_rps
+        return failing if failing is not None and failing > floor else None
 
     def uncertainty(self) -> str:
         """`between 730 and 766 req/s` or `at least 730 req/s` and what bounds it (of the answered rate)."""
@@ -165,7 +164,7 @@ class Conclusion:
             return f"at least {low} req/s: the load generator's limit at {self.loadgen_limited_rps:g} req/s"
         upper = self.upper_rps()
         if upper is None:
-            return f"at least {low} req/s: the search stopped (no higher rate measured failing)"
+            return f"at least {low} req/s: the search stopped (no higher rate shown to fail)"
         return f"between {low} and {upper:g} req/s (upper end {upper:g})"
 
 

@@ -105,16 +105,21 @@ class Evidence:
     confidence: float
     estimate_ms: float | None  # early-stopping estimate of the true p99; None: too few requests for any
     outcome: Outcome
-    requests_to_pass: int  # N that k over the objective need to pass
+    requests_to_pass: int  # N that k over the objective need to pass (at the dispersion seen)
+    dispersion: float = 1.0  # how clustered the slow requests were (`loadtest.judge.dispersion`): N / phi effective
 
     @property
     def over_share(self) -> float:
         return self.over / self.requests if self.requests else 0.0
 
     def describe(self) -> str:
-        """`N=4210, k=12, p99 <= 8.412 ms at 99%` and, when inconclusive, what a pass needs."""
+        """`N=4210, k=12, p99 <= 8.412 ms at 99%` and, when inconclusive, what a pass needs; where the slow requests
+        came in clusters, the effective N they stand for."""
         estimate = f"p99 <= {self.estimate_ms:.3f} ms" if self.estimate_ms is not None else "no p99 estimate"
-        text = f"N={self.requests}, k={self.over} over {self.objective_ms:g} ms, {estimate} at {self.confidence:.0%}"
+        effective = (f" (effective {math.floor(self.requests / self.dispersion)}: slow ones clustered "
+                     f"×{self.dispersion:.1f})") if self.dispersion > 1 else ""
+        text = (f"N={self.requests}{effective}, k={self.over} over {self.objective_ms:g} ms, {estimate} "
+                f"at {self.confidence:.0%}")
         if self.outcome == Outcome.INCONCLUSIVE:
             text += f"; a pass needs N >= {self.requests_to_pass}"
         return text
@@ -140,20 +145,25 @@ def slowest(histogram: HdrHistogram, rank: int) -> float:
 
 
 def judge(histogram: HdrHistogram, objective_ms: float, confidence: float = DEFAULT_CONFIDENCE,
-          percentile: float = PERCENTILE) -> Evidence:
-    """The verdict of these latencies on `percentile <= objective_ms` at `confidence`."""
+          percentile: float = PERCENTILE, dispersion: float = 1.0) -> Evidence:
+    """The verdict of these latencies on `percentile <= objective_ms` at `confidence`. With the slow requests
+    clustered (`dispersion` phi > 1, `loadtest.judge.dispersion`), the rule stands on N / phi requests with k / phi
+    over it: rounded down for N, and for k up for a pass and down for a fail, so neither is made easier."""
+    phi = max(1.0, dispersion)
     requests = histogram.get_total_count()
     over = over_count(histogram, objective_ms)
-    allowed = most_over_allowed(requests, percentile, confidence)
-    estimate = slowest(histogram, allowed + 1) if allowed is not None else None
-    if allowed is not None and over <= allowed:
+    effective = math.floor(requests / phi)
+    allowed = most_over_allowed(effective, percentile, confidence)
+    rank = min(requests, math.floor(allowed * phi) + 1) if allowed is not None else None
+    estimate = slowest(histogram, rank) if rank is not None and rank >= 1 else None
+    if allowed is not None and math.ceil(over / phi) <= allowed:
         outcome = Outcome.PASS
-    elif confidently_over(requests, over, percentile, confidence):
+    elif confidently_over(effective, math.floor(over / phi), percentile, confidence):
         outcome = Outcome.FAIL
     else:
         outcome = Outcome.INCONCLUSIVE
-    return Evidence(requests, over, objective_ms, confidence, estimate, outcome,
-                    requests_to_pass(over, percentile, confidence))
+    needed = math.ceil(requests_to_pass(math.ceil(over / phi), percentile, confidence) * phi)
+    return Evidence(requests, over, objective_ms, confidence, estimate, outcome, needed, round(phi, 3))
 
 
 def needed_requests(requests: int, over: int, confidence: float) -> int | None:

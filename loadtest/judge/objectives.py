@@ -131,7 +131,7 @@ class ObjectiveAnswer:
     capacity_rps: float | None
     capacity_ips: float | None  # achieved img/s at that rate (all its windows)
     evidence: Evidence | None  # the answering step's verdict's: N, k over the objective, the p99 estimate
-    upper_rps: float | None  # the upper end: the lowest rate above the answer that did not pass
+    upper_rps: float | None  # the upper end: the lowest rate above the answer shown to fail
     lowest_failing_rps: float | None  # the lowest rate above it that failed at this objective
     not_monotone: tuple[tuple[float, float], ...] = ()  # (a passing rate, a lower rate that failed here)
     reason: str = ""  # why there is no capacity ("" when there is one)

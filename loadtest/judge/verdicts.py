@@ -7,7 +7,10 @@ of its requests together.
 - `failed`: a cell that did not finish, or whose requests failed, fails (the server erred);
 - `loadgen`: a cell whose load generator did not keep up (a process near a full core, all its
   cores near full, or late sends and dispatch lag in a cell where no send waited for a busy
-  server's free slot) says nothing about the server: neither a pass nor a fail;
+  server's free slot) says nothing about the server: neither a pass nor a fail. Only late sends with the
+  load generator's CPU not near full, that sent the rate asked (within counting noise) and whose latencies pass
+  anyway, pass: each is timed from its intended send and they reach the server in bursts, so the pass is the
+  harder for them, never the easier;
 - `overloaded`: an open-loop cell whose server did not keep up with the rate offered
   (`loadtest.judge.overload`) fails, whatever its latencies: what it served is no rate it sustains. Completions
   short of the sends fail at once. Mean latency that grew between a cell's halves fails when the rate's
@@ -37,7 +40,10 @@ from loadtest.evidence.stats import merge_encoded
 from loadtest.evidence.vocab import CellStatus, Flag, Role
 from loadtest.judge import confidence as conf
 from loadtest.judge import noise
+from loadtest.judge.dispersion import dispersion
 from loadtest.judge.overload import overloaded_reason, queue_growth_reason, shortfall_reason
+
+SHORT_ALLOWED = 0.05  # a late load generator's cell may pass where its throughput is within this share of the rate
 
 
 class Decision(StrEnum):
@@ -79,6 +85,19 @@ def client_limited(cell: CellResult) -> bool:
             and overloaded_reason(cell) is None)
 
 
+def _sent_on_schedule(cell: CellResult) -> bool:
+    """Whether the load generator, late or not, sent the rate asked: no process (nor all its cores) near a full core,
+    and the cell's throughput within counting noise of its offered rate (Poisson: 3 standard deviations, at least 5%
+    short allowed)."""
+    if any(f.flag == Flag.SATURATED and "load generator" in f.reason and "used" in f.reason for f in cell.flags):
+        return False
+    rate = cell.load.rate_rps
+    if not rate or cell.load.duration_s <= 0:
+        return False
+    expected = rate * cell.load.duration_s
+    return cell.throughput_rps >= rate * (1 - max(SHORT_ALLOWED, 3 / expected ** 0.5))
+
+
 def _flag_reason(cells: Sequence[CellResult], flag: Flag) -> str | None:
     reasons = [f.reason for c in cells for f in c.flags if f.flag == flag]
     return reasons[-1] if reasons else None
@@ -95,11 +114,12 @@ def verdict_of(cells: Sequence[CellResult], objective: Objective,
     errors = _flag_reason(cells, Flag.ERRORS)
     if errors is not None:
         return Verdict(Decision.FAIL, f"errors: {errors}")
+    evidence = conf.judge(merge_encoded(c.histogram_us for c in cells), objective.p99_ms, confidence,
+                          dispersion=dispersion(cells, objective.p99_ms))
     limited = next((c for c in cells if client_limited(c)), None)
-    if limited is not None:
+    if limited is not None and not (evidence.outcome == conf.Outcome.PASS and all(map(_sent_on_schedule, cells))):
         return Verdict(Decision.LOADGEN, "the load generator was the limit: "
                        + (_flag_reason([limited], Flag.SATURATED) or "its CPU or dispatch lag"))
-    evidence = conf.judge(merge_encoded(c.histogram_us for c in cells), objective.p99_ms, confidence)
     overloaded = _overloaded(cells, evidence)
     if overloaded is not None:
         return overloaded
@@ -174,4 +194,4 @@ def evidence_record(verdict: Verdict) -> CellEvidence:
     if e is None:
         return CellEvidence(verdict.decision.value, verdict.reason)
     return CellEvidence(verdict.decision.value, verdict.reason, e.requests, e.over, e.estimate_ms, e.confidence,
-                        e.requests_to_pass)
+                        e.requests_to_pass, e.dispersion if e.dispersion > 1 else None)

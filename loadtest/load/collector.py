@@ -72,6 +72,9 @@ class Tally:
     sent_latency_sum_us: dict = field(default_factory=dict)
     lag_histogram: HdrHistogram = field(default_factory=stats.new_histogram)  # open loop: sent - intended, µs
     lag_max_us: float | None = None
+    # Per window, by intended send time: the OK calls' latencies (µs), so that how the slow ones cluster in time can
+    # be read at any objective (`loadtest.judge.dispersion`).
+    sent_histograms: dict = field(default_factory=dict)
 
     def to_wire(self) -> dict:
         """Plain data (the histograms encoded) that `add_delta` on another process adds exactly."""
@@ -79,7 +82,8 @@ class Tally:
         return {**wire, "histogram": stats.encode(self.histogram), "errors_by_code": dict(self.errors_by_code),
                 "error_examples": dict(self.error_examples), "window_counts": dict(self.window_counts),
                 **{name: dict(getattr(self, name)) for name in _PER_SENT_WINDOW},
-                "lag_histogram": stats.encode(self.lag_histogram)}
+                "lag_histogram": stats.encode(self.lag_histogram),
+                "sent_histograms": {window: stats.encode(h) for window, h in self.sent_histograms.items()}}
 
     def add_delta(self, delta: dict) -> None:
         if delta["histogram"]:
@@ -97,6 +101,8 @@ class Tally:
             _add_counts(getattr(self, name), delta.get(name, {}))
         for code, text in delta["error_examples"].items():
             self.error_examples.setdefault(code, text)
+        for window, encoded in delta.get("sent_histograms", {}).items():
+            self.sent_histograms.setdefault(window, stats.new_histogram()).decode_and_add(encoded.encode("ascii"))
 
     def latency(self) -> stats.LatencySummary:
         return stats.summarise(self.histogram, self.min_us, self.max_us, self.sum_us)
@@ -145,6 +151,7 @@ class Collector(Tally):
         self._add_latency(record.latency_us)
         _add_counts(self.sent_ok_counts, {sent_window: 1})
         _add_counts(self.sent_latency_sum_us, {sent_window: record.latency_us})
+        stats.record_us(self.sent_histograms.setdefault(sent_window, stats.new_histogram()), record.latency_us)
         done_window = self.window_index(record.intended_unix_s + record.latency_us / 1e6)
         _add_counts(self.window_counts, {done_window: 1})
 

@@ -288,7 +288,9 @@ def run_summary(complete: bool) -> LoadSummary:
         window_start_unix_s=RUN.collector.start_unix_s if RUN.collector else None,
         window_scheduled_rps=(stats.window_counts_to_rps(agg.scheduled_counts, options.window_s, windows)
                               if agg.scheduled_counts else []),
-        window_latency_ms=stats.window_means_ms(agg.sent_latency_sum_us, agg.sent_ok_counts, windows))
+        window_latency_ms=stats.window_means_ms(agg.sent_latency_sum_us, agg.sent_ok_counts, windows),
+        window_histograms_us=[stats.encode(agg.sent_histograms[str(i)]) if str(i) in agg.sent_histograms else ""
+                              for i in range(windows)])
 
 
 def locust_totals() -> LocustTotals:

@@ -47,6 +47,7 @@ class LoadSummary:
     # mean latency (ms; None: no OK call) of the calls sent there.
     window_scheduled_rps: list[float] = field(default_factory=list)
     window_latency_ms: list[float | None] = field(default_factory=list)
+    window_histograms_us: list[str] = field(default_factory=list)  # per window: the OK calls sent there ("" none)
 
     def to_dict(self) -> dict:
         return asdict(self)

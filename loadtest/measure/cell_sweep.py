@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,6 +68,8 @@ class CellRunner:
     ctx: CellContext
     out: TextIO = sys.stdout
     results: list[CellResult] = field(default_factory=list)
+    verbose: bool = True  # each cell's line on the console too (else only in the run's log file, `detail`)
+    printer: Callable[[str], None] | None = None  # prints a console line (a live progress display's), else `out`
     floors: FloorSource = field(default_factory=FloorSource)
     loadgen: LoadgenSizer = field(default_factory=LoadgenSizer)  # Locust processes per cell, by measured cost
 
@@ -149,14 +151,34 @@ class CellRunner:
         append_result(self.jsonl_path, result)
         append_csv(self.run_dir / "results.csv", result)
         self.results.append(result)
-        self.say(progress_line(result, total))
+        self.detail(progress_line(result, total))
         return result
 
+    @property
+    def log_path(self) -> Path:
+        """The run's console, every line of it (each cell's too): `console.log` beside its results."""
+        return self.run_dir / "console.log"
+
     def say(self, text: str) -> None:
-        """One line, whole: a paired comparison's searches say theirs from their own threads (print writes the
-        text and its newline apart, so two lines could run together)."""
+        """One line, whole, on the console and in the run's log file: a paired comparison's searches say theirs
+        from their own threads (print writes the text and its newline apart, so two lines could run together)."""
+        self._log(text)
+        if self.printer is not None:
+            self.printer(text)
+            return
         self.out.write(text + "\n")
         self.out.flush()
+
+    def detail(self, text: str) -> None:
+        """A cell-by-cell line: in the run's log file, and on the console where `verbose`."""
+        if self.verbose:
+            self.say(text)
+        else:
+            self._log(text)
+
+    def _log(self, text: str) -> None:
+        with self.log_path.open("a") as log:
+            log.write(text + "\n")
 
 
 @dataclass

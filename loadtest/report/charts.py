@@ -198,6 +198,6 @@ def ceiling_chart(figures: dict[tuple[Config, int], Figures], answers: Answers, 
     return Figure("What the server served, against the device alone",
                   "Per configuration and request batch: images/s served at its answer as a share of the model alone "
                   "on the device at the batch the server ran (linear, from 0; the whisker reaches the answer's upper "
-                  "end, the lowest rate that did not pass; the dashed line is 50%). A short bar: the serving path, "
+                  "end, the lowest rate shown to fail; the dashed line is 50%). A short bar: the serving path, "
                   "not the device, bounded that answer." + unmeasured,
                   answer_plots.ceiling_figure(bars, [colours[labels[b.config]] for b in bars]))

@@ -25,7 +25,12 @@ TERMS: tuple[tuple[str, str], ...] = (
     ("confirmed", "a separate, longer measurement at that rate passed too; the answer rests on it"),
     ("passed, not confirmed", "the rate's own windows passed, but no confirmation was measured (a search cut short)"),
     ("at least, ≥", "a lower bound: no higher rate failed, or the load generator could not send faster"),
-    ("upper end", "the lowest rate above the capacity that did not pass: the capacity lies between the two"),
+    ("upper end", "the lowest rate above the capacity shown to fail the objective (never one that stayed "
+                  "inconclusive): the capacity lies between the two"),
+    ("effective N", "where the slow requests came in clusters (a backlog holds every request behind it over the "
+                    "objective), N ÷ their clustering: what the confidence rule stands on"),
+    ("recheck", "in a paired comparison, an answer's upper end measured again in the round after its "
+                "confirmation, so both ends of its range come from the same minutes"),
     ("unmet: stalls", "requests paused for about the same time at every load tried: a pause, not a lack of "
                       "capacity; the noise table says whose (the host's, the server's, the client's)"),
     ("inconclusive", "too few requests at that rate to say pass or fail at the stated confidence, or latency that "
@@ -51,8 +56,8 @@ TERMS: tuple[tuple[str, str], ...] = (
     ("probe, bracket, bisect, extend, confirm", "a search's steps: a closed-loop probe sets the start rate; "
      "bracket doubles the rate until one fails; bisect halves the gap; extend measures a rate longer when it "
      "was inconclusive; confirm measures the answer again, longer"),
-    ("reference", "in a paired comparison, one server at one request at a time, measured between rounds: how "
-                  "far the machine's own speed moved (the drift); never an answer"),
+    ("reference", "in a paired comparison, one server with 4 users back to back (never idle), measured between "
+                  "rounds: how far the machine's own speed moved (the drift); never an answer"),
     ("paired", "the servers compared were up at once and measured in alternating turns, so the machine's drift "
                "lands on both sides of the ratio"),
     ("moves with the machine's speed", "over four or more repeats or runs, the ratio followed the reference "

@@ -206,7 +206,7 @@ def device_table(devices: Sequence[DeviceAnswer], ratios: Sequence[DeviceRatio],
                  "Capacity: the highest offered rate (open loop) a capacity search confirmed with p99 within the "
                  "objective at the stated confidence (MLPerf's early-stopping rule: p99 upper estimate is the "
                  "confirmation's upper confidence bound on the true p99); " + OFFERED_VS_SERVED_REF + ". Upper end: "
-                 "the lowest rate above it that did not pass (blank: none "
+                 "the lowest rate above it shown to fail (blank: none "
                  "measured: the capacity is then a lower bound, ≥ with why); the best configuration is the one "
                  "with the highest capacity on that device, request "
                  "batch size and objective. Batching gain: best batching-enabled capacity ÷ batching-off capacity, "

@@ -237,7 +237,7 @@ def shapes_figure(curves: Sequence[ShapeCurve], configs: Sequence[Sequence[tuple
     """Capacity against cores per replica, one dark line per family (its marker tells families apart), each shape's
     point in its configuration's colour (`configs`: per curve, each point's configuration label and colour; a shape
     is a server of its own); whisker:
-    up to the rate that did not pass; hollow: a lower bound, no whisker: what its cores alone serve may lie above
+    up to the rate shown to fail; hollow: a lower bound, no whisker: what its cores alone serve may lie above
     it. Dashed grey: the perfect-linear line from its 1-core capacity."""
     fig, ax = plt.subplots(figsize=(7, 4))
     handles: list = []

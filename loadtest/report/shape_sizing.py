@@ -4,7 +4,7 @@ A shape sweep runs one configuration (its `family`, "cpu-off") as one server per
 with k gRPC frontends and named `cpu-off-2c` (`loadtest.evidence.search_tag.ShapeTag`). From its searches:
 
 - per family, device, request batch and objective, the curve of capacity against cores per replica, each shape by
-  its `typical` search: its capacity with the rate that did not pass above it, linear from one core
+  its `typical` search: its capacity with the rate shown to fail above it, linear from one core
   (k × capacity_1), and the scaling efficiency capacity_k ÷ (k × capacity_1) with its range from both brackets
   (low: capacity_k ÷ (k × upper_1); high: upper_k ÷ (k × capacity_1)). An end is open where its bracket is, or where
   the capacity it needs bounded is a lower bound (the shape shared the load generator's cores, or the load
@@ -50,7 +50,7 @@ class ShapePoint:
     p99_objective_ms: float
     cores: int  # cores per replica, k
     capacity_rps: float | None  # None: this shape did not meet the objective
-    upper_rps: float | None  # the lowest rate above it that did not pass; None: none (or a lower bound)
+    upper_rps: float | None  # the lowest rate above it shown to fail; None: none (or a lower bound)
     above_failed: bool  # that rate failed (False: it stayed inconclusive)
     shares_loadgen: bool  # some of its cores were the load generator's: its capacity is a lower bound
     at_least: bool  # the load generator was the limit: its capacity is a lower bound

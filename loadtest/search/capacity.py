@@ -1,63 +1,43 @@
-"""Capacity under a latency objective: the highest offered rate a server serves at p99 <= L, with
-the confidence its verdicts state.
+"""Capacity under a latency objective: the highest offered rate a server serves at p99 <= L, with the confidence its
+verdicts state (docs/methodology.md#capacity-under-a-latency-objective says it at length).
 
-The search, as perf_analyzer's `--latency-threshold` search and MLPerf LoadGen's Server scenario
-do it (LoadGen's peak finding confirms a lower rate before it searches upward), on open-loop
+The search, as perf_analyzer's `--latency-threshold` search and MLPerf LoadGen's Server scenario do it, on open-loop
 (Poisson) cells only, each one a recorded cell:
 
-1. anchor: the start rate (half a closed-loop probe's throughput), halved while it does not pass;
-   the first rate that passes is confirmed at once (a longer, separate measurement), so that a
-   search cut short early still answers with a confirmed rate;
-2. bracket: from the anchor, double while the rate passes, until a passing rate and one above it
-   that did not pass are known;
-3. bisect between them until (upper - passing) / passing <= the precision;
-4. confirm the highest passing rate. A confirmation that fails at a rate that passed names the rate
-   *unsteady* (`loadtest.judge.conclusion.describe_unsteady`); it becomes the upper end and the
-   search goes on below it. The last step a search may take, and the time a confirmation needs, are
-   kept for the confirmation.
-5. in a paired comparison (`pairing` given: `loadtest.search.interleave.Turn`), the searches agree on their
-   answers before they end: each says whether its answer passed and the round its confirmation was
-   measured in. Answers that all passed, confirmed within three rounds of each other (about half a minute),
-   stand. All passed in different minutes: those confirmed before the newest one's minutes confirm again, all
-   in one round (a held call: a new attempt at the same rate, its own verdict), so that the ratio's two answers
-   come from the same minutes, while the newest waits (each confirmation more at a knee is one more chance to
-   fail). One did not pass: it searches on below, and the others wait for its next answer, then agree again. A
-   search whose time runs out answers with its last confirmation (the ratio's range then carries the
-   machine's drift between the two answers: `loadtest.report.answers.paired`).
+1. anchor: the start rate (half a closed-loop probe's throughput), halved while it does not pass; the first rate
+   that passes is confirmed at once, so that a search cut short early still answers with a confirmed rate;
+2. bracket: from the anchor, double while the rate passes, until one above it does not;
+3. bisect until (upper end - passing) / passing <= the precision, the upper end always a rate shown to fail; rates
+   that stayed inconclusive are stepped around (`loadtest.search.next_rate`);
+4. confirm the highest passing rate. A confirmation that fails names the rate *unsteady*; it becomes the upper end
+   and the search goes on below it. The last steps a search may take, and their time, are kept for it.
+5. paired (`pairing`: `loadtest.search.interleave.Turn`), the upper end is measured again (role `recheck`) in the
+   round after the confirmation, so both ends of each range come from the same minutes (one that does not fail
+   again is no upper end: the search goes on above), and the searches agree on their answers before they end: those
+   confirmed within three rounds of each other stand; older ones confirm again, all in one round, while the newest
+   waits; one that did not hold searches on while the others wait for its next answer. The search ends early when
+   the server stops answering.
 
-Whatever stops it (its step limit, its deadline, Ctrl-C or SIGTERM: `interrupts`) it answers with its
-best evidence: the highest confirmed rate; above it, the highest rate that passed but was not
-confirmed ("passed, not confirmed"); "none" only when nothing passed. A cell is never started
-when the time left cannot hold it: its window (at least the 459 requests a pass needs at p99, 99%,
-at its rate) plus the cell's overhead (`cell_overhead_s`: warm-up, Locust's start and the scrapes).
-
-Each rate is judged by `loadtest.judge.verdicts` at the stated confidence (MLPerf's early-stopping rule:
-`loadtest.judge.confidence`): pass, fail, inconclusive, or the load generator's limit. A rate's first
-window is long enough to hold the requests a pass needs (a window is sized in requests, not
-seconds; at high rates the usual window already holds them). An inconclusive rate is measured
-longer (role `extend`): the window grows to the requests a verdict would likely need (a rate whose
-latency grew within its one cell, to that cell's length at least: `loadtest.judge.verdicts`), up to
-`max_rate_s` seconds at that rate in all (a rate that only steers the bisection is extended once; a
-confirmation, which is the answer, until it is settled or the cap is reached), and every window at
-the rate is pooled. A rate still inconclusive is never taken as a pass or a fail: above a pass it
-only bounds the bisection (the answer lists it with its N), and below the rate whose `max_rate_s`
-cannot hold 1.1 x the 459 requests a pass needs (at p99, 99%) the search stops and says so. A load
-generator that did not keep up says nothing about the server: such a rate bounds the bisection from
-above like a failing one, and the highest passing rate below it is confirmed and answered as "at
-least" (a confirmation that does not hold lowers the bound, as any other).
-While halving downward it stops as soon as the rates that did not pass show stalls independent
-of the load (`loadtest.judge.conclusion.stalls`), rather than bisecting towards zero.
-
-The answer is always a measured, passing rate, never an interpolated one, with its uncertainty
-(`loadtest.judge.conclusion.Conclusion`). The search ends early when the server stops answering.
-
-Not for: measuring a cell (`CapacitySearch` is given a `measure` function; the command line wires
-it to `loadtest.measure.cell_sweep.CellRunner`), answering other objectives from the same cells
-(`loadtest.judge.objectives.objective_answers`) or sizing replicas (`loadtest.report.sizing.size`).
+Whatever stops it (its step limit, its deadline, Ctrl-C or SIGTERM: `interrupts`) it answers with its best evidence:
+the highest confirmed rate; above it, the highest rate that passed but was not confirmed; "none" only when nothing
+passed. A cell is never started when the time left cannot hold it (`cell_overhead_s` and its window). Each rate is
+judged by `loadtest.judge.verdicts` at the stated confidence (MLPerf's early-stopping rule, on the
+effective N where slow requests cluster: `loadtest.judge.dispersion`): pass, fail, inconclusive, or the load
+generator's limit. A first window holds the requests a pass needs; an inconclusive rate is measured longer (role
+`extend`, sized for the requests a verdict would likely need, up to `max_rate_s` at the rate in all; once for a rate
+that only steers the bisection, until settled for a confirmation), its windows pooled. An inconclusive rate is never
+a pass or a fail, nor an upper end; below the rate whose `max_rate_s` cannot hold 1.1 x the 459 requests a pass
+needs the search stops and says so. A rate where the load generator was the limit bounds the bisection like a fail,
+and the answer below it is "at least". While halving downward it stops as soon as the rates that did not pass
+show stalls independent of the load (`loadtest.judge.conclusion.stalls`). The answer is always a measured, passing
+rate, never an interpolated one, with its uncertainty (`Conclusion`).
+Not for: measuring a cell (`measure`: the command line wires it to `loadtest.measure.cell_sweep.CellRunner`),
+other objectives from the same cells (`loadtest.judge.objectives`) or sizing (`loadtest.report.sizing`).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,6 +47,8 @@ from loadtest.evidence.vocab import Role
 from loadtest.judge import confidence as conf
 from loadtest.judge.conclusion import conclude, final_verdicts, stalls
 from loadtest.judge.verdicts import Decision, Step, Verdict, step_after
+from loadtest.search.final_round import Final, next_attempt, standing_round
+from loadtest.search.next_rate import next_rate, undecided, upper_end
 from loadtest.search.search_settings import (
     FIRST_WINDOW_MARGIN,
     Agreement,
@@ -100,6 +82,7 @@ class CapacitySearch:
     limited_at: float | None = None  # the lowest rate where the load generator was the limit
     interrupts: tuple[type[BaseException], ...] = (KeyboardInterrupt,)
     pairing: Pairing | None = None  # a paired comparison's seat: final answers agreed in the same minutes
+    on_step: Callable[[CapacitySearch], None] | None = None  # after each step (the console's progress line)
     _rounds: list[int | None] = field(default_factory=list)  # the round each step was measured in (paired)
 
     def run(self) -> CapacityAnswer:
@@ -169,62 +152,97 @@ class CapacitySearch:
         return lower
 
     def _narrow(self, low: float, high: float | None) -> None:
-        """Bisect, then confirm the highest passing rate; a confirmation that does not pass lowers the bound.
-        A rate where the load generator was the limit is bisected toward like a failing one (a lower rate may
-        still be within the load generator's reach): the answer is "at least" the highest passing rate below
-        the lowest such rate, to the precision asked for."""
+        """Bisect until the range is within the precision, then confirm its low end (paired: and measure its upper end
+        again beside it, `_final`); a confirmation that does not pass lowers the range, an upper end that does not fail
+        again raises it. A rate where the load generator was the limit bounds the bisection like a failing one (a
+        lower rate may still be within the load generator's reach): the answer is then "at least" the highest passing
+        rate below the lowest such rate, to the precision asked for."""
+        del high  # the range's upper end is read from the steps: the lowest rate above `low` shown to fail
         while True:
-            while high is not None and (high - low) / low > self.settings.precision:
-                middle = round((low + high) / 2, 1)  # rates to 0.1 req/s: finer is below measurement noise
-                if not low < middle < high or not self._room_to_climb(middle, low):
-                    break
-                verdict = self._judge(middle, Role.BISECT)
-                if verdict.passed:
-                    low = middle
-                    continue
-                high = middle
-                if verdict.decision == Decision.LOADGEN:
-                    self.limited_at = middle if self.limited_at is None else min(self.limited_at, middle)
-            if self._final(low):
-                if high is not None and self._at_client_limit(high):
+            low = self._bisect(low)
+            final = self._final(low)
+            if final == Final.HELD:
+                upper = self._upper(low)
+                if upper is not None and self._at_client_limit(upper):
                     raise _Stop(f"the load generator was the limit at {self.limited_at:g} req/s")
                 return
-            high, below = low, self._highest_passing_below(low)
+            if final == Final.RAISED:
+                continue  # the upper end did not fail again: the range above `low` is searched again
+            below = self._highest_passing_below(low)
             if below is None:
                 raise _Stop("no passing rate held up under confirmation")
             low = below
 
-    def _final(self, rate: float) -> bool:
+    def _bisect(self, low: float) -> float:
+        """Rates between `low` (passing) and the lowest rate above it shown to fail (or the load generator's limit),
+        until the range is within the precision or no rate is left to try; the new low end."""
+        while True:
+            upper = self._upper(low)
+            if upper is not None and (upper - low) / low <= self.settings.precision:
+                return low
+            rate = self._next_rate(low, upper)
+            if rate is None or not self._room_to_climb(rate, low):
+                return low
+            verdict = self._judge(rate, Role.BISECT)
+            if verdict.passed:
+                low = rate
+            elif verdict.decision == Decision.LOADGEN:
+                self.limited_at = rate if self.limited_at is None else min(self.limited_at, rate)
+
+    def _next_rate(self, low: float, upper: float | None) -> float | None:
+        return next_rate(low, upper, undecided(self.steps), self.settings.precision, self.settings.max_rps)
+
+    def _upper(self, low: float) -> float | None:
+        return upper_end(self.steps, low)
+
+    def _final(self, rate: float) -> Final:
         """Whether `rate` holds as the answer. Alone: confirmed before, or now. Paired: confirmed in the same minutes
-        as every other search's answer (module step 5); True also where it passed and its time cannot hold another
-        attempt."""
+        as every other search's answer (module step 5), with its upper end measured again in the next round, so that
+        both ends of every range come from the same minutes; held also where it passed and its time cannot hold
+        another attempt."""
         if self.pairing is None:
-            return self._confirmed(rate) or self._judge(rate, Role.CONFIRM).passed
+            confirmed = self._confirmed(rate) or self._judge(rate, Role.CONFIRM).passed
+            return Final.HELD if confirmed else Final.LOWERED
         measure = not self._confirmed(rate)
         while True:
-            passed = self._judge(rate, Role.CONFIRM, self._next_attempt(rate), held=True).passed if measure else True
-            said = self.pairing.agree(passed, self._standing_round(rate))
-            if not passed or said == Agreement.STAND:
-                return passed
-            measure = said == Agreement.AGAIN  # else another searches on below: agree again on its next answer
+            passed = self._judge(rate, Role.CONFIRM, self._next_attempt(rate, True), held=True).passed \
+                if measure else True
+            upper_held = self._recheck(rate) if passed and measure else True
+            said = self.pairing.agree(passed and upper_held, self._standing_round(rate))
+            if not passed:
+                return Final.LOWERED
+            if not upper_held:
+                return Final.RAISED
+            if said == Agreement.STAND:
+                return Final.HELD
+            measure = said == Agreement.AGAIN  # else another searches on: agree again on its next answer
             if measure and not self._room_to_confirm(rate):
-                return True
+                return Final.HELD
+
+    def _recheck(self, low: float) -> bool:
+        """The range's upper end (a rate whose own windows failed) measured again in the round after the confirmation of
+        `low`; whether it failed again. True where there is none (or its confirmation is what failed), or no room to
+        measure it (the older fail then stands, and the ratio's range allows for the machine's drift since)."""
+        upper = self._upper(low)
+        if upper is None:
+            return True
+        own = final_verdicts(self.steps).get((upper, False))
+        if own is None or own.verdict.decision != Decision.FAIL or not self._room_to_recheck(upper):
+            return True  # none, one the load generator limited, or one whose confirmation (not its windows) failed
+        verdict = self._judge(upper, Role.RECHECK, self._next_attempt(upper, False), held=True)
+        return verdict.decision == Decision.FAIL
 
     def _standing_round(self, rate: float) -> int | None:
-        """The round the latest confirmation at `rate` began in, where it passed; None otherwise."""
-        confirming = [(i, s) for i, s in enumerate(self.steps) if s.confirming and s.rate_rps == rate]
-        if not confirming or not confirming[-1][1].verdict.passed:
-            return None
-        attempt = confirming[-1][1].attempt
-        return self._rounds[next(i for i, s in confirming if s.attempt == attempt)]
+        return standing_round(self.steps, self._rounds, rate)
 
-    def _next_attempt(self, rate: float) -> int:
-        """0 for a rate's first confirmation; one more than its last attempt after that."""
-        attempts = [s.attempt for s in self.steps if s.confirming and s.rate_rps == rate]
-        return max(attempts) + 1 if attempts else 0
+    def _next_attempt(self, rate: float, confirming: bool) -> int:
+        return next_attempt(self.steps, rate, confirming)
 
     def _room_to_confirm(self, rate: float) -> bool:
         return self._steps_left() > 0 and self._confirm_s(rate) <= self._time_left()
+
+    def _room_to_recheck(self, rate: float) -> bool:
+        return self._steps_left() > 0 and self._cell_s(rate, self._first_window_s(rate, False)) <= self._time_left()
 
     def _confirm_s(self, rate: float) -> float:
         """The least a confirmation at `rate` takes: its window (holding a pass's requests) and overhead."""
@@ -294,10 +312,13 @@ class CapacitySearch:
         rate = max(step.result.throughput_rps, step.rate_rps * 0.5)
         if room_s < 0.5:
             return None
-        wanted = conf.needed_requests(evidence.requests, evidence.over, self.settings.confidence)
-        if wanted is None:  # a share over the objective near 1%: only the most requests allowed can settle it
+        phi = evidence.dispersion  # slow requests in clusters: the rule stands on N / phi of them
+        effective = conf.needed_requests(math.floor(evidence.requests / phi), math.ceil(evidence.over / phi),
+                                         self.settings.confidence)
+        if effective is None:  # a share over the objective near 1%: only the most requests allowed can settle it
             window_s = room_s
         else:
+            wanted = math.ceil(effective * phi)
             window_s = min(room_s, max(1.0, 1.1 * (wanted - evidence.requests) / rate, step.verdict.again_s))
         if self.settings.cell_overhead_s + window_s > self._time_left():
             return None  # a window the time left cannot hold: not started
@@ -312,6 +333,8 @@ class CapacitySearch:
                           self.settings.confidence, attempt)
         self.steps.append(step)
         self._rounds.append(self.pairing.last_round if self.pairing is not None else None)
+        if self.on_step is not None:
+            self.on_step(self)
         if not measured.server_alive:
             raise _Stop("the server stopped answering")
         return step
@@ -332,6 +355,10 @@ class CapacitySearch:
     def _time_left(self) -> float:
         return self.deadline - self.clock()
 
+    def time_left_s(self) -> float:
+        """Seconds of the search's budget left (its own clock: in a paired comparison, not while it waits)."""
+        return max(0.0, self._time_left())
+
     def _cell_s(self, rate: float, window_s: float | None) -> float:
         """The least a cell at `rate` takes: its window (at least the requests a pass needs) and overhead."""
         needed_s = conf.requests_to_pass(0, confidence=self.settings.confidence) / rate
@@ -344,7 +371,10 @@ class CapacitySearch:
         step_s = self._cell_s(rate, self._first_window_s(rate, False))
         if self._confirmed(low) and self.pairing is None:  # paired, the final confirmation is measured again
             return self._steps_left() > 0 and step_s <= self._time_left()
-        return self._steps_left() > 1 and step_s + self._confirm_s(low) <= self._time_left()
+        if self.pairing is None:
+            return self._steps_left() > 1 and step_s + self._confirm_s(low) <= self._time_left()
+        # paired: the final round also measures the upper end again (a cell like this one)
+        return self._steps_left() > 2 and 2 * step_s + self._confirm_s(low) <= self._time_left()
 
     def _cut_short(self) -> str:
         """Why a search that converged nowhere near the precision stopped: its steps, or its time."""

@@ -25,6 +25,7 @@ from loadtest.measure.cell_sweep import CellRunner, Interrupted, cell_estimate_s
 from loadtest.measure.probe import Prober
 from loadtest.search.capacity import CapacitySearch, Pairing
 from loadtest.search.capacity_request import CapacityRequest
+from loadtest.search.progress import Progress, range_text
 from loadtest.search.search_settings import CapacityAnswer, Measured, SearchSettings
 from model_export.provenance import cpu_cores
 from serving.deploy.process import pinned_cores
@@ -53,6 +54,7 @@ class CapacityRun:
     asked: Objective | None = None  # the search's objective (`CapacityRequest.searches_at`); None: the batch's
     shape: ShapeTag | None = None  # its server's replica shape, in a shape sweep
     retag: Callable[[SearchTag], SearchTag] | None = None  # a tool-ceiling twin's search: its cells' tags, as twins'
+    progress: Progress | None = None  # the console's line for this search, updated after each of its cells
     _confirming: bool = False  # the last measured rate was a confirmation: its extensions are too
     _processes: int = 0  # Locust processes now: the plan's, plus any added where its client was the limit
     _measured_at: dict[float, int] = field(default_factory=dict)  # cells measured so far at each rate
@@ -69,7 +71,16 @@ class CapacityRun:
                                   confirm_window_s=r.plan.run.measure_s * r.confirm_factor,
                                   cell_overhead_s=cell_estimate_s(r.plan.run) - r.plan.run.measure_s)
         return CapacitySearch(settings, self._measure, clock=self.clock,
-                              interrupts=(Interrupted, KeyboardInterrupt), pairing=self.pairing).run()
+                              interrupts=(Interrupted, KeyboardInterrupt), pairing=self.pairing,
+                              on_step=self._progress if self.progress is not None else None).run()
+
+    def _progress(self, search: CapacitySearch) -> None:
+        """This search's console line: its range so far, how wide, and its budget left."""
+        assert self.progress is not None
+        self.progress.update(self.search_id, f"search {self.search_id.rsplit('/', 1)[-1]} ({self.target.name}, "
+                             f"{self.objective}, request batch {self.batch_size}): "
+                             f"{range_text(search.steps, self.objective)}; {len(search.steps)} cells, "
+                             f"{search.time_left_s():.0f} s of {search.settings.max_s:.0f} s left")
 
     @property
     def objective(self) -> Objective:

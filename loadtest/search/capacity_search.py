@@ -31,8 +31,9 @@ from loadtest.measure.servers import Slot, StartFailed, ToStart
 from loadtest.search.capacity_output import outcome_line, trail_table
 from loadtest.search.capacity_request import CapacityRequest, Outcome
 from loadtest.search.capacity_run import CapacityRun, NotMeasured, search_tag
-from loadtest.search.comparison import Reference, Repeats, comparison_tag
+from loadtest.search.comparison import REFERENCE_USERS, Reference, Repeats, comparison_tag
 from loadtest.search.interleave import Turn, interleave
+from loadtest.search.progress import Progress
 from loadtest.search.run_budget import TOOL_CEILING_SHARE, RunBudget
 from loadtest.search.tool_ceiling_run import ToolCeilings, TwinClock
 from serving.endpoint import ServedEndpoint
@@ -55,17 +56,22 @@ class Capacities:
     interleaved: bool = True  # several servers: paired (False: searched one after the other)
     budget_s: float | None = None  # the searches' whole time (--budget-min's, a shape sweep's), shared as they begin
     tool_ceiling: bool = True  # after the searches, each configuration's twin (`loadtest.search.tool_ceiling_run`)
+    verbose: bool = True  # each cell's line on the console (else in the run's console.log only)
 
     def __post_init__(self) -> None:
         self.shapes = {s.name: tag for s in self.servers if isinstance(s, ToStart) and (tag := s.shape_tag())}
         self.cells = CellRunner.new_run(self.results_root, self.request.plan, self.plan_path, self.out)
+        self.progress = Progress(self.out)
+        self.cells.verbose = self.verbose
+        self.cells.printer = self.progress.print
         self.run_id, self.run_dir = self.cells.run_id, self.cells.run_dir
         self.prober = Prober(self.request.plan.run)
         self._ids = 0
         self._comparisons = 0
         self.points = [(b, o) for b in self.batch_sizes for o in self.request.searches_at(b)]
-        repeats = max(self.repeats.at_least, self.repeats.at_most)
-        searches = len(self.servers) * len(self.points) * repeats
+        # shared among the repeats that run (`--repeat`); one more (`--max-repeats`) begins only in what they leave
+        # (`RunBudget.fits`): shares kept for repeats that never ran left a demo at 197 of its 330 s (issue #67)
+        searches = len(self.servers) * len(self.points) * self.repeats.at_least
         kept = TOOL_CEILING_SHARE if self.tool_ceiling else 0.0
         self.budget = RunBudget(self.budget_s, searches, kept=kept) if self.budget_s is not None else None
         self._max_s: float | None = None  # the searches beginning now: their share of the budget
@@ -94,12 +100,14 @@ class Capacities:
         began = time.monotonic()
         if self.budget is not None:
             self.budget.start()
-        if self.paired:
-            self._run_paired(began)
-        else:
-            for repeat in self.repeats.each(self.cells, [self._comparison_id(*p) for p in self.points], self.budget):
-                self._run_sequential(repeat)
-            self._tool_ceilings(began)
+        with self.progress.shown():
+            if self.paired:
+                self._run_paired(began)
+            else:
+                for repeat in self.repeats.each(self.cells, [self._comparison_id(*p) for p in self.points],
+                                                self.budget):
+                    self._run_sequential(repeat)
+                self._tool_ceilings(began)
         return self.outcomes
 
     def _tool_ceilings(self, began: float) -> None:
@@ -181,7 +189,7 @@ class Capacities:
                                          self.request.confidence, comparison=comparison))
         self.cells.say(f"paired comparison {comparison.id} (repeat {repeat}): "
                        f"{' against '.join(t.name for t in targets)} at request batch {batch}, their cells "
-                       f"interleaved; reference cell: {targets[0].name}, one request at a time")
+                       f"interleaved; reference cell: {targets[0].name}, {REFERENCE_USERS} users back to back")
         self._share(len(targets), True)
         ended: dict[int, Outcome] = {}
         starts: dict[int, float] = {}
@@ -241,7 +249,8 @@ class Capacities:
         request = self.request if self._max_s is None else replace(self.request,
                                                                    max_s=min(self.request.max_s, self._max_s))
         run = CapacityRun(request, self.cells, target, search_id, self.prober, batch_size, beat_rps,
-                          model_version, comparison=comparison, shape=self.shapes.get(target.name), **hooks)
+                          model_version, comparison=comparison, shape=self.shapes.get(target.name),
+                          progress=self.progress, **hooks)
         self.cells.say(f"capacity search {search_id}: {run.objective}, request batch {batch_size}, "
                        f"on {target.name} ({target.grpc_target})")
         try:

@@ -2,9 +2,12 @@
 server loaded at a time, `loadtest.search.interleave`), with a reference cell measured at the start, between
 slices and at the end, which shows how far this machine's speed moved while they were measured.
 
-The reference cell is the same every time: the comparison's first server, one request at a time (closed
-loop, 1 user) at request batch 1 for `REFERENCE_S` seconds. Its throughput is the machine's speed as this
-server sees it; `loadtest.report.answers.paired` reads the drift from it. Every cell of a comparison, searches and
+The reference cell is the same every time: the comparison's first server, `REFERENCE_USERS` users sending back to
+back (closed loop) at request batch 1 for `REFERENCE_S` seconds, so the server is never idle. Its throughput is the
+server's own service rate at that moment: how fast this machine runs it; `loadtest.report.answers.paired` reads the
+drift from it. (One request at a time, as before issue #67, read the client's and the wire's time as much as the
+server's: on the 2-core build machine it moved 25% where the server's service rate moved 10%, and every ratio's range
+widened by the difference.) Every cell of a comparison, searches and
 reference alike, records `search.comparison`: its id (one per request batch size), the repeat, whether it
 was paired (interleaved) or searched one after the other, and the servers compared.
 
@@ -29,7 +32,8 @@ from loadtest.measure.probe import Prober
 from loadtest.search.run_budget import RunBudget
 from serving.endpoint import ServedEndpoint
 
-REFERENCE_S = 1.0  # the reference cell's measured seconds (one request at a time: ~1,000 requests here)
+REFERENCE_S = 1.0  # the reference cell's measured seconds (~300 requests on a null server of 3 ms a call)
+REFERENCE_USERS = 4  # users sending back to back: the server never idle (2 to 16 read the same rate here)
 REFERENCE_WARMUP_S = 0.3
 REFERENCE_EVERY = 3  # rounds between reference cells (a round: one cell of each server)
 
@@ -52,7 +56,7 @@ class Reference:
 
     def measure(self, when: str) -> None:
         """One reference cell (`when`: "start", "between", "end", recorded in its tag)."""
-        cell = plans.Cell(LoadMode.CLOSED, 1, 1, None)
+        cell = plans.Cell(LoadMode.CLOSED, 1, REFERENCE_USERS, None)
         run = replace(self.run, measure_s=REFERENCE_S, warmup_s=REFERENCE_WARMUP_S, processes=1)
         self.cells.measure(self.prober, self.target, cell, run, 0, None, search=replace(self.tag, when=when))
 

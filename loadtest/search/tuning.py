@@ -15,7 +15,7 @@ the full grid of candidate values:
 A challenger is first measured at the incumbent's capacity C with the same confidence rule (one
 rate, not a search from scratch): one that does not pass there loses at once; one that does is
 searched upward from C. It replaces the incumbent only when its confirmed capacity is above the
-incumbent's upper end (the lowest rate the incumbent did not pass), i.e. beats it by more than
+incumbent's upper end (the lowest rate shown to fail for the incumbent), i.e. beats it by more than
 their uncertainty; where the incumbent has no upper end, by more than `min_gain`. Paired (`evaluate_pair`,
 what `mnist-bench tune` does): each challenger is searched beside the incumbent, both servers up at once and
 their cells interleaved (`loadtest.search.capacity_search.Capacities.compare`), and the bar is the incumbent's
@@ -70,7 +70,7 @@ class Evaluated:
     capacity_ips: float | None = None
     p99_ms: float | None = None  # at the capacity
     note: str = ""  # why unmet or failed; anything worth keeping otherwise
-    upper_rps: float | None = None  # the lowest rate above the capacity that did not pass (None: not measured)
+    upper_rps: float | None = None  # the lowest rate above the capacity shown to fail (None: not measured)
     at_least: bool = False  # the load generator was the limit above it: the capacity is only a lower bound
     passed_rps: float | None = None  # the best pass above the capacity that its search did not confirm (None: none)
 

@@ -5,7 +5,7 @@ From the records alone (a capacity search tags its cells with `CellResult.search
 - per search, its answer: its steps rebuilt with each rate's pooled verdict at the recorded
   confidence, concluded by `loadtest.judge.conclusion.conclude` exactly as the search concluded:
   the highest rate whose confirmation passed, with its uncertainty (the lowest rate above it that
-  did not pass, the estimate, stalls, a load generator's limit);
+  was shown to fail, the estimate, stalls, a load generator's limit);
 - per device × request batch size × objective, the best configuration measured (highest capacity);
 - the batching gain there: best batching-enabled capacity ÷ batching-off capacity (None, with the
   reason, when either is missing or batching off did not meet the objective), and its range from
@@ -109,7 +109,7 @@ class SearchAnswer:
 
     @property
     def upper_rps(self) -> float | None:
-        """The upper end: the lowest rate above the figure that did not pass; None for a lower bound."""
+        """The upper end: the lowest rate above the figure shown to fail; None for a lower bound."""
         if self.at is not None:
             return None if self.at.at_least else self.at.upper_rps
         return None if self.conclusion is None or self.conclusion.at_least else self.conclusion.upper_rps()

@@ -1,6 +1,6 @@
 """How far the machine's speed moved while a comparison ran, and whether its ratios moved with it.
 
-A comparison's reference cells (one request at a time on its first server) and how far they moved are
+A comparison's reference cells (its first server's service rate, 4 users back to back) and how far they moved are
 `loadtest.report.answers.movement`'s (`Drift`, `drift_of`); `Speeds`: the machine's speed at any cell of the
 comparison, interpolated between the reference cells around it. `speed_link`: Pearson's r between ratios (per
 repeat, or per run) and the median speed their reference cells read; at |r| >= `SPEED_LINK` over

@@ -1,4 +1,4 @@
-"""How far the machine's speed moved over a run: its reference cells (one request at a time on a comparison's first
+"""How far the machine's speed moved over a run: its reference cells (the service rate of a comparison's first
 server), in the order measured, and, per search, the movement over its comparison's.
 
 `Drift` and `drift_of` give one comparison's; `search_movements` gives every paired search's, by search id, which a
@@ -21,7 +21,8 @@ from loadtest.evidence.vocab import CellStatus, Role
 
 @dataclass(frozen=True)
 class Drift:
-    """The reference cell's throughput (req/s, one request at a time), in the order measured."""
+    """The reference cell's throughput (req/s, 4 users back to back: the server's service rate), in the order
+    measured."""
 
     server: str
     speeds: tuple[float, ...]

@@ -304,7 +304,7 @@ def _repeat(cell: CellResult) -> int:
 
 
 def _upper_cells(cells: Sequence[CellResult], answers: Sequence[SearchAnswer]) -> dict[str, int]:
-    """Each search's last cell at its upper end (the lowest rate above its answer that did not pass)."""
+    """Each search's last cell at its upper end (the lowest rate above its answer shown to fail)."""
     out = {}
     for a in answers:
         at = [c.cell_index for c in cells if c.tag.id == a.search_id
@@ -344,7 +344,8 @@ def paired_table(ratios: Sequence[PairedRatio]) -> Table | None:
                  "from the two searches' brackets (the lowest and highest ratio their passing and failing rates "
                  "allow), widened by the speed change between the two answers' cells (the drift the pairing left "
                  "in) and between each answer and its upper end. Drift: how far the machine's speed (the first "
-                 "server's throughput, one request at a time) moved within the repeat, fastest ÷ slowest − 1. "
+                 "server's throughput, 4 users back to back: its service rate) moved within the repeat, fastest ÷ "
+                 "slowest − 1. "
                  "A two-sided range holding ×1.0 is no measurable difference; a range open at one end is a bound, "
                  "with no estimate.",
                  ("ratio", "request batch", "p99 objective ms", "paired", "repeat", "ratio (range)",

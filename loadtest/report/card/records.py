@@ -19,7 +19,7 @@ class CardRow:
     device: str  # "cpu" or "gpu"
     setup: str  # "batching on (profile cpu)", "batching off"; "" where nothing met the objective
     capacity_rps: float | None  # the figure: the confirmed capacity, else the highest pass (`state` says which)
-    failed_rps: float | None  # the upper end: the lowest rate above it that did not pass (None: none measured)
+    failed_rps: float | None  # the upper end: the lowest rate above it shown to fail (None: none measured)
     at_least: bool  # a lower bound (the load generator's limit, or the search stopped: `state` says which)
     p99_ms: float | None  # the p99 upper estimate at the capacity (its verdict's), as the answer table gives it
     busy: str

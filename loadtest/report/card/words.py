@@ -51,8 +51,9 @@ TERMS = {
     STAND_IN: "this project's own gRPC server (serving/), speaking TF Serving's Predict API with the same model "
               "weights and batching parameters: it stands in for TF Serving where no container runs, so its figures "
               "are its own, not TF Serving's.",
-    UPPER_END: "the lowest rate above the capacity that did not pass (it failed, or its verdict stayed open): the "
-               "true capacity lies between.",
+    UPPER_END: "the lowest rate above the capacity shown to fail (never one whose verdict stayed open): the true "
+               "capacity lies between, at 99% confidence each end, slow requests that came in clusters counted as "
+               "fewer.",
     LOWER_BOUND: "a lower bound, with why: the search stopped (no higher rate failed: it did not go high enough) or "
                  "the load generator's limit (it could not offer more).",
     "for buying": "the device or the production server (a TF Serving container) bounded the answer (\"bounded by\") "

@@ -111,7 +111,7 @@ def searches_table(searches: Sequence[SearchAnswer], labels: Labels,
     return Table("Capacity searches", "Each search's answer: the highest offered rate whose confirmation passed "
                  "(valid, and p99 within the objective at the stated confidence: est. p99 is the early-stopping "
                  "estimate of the true p99), the images/s, device use and latency of that cell, its upper end (the "
-                 "lowest rate above it that did not pass; why, in the last column), its tool ceiling (what the load "
+                 "lowest rate above it shown to fail; why, in the last column), its tool ceiling (what the load "
                  "generator and the path to the model carried in the same run with a model that costs nothing) and "
                  "the uncertainty. Not met: no confirmation passed. " + OFFERED_VS_SERVED_REF + ".",
                  ("configuration", "request batch", "p99 objective ms", "met", "capacity req/s", "images/s served",

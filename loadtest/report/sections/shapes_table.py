@@ -21,7 +21,7 @@ HEADER = ("configuration family", "request batch", "p99 objective ms", "cores pe
           "linear from 1 core req/s", "scaling efficiency", "note")
 CAPTION = ("One configuration measured at several replica shapes (a shape sweep, capacity --shapes): k cores and k "
            "gRPC frontends a replica. Capacity: the highest rate its search confirmed, in brackets the lowest rate "
-           "above it that did not pass. Linear from 1 core: k × the 1-core capacity. Scaling efficiency: capacity ÷ "
+           "above it shown to fail. Linear from 1 core: k × the 1-core capacity. Scaling efficiency: capacity ÷ "
            "(k × the 1-core capacity), in brackets its range from both brackets (low: capacity ÷ (k × the 1-core "
            "upper end); high: upper end ÷ (k × the 1-core capacity)); an end is open where its bracket is or the "
            "capacity it needs is a lower bound. Sizing prices every shape measured and takes the cheapest; no shape "
@@ -80,7 +80,7 @@ def shapes_figure(curves: Sequence[ShapeCurve], labels: Mapping[Config, str], co
     return Figure(f"{TITLE}: capacity against cores per replica",
                   "Per configuration family, request batch and objective (a dark line, its marker naming the family): "
                   "each shape's capacity, in its configuration's colour as in every chart (the whisker reaches "
-                  "the lowest rate above it that did not pass; hollow, without one: a lower bound, it shared the load "
+                  "the lowest rate above it shown to fail; hollow, without one: a lower bound, it shared the load "
                   "generator's cores or the load generator was the limit) and, dashed, linear from its 1-core capacity "
                   "(k × capacity at 1 core).", plots.shapes_figure(drawn, named))
 

@@ -138,7 +138,7 @@ def test_a_floor_within_twice_the_runtime_round_trip_names_the_runtime():
 
 
 def test_when_the_load_generator_was_the_limit_it_is_named_instead():
-    steps = [("bracket", 400, 8.0), ("bracket", 440, 8.0, "saturated", "2% of sends left late"),
+    steps = [("bracket", 400, 8.0), ("bracket", 440, 12.0, "saturated", "2% of sends left late"),
              ("confirm", 400, 9.0)]
     cells = with_twin([replace(c, device_floor=floor((1, 25000.0))) for c in search(NULL, "s", steps)])
     # unconfirmed comes first: the one-figure rule's state (a lower bound: the load generator's limit), read

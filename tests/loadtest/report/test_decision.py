@@ -104,7 +104,7 @@ def test_the_cards_boxes_and_cost_are_the_sizing_arithmetic_on_the_capacitys_ran
     assert any(note.startswith("5,000 req/s · p99 ≤ 10 ms · 8 images/request, CPU: not priced: the replica's cores "
                                "are unknown") for note in card.notes)
     gpu = next(r for r in card.rows if r.device == "gpu")
-    # 5000 / (6250 x 0.8) = 1 replica, one per h100-1; the rate above (6500) needs as many; N + 1: 1 + 1 spare
+    # 5000 / (6250 x 0.8) = 1 replica, one per h100-1; the rate above (7000) needs as many; N + 1: 1 + 1 spare
     # h100-1 at 4.00 USD/h = 8.00 USD/h
     assert gpu.boxes == (1, 1) and gpu.spare == 1 and gpu.instance == "h100-1" and gpu.usd_per_hour == 8.0
     assert round(gpu.usd_per_m_requests or 0, 4) == round(8.0 / (5000 * 3600) * 1e6, 4)
@@ -112,7 +112,7 @@ def test_the_cards_boxes_and_cost_are_the_sizing_arithmetic_on_the_capacitys_ran
     # not for buying: the most a server at least this fast needs, marked "≤"
     assert cells["boxes"] == "≤ 1 + 1 spare × h100-1" and cells["USD/h"] == "≤ 8.00"
     assert cells["bounded by"] == "the tool: tool ceiling not measured: no twin was run"  # the ceiling said once
-    assert cells["capacity req/s"] == "6,250.0 confirmed, upper end 6,500.0"  # 6,500 did not pass (inconclusive)
+    assert cells["capacity req/s"] == "6,250.0 confirmed, upper end 7,000.0"  # 6,500 stayed inconclusive: no end
     cpu = next(r for r in card.rows if r.device == "cpu" and r.target.batch == 1)
     assert cpu.capacity_rps == 675.0 and cpu.failed_rps == 700.0 and not cpu.for_buying and cpu.boxes is None
     md = report.run([_copy(tmp_path, "capacity-run")], target_rps=5000, prices=DEFAULT_PRICES)[1].read_text()

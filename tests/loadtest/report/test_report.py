@@ -70,13 +70,13 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     # per-replica prices with one spare replica (N + 1): CPU (10 + 1) x 0.40 = 4.40 USD/h, / 18 = 0.244 per M;
     # GPU (1 + 1) x 4.00 = 8.00, / 18 = 0.444
     assert rows[1] == ("| 5,000 req/s · p99 ≤ 10 ms · 1 image | GPU | batching on (profile gpu) | 6,250.0 confirmed, "
-                       "upper end 6,500.0 | 9.26 | the production server; tool ceiling ≥ 12,500.0 req/s (2× the "
+                       "upper end 7,000.0 | 9.26 | the production server; tool ceiling ≥ 12,500.0 req/s (2× the "
                        "answer) | 1 + 1 spare replicas | 8.00 | 0.444 |")
     assert lines[6] == ""  # one target (request batch 1), two devices: two rows
     # one comparison line: no cheaper device (a "≤" price is not a quote), GPU/CPU, the batching gains with their
-    # ranges (675 / 471.2, off's upper end, to 700 / 453.1)
-    assert "10 ms, 1 image: GPU/CPU ×9.26 (×8.93–×9.63); batching: CPU ×1.49 (×1.43–×1.54), GPU ×1.85 " \
-           "(×1.79–×1.93) (not paired)." in lines
+    # ranges (675 / 489.4, off's upper end, to 700 / 453.1)
+    assert "10 ms, 1 image: GPU/CPU ×9.26 (×8.93–×10.37); batching: CPU ×1.49 (×1.38–×1.54), GPU ×1.85 " \
+           "(×1.79–×2.07) (not paired)." in lines
     assert not any(line.startswith("**") for line in lines)  # no bold paragraph: the title is the heading
     assert lines.index("## Terms of the card") < lines.index("## Findings")
     # the first screen holds the card alone (the design's ≤ 60 words outside its table, a command one word): its
@@ -89,10 +89,10 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     findings = lines[lines.index("## Findings"):]
     assert findings[2] == ("cpu (Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz): bounded by device alone not measured "
                            "(tool ceiling ≥ 1,350.0 req/s (2× the answer)).")
-    assert findings[4].startswith("batching gain ×1.49 (×1.43–×1.54) on cpu")
+    assert findings[4].startswith("batching gain ×1.49 (×1.38–×1.54) on cpu")
     assert ("gpu (NVIDIA H100 80GB HBM3): bounded by the production server (tool ceiling ≥ 12,500.0 req/s (2× the "
             "answer)).") in findings
-    assert ("GPU/CPU ×9.26 (×8.93–×9.63) at p99 ≤ 10 ms (request batch 1): gpu-gpu 6,250.0 req/s vs cpu-cpu 675.0 "
+    assert ("GPU/CPU ×9.26 (×8.93–×10.37) at p99 ≤ 10 ms (request batch 1): gpu-gpu 6,250.0 req/s vs cpu-cpu 675.0 "
             "req/s.") in findings
     assert "GPU/CPU at request batch 1 at the other objectives: ×10.00 (×6.67–×15.00) at 5 ms." in findings  # passes
     table = next(i for i, line in enumerate(findings) if line.startswith("|"))
@@ -102,7 +102,7 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     cpu = answer_rows[("cpu", "1")]
     # "—": no device telemetry; 9.49: the confirmation's early-stopping estimate (its raw p99 is 9.60)
     assert cpu[4:11] == ["cpu-cpu", "675.0", "668.2", "—", "3.20", "9.49", "700.0"]
-    assert cpu[11] == "×1.49 (×1.43–×1.54) (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[12] == "×9.26 (×8.93–×9.63)"
+    assert cpu[11] == "×1.49 (×1.38–×1.54) (cpu-cpu vs cpu-off 453.1 req/s)" and cpu[12] == "×9.26 (×8.93–×10.37)"
     assert cpu[13] == "≥ 1,350.0 req/s (2× the answer)"  # its tool ceiling, as the card gives it
     assert len(cpu) == 14  # boxes and prices are the card's alone
     assert md.index("Capacity under the latency objective, per device.") < md.index("Generated ")
@@ -124,7 +124,7 @@ def test_html_opens_with_the_card_then_its_chart_before_any_other_plot(bought):
     cost = body.index('<img class="chart" alt="USD/h for each target at each p99 objective"')
     assert chart < cost == body.index("<img", chart + 1)
     after = body.index("<img", cost + 1)  # the other plots
-    assert chart < body.index('id="card-terms"') < body.index("batching gain ×1.49 (×1.43–×1.54) on cpu") \
+    assert chart < body.index('id="card-terms"') < body.index("batching gain ×1.49 (×1.38–×1.54) on cpu") \
         < after
     assert body.index("Capacity under the latency objective, per device") < after
     assert body.index("<h2>Latency vs offered load</h2>") < body.index("<h2>Throughput vs load</h2>")
@@ -161,12 +161,12 @@ def test_bad_answer_inputs_are_errors(runs, kwargs, message):
 
 def test_searches_table(searched):
     rows = {(r[0], r[1]): r for r in table(searched[1].read_text(), "Capacity searches")}
-    # one upper end (471.2: the lowest rate above it that did not pass, with its reason; not also 489.4, the lowest
-    # that failed) and one p99 (the estimate the verdict is on; not also the cell's raw p99)
-    assert rows[("cpu-off", "1")][3:10] == ["yes", "453.1", "448.6", "—", "3.10", "9.22", "471.2"]
+    # one upper end (489.4: the lowest rate above it shown to fail; 471.2 stayed inconclusive, no upper end) and
+    # one p99 (the estimate the verdict is on; not also the cell's raw p99)
+    assert rows[("cpu-off", "1")][3:10] == ["yes", "453.1", "448.6", "—", "3.10", "9.22", "489.4"]
     assert rows[("cpu-off", "1")][10] == "not measured: no twin was run"  # its tool ceiling
-    assert rows[("cpu-off", "1")][13] == "between 453.1 and 471.2 req/s"  # to its upper end, as every table prints it
-    assert rows[("cpu-off", "8")][3:5] == ["NO", "—"] and rows[("cpu-off", "8")][9] == "1.0"  # its lowest not passing
+    assert rows[("cpu-off", "1")][13] == "between 453.1 and 489.4 req/s"  # to its upper end, as every table prints it
+    assert rows[("cpu-off", "8")][3:5] == ["NO", "—"] and rows[("cpu-off", "8")][9] == "2.5"  # its lowest shown to fail
     assert rows[("cpu-off", "8")][13].startswith("unmet: stalls of about 23 ms")
     assert len(rows) == 6
 

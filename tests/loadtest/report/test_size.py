@@ -148,7 +148,7 @@ def test_capacity_search_answers_come_first():
     off = by["cpu-off"]  # its plain open-loop sweep (100-400 req/s) is not used
     assert (off.capacity, off.source, off.lower_bound) == (453.1, "capacity search", False)
     assert off.note == ("search 2026-11-23T09-00-00Z/cpu-off/batch-1: 453.1 confirmed at p99 <= 10 ms, est. p99 "
-                        "9.223 ms; upper end 471.2 req/s")  # the figure as the report's tables print it
+                        "9.223 ms; upper end 489.4 req/s")  # the figure as the report's tables print it
     assert by["cpu-cpu"].capacity == 675 and by["gpu-gpu"].capacity == 6250  # not cpu-cpu's closed loop
     assert by["gpu-gpu"].replicas == 1  # 5000 / (6250 x 0.8) = 1 exactly
     by_ips, _ = answers_by_label(10, target_ips=1000, results=[CAPACITY], batch_size=8)

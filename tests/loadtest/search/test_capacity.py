@@ -219,27 +219,31 @@ def test_a_rate_that_cannot_hold_a_pass_within_its_cap_stays_inconclusive():
     assert answer.ended_because.startswith("no pass down to 200 req/s; below 229.5 req/s")
     assert [s.rate_rps for s in answer.conclusion.inconclusive] == [200]
     assert answer.conclusion.inconclusive[0].verdict.decision == Decision.INCONCLUSIVE
-    assert answer.conclusion.lowest_failing_rps is None and answer.conclusion.upper_rps() == 200
+    # never an inconclusive rate as the upper end
+    assert answer.conclusion.lowest_failing_rps is None and answer.conclusion.upper_rps() is None
 
 
-def test_inconclusive_rates_above_the_capacity_bound_it_but_are_not_fails():
+def test_inconclusive_rates_are_no_upper_end_and_the_search_finds_a_fail_above_them():
     """Between 730 and 900 req/s exactly 1% of requests are over the objective: however long it is
-    measured (30 s at a rate), such a rate neither passes nor fails."""
+    measured (30 s at a rate), such a rate neither passes nor fails. It shows the knee is near, not where the range
+    ends: the range's upper end is a rate shown to fail, which the search finds above them."""
     server = Server(capacity=900, borderline=(730, 900))
     answer = search(server, start=100).run()
     assert answer.met and 730 / 1.05 <= answer.capacity.rate_rps <= 730
-    assert answer.lowest_failing_rps is None
     inconclusive = answer.conclusion.inconclusive
     assert inconclusive and all(730 < s.rate_rps <= 900 for s in inconclusive)
-    for step in inconclusive:
+    extended = [step for step in inconclusive if len(rates_measured(answer, step.rate_rps)) > 1]
+    assert extended  # (the last may have met the step limit before its extension)
+    for step in extended:
         measured = rates_measured(answer, step.rate_rps)
         assert [s.role for s in measured][1:] == [Role.EXTEND] * (len(measured) - 1)
         assert sum(s.result.load.duration_s for s in measured) == pytest.approx(30.0)  # up to its cap
         assert step.verdict.evidence.requests > conf.requests_to_pass(0)
-    upper = min(s.rate_rps for s in inconclusive)
-    assert answer.conclusion.upper_rps() == upper
-    assert answer.conclusion.uncertainty() == (f"between {answer.capacity.rate_rps:g} and {upper:g} req/s "
-                                               f"(upper end {upper:g})")
+    failing = answer.lowest_failing_rps
+    assert failing is not None and failing > 900
+    assert answer.conclusion.upper_rps() == failing
+    assert answer.conclusion.uncertainty() == (f"between {answer.capacity.rate_rps:g} and {failing:g} req/s "
+                                               f"(upper end {failing:g})")
 
 
 # ---------------------------------------------------------------------------------------------- stalls

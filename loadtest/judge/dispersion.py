@@ -1,0 +1,120 @@
+"""How clustered a rate's slow requests are in time, for the effective sample size its verdict stands on (issue #67).
+
+MLPerf's early-stopping rule counts k requests over the objective in N and assumes each request is an independent
+draw. Near a queue's knee they are not: a backlog that once reaches the objective keeps every request that arrives
+before it drains over it, so the slow ones come in clusters of m at a time, and k varies m times as much as a
+binomial's. 459 requests with none over then say as much as 459 / m independent ones. The same holds for a host
+stall that holds every request in its span.
+
+The dispersion phi estimates m as batch means do: each cell's windows (its throughput windows, by intended send
+time, `CellResult.window_histograms_us`) are grouped into batches of about `BATCH_S` (longer than a queue's cluster at
+its knee here, 0.05-0.5 s), and Pearson's statistic of the count over the threshold in each batch, against a
+binomial's at the pooled share, divided by its degrees of freedom, is phi, never below 1, and 1 where the statistic
+is within what independent requests would show 99 times in 100 (one batch length, and that test: a few batches of
+independent requests read 1.5-2 by chance, and every verdict would pay for it). The threshold is the
+objective where at least `MIN_OVERS` requests lie over it; otherwise the latency of the `MIN_OVERS`-th slowest
+request, but not below half the objective: the clusters of a queue's tail are as long at any level near its top
+(the backlog's overshoot past a level is memoryless), and a host stall's are longer at a lower level, so the
+estimate errs on the side of fewer effective requests. With fewer than `MIN_OVERS_ANY` over even that, or fewer
+than `MIN_GROUPS` groups, nothing is known about clustering and phi is 1 (as for records made before windows were
+kept).
+
+The verdict then stands on N / phi requests with k / phi over (`loadtest.judge.confidence.judge`): a pass needs
+phi times the requests, a fail phi times the share's excess.
+
+Pure functions. Not for: the verdict itself (`loadtest.judge.confidence`, `loadtest.judge.verdicts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+from hdrh.histogram import HdrHistogram
+from scipy.stats import chi2
+
+from loadtest.evidence.records import CellResult
+from loadtest.evidence.stats import decode, merge_encoded, recorded_buckets
+
+MIN_OVERS = 10  # requests over the threshold for a share to read clusters from
+MIN_OVERS_ANY = 3  # below this many even at the lowest threshold allowed, nothing is known: phi 1
+MIN_GROUPS = 4  # batches needed for Pearson's statistic
+BATCH_S = 1.0  # a batch's seconds: windows per batch = BATCH_S / the cell's window (at least 1)
+SIGNIFICANCE = 0.01  # clustering is read only where independent requests would vary so much less often than this
+LOWEST_THRESHOLD_SHARE = 0.5  # of the objective: the lowest threshold the clusters are read at
+
+
+@lru_cache(maxsize=65536)
+def _decoded(encoded: str) -> HdrHistogram:
+    return decode(encoded)
+
+
+def _over(histogram: HdrHistogram, threshold_us: float) -> int:
+    return sum(count for value, count in recorded_buckets(histogram) if value > threshold_us)
+
+
+def _threshold_us(cells: Sequence[CellResult], objective_ms: float) -> float:
+    """The objective (µs) where enough requests lie over it, else the `MIN_OVERS`-th slowest's latency, never below
+    `LOWEST_THRESHOLD_SHARE` of the objective."""
+    objective_us = objective_ms * 1000.0
+    pooled = merge_encoded(c.histogram_us for c in cells)
+    if _over(pooled, objective_us) >= MIN_OVERS or pooled.get_total_count() < MIN_OVERS:
+        return objective_us
+    seen = 0
+    for value, count in reversed(recorded_buckets(pooled)):
+        seen += count
+        if seen >= MIN_OVERS:
+            return max(LOWEST_THRESHOLD_SHARE * objective_us, min(objective_us, value - 1))
+    return objective_us
+
+
+def _windows(cell: CellResult, threshold_us: float) -> list[tuple[int, int]]:
+    """(requests, over the threshold) of each of the cell's windows, in order."""
+    out = []
+    for encoded in cell.window_histograms_us:
+        if not encoded:
+            out.append((0, 0))
+            continue
+        histogram = _decoded(encoded)
+        out.append((histogram.get_total_count(), _over(histogram, threshold_us)))
+    return out
+
+
+def _pearson(groups: Sequence[tuple[int, int]], share: float) -> float | None:
+    """Pearson's statistic over its degrees of freedom for (requests, over) groups against a binomial at `share`, where
+    it says the counts vary more than a binomial's at `SIGNIFICANCE` (else 1: a few batches read ~1.5-2 by chance
+    for independent requests); None with too few groups to say."""
+    used = [(n, o) for n, o in groups if n > 0]
+    if len(used) < MIN_GROUPS or not 0 < share < 1:
+        return None
+    statistic = sum((o - share * n) ** 2 / (share * (1 - share) * n) for n, o in used)
+    freedom = len(used) - 1
+    if float(chi2.sf(statistic, freedom)) > SIGNIFICANCE:
+        return 1.0
+    return statistic / freedom
+
+
+def _grouped(windows: Sequence[tuple[int, int]], size: int) -> list[tuple[int, int]]:
+    return [(sum(n for n, _ in windows[i:i + size]), sum(o for _, o in windows[i:i + size]))
+            for i in range(0, len(windows) - size + 1, size)]
+
+
+def dispersion(cells: Sequence[CellResult], objective_ms: float) -> float:
+    """phi of the requests over `objective_ms` in `cells` (one rate's, pooled): 1 where nothing says otherwise."""
+    kept = [c for c in cells if c.window_histograms_us]
+    if not kept:
+        return 1.0
+    threshold = _threshold_us(kept, objective_ms)
+    per_cell = [_windows(c, threshold) for c in kept]
+    requests = sum(n for windows in per_cell for n, _ in windows)
+    over = sum(o for windows in per_cell for _, o in windows)
+    if over < MIN_OVERS_ANY or requests == 0:
+        return 1.0
+    share = over / requests
+    batches = [g for cell, windows in zip(kept, per_cell, strict=True)
+               for g in _grouped(windows, max(1, round(BATCH_S / cell.load.window_s)))]
+    phi = _pearson(batches, share)
+    return max(1.0, phi) if phi is not None else 1.0
+
+
+__all__ = ["BATCH_S", "MIN_OVERS", "dispersion"]

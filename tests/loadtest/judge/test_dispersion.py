@@ -1,0 +1,68 @@
+"""How clustered a rate's slow requests are (`loadtest.judge.dispersion`), on cells whose windows are planted: slow
+requests spread as a binomial's read about 1, in clusters of m about m; and a verdict on clustered requests stands
+on N / phi of them (`loadtest.judge.confidence.judge`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from loadtest.evidence.stats import encode, histogram_of
+from loadtest.judge import confidence as conf
+from loadtest.judge.dispersion import dispersion
+from tests.loadtest.search.test_capacity import passing_cell
+
+FAST_US, SLOW_US = 5_000.0, 80_000.0
+OBJECTIVE_MS = 50.0
+
+
+def windowed(overs_per_window: list[int], per_window: int = 200):
+    """A cell of len(overs_per_window) windows of `per_window` requests each, that many over the objective in each."""
+    windows = [[SLOW_US] * o + [FAST_US] * (per_window - o) for o in overs_per_window]
+    every = [v for w in windows for v in w]
+    return replace(passing_cell(), window_histograms_us=[encode(histogram_of(w)) for w in windows],
+                   histogram_us=encode(histogram_of(every)), requests=len(every), ok_requests=len(every))
+
+
+def test_slow_requests_spread_as_a_binomials_read_about_one():
+    rng = np.random.default_rng(7)
+    phis = [dispersion([windowed(list(rng.binomial(200, 0.02, 40)))], OBJECTIVE_MS) for _ in range(20)]
+    assert 1.0 <= float(np.median(phis)) < 1.5
+
+
+@pytest.mark.parametrize("size", [5, 20])
+def test_slow_requests_in_clusters_of_m_read_about_m(size):
+    rng = np.random.default_rng(3)
+    phis = []
+    for _ in range(20):
+        clusters = rng.poisson(200 * 0.02 / size, 40)  # the same 2% over, in clusters of `size`
+        phis.append(dispersion([windowed([min(200, size * int(c)) for c in clusters])], OBJECTIVE_MS))
+    assert size / 2 < float(np.median(phis)) < size * 1.6
+
+
+def test_without_windows_or_slow_requests_nothing_is_known_and_phi_is_one():
+    assert dispersion([passing_cell()], OBJECTIVE_MS) == 1.0  # a record made before windows were kept
+    assert dispersion([windowed([0] * 30)], OBJECTIVE_MS) == 1.0
+
+
+def test_with_none_over_the_objective_the_clusters_are_read_lower_down_but_not_below_half_of_it():
+    cell = windowed([0] * 30)
+    windows = [[30_000.0] * (20 if i % 10 == 0 else 0) + [FAST_US] * 180 for i in range(30)]  # 30 ms, in bursts
+    clustered = replace(cell, window_histograms_us=[encode(histogram_of(w)) for w in windows],
+                        histogram_us=encode(histogram_of([v for w in windows for v in w])))
+    assert dispersion([clustered], OBJECTIVE_MS) > 5  # read at 30 ms: within half of the 50 ms objective
+    assert dispersion([clustered], 100.0) == 1.0  # nothing within half of 100 ms
+
+
+def test_a_verdict_on_clustered_requests_stands_on_n_over_phi():
+    histogram = histogram_of([FAST_US] * 1000)  # none over: a pass on 459 independent requests or more
+    assert conf.judge(histogram, OBJECTIVE_MS).outcome == conf.Outcome.PASS
+    clustered = conf.judge(histogram, OBJECTIVE_MS, dispersion=4.0)  # 250 effective: too few for any pass
+    assert clustered.outcome == conf.Outcome.INCONCLUSIVE and clustered.requests_to_pass == 4 * 459
+    assert "effective 250: slow ones clustered ×4.0" in clustered.describe()
+    failing = histogram_of([FAST_US] * 950 + [SLOW_US] * 50)  # 5% over: a fail, independent or in clusters of 4
+    assert conf.judge(failing, OBJECTIVE_MS).outcome == conf.Outcome.FAIL
+    assert conf.judge(failing, OBJECTIVE_MS, dispersion=4.0).outcome == conf.Outcome.FAIL
+    assert conf.judge(failing, OBJECTIVE_MS, dispersion=20.0).outcome == conf.Outcome.INCONCLUSIVE
