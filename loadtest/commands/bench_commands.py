@@ -1,4 +1,4 @@
-"""`mnist-bench bench server|runtimes|loadgen|probe|reproduce|drift|calibrate|queue-search`: the benchmarks' command line.
+"""`mnist-bench bench server|runtimes|loadgen|probe|reproduce|drift|calibrate|queue-search`: the benchmarks' CLI.
 
     mnist-bench bench server --model-base-path models/mnist --samples models/mnist-samples.npz
     mnist-bench bench runtimes --model-base-path models/mnist --samples models/mnist-samples.npz
@@ -377,7 +377,8 @@ def calibrate(runs: int, model_base_path: Path, samples: Path, results_dir: Path
 
 
 @bench.command("queue-search")
-@click.option("--searches", type=click.IntRange(min=1), default=100, show_default=True, help="searches per case and rule")
+@click.option("--searches", type=click.IntRange(min=1), default=100, show_default=True,
+              help="searches per case and rule")
 @click.option("--budget-s", type=POSITIVE_S, default=100.0, show_default=True,
               help="each search's time (simulated seconds, each cell's overhead included)")
 @click.option("--precision", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), default=0.1,

@@ -47,8 +47,15 @@ from loadtest.evidence.vocab import Role
 from loadtest.judge import confidence as conf
 from loadtest.judge.conclusion import conclude, final_verdicts, stalls
 from loadtest.judge.verdicts import Decision, Step, Verdict, step_after
-from loadtest.search.final_round import Final, next_attempt, standing_round
-from loadtest.search.next_rate import next_rate, undecided, upper_end
+from loadtest.search.next_rate import (
+    Final,
+    next_attempt,
+    next_rate,
+    standing_round,
+    undecided,
+    undecided_inside,
+    upper_end,
+)
 from loadtest.search.search_settings import (
     FIRST_WINDOW_MARGIN,
     Agreement,
@@ -90,7 +97,7 @@ class CapacitySearch:
         self.deadline = self.clock() + self.settings.max_s
         interrupted = False
         try:
-            self._narrow(*self._bracket())
+            self._narrow(self._bracket()[0])
             ended = "converged"
             if self._bracket_too_wide():
                 ended = self._cut_short()
@@ -126,8 +133,7 @@ class CapacitySearch:
         return rate, None  # passes at the highest rate it may offer, or no room to go higher
 
     def _secure(self, rate: float) -> bool:
-        """Confirm a passing anchor at once; whether it held. One that did not is unsteady: the search goes
-        on below it (in a tuner's gate, it ends)."""
+        """Confirm a passing anchor at once; whether it held (if not: below it; in a tuner's gate, the end)."""
         if self._judge(rate, Role.CONFIRM).passed:
             return True
         if self.settings.gate:
@@ -135,8 +141,7 @@ class CapacitySearch:
         return False
 
     def _lower(self, rate: float, verdict: Verdict) -> float:
-        """The next rate down from one that did not pass (or did not hold); stops where no lower rate can
-        show a pass, or where the rates that did not pass show stalls independent of the load."""
+        """The next rate down from one that did not pass or hold; stops where none lower can pass, or at stalls."""
         s = self.settings
         found = stalls(self.steps, s.objective)
         if found is not None:
@@ -151,18 +156,15 @@ class CapacitySearch:
                         f"{FIRST_WINDOW_MARGIN - 1:.0%} to spare")
         return lower
 
-    def _narrow(self, low: float, high: float | None) -> None:
-        """Bisect until the range is within the precision, then confirm its low end (paired: and measure its upper end
-        again beside it, `_final`); a confirmation that does not pass lowers the range, an upper end that does not fail
-        again raises it. A rate where the load generator was the limit bounds the bisection like a failing one (a
-        lower rate may still be within the load generator's reach): the answer is then "at least" the highest passing
-        rate below the lowest such rate, to the precision asked for."""
-        del high  # the range's upper end is read from the steps: the lowest rate above `low` shown to fail
+    def _narrow(self, low: float) -> None:
+        """Bisect until the range is within the precision, then confirm its low end (paired: and its upper end again,
+        `_final`); a confirmation that does not pass lowers the range, an upper end that does not fail again raises it.
+        Below a rate where the load generator was the limit the answer is "at least" the highest pass."""
         while True:
             low = self._bisect(low)
             final = self._final(low)
             if final == Final.HELD:
-                upper = self._upper(low)
+                upper = upper_end(self.steps, low)
                 if upper is not None and self._at_client_limit(upper):
                     raise _Stop(f"the load generator was the limit at {self.limited_at:g} req/s")
                 return
@@ -177,10 +179,10 @@ class CapacitySearch:
         """Rates between `low` (passing) and the lowest rate above it shown to fail (or the load generator's limit),
         until the range is within the precision or no rate is left to try; the new low end."""
         while True:
-            upper = self._upper(low)
+            upper = upper_end(self.steps, low)
             if upper is not None and (upper - low) / low <= self.settings.precision:
                 return low
-            rate = self._next_rate(low, upper)
+            rate = next_rate(low, upper, undecided(self.steps), self.settings.precision, self.settings.max_rps)
             if rate is None or not self._room_to_climb(rate, low):
                 return low
             verdict = self._judge(rate, Role.BISECT)
@@ -188,12 +190,6 @@ class CapacitySearch:
                 low = rate
             elif verdict.decision == Decision.LOADGEN:
                 self.limited_at = rate if self.limited_at is None else min(self.limited_at, rate)
-
-    def _next_rate(self, low: float, upper: float | None) -> float | None:
-        return next_rate(low, upper, undecided(self.steps), self.settings.precision, self.settings.max_rps)
-
-    def _upper(self, low: float) -> float | None:
-        return upper_end(self.steps, low)
 
     def _final(self, rate: float) -> Final:
         """Whether `rate` holds as the answer. Alone: confirmed before, or now. Paired: confirmed in the same minutes
@@ -205,10 +201,10 @@ class CapacitySearch:
             return Final.HELD if confirmed else Final.LOWERED
         measure = not self._confirmed(rate)
         while True:
-            passed = self._judge(rate, Role.CONFIRM, self._next_attempt(rate, True), held=True).passed \
+            passed = self._judge(rate, Role.CONFIRM, next_attempt(self.steps, rate, True), held=True).passed \
                 if measure else True
             upper_held = self._recheck(rate) if passed and measure else True
-            said = self.pairing.agree(passed and upper_held, self._standing_round(rate))
+            said = self.pairing.agree(passed and upper_held, standing_round(self.steps, self._rounds, rate))
             if not passed:
                 return Final.LOWERED
             if not upper_held:
@@ -223,20 +219,14 @@ class CapacitySearch:
         """The range's upper end (a rate whose own windows failed) measured again in the round after the confirmation of
         `low`; whether it failed again. True where there is none (or its confirmation is what failed), or no room to
         measure it (the older fail then stands, and the ratio's range allows for the machine's drift since)."""
-        upper = self._upper(low)
+        upper = upper_end(self.steps, low)
         if upper is None:
             return True
         own = final_verdicts(self.steps).get((upper, False))
         if own is None or own.verdict.decision != Decision.FAIL or not self._room_to_recheck(upper):
             return True  # none, one the load generator limited, or one whose confirmation (not its windows) failed
-        verdict = self._judge(upper, Role.RECHECK, self._next_attempt(upper, False), held=True)
+        verdict = self._judge(upper, Role.RECHECK, next_attempt(self.steps, upper, False), held=True)
         return verdict.decision == Decision.FAIL
-
-    def _standing_round(self, rate: float) -> int | None:
-        return standing_round(self.steps, self._rounds, rate)
-
-    def _next_attempt(self, rate: float, confirming: bool) -> int:
-        return next_attempt(self.steps, rate, confirming)
 
     def _room_to_confirm(self, rate: float) -> bool:
         return self._steps_left() > 0 and self._confirm_s(rate) <= self._time_left()
@@ -384,6 +374,10 @@ class CapacitySearch:
         answer = conclude(self.steps, s.objective).capacity
         if answer is not None and not self._room_to_climb(answer.rate_rps * (1 + s.precision), answer.rate_rps):
             return f"time limit ({s.max_s:g} s): {self._time_left():.1f} s left, too little for a higher rate"
+        inside = undecided_inside(self.steps, answer.rate_rps) if answer is not None else []
+        if inside:
+            return ("no rate left to try: " + ", ".join(f"{r:g}" for r in sorted(inside)) + " req/s inside the range "
+                    "stayed inconclusive (the knee, or its slow requests clustered)")
         return "converged"
 
     def _check_bounds(self, rate: float, window_s: float | None) -> None:

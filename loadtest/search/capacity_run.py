@@ -24,8 +24,8 @@ from loadtest.measure import plan as plans
 from loadtest.measure.cell_sweep import CellRunner, Interrupted, cell_estimate_s
 from loadtest.measure.probe import Prober
 from loadtest.search.capacity import CapacitySearch, Pairing
+from loadtest.search.capacity_output import Progress, range_text
 from loadtest.search.capacity_request import CapacityRequest
-from loadtest.search.progress import Progress, range_text
 from loadtest.search.search_settings import CapacityAnswer, Measured, SearchSettings
 from model_export.provenance import cpu_cores
 from serving.deploy.process import pinned_cores

@@ -28,12 +28,11 @@ from loadtest.measure import plan as plans
 from loadtest.measure.cell_sweep import CellRunner, Interrupted
 from loadtest.measure.probe import Prober
 from loadtest.measure.servers import Slot, StartFailed, ToStart
-from loadtest.search.capacity_output import outcome_line, trail_table
+from loadtest.search.capacity_output import Progress, outcome_line, trail_table
 from loadtest.search.capacity_request import CapacityRequest, Outcome
 from loadtest.search.capacity_run import CapacityRun, NotMeasured, search_tag
 from loadtest.search.comparison import REFERENCE_USERS, Reference, Repeats, comparison_tag
 from loadtest.search.interleave import Turn, interleave
-from loadtest.search.progress import Progress
 from loadtest.search.run_budget import TOOL_CEILING_SHARE, RunBudget
 from loadtest.search.tool_ceiling_run import ToolCeilings, TwinClock
 from serving.endpoint import ServedEndpoint

@@ -8,16 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from loadtest.benchmarks.calibrate import (
-    Held,
-    Outside,
-    PairRun,
-    ServiceCells,
-    handler_s,
-    service_at,
-    summary,
-    theory_of,
-)
+from loadtest.benchmarks.calibrate import Held, PairRun, summary
+from loadtest.benchmarks.service_theory import Outside, ServiceCells, handler_s, service_at, theory_of
 from loadtest.evidence.cell_parts import PhaseWindow, ServerPhases
 from loadtest.evidence.stats import encode, histogram_of
 from tests.loadtest.search.test_capacity import passing_cell

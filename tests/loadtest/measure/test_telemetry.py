@@ -109,8 +109,10 @@ def test_sampler_samples_with_its_clock_and_reports_the_window():
 def test_sampler_thread_runs_until_stopped_and_measures_a_busy_process():
     sampler = Sampler(sources.ProcessSource(os.getpid()), None, {}, interval_s=0.02)
     sampler.start()
-    spin_until = sampler.clock() + 0.3
-    while sampler.clock() < spin_until:  # keep this process busy while sampled
+    # keep this process busy while sampled, until 5 samples are in: counted, not timed (on a loaded host a fixed 0.3 s
+    # held 3 or 4 of its 20 ms samples: each reads a 2 GB process's PSS); the bound only ends a broken sampler's wait
+    give_up = sampler.clock() + 30.0
+    while len(sampler.samples) < 5 and sampler.clock() < give_up:
         pass
     sampler.stop()
     assert not sampler._thread.is_alive() and len(sampler.samples) >= 5

@@ -270,7 +270,8 @@ def test_a_queue_is_not_taken_for_stalls():
     server = QueueingServer(capacity=0)
     answer = search(server, start=1000, p99_ms=10).run()
     assert answer.conclusion.stalls is None
-    assert answer.met and answer.ended_because == "converged"
+    # converged, or said which inconclusive rates near its knee left nothing to try: never "stalls"
+    assert answer.met and answer.ended_because.startswith(("converged", "no rate left to try")), answer.ended_because
     assert answer.capacity.rate_rps < 1000 and answer.capacity.verdict.passed
 
 

@@ -107,7 +107,10 @@ def test_capacity_is_a_confirmed_rate_under_the_servers_limit_within_precision(q
     upper = answer.conclusion.loadgen_limited_rps if at_least else answer.upper_rps
     assert upper is not None and answer.capacity_rps < upper
     assert not at_least or f"the load generator was the limit at {upper:g} req/s" in last
-    assert (upper - answer.capacity_rps) / answer.capacity_rps <= 0.2 or "step limit" in last
+    # within the precision, or said why not: its steps ran out, or rates inside the range stayed inconclusive (each
+    # verdict on the effective N: near the knee this server's slow requests came 5-9 at a time)
+    assert (upper - answer.capacity_rps) / answer.capacity_rps <= 0.2 or "step limit" in last \
+        or "stayed inconclusive" in last, last
 
 
 @pytest.mark.untimed

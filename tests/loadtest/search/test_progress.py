@@ -7,7 +7,7 @@ import io
 
 from loadtest.evidence.vocab import Role
 from loadtest.search.capacity import CapacitySearch
-from loadtest.search.progress import PLAIN_EVERY_S, Progress, range_text
+from loadtest.search.capacity_output import PLAIN_EVERY_S, Progress, range_text
 from loadtest.search.search_settings import SearchSettings
 from tests.loadtest.search.test_capacity import OBJECTIVE, Server
 
