@@ -8,7 +8,7 @@ measured: Poisson arrivals at the rate offered, a deterministic service time, th
 sojourn times by the same rule as a real cell's, clusters included (its windows' histograms, by arrival time). The
 search's clock is the simulated seconds plus `OVERHEAD_S` a cell, as on the build machine.
 
-    mnist-bench bench queue-search --searches 100      (both rules: with the effective N, and without it)
+    mnist-bench bench queue-search --searches 100      (three rules: phi lent, each rate's own phi, independent)
 
 Not for: real servers (`loadtest.benchmarks.calibrate`).
 """
@@ -124,14 +124,23 @@ def search_once(case: Case, truth: float, seed: int, budget_s: float, precision:
 
 
 @contextmanager
-def independent_requests() -> Iterator[None]:
-    """The rule as before issue #67: every request an independent draw (phi 1)."""
+def rule(name: str) -> Iterator[None]:
+    """The verdicts' clustering as one of `RULES` has it, for the searches made inside."""
     own = verdicts.dispersion
-    verdicts.dispersion = lambda cells, objective_ms: 1.0
+    if name == INDEPENDENT:  # the rule before issue #67: every request an independent draw
+        verdicts.dispersion = lambda cells, objective_ms, above=(): 1.0
+    elif name == OWN_ONLY:  # each rate's own clustering, none lent by the rates above
+        verdicts.dispersion = lambda cells, objective_ms, above=(): own(cells, objective_ms)
     try:
         yield
     finally:
         verdicts.dispersion = own
+
+
+LENT = "effective N, phi lent by the rate above where a rate cannot show its own (the rule)"
+OWN_ONLY = "effective N, each rate's own phi only"
+INDEPENDENT = "every request independent (the rule before #67)"
+RULES = (LENT, OWN_ONLY, INDEPENDENT)
 
 
 def tally(outcomes: list[Outcome]) -> str:
@@ -149,10 +158,7 @@ def run(cases: list[Case], searches: int, budget_s: float, precision: float,
         truth = case.truth_rps()
         echo(f"M/D/1, S {case.service_s * 1000:g} ms, p99 <= {case.objective_s * 1000:g} ms: capacity {truth:.1f} "
              f"req/s ({truth * case.service_s:.0%} busy); {searches} searches of {budget_s:g} s each")
-        for name, rule in (("effective N (clusters counted)", None), ("every request independent", True)):
-            if rule:
-                with independent_requests():
-                    found = [search_once(case, truth, seed, budget_s, precision) for seed in range(searches)]
-            else:
+        for name in RULES:
+            with rule(name):
                 found = [search_once(case, truth, seed, budget_s, precision) for seed in range(searches)]
             echo(f"  {name}: {tally(found)}")

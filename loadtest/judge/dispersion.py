@@ -16,8 +16,12 @@ where at least `MIN_OVERS` requests lie over it; with fewer, nothing is known of
 for records made before windows were kept). Read lower down it mistook a host's short stalls for clusters at rates
 far below the knee (phi 5-7 at 40% busy, 30 ms, on the build machine) and held every verdict there, while a queue's
 clusters are shorter there than at the objective (`make bench-queue-search`): no lower threshold stands for the
-objective's. A window with none over the objective therefore cannot show how clustered its slow requests would have
-been: the rule's known gap (docs/performance.md#ranges-against-answers-known-in-advance-issue-67).
+objective's. A rate with too few over the objective to show how its slow requests cluster borrows phi from the nearest
+higher rate of its search within `LEND_MAX_RATIO` that can show it, with at most `LEND_MAX_SHARE` over (a queue's
+clusters only grow with its load; an overloaded rate's backlog is no cluster): without it, a pass just above the true
+capacity from a window with none over was read on independent requests, the misses `make bench-queue-search` counted
+(docs/performance.md#ranges-against-answers-known-in-advance-issue-67). A cell too short for `MIN_GROUPS` batches of
+`BATCH_S` (a bracket's 3 s) is read window by window, so a failing bracket cell shows, and lends, its clusters.
 
 The verdict then stands on N / phi requests with k / phi over (`loadtest.judge.confidence.judge`): a pass needs
 phi times the requests, a fail phi times the share's excess.
@@ -40,6 +44,8 @@ MIN_OVERS = 10  # requests over the objective for a share to read clusters from
 MIN_GROUPS = 4  # batches needed for Pearson's statistic
 BATCH_S = 1.0  # a batch's seconds: windows per batch = BATCH_S / the cell's window (at least 1)
 SIGNIFICANCE = 0.01  # clustering is read only where independent requests would vary so much less often than this
+LEND_MAX_RATIO = 1.25  # a rate with too few over the objective borrows phi from a higher rate within this factor
+LEND_MAX_SHARE = 0.25  # ... whose share over the objective is at most this (past it, an overloaded queue's backlog)
 
 
 @lru_cache(maxsize=65536)
@@ -49,8 +55,6 @@ def _decoded(encoded: str) -> HdrHistogram:
 
 def _over(histogram: HdrHistogram, threshold_us: float) -> int:
     return sum(count for value, count in recorded_buckets(histogram) if value > threshold_us)
-
-
 
 
 def _windows(cell: CellResult, threshold_us: float) -> list[tuple[int, int]]:
@@ -84,21 +88,42 @@ def _grouped(windows: Sequence[tuple[int, int]], size: int) -> list[tuple[int, i
             for i in range(0, len(windows) - size + 1, size)]
 
 
-def dispersion(cells: Sequence[CellResult], objective_ms: float) -> float:
-    """phi of the requests over `objective_ms` in `cells` (one rate's, pooled): 1 where nothing says otherwise."""
+def _batches(cell: CellResult, windows: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The cell's windows in batches of about `BATCH_S`; window by window where that leaves fewer than `MIN_GROUPS`
+    (a bracket's 3 s cell: three 1 s batches, too few for the statistic, six 0.5 s windows enough)."""
+    grouped = _grouped(windows, max(1, round(BATCH_S / cell.load.window_s)))
+    return grouped if len(grouped) >= MIN_GROUPS else list(windows)
+
+
+def own_dispersion(cells: Sequence[CellResult], objective_ms: float) -> tuple[float, float] | None:
+    """(phi, share over the objective) read from `cells` (one rate's, pooled); None where they cannot show how their
+    slow requests cluster (fewer than `MIN_OVERS` over the objective, or no windows kept)."""
     kept = [c for c in cells if c.window_histograms_us]
-    if not kept:
-        return 1.0
     per_cell = [_windows(c, objective_ms * 1000.0) for c in kept]
     requests = sum(n for windows in per_cell for n, _ in windows)
     over = sum(o for windows in per_cell for _, o in windows)
     if over < MIN_OVERS or requests == 0:
-        return 1.0
+        return None
     share = over / requests
-    batches = [g for cell, windows in zip(kept, per_cell, strict=True)
-               for g in _grouped(windows, max(1, round(BATCH_S / cell.load.window_s)))]
+    batches = [g for cell, windows in zip(kept, per_cell, strict=True) for g in _batches(cell, windows)]
     phi = _pearson(batches, share)
-    return max(1.0, phi) if phi is not None else 1.0
+    return (max(1.0, phi) if phi is not None else 1.0), share
 
 
-__all__ = ["BATCH_S", "MIN_OVERS", "dispersion"]
+def dispersion(cells: Sequence[CellResult], objective_ms: float,
+               above: Sequence[Sequence[CellResult]] = ()) -> float:
+    """phi of the requests over `objective_ms` in `cells` (one rate's, pooled). Where they have too few over the
+    objective to show it, phi is lent by the nearest of `above` (the cells of each higher rate of the same search,
+    nearest first) that can show it with at most `LEND_MAX_SHARE` over: a queue's clusters only grow with its load,
+    so the rate above bounds them from above. 1 where nothing says otherwise."""
+    own = own_dispersion(cells, objective_ms)
+    if own is not None:
+        return own[0]
+    for higher in above:
+        lent = own_dispersion(higher, objective_ms)
+        if lent is not None and lent[1] <= LEND_MAX_SHARE:
+            return lent[0]
+    return 1.0
+
+
+__all__ = ["BATCH_S", "LEND_MAX_RATIO", "LEND_MAX_SHARE", "MIN_OVERS", "dispersion", "own_dispersion"]

@@ -40,7 +40,7 @@ from loadtest.evidence.stats import merge_encoded
 from loadtest.evidence.vocab import CellStatus, Flag, Role
 from loadtest.judge import confidence as conf
 from loadtest.judge import noise
-from loadtest.judge.dispersion import dispersion
+from loadtest.judge.dispersion import LEND_MAX_RATIO, dispersion
 from loadtest.judge.overload import overloaded_reason, queue_growth_reason, shortfall_reason
 
 SHORT_ALLOWED = 0.05  # a late load generator's cell may pass where its throughput is within this share of the rate
@@ -104,8 +104,10 @@ def _flag_reason(cells: Sequence[CellResult], flag: Flag) -> str | None:
 
 
 def verdict_of(cells: Sequence[CellResult], objective: Objective,
-               confidence: float = conf.DEFAULT_CONFIDENCE) -> Verdict:
-    """The verdict of `cells`, measured at one offered rate, on `objective` at `confidence`."""
+               confidence: float = conf.DEFAULT_CONFIDENCE, above: Sequence[Sequence[CellResult]] = ()) -> Verdict:
+    """The verdict of `cells`, measured at one offered rate, on `objective` at `confidence`; `above`, the cells of the
+    search's higher rates nearest first, lend their clustering where these cells cannot show theirs
+    (`loadtest.judge.dispersion.dispersion`)."""
     if not cells:
         raise ValueError("a verdict needs at least one cell")
     failed = next((c for c in cells if c.status != CellStatus.OK), None)
@@ -115,7 +117,7 @@ def verdict_of(cells: Sequence[CellResult], objective: Objective,
     if errors is not None:
         return Verdict(Decision.FAIL, f"errors: {errors}")
     evidence = conf.judge(merge_encoded(c.histogram_us for c in cells), objective.p99_ms, confidence,
-                          dispersion=dispersion(cells, objective.p99_ms))
+                          dispersion=dispersion(cells, objective.p99_ms, above))
     limited = next((c for c in cells if client_limited(c)), None)
     if limited is not None and not (evidence.outcome == conf.Outcome.PASS and all(map(_sent_on_schedule, cells))):
         return Verdict(Decision.LOADGEN, "the load generator was the limit: "
@@ -155,18 +157,31 @@ class Step:
         return (self.rate_rps, self.confirming)
 
 
-def pooled_verdict(cells: Sequence[CellResult], objective: Objective, confidence: float) -> Verdict:
+def pooled_verdict(cells: Sequence[CellResult], objective: Objective, confidence: float,
+                   above: Sequence[Sequence[CellResult]] = ()) -> Verdict:
     """A rate's verdict on every cell measured at it: cells the load generator limited are left out
     (their latencies are the client's), unless every one was."""
     server_bound = [c for c in cells if not client_limited(c)]
-    return verdict_of(server_bound or cells, objective, confidence)
+    return verdict_of(server_bound or cells, objective, confidence, above)
+
+
+def rates_above(steps: Sequence[Step], rate: float) -> list[list[CellResult]]:
+    """The cells of each rate of `steps` above `rate` and within `LEND_MAX_RATIO` of it, nearest first, those the load
+    generator limited left out: what may lend `rate` its clustering (`loadtest.judge.dispersion.dispersion`)."""
+    higher: dict[float, list[CellResult]] = {}
+    for step in steps:
+        if rate < step.rate_rps <= rate * LEND_MAX_RATIO and not client_limited(step.result):
+            higher.setdefault(step.rate_rps, []).append(step.result)
+    return [higher[r] for r in sorted(higher)]
 
 
 def step_after(steps: Sequence[Step], rate: float, role: Role, result: CellResult, confirming: bool,
                objective: Objective, confidence: float, attempt: int = 0) -> Step:
-    """The step `result` makes after `steps`: its verdict pools it with the earlier cells of its group."""
+    """The step `result` makes after `steps`: its verdict pools it with the earlier cells of its group, the cells of
+    the rates just above it lending their clustering where its own cells cannot show it."""
     group = [s.result for s in steps if s.group == (rate, confirming, attempt)] + [result]
-    return Step(rate, role, result, pooled_verdict(group, objective, confidence), confirming, attempt)
+    verdict = pooled_verdict(group, objective, confidence, rates_above(steps, rate))
+    return Step(rate, role, result, verdict, confirming, attempt)
 
 
 def _overloaded(cells: Sequence[CellResult], evidence: conf.Evidence) -> Verdict | None:

@@ -9,20 +9,27 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.stats import encode, histogram_of
+from loadtest.evidence.vocab import Role
 from loadtest.judge import confidence as conf
-from loadtest.judge.dispersion import dispersion
+from loadtest.judge.dispersion import LEND_MAX_RATIO, dispersion, own_dispersion
+from loadtest.judge.verdicts import Decision, rates_above, step_after
 from tests.loadtest.search.test_capacity import passing_cell
 
 FAST_US, SLOW_US = 5_000.0, 80_000.0
 OBJECTIVE_MS = 50.0
 
 
-def windowed(overs_per_window: list[int], per_window: int = 200):
-    """A cell of len(overs_per_window) windows of `per_window` requests each, that many over the objective in each."""
+def windowed(overs_per_window: list[int], per_window: int = 200, window_s: float | None = None):
+    """A cell of len(overs_per_window) windows of `per_window` requests each, that many over the objective in each
+    (`window_s` each where given, else the fixture's)."""
     windows = [[SLOW_US] * o + [FAST_US] * (per_window - o) for o in overs_per_window]
     every = [v for w in windows for v in w]
-    return replace(passing_cell(), window_histograms_us=[encode(histogram_of(w)) for w in windows],
+    base = passing_cell()
+    load = base.load if window_s is None else replace(base.load, window_s=window_s,
+                                                        duration_s=window_s * len(overs_per_window))
+    return replace(base, load=load, window_histograms_us=[encode(histogram_of(w)) for w in windows],
                    histogram_us=encode(histogram_of(every)), requests=len(every), ok_requests=len(every))
 
 
@@ -67,3 +74,41 @@ def test_a_verdict_on_clustered_requests_stands_on_n_over_phi():
     assert conf.judge(failing, OBJECTIVE_MS).outcome == conf.Outcome.FAIL
     assert conf.judge(failing, OBJECTIVE_MS, dispersion=4.0).outcome == conf.Outcome.FAIL
     assert conf.judge(failing, OBJECTIVE_MS, dispersion=20.0).outcome == conf.Outcome.INCONCLUSIVE
+
+
+def test_a_short_cell_reads_its_clusters_window_by_window():
+    """A bracket's 3 s cell of 0.5 s windows makes three 1 s batches, too few for the statistic: its six windows are
+    read one by one, so a failing bracket cell's clusters are seen (they read 1 when batched)."""
+    bursts = [0, 0, 40, 0, 0, 40]  # 80 of 1,200 over, all in two windows: clustered
+    assert dispersion([windowed(bursts, window_s=0.5)], OBJECTIVE_MS) > 10
+    assert dispersion([windowed([0, 0, 0, 0, 0, 40, 0, 0, 0, 40], window_s=1.0)], OBJECTIVE_MS) > 10  # 1 s batches
+
+
+def test_a_rate_that_cannot_show_its_clusters_borrows_them_from_the_nearest_rate_above():
+    quiet = windowed([0] * 5 + [1] + [0] * 4)  # one request over: nothing known of its clusters
+    clustered = windowed([0, 0, 30, 0, 0, 0, 30, 0, 0, 0])  # 3% over, in bursts
+    spread = windowed([2] * 10)  # 1% over, spread as a binomial's
+    overloaded = windowed([120] * 10)  # 60% over: an overloaded queue's backlog lends nothing
+    assert own_dispersion([quiet], OBJECTIVE_MS) is None
+    lent = own_dispersion([clustered], OBJECTIVE_MS)
+    assert lent is not None and lent[0] > 10
+    assert dispersion([quiet], OBJECTIVE_MS, [[clustered]]) == lent[0]
+    assert dispersion([quiet], OBJECTIVE_MS, [[spread], [clustered]]) == 1.0  # the nearest that shows it lends
+    assert dispersion([quiet], OBJECTIVE_MS, [[overloaded], [clustered]]) == lent[0]
+    assert dispersion([quiet], OBJECTIVE_MS, [[overloaded]]) == 1.0
+    assert dispersion([clustered], OBJECTIVE_MS, [[spread]]) == lent[0]  # a rate that shows its own keeps it
+
+
+def test_a_pass_beside_a_clustered_rate_just_above_it_needs_phi_times_the_requests():
+    """The search and the report's replay lend alike (`step_after`): the rate above within ×1.25 lends its clusters,
+    so 2,000 requests with none over, a pass on their own, are too few; a rate beyond ×1.25 lends nothing."""
+    objective = Objective(OBJECTIVE_MS)
+    clustered = windowed([0, 0, 30, 0, 0, 0, 30, 0, 0, 0])
+    quiet = windowed([0] * 10)
+    above = step_after([], 120.0, Role.BRACKET, clustered, False, objective, 0.99)
+    assert step_after([], 100.0, Role.BISECT, quiet, False, objective, 0.99).verdict.decision == Decision.PASS
+    judged = step_after([above], 100.0, Role.BISECT, quiet, False, objective, 0.99).verdict
+    assert judged.decision == Decision.INCONCLUSIVE and judged.evidence.dispersion > 10
+    far = replace(above, rate_rps=100.0 * LEND_MAX_RATIO + 1)
+    assert rates_above([far], 100.0) == []
+    assert step_after([far], 100.0, Role.BISECT, quiet, False, objective, 0.99).verdict.decision == Decision.PASS
