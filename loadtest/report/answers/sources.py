@@ -31,6 +31,7 @@ from loadtest.judge.tool_ceiling import is_twin
 from loadtest.judge.verdicts import verdict_of
 from loadtest.report.answers.answers import SearchAnswer, best, lower_bound, search_answers, search_at
 from loadtest.report.answers.figure_text import capacity_text
+from loadtest.report.answers.movement import search_movements
 from loadtest.report.answers.tool_ceiling import ToolCeiling, ceiling_for, tool_ceilings
 from loadtest.report.answers.verdict import verdict_of as verdict_of_answer
 from loadtest.report.configs import Config, config_of
@@ -126,11 +127,13 @@ def _unused_searches(searches: Sequence[SearchAnswer], used: SearchAnswer | None
 
 
 def _from_search(config: Config, batch: int, search: SearchAnswer, p99_objective_ms: float,
-                 ceilings: Mapping[str, ToolCeiling], repeats: Sequence[SearchAnswer] = ()) -> ConfigCapacity:
+                 ceilings: Mapping[str, ToolCeiling], repeats: Sequence[SearchAnswer] = (),
+                 movements: Mapping[str, float] | None = None) -> ConfigCapacity:
     estimate = f"est. p99 {search.estimate_ms:g} ms" if search.estimate_ms is not None else f"p99 {search.p99_ms:g} ms"
     note = (f"search {search.search_id}: {capacity_text(search.at)} at p99 <= {p99_objective_ms:g} ms, {estimate}"
             + (f"; upper end {search.upper_rps:g} req/s" if search.upper_rps is not None else ""))
-    verdict = verdict_of_answer(search, ceiling_for(search.search_id, ceilings))
+    moved = (movements or {}).get(search.search_id)
+    verdict = verdict_of_answer(search, ceiling_for(search.search_id, ceilings), moved)
     bounded = verdict.text() + ("" if verdict.for_buying else ", not for buying") + f"; {verdict.ceiling.text()}"
     return ConfigCapacity(config, batch, search.capacity_rps, search.capacity_ips, Source.SEARCH, lower_bound(search),
                           note, search.cells, (), bounded, search, tuple(repeats))
@@ -156,11 +159,13 @@ def _from_plain(config: Config, batch: int, cells: Sequence[CellResult], p99_obj
 
 
 def capacity_of(config: Config, batch: int, cells: Sequence[CellResult], searches: Sequence[SearchAnswer],
-                p99_objective_ms: float, ceilings: Mapping[str, ToolCeiling] | None = None) -> ConfigCapacity:
+                p99_objective_ms: float, ceilings: Mapping[str, ToolCeiling] | None = None,
+                movements: Mapping[str, float] | None = None) -> ConfigCapacity:
     """`config`'s capacity at `batch` from its cells and searches there (see the module docstring); `ceilings`: the
-    searches' tool ceilings, by id, for what bounded a search's answer."""
+    searches' tool ceilings, by id, and `movements`: how far the machine's speed moved over each paired search
+    (`loadtest.report.answers.movement`), for what bounded a search's answer, as the card reads it."""
     search = search_for(searches)
-    found = (_from_search(config, batch, search, p99_objective_ms, ceilings or {}, searches) if search
+    found = (_from_search(config, batch, search, p99_objective_ms, ceilings or {}, searches, movements) if search
              else _from_plain(config, batch, cells, p99_objective_ms))
     return replace(found, note=found.note + _unused_searches(searches, search, p99_objective_ms))
 
@@ -188,10 +193,11 @@ def capacities(results: Sequence[CellResult], batch: int, p99_objective_ms: floa
     """Every configuration measured at request batch `batch`: its capacity at p99 <= `p99_objective_ms`."""
     measured = [c for c in results if c.load.request_batch_size == batch]
     ceilings = tool_ceilings(measured)
+    movements = search_movements(results)
     here = [c for c in measured if not is_twin(c)]  # a twin measures the tool, not a configuration
     searches = searches_at(here, p99_objective_ms)
     by_config: dict[Config, list[CellResult]] = {}
     for cell in here:
         by_config.setdefault(config_of(cell), []).append(cell)
-    return [capacity_of(config, batch, cells, [s for s in searches if s.config == config], p99_objective_ms, ceilings)
-            for config, cells in sorted(by_config.items())]
+    return [capacity_of(config, batch, cells, [s for s in searches if s.config == config], p99_objective_ms, ceilings,
+                        movements) for config, cells in sorted(by_config.items())]

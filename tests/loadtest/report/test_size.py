@@ -256,3 +256,26 @@ def test_open_loop_grid_is_a_lower_bound_when_every_measured_rate_passed():
     assert (bounded.rate_rps, bounded.lower_bound) == (200, False)
     closed = highest_passing([cell(label, mode="closed", concurrency=4, rps=900, p99=3.0)], 10.0, LoadMode.CLOSED)
     assert (closed.rate_rps, closed.lower_bound) == (900, True)
+
+
+def test_size_judges_each_answer_with_its_runs_drift_as_the_card_does(monkeypatch):
+    """`size`'s verdict on a paired run's answer reads the machine's movement over its search, the one the card reads
+    (`Answers.movements`): judged without it, a served share within the drift of 50% read as the device's."""
+    from loadtest.evidence.records import read_results
+    from loadtest.report.answers import sources
+    from loadtest.report.answers.answers import answer
+
+    results = read_results(FIXTURES / "h200-paired" / "results.jsonl")
+    movements = answer(results).movements
+    assert movements  # a paired run: its reference cells measured the drift
+    seen: dict[str, float | None] = {}
+    judge = sources.verdict_of_answer
+
+    def recording(search, ceiling, moved=None):
+        seen[search.search_id] = moved
+        return judge(search, ceiling, moved)
+
+    monkeypatch.setattr(sources, "verdict_of_answer", recording)
+    for batch in sources.request_batches(results):
+        sources.capacities(results, batch, 10.0)
+    assert seen and seen == {search_id: movements[search_id] for search_id in seen}
