@@ -58,6 +58,30 @@ def gpu_cpu_value(answers: Answers, paired: Paired, batch: int, objective: float
     return "—" if r is None else ratio_value(r.ratio, r.low, r.high)
 
 
+NO_DIFFERENCE = "no measurable difference"
+
+
+def holds_one(ratio: float | None, low: float | None, high: float | None) -> bool:
+    """A two-sided range that holds ×1.0: no measurable difference (an open range is a bound, not a verdict)."""
+    return ratio is not None and low is not None and high is not None and low <= 1.0 <= high
+
+
+def gain_no_difference(answers: Answers, paired: Paired, device: str, batch: int, objective: float) -> bool:
+    """Whether the batching gain on `device` there (the one `gain_value` prints) holds ×1.0."""
+    if (found := paired_at(paired, gain_key(device, batch, objective))) is not None:
+        return found.no_difference
+    d = device_answer(answers, device, batch, objective)
+    return d is not None and holds_one(d.gain.ratio, d.gain.low, d.gain.high)
+
+
+def gpu_cpu_no_difference(answers: Answers, paired: Paired, batch: int, objective: float) -> bool:
+    """Whether GPU/CPU there (the one `gpu_cpu_value` prints) holds ×1.0."""
+    if (found := paired_at(paired, (GPU_CPU, batch, objective))) is not None:
+        return found.no_difference
+    r = device_ratio(answers, batch, objective)
+    return r is not None and holds_one(r.ratio, r.low, r.high)
+
+
 def is_paired(paired: Paired, key: tuple[str, int, float]) -> bool:
     found = paired_at(paired, key)
     return found is not None and found.paired

@@ -41,7 +41,16 @@ from loadtest.report.answers.answers import (
 )
 from loadtest.report.answers.figure_text import capacity_text
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios
-from loadtest.report.answers.ratios import gain_key, gain_value, gpu_cpu_value, has_figure, is_paired
+from loadtest.report.answers.ratios import (
+    NO_DIFFERENCE,
+    gain_key,
+    gain_no_difference,
+    gain_value,
+    gpu_cpu_no_difference,
+    gpu_cpu_value,
+    has_figure,
+    is_paired,
+)
 from loadtest.report.answers.tool_ceiling import NAME as TOOL_CEILING
 from loadtest.report.answers.verdict import verdict_in
 from loadtest.report.blocks import DEVICES
@@ -201,7 +210,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
     nexts: list[str] = []
     for target in targets:
         here = _devices_at(answers, target)
-        found = [_row(target, d, pricing, answers) for d in here]
+        found = [_setup_settled(_row(target, d, pricing, answers), answers, paired) for d in here]
         rows += found
         line = _comparison(target, here, found, paired, ratios, answers)
         if line:
@@ -318,15 +327,18 @@ def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[Car
         ratios[f"cheaper at {where}"] = {"device": cheap.device, "ratio": round(times, 4)}
     elif has_figure(across):
         key = (GPU_CPU, batch, objective)
-        parts.append(f"GPU/CPU {across}{'' if is_paired(paired, key) else UNPAIRED}")
-        ratios[f"GPU/CPU at {where}"] = _record(across, paired.get(key))
+        same = gpu_cpu_no_difference(answers, paired, batch, objective)
+        parts.append(f"GPU/CPU {_verdict(same)}{across}{'' if is_paired(paired, key) else UNPAIRED}")
+        ratios[f"GPU/CPU at {where}"] = _record(across, paired.get(key), same)
     gains = []
     for d in here:
         value = gain_value(answers, paired, d.device, batch, objective)
         if has_figure(value):
             key = gain_key(d.device, batch, objective)
-            gains.append(f"{DEVICES.get(d.device, d.device)} {value}{'' if is_paired(paired, key) else UNPAIRED}")
-            ratios[f"batching gain on {d.device} at {where}"] = _record(value, paired.get(key))
+            same = gain_no_difference(answers, paired, d.device, batch, objective)
+            gains.append(f"{DEVICES.get(d.device, d.device)} {_verdict(same)}{value}"
+                         f"{'' if is_paired(paired, key) else UNPAIRED}")
+            ratios[f"batching gain on {d.device} at {where}"] = _record(value, paired.get(key), same)
     if gains:
         parts.append("batching: " + ", ".join(gains))
     if not parts:
@@ -337,11 +349,26 @@ def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[Car
     return line + "."
 
 
-def _record(value: str, compared: PairedRatio | None) -> dict:
-    """figures.json's (and device-run.json's) record of a ratio: the value as printed, and its paired figures."""
+def _verdict(same: bool) -> str:
+    return f"{NO_DIFFERENCE} " if same else ""
+
+
+def _record(value: str, compared: PairedRatio | None, same: bool) -> dict:
+    """figures.json's (and device-run.json's) record of a ratio: the value as printed, whether its range holds ×1.0,
+    and its paired figures."""
     if compared is None or compared.ratio is None:
-        return {"value": value, "paired": False}
+        return {"value": value, "paired": False, "no_difference": same}
     return {"value": value, **_ratio_record(compared)}
+
+
+def _setup_settled(row: CardRow, answers: Answers, paired: Mapping[tuple, PairedRatio]) -> CardRow:
+    """The row's best setup, and where the device's batching gain holds ×1.0, that the other setup is no measurably
+    different: `batching off (batching on: no measurable difference)`, so a best setup is never read off a tie."""
+    target = row.target
+    if not row.setup or not gain_no_difference(answers, paired, row.device, target.batch, target.p99_objective_ms):
+        return row
+    other = "batching off" if row.setup.startswith("batching on") else "batching on"
+    return replace(row, setup=f"{row.setup} ({other}: {NO_DIFFERENCE})")
 
 
 def _ratio_record(compared: PairedRatio) -> dict:
