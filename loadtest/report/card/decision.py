@@ -68,17 +68,20 @@ def _configs(here: Sequence[DeviceAnswer]) -> list[Config]:
 def run_next(configs: Sequence[Config], targets: Sequence[Target], prices: str = "",
              server_flags: Sequence[str] = ()) -> str:
     """The command that gets an answer the device bounds, and where: the run's own targets (`GOALS`, as
-    `make capacity` takes them), its price list where it was not the default (`DEFAULT_PRICES`, which `make
-    capacity` reads without one) and its server flags, on TF Serving itself where the embedded
-    server was measured, else with the batching tuned. Pasted as printed, it runs."""
+    `make capacity` takes them) and its price list where it was not the default (`DEFAULT_PRICES`, which `make
+    capacity` reads without one), on TF Serving itself where the embedded server was measured (none of the embedded
+    server's flags: TF Serving takes its own), then the stand-in again as measured, with its flags, where it had any;
+    else with the batching tuned. Pasted as printed, each runs what it says."""
     serve = " ".join(dict.fromkeys(f"{c.device}/{c.batching_profile}" for c in configs))
     goals = " ".join(dict.fromkeys(goal_text(t) for t in targets))
-    words = [f'SERVE="{serve}"', f'GOALS="{goals}"', *([f"PRICES={shlex.quote(prices)}"] if _own(prices) else []),
-             *([f"LOADTEST_ARGS={_make_value('--server-flags=' + shlex.quote(shlex.join(server_flags)))}"]
-               if server_flags else [])]
+    words = [f'SERVE="{serve}"', f'GOALS="{goals}"', *([f"PRICES={shlex.quote(prices)}"] if _own(prices) else [])]
     command = f"`make capacity {' '.join(words)}`"
     if any(c.kind == ServerKind.EMBEDDED for c in configs):
-        return f"{command} on TF Serving."
+        if not server_flags:
+            return f"{command} on TF Serving."
+        flags = f"LOADTEST_ARGS={_make_value('--server-flags=' + shlex.quote(shlex.join(server_flags)))}"
+        again = f"`make capacity {' '.join([*words, flags])}`"
+        return f"{command} on TF Serving; the stand-in again as measured: {again}."
     device = next((c.device for c in configs if c.batching_on), configs[0].device if configs else "cpu")
     return f"{command}, or `make tune DEVICE={device}`."
 

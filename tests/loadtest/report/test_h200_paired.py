@@ -48,8 +48,8 @@ def test_the_paired_h200_run_answers_with_the_gpu_cpu_ratio_and_the_drift(tmp_pa
     assert lines[7] == ("25 ms, 1 image: GPU/CPU no measurable difference ×1.76 (×0.87–×2.42); batching: CPU no "
                         "measurable difference ×0.84 (×0.41–×1.73), GPU ×2.30 (×1.21–×3.26).")
     # the default price list, which `make capacity` reads without PRICES: not printed
-    assert lines[8].startswith('Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" GOALS="2000:25:1" '
-                               "LOADTEST_ARGS=")
+    assert lines[8].startswith('Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" GOALS="2000:25:1"` '
+                               "on TF Serving; the stand-in again as measured: ")
     assert "FOR BUYING" not in "\n".join(lines[1:10])
     found = findings(md)
     (ratio,) = [line for line in found if line.startswith("GPU/CPU at p99 ≤ 25 ms")]
