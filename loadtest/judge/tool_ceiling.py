@@ -6,6 +6,10 @@ and responses keep their real sizes), shaped as the configuration (cores, fronte
 driven by the same Locust processes at the same request batch and objective. It is measured after the searches it
 checks, at `CHECK_RATIO` × the answer (or the search's upper end where that is higher). A twin's cell passes where:
 
+- its schedule sent the rate asked, within `SCHEDULE_SHORT_ALLOWED` beyond Poisson's counting noise (`schedule_short`:
+  a Locust process, or its users, missing makes a schedule of half the rate, which its server then serves in full;
+  sends are counted as their calls are recorded, and recorded cells here counted 1-6% short of the rate asked at
+  rates their servers carried, so the allowance is the verdicts' own for a late load generator);
 - it served at least `SERVED_SHARE` of what was offered: of the sends its schedule made (`served_of_sent`),
   beyond counting noise (`loadtest.judge.overload.shortfall`); perf_analyzer and Locust warn when the client falls
   behind; the share is ours;
@@ -33,6 +37,7 @@ from loadtest.judge.overload import shortfall
 
 CHECK_RATIO = 2.0  # the twin is checked at this many times the answer
 SERVED_SHARE = 0.99  # a twin's cell must serve at least this share of the rate offered
+SCHEDULE_SHORT_ALLOWED = 0.05  # its schedule may send this share under the rate asked (`verdicts.SHORT_ALLOWED`)
 LOADGEN_BUSY_PERCENT = 90.0  # of one core, per Locust process: Locust warns above it
 SERVER_BUSY_PERCENT = 90.0  # of the cores a twin's server may use: its own CPU stood, not the load generator
 
@@ -65,6 +70,9 @@ def twin_failure(cell: CellResult, p99_objective_ms: float) -> str:
         return "no rate was offered"
     if cell.requests and cell.ok_requests < cell.requests:
         return f"{cell.requests - cell.ok_requests} of {cell.requests} requests failed"
+    short = schedule_short(cell)
+    if short:
+        return short
     served, sent, span_s = served_of_sent(cell, offered)
     if shortfall(sent, served, 1 - SERVED_SHARE) is not None:
         return f"served {served / span_s:.1f} of {sent / span_s:.1f} req/s offered (under {SERVED_SHARE:.0%})"
@@ -88,6 +96,20 @@ def served_of_sent(cell: CellResult, offered_rps: float) -> tuple[float, float, 
     windows = len(cell.window_scheduled_rps)
     return (sum(cell.window_throughput_rps[:windows]) * window_s, sum(cell.window_scheduled_rps) * window_s,
             windows * window_s)
+
+
+def schedule_short(cell: CellResult) -> str:
+    """`its schedule sent 1,000.0 of the 2,000.0 req/s asked`, where the sends it scheduled fell short of the rate
+    asked by more than `SCHEDULE_SHORT_ALLOWED` and Poisson's counting noise; "" where they did not, or were not
+    counted (records from before `window_scheduled_rps`)."""
+    asked = cell.search.offered_rps if cell.search else None
+    if not asked or not cell.window_scheduled_rps:
+        return ""
+    _, sent, span_s = served_of_sent(cell, asked)
+    if shortfall(asked * span_s, sent, SCHEDULE_SHORT_ALLOWED) is None:
+        return ""
+    return (f"its schedule sent {sent / span_s:,.1f} of the {asked:,.1f} req/s asked "
+            f"(under {1 - SCHEDULE_SHORT_ALLOWED:.0%})")
 
 
 def twin_passed(cell: CellResult, p99_objective_ms: float) -> bool:
@@ -114,13 +136,17 @@ def lag_over(cell: CellResult) -> str:
 
 
 def who_stood(cell: CellResult) -> tuple[Stood, str]:
-    """What stopped a twin's failing cell, and how: the load generator (its CPU, or its dispatch lag over its limit
-    that the host probe does not explain) first, else the twin's own server where its CPU reached
-    `SERVER_BUSY_PERCENT` of its cores (the Python server saturated before the load generator did); else unknown."""
+    """What stopped a twin's failing cell, and how: the load generator (its CPU, its dispatch lag over its limit
+    that the host probe does not explain, or a schedule short of the rate asked) first, else the twin's own server
+    where its CPU reached `SERVER_BUSY_PERCENT` of its cores (the Python server saturated before the load generator
+    did); else unknown."""
     busy = loadgen_busy(cell)
     lag = lag_over(cell)
     if busy or (lag and not host_explains_lateness(cell)):
         return Stood.LOAD_GENERATOR, busy or lag
+    short = schedule_short(cell)
+    if short:
+        return Stood.LOAD_GENERATOR, short
     cpu = cell.server_cpu_percent
     if cpu is not None and cpu >= SERVER_BUSY_PERCENT:
         cores = cell.server_cpu_cores
