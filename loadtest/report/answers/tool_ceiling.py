@@ -12,6 +12,8 @@ Per checked search (its twin's cells carry `SearchTag.checks`), one `ToolCeiling
   (`who_stood`: the load generator, the twin's own server, or, unsaid, neither). Records whose twin's search cells
   all carry the role `tool_ceiling` (measured before 2026-11-28 13:00Z) hold no search to conclude: their highest
   rate that `twin_passed`;
+- the check cell did not run (its cell failed) while the twin's own search did: that search's answer, "1,000.0 req/s
+  (the check did not run: <why>)", never "≥ … (2× the answer)": only the check cell is read as the check;
 - no twin cell names the search (records from before the twin, or a run that skipped it): "not measured: no twin
   was run"; a twin that could not start (one failed cell): "not measured: <its failure_reason>".
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from loadtest.evidence.objective import Objective
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus, Role
 from loadtest.judge.conclusion import conclude
@@ -50,6 +53,7 @@ class ToolCeiling:
     lowest_tried_rps: float | None = None  # where the twin searched and no rate passed
     stood: Stood = Stood.UNKNOWN  # what stopped its failed check (`who_stood`), and how
     stood_how: str = ""
+    unchecked: str = ""  # where the check cell did not run: why (the twin's own search answers alone)
 
     @property
     def measured(self) -> bool:
@@ -70,6 +74,8 @@ class ToolCeiling:
             value = f"under {fmt(self.lowest_tried_rps)} req/s" if self.lowest_tried_rps else "none passed"
         else:
             value = f"{fmt(self.rps)} req/s"
+        if self.unchecked:
+            return f"{value} ({self.unchecked})"
         return f"{value} ({self.stood.value} stood: {self.stood_how})" if self.stood != Stood.UNKNOWN else value
 
     def text(self) -> str:
@@ -79,7 +85,7 @@ class ToolCeiling:
     def as_dict(self) -> dict:
         """figures.json's record of it."""
         return {"text": self.value(), "rps": self.rps, "at_least": self.checked, "measured": self.measured,
-                "why_not": self.why_not, "stood": self.stood.value}
+                "why_not": self.why_not, "stood": self.stood.value, "unchecked": self.unchecked}
 
 
 NOT_MEASURED = ToolCeiling()
@@ -103,11 +109,13 @@ def ceiling_of(cells: Sequence[CellResult]) -> ToolCeiling:
         reason = next((c.failure_reason for c in cells if c.failure_reason), "") or "the twin did not start"
         return ToolCeiling(why_not=reason)
     objective = ran[0].tag.objective
-    first = ran[0]
-    if not twin_failure(first, objective.p99_ms):
-        return ToolCeiling(first.search.offered_rps if first.search else None, checked=True, why_not="")
+    check = next((c for c in cells if c.search is not None and c.search.role == Role.TOOL_CEILING), None)
+    if check is None or not any(c is check for c in ran):  # no check to read: never a later cell read as one
+        return _unchecked(ran, objective, _not_run(check))
+    if not twin_failure(check, objective.p99_ms):
+        return ToolCeiling(check.search.offered_rps if check.search else None, checked=True, why_not="")
     rates = [float(c.search.offered_rps) for c in ran if c.search and c.search.offered_rps]
-    stood, how = who_stood(first)  # at the failed check: what stopped the tool at twice the answer
+    stood, how = who_stood(check)  # at the failed check: what stopped the tool at twice the answer
     searched = [c for c in ran if c.search and c.search.role != Role.TOOL_CEILING]
     if searched:  # the twin's own search, concluded as it concluded itself
         answered = conclude(steps_of(searched, objective), objective).answer
@@ -117,6 +125,24 @@ def ceiling_of(cells: Sequence[CellResult]) -> ToolCeiling:
               and not twin_failure(c, objective.p99_ms)]
     return ToolCeiling(max(passed) if passed else None, why_not="", lowest_tried_rps=min(rates), stood=stood,
                        stood_how=how)
+
+
+def _not_run(check: CellResult | None) -> str:
+    if check is None:
+        return "the check did not run: no check cell was recorded"
+    return f"the check did not run: {check.failure_reason or check.status}"
+
+
+def _unchecked(ran: Sequence[CellResult], objective: Objective, why: str) -> ToolCeiling:
+    """Where the check cell did not run: the twin's own search's answer, as it concluded itself, said so; never
+    "≥ (2× the answer)" for a rate of its search."""
+    searched = [c for c in ran if c.search and c.search.role != Role.TOOL_CEILING]
+    if not searched:
+        return ToolCeiling(why_not=why)
+    answered = conclude(steps_of(searched, objective), objective).answer
+    rates = [float(c.search.offered_rps) for c in searched if c.search and c.search.offered_rps]
+    return ToolCeiling(answered.rate_rps if answered else None, why_not="", lowest_tried_rps=min(rates),
+                       unchecked=why)
 
 
 def tool_ceilings(results: Sequence[CellResult]) -> dict[str, ToolCeiling]:

@@ -100,6 +100,22 @@ def test_a_searched_twins_ceiling_is_its_own_searchs_answer_as_its_console_line_
     assert [s.search_id for s in answer(cells).searches] == ["s"]  # the twin's own search is no answer
 
 
+def test_a_check_that_did_not_run_is_said_so_and_the_twins_own_search_answers_never_as_twice_the_answer():
+    # the check cell at 2,000 failed to run; the twin's own search then passed 1,000 and confirmed it. Read as the
+    # check, that first pass printed "≥ 1,000.0 req/s (2× the answer)" for a rate 1× the answer
+    check = twin(CONTAINER, "s", 2000.0, failed="Locust exited with code 1", index=100)
+    own = search(check.server, "s/tool-ceiling", [("bracket", 1000.0, 1.0), ("bracket", 2000.0, 50.0),
+                                                  ("confirm", 1000.0, 1.0)])
+    own = [replace(c, cell_index=101 + i, search=replace(c.search, checks="s")) for i, c in enumerate(own)]
+    ceiling = ceiling_of([check, *own])
+    assert not ceiling.checked and ceiling.rps == 1000.0
+    assert ceiling.value() == "1,000.0 req/s (the check did not run: Locust exited with code 1)"
+    _, row, shown = row_of([*confirmed(CONTAINER, 1000.0), check, *own])
+    assert "2× the answer)" not in shown["bounded by"] and "the check did not run" in shown["bounded by"]
+    assert not row.for_buying
+    assert ceiling_of([check]).value() == "not measured: Locust exited with code 1"
+
+
 def test_a_lower_bound_is_never_bought_and_gets_no_boxes():
     # late sends where the latencies did not pass (a late load generator's pass is a pass: `verdicts.verdict_of`)
     steps = [("bracket", 1000, 8.0), ("bracket", 1100, 12.0, "saturated", "2% of sends left late"),
