@@ -290,6 +290,8 @@ def _priced(row: CardRow, best: SearchAnswer, capacities: CapacityRange, target:
     replica = pricing.replicas.get(best.config, UNKNOWN_REPLICA)
     boxes = fleet(target.rate_rps, capacities, pricing.headroom, target.rate_rps * target.batch, pricing.prices,
                   best.config, replica, spare=pricing.spare)
+    if row.at_most:  # not for buying: the most boxes, and what they cost, from the range's bottom
+        boxes = boxes.at_bottom()
     at = boxes.priced
     if at.refused or at.costs.per_hour is None:
         return replace(row, why_not="not priced", refused=at.refused or "the price list has no price for it")

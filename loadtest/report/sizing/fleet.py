@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from loadtest.report.answers.answers import SearchAnswer, lower_bound
 from loadtest.report.configs import Config
@@ -151,11 +151,19 @@ class Fleet:
     priced: Priced  # at `range.capacity_rps`: its replicas, placement and USD/h
     fewest: int  # instances (or replicas, per-replica prices) at the range's top, the spare apart
     most: int  # at the range's bottom, the spare apart
+    bottom: Priced | None = None  # at `range.low_rps`: what the most boxes cost
 
     @property
     def typical(self) -> int:
         """The boxes the price is for, the spare apart."""
         return _boxes(self.priced, self.priced)
+
+    def at_bottom(self) -> Fleet:
+        """This fleet priced at the range's bottom: a "≤" row's boxes (the most a server at least this fast needs)
+        and its USD/h from one placement, never the most boxes beside the typical capacity's price."""
+        low = self.bottom or self.priced
+        boxes = _boxes(low, low)
+        return replace(self, priced=low, fewest=boxes, most=boxes)
 
 
 def _boxes(at: Priced, on: Priced) -> int:
@@ -173,8 +181,8 @@ def fleet(target: float, capacities: CapacityRange, headroom: float, images_per_
     def at(rate: float) -> Priced:
         return priced(target, rate, headroom, images_per_s, prices, config, replica, spare=spare)
 
-    chosen = at(capacities.capacity_rps)
-    return Fleet(capacities, chosen, _boxes(at(capacities.high_rps), chosen), _boxes(at(capacities.low_rps), chosen))
+    chosen, bottom = at(capacities.capacity_rps), at(capacities.low_rps)
+    return Fleet(capacities, chosen, _boxes(at(capacities.high_rps), chosen), _boxes(bottom, chosen), bottom)
 
 
 # ----------------------------------------------------------------------------- the arithmetic, one line

@@ -76,6 +76,18 @@ def test_with_repeats_the_boxes_run_from_the_lowest_capacity_to_the_highest_uppe
             "beyond the bracket of the one priced (500.0–550.0).") in card.notes
 
 
+def test_a_row_not_for_buying_prices_the_most_boxes_it_gives(tmp_path):
+    # the same repeats on the embedded server with no twin: not for buying, so "≤ the most" boxes: at 400 req/s,
+    # 13 replicas -> 7 small-2 + 1 spare = 8 x 0.20 = 1.60 USD/h, per million requests 1.60 / (4000 x 3600) x 1e6;
+    # before, "≤ 7 + 1 spare" stood beside the typical repeat's 1.20 USD/h (6 instances)
+    embedded = [replace(c, server=replace(c.server, kind="embedded")) for c in repeated(400.0, 500.0, 600.0)
+                if not (c.search and c.search.checks)]
+    _, row, shown = card_row(embedded, prices(tmp_path, SMALL_2))
+    assert not row.for_buying and row.at_most
+    assert shown["boxes"] == "≤ 7 + 1 spare × small-2" and shown["USD/h"] == "≤ 1.60"
+    assert row.usd_per_m_requests == pytest.approx(1.60 / (4000 * 3600) * 1e6)
+
+
 def test_repeats_within_the_bracket_are_not_noted(tmp_path):
     # 500 and 520: the lower median of two is 500 (bracket 500–550), and 520 lies inside it: no note; range 500 to
     # 572 (520 x 1.1): fewest at 572: 4000 / 457.6 = 8.7 -> 9 replicas -> 5 instances; most at 500: 10 -> 5
