@@ -58,7 +58,7 @@ def gpu_cpu_value(answers: Answers, paired: Paired, batch: int, objective: float
     return "—" if r is None else ratio_value(r.ratio, r.low, r.high)
 
 
-NO_DIFFERENCE = "no measurable difference"
+TIE = "tie"  # the card's word for a comparison whose range holds ×1.0: no measurable difference
 
 
 def holds_one(ratio: float | None, low: float | None, high: float | None) -> bool:

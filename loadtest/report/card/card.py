@@ -42,7 +42,7 @@ from loadtest.report.answers.answers import (
 from loadtest.report.answers.figure_text import capacity_text
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios
 from loadtest.report.answers.ratios import (
-    NO_DIFFERENCE,
+    TIE,
     gain_key,
     gain_no_difference,
     gain_value,
@@ -54,7 +54,7 @@ from loadtest.report.answers.ratios import (
 from loadtest.report.answers.tool_ceiling import NAME as TOOL_CEILING
 from loadtest.report.answers.verdict import verdict_in
 from loadtest.report.blocks import DEVICES
-from loadtest.report.card.decision import run_next, server_flags
+from loadtest.report.card.decision import run_next, server_flags, stand_in_again
 from loadtest.report.card.objective_costs import answers_by_objective
 from loadtest.report.card.records import CardRow
 from loadtest.report.card.words import (
@@ -216,7 +216,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
         if line:
             comparisons.append(line)
         if not _target_for_buying(found) and here:
-            nexts.append(run_next(_configs(answers), targets, pricing.prices.source if pricing else "", flags))
+            nexts.append(run_next(_configs(answers), targets, pricing.prices.source if pricing else ""))
     priced = any(r.boxes is not None for r in rows)
     for_buying = bool(targets) and all(_target_for_buying([r for r in rows if r.target == t]) for t in targets)
     example = priced and pricing is not None and pricing.prices.example
@@ -225,7 +225,9 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
         f"{money(r.usd_per_m_images)} {pricing.prices.currency if pricing else 'USD'} per million images."
         if r.usd_per_m_images is not None else f"not priced: {r.refused}.") for r in rows
         if (r.usd_per_m_images is not None and r.target.batch > 1) or r.refused) + memory_note(rows) + tuple(
-        f"{r.target.words()}, {DEVICES.get(r.device, r.device)}: {r.moved}." for r in rows if r.moved)
+        f"{r.target.words()}, {DEVICES.get(r.device, r.device)}: {r.moved}." for r in rows if r.moved) + tuple(
+        again for again in [stand_in_again(_configs(answers), targets, pricing.prices.source if pricing else "",
+                                           flags)] if again and nexts)
     return Card(heading, for_buying, tuple(rows), tuple(comparisons), nexts[0] if nexts else "", notes,
                 pricing.prices.currency if pricing else "USD", priced, ratios)
 
@@ -352,7 +354,7 @@ def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[Car
 
 
 def _verdict(same: bool) -> str:
-    return f"{NO_DIFFERENCE} " if same else ""
+    return f"{TIE} " if same else ""
 
 
 def _record(value: str, compared: PairedRatio | None, same: bool) -> dict:
@@ -365,12 +367,12 @@ def _record(value: str, compared: PairedRatio | None, same: bool) -> dict:
 
 def _setup_settled(row: CardRow, answers: Answers, paired: Mapping[tuple, PairedRatio]) -> CardRow:
     """The row's best setup, and where the device's batching gain holds ×1.0, that the other setup is no measurably
-    different: `batching off (batching on: no measurable difference)`, so a best setup is never read off a tie."""
+    different: `batching off (tie with batching on)`, so a best setup is never read off a tie."""
     target = row.target
     if not row.setup or not gain_no_difference(answers, paired, row.device, target.batch, target.p99_objective_ms):
         return row
     other = "batching off" if row.setup.startswith("batching on") else "batching on"
-    return replace(row, setup=f"{row.setup} ({other}: {NO_DIFFERENCE})")
+    return replace(row, setup=f"{row.setup} ({TIE} with {other})")
 
 
 def _ratio_record(compared: PairedRatio) -> dict:

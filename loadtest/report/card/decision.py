@@ -65,25 +65,35 @@ def _configs(here: Sequence[DeviceAnswer]) -> list[Config]:
     return [s.config for d in here for s in d.searches]
 
 
-def run_next(configs: Sequence[Config], targets: Sequence[Target], prices: str = "",
-             server_flags: Sequence[str] = ()) -> str:
+def run_next(configs: Sequence[Config], targets: Sequence[Target], prices: str = "") -> str:
     """The command that gets an answer the device bounds, and where: the run's own targets (`GOALS`, as
     `make capacity` takes them) and its price list where it was not the default (`DEFAULT_PRICES`, which `make
     capacity` reads without one), on TF Serving itself where the embedded server was measured (none of the embedded
-    server's flags: TF Serving takes its own), then the stand-in again as measured, with its flags, where it had any;
-    else with the batching tuned. Pasted as printed, each runs what it says."""
-    serve = " ".join(dict.fromkeys(f"{c.device}/{c.batching_profile}" for c in configs))
-    goals = " ".join(dict.fromkeys(goal_text(t) for t in targets))
-    words = [f'SERVE="{serve}"', f'GOALS="{goals}"', *([f"PRICES={shlex.quote(prices)}"] if _own(prices) else [])]
-    command = f"`make capacity {' '.join(words)}`"
+    server's flags: TF Serving takes its own; `stand_in_again` gives them), else with the batching tuned. Pasted as
+    printed, it runs what it says."""
+    command = f"`make capacity {' '.join(_capacity_words(configs, targets, prices))}`"
     if any(c.kind == ServerKind.EMBEDDED for c in configs):
-        if not server_flags:
-            return f"{command} on TF Serving."
-        flags = f"LOADTEST_ARGS={_make_value('--server-flags=' + shlex.quote(shlex.join(server_flags)))}"
-        again = f"`make capacity {' '.join([*words, flags])}`"
-        return f"{command} on TF Serving; the stand-in again as measured: {again}."
+        return f"{command} on TF Serving."
     device = next((c.device for c in configs if c.batching_on), configs[0].device if configs else "cpu")
     return f"{command}, or `make tune DEVICE={device}`."
+
+
+def stand_in_again(configs: Sequence[Config], targets: Sequence[Target], prices: str = "",
+                   server_flags: Sequence[str] = ()) -> str:
+    """A line under the card, `Run the stand-in again as measured: ` and the `make capacity` command with its
+    `LOADTEST_ARGS="--server-flags=…"`: the embedded server rerun with the flags the run launched it with; "" where it
+    ran without any, or was not measured."""
+    if not server_flags or not any(c.kind == ServerKind.EMBEDDED for c in configs):
+        return ""
+    flags = f"LOADTEST_ARGS={_make_value('--server-flags=' + shlex.quote(shlex.join(server_flags)))}"
+    words = " ".join([*_capacity_words(configs, targets, prices), flags])
+    return f"Run the stand-in again as measured: `make capacity {words}`."
+
+
+def _capacity_words(configs: Sequence[Config], targets: Sequence[Target], prices: str) -> list[str]:
+    serve = " ".join(dict.fromkeys(f"{c.device}/{c.batching_profile}" for c in configs))
+    goals = " ".join(dict.fromkeys(goal_text(t) for t in targets))
+    return [f'SERVE="{serve}"', f'GOALS="{goals}"', *([f"PRICES={shlex.quote(prices)}"] if _own(prices) else [])]
 
 
 def _own(prices: str) -> bool:

@@ -59,9 +59,10 @@ TERMS = {
     "for buying": "the device or the production server (a TF Serving container) bounded the answer (\"bounded by\") "
                   "and it is priced; the title says FOR BUYING when each target's cheapest row is.",
     "ranges": "×ratio (low–high): the paired comparison's ratio and the range its repeats and the machine's drift "
-              "allow; a range that holds ×1.0 is no measurable difference. GPU/CPU: the best GPU setup's capacity ÷ "
-              "the best CPU setup's; batching: batching on ÷ off on that device; unpaired, not paired: from searches "
-              "run one after the other, whose range does not allow for the machine's drift.",
+              "allow; \"tie\": a range that holds ×1.0, no measurable difference (a best setup \"tie with\" the "
+              "other is no better than it). GPU/CPU: the best GPU setup's capacity ÷ the best CPU setup's; batching: "
+              "batching on ÷ off on that device; unpaired, not paired: from searches run one after the other, whose "
+              "range does not allow for the machine's drift.",
     BOUNDED_BY: "what bounded the answer, the first that applies: unconfirmed (passed, not confirmed, or a lower "
                 "bound, with why); the tool (its tool ceiling not measured or under 2× the answer, or the load "
                 "generator saturated); the host (its stalls, measured by the host probe, explain the dispatch lag or "

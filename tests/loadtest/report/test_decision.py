@@ -53,7 +53,8 @@ def test_the_h100_card_says_no_setup_met_10_ms_and_why_below_it(tmp_path):
     assert "USD" not in first_screen and "replicas" not in first_screen
     # the run's own targets; its price list is the default one, which `make capacity` reads without PRICES
     assert ('Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" GOALS="5000:10:1 5000:10:32"` on TF '
-            'Serving; the stand-in again as measured: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" '
+            'Serving.') in md
+    assert ('Run the stand-in again as measured: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" '
             'GOALS="5000:10:1 5000:10:32" LOADTEST_ARGS=') in md
     why = [line for line in md.splitlines() if line.startswith("Why none confirmed")]
     assert why[0].startswith("Why none confirmed p99 ≤ 10 ms at request batch 1: on the CPU")
@@ -303,10 +304,11 @@ def test_run_next_parses_as_make_capacity_with_the_runs_goals_prices_and_server_
     md = report.run([tmp_path / "h200-paired" / "results.jsonl"], p99_ms=25, target_rps=2000,
                     prices=own)[1].read_text()
     [line] = [line for line in md.splitlines() if line.startswith("Run next: ")]
+    [again] = [line for line in md.splitlines() if line.startswith("Run the stand-in again as measured: ")]
     # two commands: TF Serving itself, with none of the embedded server's flags (pasted, it measures TF Serving, not
-    # the stand-in again), then the stand-in as measured, with them; each says which it is
-    assert " on TF Serving; the stand-in again as measured: `" in line and line.endswith("`.")
-    tf_serving, stand_in = (shlex.split(command) for command in re.findall(r"`([^`]*)`", line))
+    # the stand-in again), and under the card the stand-in as measured, with them; each says which it is
+    assert line.endswith("` on TF Serving.") and again.endswith("`.")
+    tf_serving, stand_in = (shlex.split(re.findall(r"`([^`]*)`", text)[0]) for text in (line, again))
     for words in (tf_serving, stand_in):
         assert words[:2] == ["make", "capacity"]
     assigned = dict(word.split("=", 1) for word in stand_in[2:])
