@@ -35,7 +35,9 @@ pytestmark = pytest.mark.integration
 SERVER_CORE, LOADGEN_CORE = 0, 1
 DRIFT = {"max_share": 0.5, "ramp_s": 100.0, "max_s": 200.0}  # one run's length: the share grows all the way
 SLOWED = {"max_share": 0.4, "ramp_s": 1.0, "max_s": 200.0}  # the one-after-the-other control's second search
-SEARCH = ("--p99-ms", "25", "--objectives", "25", "--precision", "0.1", "--max-steps", "10", "--confirm-factor", "2",
+# p99 <= 50 ms: at 25 ms this host's own stalls (15-25 ms, docs/performance.md) left a slowed server no rate to
+# confirm on 2026-12-07, with the judge as it was before that day's changes and after alike
+SEARCH = ("--p99-ms", "50", "--objectives", "50", "--precision", "0.1", "--max-steps", "10", "--confirm-factor", "2",
           "--max-rate-s", "8", "--warmup-s", "0.5", "--measure-s", "2", "--check", "shape", "--unmet-ok",
           "--no-report", "--no-tool-ceiling")
 # Locust on core 1; a send late past 5 ms (this shared core's own stalls reach 2-5 ms; latency is timed from the
