@@ -114,10 +114,8 @@ class PairedRatio:
 
     @property
     def no_difference(self) -> bool:
-        """A two-sided range that holds ×1.0: no measurable difference (an open range is a bound, not a verdict)."""
-        if self.ratio is None or self.low is None or self.high is None:
-            return False
-        return self.low <= 1.0 <= self.high
+        """A two-sided range that holds ×1.0: no measurable difference (`holds_one`)."""
+        return holds_one(self.ratio, self.low, self.high)
 
     @property
     def repeats_disagree(self) -> bool:
@@ -182,6 +180,11 @@ class PairedRatio:
         if self.drift is None or self.drift.moved is None:
             return "the machine's drift was not measured (no reference cell)"
         return f"this machine's speed moved {self.drift.moved:.0%} during the comparison"
+
+
+def holds_one(ratio: float | None, low: float | None, high: float | None) -> bool:
+    """A two-sided range that holds ×1.0: no measurable difference (an open range is a bound, not a verdict)."""
+    return ratio is not None and low is not None and high is not None and low <= 1.0 <= high
 
 
 def open_ranges(measured: Sequence[RepeatRatio | PairedRatio]) -> list[tuple[float, float]]:

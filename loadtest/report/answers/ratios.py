@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio
-from loadtest.report.answers.paired import GPU_CPU, PairedRatio
+from loadtest.report.answers.paired import GPU_CPU, PairedRatio, holds_one
 from loadtest.report.formatting import ratio_value
 
 Paired = Mapping[tuple[str, int, float], PairedRatio]
@@ -59,11 +59,6 @@ def gpu_cpu_value(answers: Answers, paired: Paired, batch: int, objective: float
 
 
 TIE = "tie"  # the card's word for a comparison whose range holds ×1.0: no measurable difference
-
-
-def holds_one(ratio: float | None, low: float | None, high: float | None) -> bool:
-    """A two-sided range that holds ×1.0: no measurable difference (an open range is a bound, not a verdict)."""
-    return ratio is not None and low is not None and high is not None and low <= 1.0 <= high
 
 
 def gain_no_difference(answers: Answers, paired: Paired, device: str, batch: int, objective: float) -> bool:

@@ -116,11 +116,9 @@ def ceiling_of(cells: Sequence[CellResult]) -> ToolCeiling:
         return ToolCeiling(check.search.offered_rps if check.search else None, checked=True, why_not="")
     rates = [float(c.search.offered_rps) for c in ran if c.search and c.search.offered_rps]
     stood, how = who_stood(check)  # at the failed check: what stopped the tool at twice the answer
-    searched = [c for c in ran if c.search and c.search.role != Role.TOOL_CEILING]
-    if searched:  # the twin's own search, concluded as it concluded itself
-        answered = conclude(steps_of(searched, objective), objective).answer
-        return ToolCeiling(answered.rate_rps if answered else None, why_not="", lowest_tried_rps=min(rates),
-                           stood=stood, stood_how=how)
+    if _searched(ran):  # the twin's own search, concluded as it concluded itself
+        return ToolCeiling(_own_answer(ran, objective), why_not="", lowest_tried_rps=min(rates), stood=stood,
+                           stood_how=how)
     passed = [float(c.search.offered_rps) for c in ran if c.search and c.search.offered_rps
               and not twin_failure(c, objective.p99_ms)]
     return ToolCeiling(max(passed) if passed else None, why_not="", lowest_tried_rps=min(rates), stood=stood,
@@ -133,16 +131,24 @@ def _not_run(check: CellResult | None) -> str:
     return f"the check did not run: {check.failure_reason or check.status}"
 
 
+def _searched(ran: Sequence[CellResult]) -> list[CellResult]:
+    """The cells of the twin's own search (every cell but its check)."""
+    return [c for c in ran if c.search and c.search.role != Role.TOOL_CEILING]
+
+
+def _own_answer(ran: Sequence[CellResult], objective: Objective) -> float | None:
+    """The twin's own search's answer, concluded from its cells as it concluded itself; None where none passed."""
+    answered = conclude(steps_of(_searched(ran), objective), objective).answer
+    return answered.rate_rps if answered else None
+
+
 def _unchecked(ran: Sequence[CellResult], objective: Objective, why: str) -> ToolCeiling:
     """Where the check cell did not run: the twin's own search's answer, as it concluded itself, said so; never
     "≥ (2× the answer)" for a rate of its search."""
-    searched = [c for c in ran if c.search and c.search.role != Role.TOOL_CEILING]
-    if not searched:
+    if not _searched(ran):
         return ToolCeiling(why_not=why)
-    answered = conclude(steps_of(searched, objective), objective).answer
-    rates = [float(c.search.offered_rps) for c in searched if c.search and c.search.offered_rps]
-    return ToolCeiling(answered.rate_rps if answered else None, why_not="", lowest_tried_rps=min(rates),
-                       unchecked=why)
+    rates = [float(c.search.offered_rps) for c in ran if c.search and c.search.offered_rps]
+    return ToolCeiling(_own_answer(ran, objective), why_not="", lowest_tried_rps=min(rates), unchecked=why)
 
 
 def tool_ceilings(results: Sequence[CellResult]) -> dict[str, ToolCeiling]:

@@ -205,6 +205,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
     """The card for these targets from the run's answers; rows for each device searched at a target's objective
     and request batch (or, where none was searched there, answered from the same cells)."""
     rows: list[CardRow] = []
+    prices = pricing.prices.source if pricing else ""
     comparisons: list[str] = []
     ratios: dict = {}
     nexts: list[str] = []
@@ -216,7 +217,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
         if line:
             comparisons.append(line)
         if not _target_for_buying(found) and here:
-            nexts.append(run_next(_configs(answers), targets, pricing.prices.source if pricing else ""))
+            nexts.append(run_next(_configs(answers), targets, prices))
     priced = any(r.boxes is not None for r in rows)
     for_buying = bool(targets) and all(_target_for_buying([r for r in rows if r.target == t]) for t in targets)
     example = priced and pricing is not None and pricing.prices.example
@@ -226,8 +227,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
         if r.usd_per_m_images is not None else f"not priced: {r.refused}.") for r in rows
         if (r.usd_per_m_images is not None and r.target.batch > 1) or r.refused) + memory_note(rows) + tuple(
         f"{r.target.words()}, {DEVICES.get(r.device, r.device)}: {r.moved}." for r in rows if r.moved) + tuple(
-        again for again in [stand_in_again(_configs(answers), targets, pricing.prices.source if pricing else "",
-                                           flags)] if again and nexts)
+        filter(None, [stand_in_again(_configs(answers), targets, prices, flags) if nexts else ""]))
     return Card(heading, for_buying, tuple(rows), tuple(comparisons), nexts[0] if nexts else "", notes,
                 pricing.prices.currency if pricing else "USD", priced, ratios)
 
