@@ -19,6 +19,9 @@ from tests.support.export import QUICK_EXPORT_ARGS, ExportedModel, run_export_cl
 from tests.support.keras_ranker import KerasRankerModel, export_keras_ranker
 from tests.support.ranker import RankerModel, export_ranker
 
+# Timed tests rerun once for a timing miss only, every rerun printed, more than 3 failing the run (#69).
+pytest_plugins = ["tests.support.reruns", "pytester"]
+
 
 @pytest.fixture(scope="session")
 def exported_model(tmp_path_factory) -> ExportedModel:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -271,15 +271,16 @@ def capacity_command(ctx: click.Context, batch_sizes: tuple[int, ...], unmet_ok:
         ctx.exit(1)
 
 
-def searches_budget_s(plan: plans.Plan, sweep_s: float | None, began: float) -> float | None:
+def searches_budget_s(plan: plans.Plan, sweep_s: float | None, began: float,
+                      clock: Callable[[], float] = time.monotonic) -> float | None:
     """The searches' whole time: what the run's budget (`[capacity] budget_min`, `--budget-min`'s) leaves after the
-    time spent since `began` and the report's reserve (`loadtest.search.run_budget.searches_s`), within a shape
-    sweep's budget (`sweep_s`); None where neither is set. The run's budget is said on the console."""
+    time spent since `began` (on `clock`) and the report's reserve (`loadtest.search.run_budget.searches_s`), within
+    a shape sweep's budget (`sweep_s`); None where neither is set. The run's budget is said on the console."""
     from loadtest.search.run_budget import REPORT_S, searches_s
 
     if not plan.capacity.budget_min:
         return sweep_s
-    spent_s = time.monotonic() - began
+    spent_s = clock() - began
     own_s = searches_s(plan.capacity.budget_min * 60, spent_s)
     click.echo(f"the run's time budget: {plan.capacity.budget_min:g} min: {spent_s:.0f} s spent before the searches, "
                f"{REPORT_S:.0f} s kept for the report, {own_s:.0f} s for the searches")

@@ -120,24 +120,24 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def time_calls(call: Callable[[], object], budget_s: float, max_runs: int = MAX_RUNS,
-               warm_up: bool = True) -> list[float]:
-    """Seconds of each timed call: one untimed call first (`warm_up`), then at least one timed, until the budget
-    is spent."""
+               warm_up: bool = True, clock: Callable[[], float] = time.perf_counter) -> list[float]:
+    """Seconds of each timed call (on `clock`): one untimed call first (`warm_up`), then at least one timed, until
+    the budget is spent."""
     if warm_up:
         call()
-    deadline = time.perf_counter() + budget_s
+    deadline = clock() + budget_s
     times: list[float] = []
-    while len(times) < max_runs and (not times or time.perf_counter() < deadline):
-        started = time.perf_counter()
+    while len(times) < max_runs and (not times or clock() < deadline):
+        started = clock()
         call()
-        times.append(time.perf_counter() - started)
+        times.append(clock() - started)
     return times
 
 
-def time_calls_at_once(call: Callable[[], object], callers: int, budget_s: float,
-                       max_runs: int = MAX_RUNS) -> tuple[list[float], float]:
+def time_calls_at_once(call: Callable[[], object], callers: int, budget_s: float, max_runs: int = MAX_RUNS,
+                       clock: Callable[[], float] = time.perf_counter) -> tuple[list[float], float]:
     """`callers` threads calling at once, each as `time_calls` does (every one warmed up before any is timed):
-    (seconds of every timed call, the wall seconds from the first timed call to the last one's end)."""
+    (seconds of every timed call, the wall seconds from the first timed call to the last one's end; on `clock`)."""
     times: list[list[float]] = [[] for _ in range(callers)]
     ready = threading.Barrier(callers + 1)
     spans: list[tuple[float, float]] = []
@@ -145,9 +145,9 @@ def time_calls_at_once(call: Callable[[], object], callers: int, budget_s: float
     def caller(index: int) -> None:
         call()
         ready.wait()
-        began = time.perf_counter()
-        times[index] = time_calls(call, budget_s, max_runs, warm_up=False)
-        spans.append((began, time.perf_counter()))
+        began = clock()
+        times[index] = time_calls(call, budget_s, max_runs, warm_up=False, clock=clock)
+        spans.append((began, clock()))
 
     threads = [threading.Thread(target=caller, args=(i,), name=f"floor-{i}") for i in range(callers)]
     for thread in threads:
@@ -176,13 +176,14 @@ def batch_floor(batch_size: int, times_s: list[float], images_per_s: float | Non
                       len(ordered) if runs is None else runs)
 
 
-def floor_of(batch_size: int, call: Callable[[], object], callers: int, budget_s: float) -> BatchFloor:
+def floor_of(batch_size: int, call: Callable[[], object], callers: int, budget_s: float,
+             clock: Callable[[], float] = time.perf_counter) -> BatchFloor:
     """One batch size's floor: one caller's latency; with `callers` > 1, half the budget goes to them all at once,
     whose calls' images over their wall time are the images/s."""
     if callers <= 1:
-        return batch_floor(batch_size, time_calls(call, budget_s))
-    alone = time_calls(call, budget_s / 2)
-    together, wall_s = time_calls_at_once(call, callers, budget_s / 2)
+        return batch_floor(batch_size, time_calls(call, budget_s, clock=clock))
+    alone = time_calls(call, budget_s / 2, clock=clock)
+    together, wall_s = time_calls_at_once(call, callers, budget_s / 2, clock=clock)
     rate = batch_size * len(together) / wall_s if wall_s > 0 else float("inf")
     return batch_floor(batch_size, alone, rate, len(alone) + len(together))
 

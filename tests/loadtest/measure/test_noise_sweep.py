@@ -21,6 +21,7 @@ from loadtest.measure import plan as plans
 from loadtest.measure.cell_sweep import Sweep
 from serving.deploy.process import start_server
 from tests.loadtest.measure.test_sweep import short_plan, target_of
+from tests.support import timing
 from tests.support.stalls import host_stall
 
 pytestmark = pytest.mark.integration
@@ -59,18 +60,27 @@ def test_a_stall_of_the_host_is_named_the_hosts(exported_model, tmp_path):
     with host_stall(core=SERVER_CORE, stall_ms=float(STALL[0]), every_s=float(STALL[1]), max_s=40.0):
         cell = one_cell(exported_model, tmp_path)
     found = noise.attribute([cell], OBJECTIVE_MS)
-    print(shown(cell, found))
-    assert cell.host_probe.server.cpus == str(SERVER_CORE) and cell.host_probe.server.max_us >= 15_000
+    said = shown(cell, found)
+    print(said)
+    assert cell.host_probe.server.cpus == str(SERVER_CORE)
     assert cell.host_probe.loadgen.cpus == str(LOADGEN_CORE)
-    assert found.source == NoiseSource.HOST and found.host_side == "server"
-    assert found.client_share > 0.01
-    assert noise.lowest_confirmable_ms([cell]) >= 10.0  # 15 ms of each 500 over 5 ms: 3% > half a percent
+    # the shares compared below are measured on this shared machine: its own noise can outweigh the planted stall's
+    timing.at_least("max oversleep on the server's core (µs)", cell.host_probe.server.max_us, 15_000, said)
+    timing.holds("named the host's, on the server's cores",
+                 found.source == NoiseSource.HOST and found.host_side == "server", said)
+    timing.holds("client share over 5 ms > 0.01", found.client_share > 0.01, said)
+    # 15 ms of each 500 over 5 ms: 3% > half a percent
+    timing.at_least("lowest confirmable objective (ms)", noise.lowest_confirmable_ms([cell]), 10.0, said)
 
 
 def test_a_stall_of_the_server_is_named_the_servers(exported_model, tmp_path):
     cell = one_cell(exported_model, tmp_path, "--null_stall_ms", STALL[0], "--null_stall_every_s", STALL[1])
     found = noise.attribute([cell], OBJECTIVE_MS)
-    print(shown(cell, found))
-    assert cell.server_latency.count >= 300 and cell.server_latency.p999_us is None  # < 1000 requests
-    assert found.source == NoiseSource.SERVER
-    assert found.server_share > 0.01 and found.host_share < 0.005
+    said = shown(cell, found)
+    print(said)
+    # 100 req/s for 4 s: how many the server counted in the cell is this machine's speed
+    timing.at_least("requests the server counted", cell.server_latency.count, 300, said)
+    assert cell.server_latency.p999_us is None  # < 1000 requests
+    timing.holds("named the server's", found.source == NoiseSource.SERVER, said)
+    timing.holds("server share over 5 ms > 0.01", found.server_share > 0.01, said)
+    timing.holds("host share over 5 ms < 0.005", found.host_share < 0.005, said)

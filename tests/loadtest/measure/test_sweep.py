@@ -27,6 +27,7 @@ from loadtest.measure.cell_sweep import Sweep
 from loadtest.measure.locust_run import locust_command, run_locust
 from serving.deploy.process import start_server
 from serving.endpoint import ServedEndpoint
+from tests.support import timing
 from tests.support.cli import command
 from tests.support.paths import REPO
 from tests.support.waiting import wait_for
@@ -110,7 +111,10 @@ def test_short_sweep_produces_valid_records(batching_server, exported_model, tmp
     right = (labels[rows] == expected[rows]).reshape(batches, 4).mean(axis=1)
     assert right.min() <= results[0].accuracy <= right.max()
     opened = results[1]
-    assert opened.load.rate_rps == 40.0 and opened.throughput_rps == pytest.approx(40.0, rel=0.5)
+    assert opened.load.rate_rps == 40.0
+    # within 50% of its 40 req/s: what the open loop achieved is this machine's speed
+    timing.at_least("open-loop throughput (req/s)", opened.throughput_rps, 20.0, opened.flags)
+    timing.at_most("open-loop throughput (req/s)", opened.throughput_rps, 60.0, opened.flags)
     csv_lines = (sweep.run_dir / "results.csv").read_text().splitlines()
     assert csv_lines[0].split(",") == list(CSV_COLUMNS) and len(csv_lines) == 3
 
@@ -194,7 +198,9 @@ def default_sigint() -> None:
 @pytest.mark.untimed
 def test_ctrl_c_fails_the_running_cell_and_keeps_the_sweep_bounded(null_server, exported_model, tmp_path):
     plan_path = tmp_path / "plan.toml"
-    plan_path.write_text(f'[run]\nwarmup_s = 0.5\nmeasure_s = 20.0\ncheck = "shape"\n'
+    # A 120 s window: a sweep that waited it out would run past communicate's 60 s deadline below, one that stops at
+    # Ctrl-C ends in seconds; no tighter wall-time bound, which this machine's speed would set.
+    plan_path.write_text(f'[run]\nwarmup_s = 0.5\nmeasure_s = 120.0\ncheck = "shape"\n'
                          f'samples = "{exported_model.samples_path}"\n'
                          '[grid]\nbatch_sizes = [1]\nconcurrency = [1]\nrates_rps = [10]\n')
     results_dir = tmp_path / "results"
@@ -205,10 +211,12 @@ def test_ctrl_c_fails_the_running_cell_and_keeps_the_sweep_bounded(null_server, 
     wait_for(lambda: list(results_dir.glob("*/logs/cell-000.log")), 90, "the first cell's Locust to start")
     wait_for_load(null_server)  # Locust is up and sending
     locusts = [p for p in psutil.Process(proc.pid).children(recursive=True)]
-    interrupted_at = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    assert time.monotonic() - interrupted_at < 15
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     assert proc.returncode == 130, err
     [result] = read_results(next(results_dir.glob("*/results.jsonl")))
     assert result.status == "failed" and "interrupted" in result.failure_reason
@@ -244,10 +252,15 @@ def test_a_slow_dispatcher_is_flagged_not_mistaken_for_a_slow_server(null_server
     (on_time, on_time_flags), (held, held_flags) = measured[0], measured[3]
     assert on_time is not None and held is not None and held.count >= 80  # every scheduled send counted
     # The planted 3 ms shows in the median. Not in the p99 against the on-time run's: of 100 sends that is one, and
-    # one host wake-up late by 3.6 ms read above the held run's 3.3 ms in a clean clone's CI (2026-11-28).
-    assert held.p50_ms >= 3.0 and held.p50_ms >= on_time.p50_ms + 2.5, (held, on_time)
-    assert any(reason.startswith("dispatch lag p9") for reason in held_flags)  # 100 sends: the p95 is read
-    assert not any(reason.startswith("dispatch lag") for reason in on_time_flags), on_time
+    # one host wake-up late by 3.6 ms read above the held run's 3.3 ms in a clean clone's CI (2026-11-28). Dispatch
+    # lags, and the flags they raise, are this machine's speed.
+    timing.at_least("held run's dispatch lag p50 (ms)", held.p50_ms, 3.0, (held, on_time))
+    timing.at_least("held run's dispatch lag p50 (ms), against the on-time run's + 2.5", held.p50_ms,
+                    on_time.p50_ms + 2.5, (held, on_time))
+    held_flagged = any(reason.startswith("dispatch lag p9") for reason in held_flags)  # 100 sends: the p95 is read
+    timing.holds("held run flagged for dispatch lag", held_flagged, (held, held_flags))
+    timing.holds("on-time run not flagged for dispatch lag",
+                 not any(reason.startswith("dispatch lag") for reason in on_time_flags), (on_time, on_time_flags))
 
 
 def test_open_loop_beyond_its_call_threads_waits_and_loses_no_send(exported_model, tmp_path):

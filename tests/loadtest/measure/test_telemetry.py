@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -106,20 +108,61 @@ def test_sampler_samples_with_its_clock_and_reports_the_window():
     assert figures.notes == {"gpu": "not sampled: the server's device is cpu"}
 
 
+# A child that burns 0.3 s of its own CPU time when told to, says so, then waits to be killed.
+BURNER = ("import sys, time\n"
+          "sys.stdin.readline()\n"
+          "end = time.process_time() + 0.3\n"
+          "while time.process_time() < end:\n"
+          "    pass\n"
+          "print('burnt', flush=True)\n"
+          "sys.stdin.readline()\n")
+
+
+class CountedSource:
+    """A server source that counts its readings, so that a test waits for samples by count, not for a time."""
+
+    def __init__(self, source: sources.ProcessSource) -> None:
+        self.source, self.cores, self.cpu_set = source, source.cores, source.cpu_set
+        self.reads, self.read_made = 0, threading.Condition()
+
+    def read(self) -> ServerReading:
+        reading = self.source.read()
+        with self.read_made:
+            self.reads += 1
+            self.read_made.notify_all()
+        return reading
+
+    def wait_for_reads(self, reads: int) -> bool:
+        """True once read `reads` times in all; False after 60 s, a deadline that only a broken sampler reaches."""
+        with self.read_made:
+            return self.read_made.wait_for(lambda: self.reads >= reads, timeout=60)
+
+
 def test_sampler_thread_runs_until_stopped_and_measures_a_busy_process():
-    sampler = Sampler(sources.ProcessSource(os.getpid()), None, {}, interval_s=0.02)
-    sampler.start()
-    # keep this process busy while sampled, until 5 samples are in: counted, not timed (on a loaded host a fixed 0.3 s
-    # held 3 or 4 of its 20 ms samples: each reads a 2 GB process's PSS); the bound only ends a broken sampler's wait
-    give_up = sampler.clock() + 30.0
-    while len(sampler.samples) < 5 and sampler.clock() < give_up:
-        pass
-    sampler.stop()
+    # Counted, not timed: samples by count and the child's work in its own CPU seconds, with no wall-time window (a
+    # 20 ms sampler run for a fixed 0.3 s beside a thread spinning on the GIL once held 3 of the 5 samples it asked for)
+    child = subprocess.Popen([sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        source = CountedSource(sources.ProcessSource(child.pid))
+        sampler = Sampler(source, None, {}, interval_s=0.02).start()
+        assert source.wait_for_reads(1)  # a sample before the burn
+        child.stdin.write("burn\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "burnt\n"
+        assert source.wait_for_reads(source.reads + 3)  # the thread samples on after it
+        sampler.stop()  # then one last sample
+        sampler._thread.join(timeout=60)
+    finally:
+        child.kill()
+        child.wait()
     assert not sampler._thread.is_alive() and len(sampler.samples) >= 5
+    first, last = sampler.samples[0].server, sampler.samples[-1].server
+    assert first.cpu_s is not None and last.cpu_s is not None
+    assert last.cpu_s - first.cpu_s >= 0.25  # the 0.3 CPU s burnt between them, read in 10 ms ticks
     figures = sampler.window(sampler.samples[0].t_s, sampler.samples[-1].t_s)
-    cores = len(os.sched_getaffinity(0))
-    assert figures.server_cpu_percent is not None and figures.server_cpu_percent > 50 / cores
-    assert figures.server_rss_mib is not None and figures.server_rss_mib > 10
+    assert figures.server_cpu_percent is not None
+    assert figures.server_rss_mib is not None and figures.server_rss_mib > 1
 
 
 def test_measured_window_is_the_one_locust_measured():

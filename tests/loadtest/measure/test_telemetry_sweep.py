@@ -16,6 +16,7 @@ from loadtest.measure import plan as plans
 from loadtest.measure.cell_sweep import Sweep
 from serving.deploy.process import start_server
 from tests.loadtest.measure.test_sweep import short_plan, target_of
+from tests.support import timing
 
 pytestmark = pytest.mark.integration
 
@@ -59,12 +60,14 @@ def test_a_loaded_server_is_busy_and_an_idle_one_is_not(exported_model, tmp_path
         assert cell.server_cpu_percent_max is not None and cell.server_cpu_percent_max >= cell.server_cpu_percent
         assert cell.gpu_utilization_percent is None and cell.gpu_memory_mib is None and cell.gpu_power_w is None
         assert cell.telemetry_note.to_dict() == {"gpu": "not sampled: the server's device is cpu"}
-    print(f"\nbusy: {busy.throughput_rps} req/s, server CPU {busy.server_cpu_percent}% "
-          f"(max {busy.server_cpu_percent_max}%), RSS {busy.server_rss_mib} MiB; "
-          f"idle: {idle.throughput_rps} req/s, server CPU {idle.server_cpu_percent}% "
-          f"(max {idle.server_cpu_percent_max}%), RSS {idle.server_rss_mib} MiB")
-    assert busy.server_cpu_percent > 20
-    assert idle.server_cpu_percent < 30
+    said = (f"busy: {busy.throughput_rps} req/s, server CPU {busy.server_cpu_percent}% "
+            f"(max {busy.server_cpu_percent_max}%), RSS {busy.server_rss_mib} MiB; "
+            f"idle: {idle.throughput_rps} req/s, server CPU {idle.server_cpu_percent}% "
+            f"(max {idle.server_cpu_percent_max}%), RSS {idle.server_rss_mib} MiB")
+    print(f"\n{said}")
+    # the server's share of its core is this machine's speed: a starved load generator idles it, a slow core busies it
+    timing.holds("busy server CPU % > 20", busy.server_cpu_percent > 20, said)
+    timing.holds("idle server CPU % < 30", idle.server_cpu_percent < 30, said)
 
 
 @pytest.mark.untimed

@@ -31,6 +31,7 @@ from loadtest.judge.objectives import objective_answers
 from loadtest.report.host_floor import open_cells
 from loadtest.report.sections.noise_table import slow_cells
 from serving.deploy.process import start_server
+from tests.support import timing
 from tests.support.cli import command
 from tests.support.paths import REPO
 from tests.support.stalls import host_stall
@@ -105,7 +106,9 @@ def test_a_host_stall_is_named_the_hosts_and_a_capacity_is_still_answered(export
         lines, cells = capacity_run(exported_model, tmp_path)
     answer = lines[-1]
     slow = measured_slow(cells, answer)
-    assert answer.startswith("capacity: ") and "none at" not in answer, answer
+    assert answer.startswith("capacity: "), answer
+    # a rate passed within the 0.3-minute budget under the stall: on a slow host none may have
+    timing.holds("a capacity at p99 <= 50 ms within the budget", "none at" not in answer, answer)
     assert ", confirmed: p99 <= " in answer or ", passed, not confirmed: p99 <= " in answer
     assert sorted(objective_lines(lines)) == list(OBJECTIVES_MS)  # one search, four objectives answered
     [out_of_reach] = objective_answers(cells, (OUT_OF_REACH_MS,))
@@ -113,10 +116,16 @@ def test_a_host_stall_is_named_the_hosts_and_a_capacity_is_still_answered(export
 
     found = noise.attribute(slow, OUT_OF_REACH_MS)
     print(shares(found, slow))
-    assert found.source == NoiseSource.HOST and found.host_side == "server", found.describe()
-    assert found.host_share is not None and 0.012 < found.host_share < 0.05  # 10 ms in each 500: 2%
+    # the attribution compares measured shares with their thresholds: a slow, busy host can move them
+    timing.holds("the host, on the server's cores, named", found.source == NoiseSource.HOST
+                 and found.host_side == "server", found.describe())
+    assert found.host_share is not None, found.describe()  # the probe ran
+    timing.holds("host share over 10 ms within (0.012, 0.05)", 0.012 < found.host_share < 0.05,
+                 shares(found, slow))  # 10 ms in each 500: 2%
     floor = noise.lowest_confirmable_ms(slow)
-    assert floor is not None and floor >= 15.0  # ~17.5 ms: 20 ms held, less 2.5 ms of each 500
+    assert floor is not None  # the probe ran
+    # ~17.5 ms: 20 ms held, less 2.5 ms of each 500
+    timing.at_least("host floor (ms)", floor, 15.0, shares(found, slow))
     line = why_none(lines, OUT_OF_REACH_MS)
     assert line.startswith(f"p99 <= {OUT_OF_REACH_MS} ms, why none: the host: ")
     assert line.endswith("ms cannot be confirmed on this host"), line
@@ -132,11 +141,16 @@ def test_a_server_stall_is_named_the_servers(exported_model, tmp_path):
 
     found = noise.attribute(slow, OUT_OF_REACH_MS)
     print(shares(found, slow))
-    assert found.source == NoiseSource.SERVER, found.describe()
-    assert found.server_share is not None and found.server_share > 0.012
+    # measured shares against their thresholds: a slow, busy host can move them
+    timing.holds("the server named", found.source == NoiseSource.SERVER, found.describe())
+    assert found.server_share is not None and found.host_share is not None, found.describe()  # both exported
+    timing.holds("server share over 10 ms > 0.012", found.server_share > 0.012, shares(found, slow))
     # Other tests on this machine may stall either core a little; the planted host stall held core 0 2% of the time.
-    assert found.host_share is not None and found.host_share < noise.ALLOWED_SHARE
-    assert server_core_share(slow, OUT_OF_REACH_MS) < noise.ALLOWED_SHARE / 2
+    timing.holds(f"host share over 10 ms < {noise.ALLOWED_SHARE:g}", found.host_share < noise.ALLOWED_SHARE,
+                 shares(found, slow))
+    core_share = server_core_share(slow, OUT_OF_REACH_MS)
+    timing.holds(f"host share on the server's cores < {noise.ALLOWED_SHARE / 2:g}",
+                 core_share < noise.ALLOWED_SHARE / 2, f"{core_share:.4f}; {shares(found, slow)}")
     assert why_none(lines, OUT_OF_REACH_MS).startswith(f"p99 <= {OUT_OF_REACH_MS} ms, why none: the server: ")
 
 
@@ -166,5 +180,7 @@ def test_a_host_stall_on_a_target_servers_core_is_named_the_hosts(exported_model
     slow = measured_slow(cells, lines[-1])
     found = noise.attribute(slow, OUT_OF_REACH_MS)
     print(shares(found, slow))
-    assert found.source == NoiseSource.HOST and found.host_side == "server", found.describe()
+    # the attribution compares measured shares with their thresholds: a slow, busy host can move them
+    timing.holds("the host, on the server's cores, named", found.source == NoiseSource.HOST
+                 and found.host_side == "server", found.describe())
     assert why_none(lines, OUT_OF_REACH_MS).startswith(f"p99 <= {OUT_OF_REACH_MS} ms, why none: the host: ")

@@ -10,6 +10,7 @@ import pytest
 
 from loadtest.measure.cell_sweep import Interrupted
 from loadtest.search.interleave import Turn, interleave
+from tests.support import timing
 
 
 def body(name: str, calls: int, log: list[str], sleep_s: float = 0.0):
@@ -38,6 +39,7 @@ def test_a_body_that_finishes_leaves_the_rotation():
     assert log == ["A1", "B1", "B2", "B3"]
 
 
+@pytest.mark.integration  # A's clock runs while A's thread wakes and decides, this machine's speed: timed tests
 def test_a_bodys_clock_does_not_run_while_the_others_are_measured():
     clocks: dict[str, float] = {}
 
@@ -50,7 +52,7 @@ def test_a_bodys_clock_does_not_run_while_the_others_are_measured():
     started = time.monotonic()
     interleave([timed, body("B", 3, [], sleep_s=0.2)])
     assert time.monotonic() - started >= 0.6  # B's three calls took 0.6 s of the wall
-    assert clocks["A"] < 0.3  # ... none of them on A's clock
+    timing.at_most("A's clock over its three calls (s)", clocks["A"], 0.3)  # ... none of them on A's clock
 
 
 def test_an_error_in_a_call_is_raised_in_the_body_that_asked():

@@ -3,8 +3,6 @@ one more repeat fits, with hand-computed numbers; the plan's `[capacity] budget_
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from loadtest.commands.search_commands import searches_budget_s
@@ -43,13 +41,13 @@ def test_a_run_budget_shares_what_it_leaves_the_searches():
 
 def test_the_plans_budget_leaves_the_searches_their_time_within_a_shape_sweeps(capsys):
     plan = plans.Plan(capacity=plans.CapacityObjectives(budget_min=5.5))
-    began = time.monotonic()
-    assert searches_budget_s(plan, None, began) == pytest.approx(330.0 - REPORT_S, abs=1.0)
-    assert searches_budget_s(plan, 120.0, began) == 120.0  # a shape sweep's own budget, the shorter
-    assert searches_budget_s(plans.Plan(), 120.0, began) == 120.0
-    assert searches_budget_s(plans.Plan(), None, began) is None
+    began, twelve_s_later = 1000.0, (lambda: 1012.0)  # 12 s spent before the searches, on an injected clock
+    assert searches_budget_s(plan, None, began, twelve_s_later) == pytest.approx(330.0 - 12.0 - REPORT_S)
+    assert searches_budget_s(plan, 120.0, began, twelve_s_later) == 120.0  # a shape sweep's own budget, the shorter
+    assert searches_budget_s(plans.Plan(), 120.0, began, twelve_s_later) == 120.0
+    assert searches_budget_s(plans.Plan(), None, began, twelve_s_later) is None
     said = capsys.readouterr().out
-    assert "the run's time budget: 5.5 min: 0 s spent before the searches, 25 s kept for the report" in said
+    assert "the run's time budget: 5.5 min: 12 s spent before the searches, 25 s kept for the report" in said
     assert plan.to_dict()["capacity"]["budget_min"] == 5.5  # recorded with the run's plan
     assert "budget_min" not in plans.Plan(capacity=plans.CapacityObjectives(goals=("1000:10:1",))).to_dict()["capacity"]
 

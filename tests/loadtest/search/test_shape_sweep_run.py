@@ -31,6 +31,7 @@ import pytest
 
 from loadtest.evidence.records import CellResult, read_results
 from loadtest.report.answers.answers import search_answers
+from tests.support import timing
 from tests.support.cli import command
 from tests.support.paths import REPO
 from tests.support.plans import null_server_plan
@@ -104,7 +105,8 @@ def test_the_sweep_measures_one_core_and_two_sharing_the_load_generators_within_
     assert json.loads((run_dir / "plan.json").read_text())["run"]["loadgen_cpus"] == "1"
     started = datetime.strptime(run_dir.name, "%Y%m%dT%H%M%SZ").timestamp()
     ended = max(datetime.fromisoformat(c.utc_time).timestamp() for c in cells)
-    assert ended - started <= BUDGET_MIN * 60 * 1.1, f"the sweep took {ended - started:.0f} s of {BUDGET_MIN * 60:g}"
+    timing.at_most("the sweep's wall time (s)", ended - started, BUDGET_MIN * 60 * 1.1,
+                   f"the sweep took {ended - started:.0f} s of {BUDGET_MIN * 60:g}")
     measured = capacities(cells)
     row = card_row(run_dir)
     print(f"capacities {measured}, efficiency {efficiency(measured)}, {ended - started:.0f} s; card row {row}")
@@ -117,8 +119,11 @@ def test_a_second_core_taken_by_a_planted_load_makes_the_one_core_shape_the_answ
     measured = capacities(cells)
     row = card_row(run_dir)
     print(f"planted: capacities {measured}, efficiency {efficiency(measured)}; card row {row}")
-    assert measured[1] > 0 and efficiency(measured) < 0.9, measured  # sublinear: the second core added little
-    assert row["replica_cores"] == 1 and cheapest_shape(measured) == 1, (measured, row)
+    # capacities measured within the budget, and the shape their arithmetic picks: a slow host moves them
+    timing.holds("a 1-core capacity", measured[1] > 0, measured)
+    timing.holds("efficiency < 0.9", efficiency(measured) < 0.9, measured)  # sublinear: the second core added little
+    timing.holds("the 1-core shape picked", row["replica_cores"] == 1 and cheapest_shape(measured) == 1,
+                 (measured, row))
 
 
 def card_row(run_dir: Path) -> dict:
@@ -141,4 +146,6 @@ def cheapest_shape(by_cores: dict[int, float], target: float = 1000.0, headroom:
             replicas = math.ceil(round(target / (rate * (1 - headroom)), 9))
             cost[cores] = (min((replicas + 1) * 1.0, (math.ceil(replicas / 2) + 1) * 1.8) if cores == 1
                            else (replicas + 1) * 1.8)
+    # no shape answered a capacity at p99 <= 25 ms within the sweep's budget: on a slow host, a timing miss
+    timing.holds("a capacity for some replica shape", bool(cost), f"capacities {by_cores}")
     return min(cost, key=lambda k: (cost[k], k))

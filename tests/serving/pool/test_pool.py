@@ -29,6 +29,7 @@ from model_export.provenance import REPO
 from serving.deploy.process import start_server
 from serving.pool.slab import segment_prefix, segments
 from serving.protocol.names import POOL_FRONTENDS, POOL_RESTARTS, REQUEST_COUNT, REQUEST_LATENCY, REQUEST_PHASE_LATENCY
+from tests.support import timing
 from tests.support.batching import write_batching_file
 from tests.support.grpc import predict_request
 from tests.support.metrics import metric_value, metrics_page
@@ -214,7 +215,9 @@ def test_an_owner_killed_fails_its_requests_unavailable_and_comes_back(exported_
             os.kill(owner, signal.SIGKILL)
             outcomes = [f.result() for f in futures]
         assert [code for code, _ in outcomes] == [grpc.StatusCode.UNAVAILABLE] * 4
-        assert all(done - killed_at < 1.0 for _, done in outcomes)  # failed within a second
+        slowest_s = max(done - killed_at for _, done in outcomes)
+        # failed within a second: how fast this machine's processes see the owner's socket close
+        timing.holds("all failed < 1 s after the kill", slowest_s < 1.0, f"the slowest after {slowest_s:.3f} s")
         wait_for(lambda: metric_value(metrics_page(server), POOL_RESTARTS, 'role="owner"') == 1, 120,
                  "the owner restarted")
         answer = stubs[0].Predict(predict_request(samples["images"][:1]), timeout=30)

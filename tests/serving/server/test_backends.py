@@ -11,6 +11,7 @@ from serving.server.flags import build_parser
 from serving.server.runtimes import RUNTIMES, load_model
 from serving.server.runtimes.model_spec import BackendOptions
 from serving.server.runtimes.null import hold_until, spend_cpu
+from tests.support import timing
 
 
 def test_registry_names():
@@ -35,12 +36,14 @@ def test_null_backend_delay_and_periodic_stall(exported_model):
     delayed = load_model("null", "mnist", 1, exported_model.model_dir, BackendOptions(null_delay_ms=50))
     started = time.perf_counter()
     delayed.run("serving_default", {"images": np.ones((1, 784), np.float32)}, ["classes"])
-    assert time.perf_counter() - started >= 0.045
+    assert time.perf_counter() - started >= 0.05  # held to its deadline, never shorter
+    # The stall window opens as the backend loads, so it is timed from before the load: a call in the window is held
+    # to its end, and a call after it comes later still; never under 0.2 s, however slowly this machine runs.
+    started = time.perf_counter()
     stalled = load_model("null", "mnist", 1, exported_model.model_dir,
                          BackendOptions(null_stall_ms=200, null_stall_every_s=10))
-    started = time.perf_counter()  # the stall window opens when the backend is loaded
     stalled.run("serving_default", {"images": np.ones((1, 784), np.float32)}, ["classes"])
-    assert time.perf_counter() - started >= 0.15
+    assert time.perf_counter() - started >= 0.2
 
 
 @pytest.mark.integration  # a wall-time bound (1 ms): with the timed tests, one at a time, not beside the parallel phase
@@ -51,7 +54,9 @@ def test_hold_until_never_returns_before_its_deadline():
         hold_until(deadline)
         lateness.append(time.perf_counter() - deadline)
     assert min(lateness) >= 0
-    assert sorted(lateness)[10] < 0.001  # the final yield-spin ends at the deadline, not a timer tick later
+    # the final yield-spin ends at the deadline, not a timer tick later; a slow, busy host can wake it later still
+    median = sorted(lateness)[10]
+    timing.holds("median lateness < 1 ms", median < 0.001, f"{median * 1e3:.3f} ms")
     hold_until(time.perf_counter() - 1)  # a deadline in the past returns at once
 
 
