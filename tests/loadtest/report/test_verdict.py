@@ -169,11 +169,25 @@ def test_a_busy_load_generator_at_the_answer_is_the_tool():
 
 
 def test_the_card_row_the_findings_and_figures_json_carry_one_verdict():
+    """The card's row, the report's findings and figures.json, each as printed, name one bound and one ceiling (#69:
+    this test compared the card's row with its own dict, and read neither the findings nor figures.json)."""
+    import json
+
+    from loadtest.report.page import build_report, figures_json
+
     cells = with_twin(confirmed(CONTAINER, 1000.0))
-    card, row, _ = row_of(cells)
-    record = card.as_dict()["rows"][0]
-    assert record["bounded"] == "the production server" and record["verdict"] == row.verdict
-    assert record["tool_ceiling"] == "≥ 2,000.0 req/s (2× the answer)" and record["at_most"] is False
+    card, row, shown = row_of(cells)
+    report = build_report(cells, pricing=Pricing(5000.0, 0.2, load_prices(FIXTURES / "prices.toml"), {}),
+                          targets=[Target(10.0, 1, 5000.0)])
+    ceiling = "≥ 2,000.0 req/s (2× the answer)"
+    assert shown["bounded by"] == f"the production server; tool ceiling {ceiling}"
+    [line] = [line for line in report.summary.headline if ": bounded by " in line]
+    assert line.startswith("gpu") and f"bounded by the production server (tool ceiling {ceiling})" in line, line
+    record = json.loads(figures_json(report))
+    assert record["headline"] == list(report.summary.headline)
+    [card_row] = record["card"]["rows"]
+    assert card_row["bounded"] == "the production server" and card_row["verdict"] == row.verdict
+    assert card_row["tool_ceiling"] == ceiling and card_row["at_most"] is False
 
 
 def lagging(cells, loadgen_side=None, twins_too: bool = False):
