@@ -101,8 +101,10 @@ class ServedShare:
     @property
     def clear(self) -> bool:
         """At least `SERVED_SHARE` by more than the machine moved: the floor was measured at the server's start, the
-        answer minutes later, so a share inside the movement could be the machine's speed, not the device's."""
-        return self.share >= SERVED_SHARE * (1 + (self.moved or 0.0))
+        answer minutes later, so a share inside the movement could be the machine's speed, not the device's. Where
+        no reference cell measured the movement (a search outside a paired comparison), nothing says how far the
+        machine moved, so no share clears its line (#68: read as no movement, 50.1% was "the device", FOR BUYING)."""
+        return self.moved is not None and self.share >= SERVED_SHARE * (1 + self.moved)
 
     def words(self) -> str:
         """`served 27% of the device alone`; inside the movement, `served 51% of the device alone, within the run's
@@ -152,10 +154,16 @@ def floor_sentence(device: str, label: str, at: str, served: ServedShare) -> str
     if not served.clear:
         return (f"the device is not shown to have bounded this answer, so the serving path is taken to: {label} "
                 f"served {fmt(served.served_ips)} images/s {at} = {served.share:.0%} of {device} alone "
-                f"({fmt(f.images_per_s)} images/s at {f.at}), within the {served.moved:.0%} the machine's speed "
-                f"drifted over the run (its reference cells) of {SERVED_SHARE:.0%}.")
+                f"({fmt(f.images_per_s)} images/s at {f.at}), {_drift_words(served.moved)}.")
     return (f"the model on the device bounded this answer: {label} served {fmt(served.served_ips)} images/s {at} = "
             f"{served.share:.0%} of {device} alone ({fmt(f.images_per_s)} images/s at {f.at}).")
+
+
+def _drift_words(moved: float | None) -> str:
+    if moved is None:
+        return ("and how far the machine's speed drifted over the run was not measured (no reference cells: a search "
+                "outside a paired comparison)")
+    return f"within the {moved:.0%} the machine's speed drifted over the run (its reference cells) of {SERVED_SHARE:.0%}"
 
 
 def runtime_name(floor: DeviceFloorRecord | None) -> str:

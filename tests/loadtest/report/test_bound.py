@@ -103,19 +103,19 @@ def test_null_backend_far_below_its_floor_leads_with_the_serving_path():
 def test_a_serialised_delay_near_its_floor_names_the_model_calls_not_the_idle_cpu():
     # A 10 ms delay, one request at a time: 100 images/s alone; 96 req/s confirmed (95.04 images/s); CPU 3% busy:
     # the model's calls bounded it, but the device was not busy, so it is not the device's bound.
-    cells = capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=3.0)
+    cells = paired(capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=3.0), CALM)
     lines = findings(cells)
-    assert lines[0] == ("cpu (Test CPU): bounded by an idle device: served 95% of the device alone, the run's "
-                        "drift not measured (tool ceiling ≥ 192.0 req/s (2× the answer)). the model's calls bounded "
+    assert lines[0] == ("cpu (Test CPU): bounded by an idle device: served 95% of the device alone (tool ceiling "
+                        "≥ 192.0 req/s (2× the answer)). the model's calls bounded "
                         "this answer, not the cpu (Test CPU)'s compute (CPU 3% busy): cpu-off served 95.0 images/s at "
                         "capacity = 95% of the model alone (100.0 images/s at batch 1).")
     assert not any("serving path" in line or "on the device bounded" in line for line in lines)
 
 
 def test_a_busy_device_near_its_floor_bounded_the_answer():
-    cells = capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=85.0)
-    assert findings(cells)[0] == ("cpu (Test CPU): bounded by the device: served 95% of the device alone, the "
-                                  "run's drift not measured (tool ceiling ≥ 192.0 req/s (2× the answer)). the model "
+    cells = paired(capacity(NULL, 96.0, device_floor=floor((1, 100.0)), server_cpu_percent=85.0), CALM)
+    assert findings(cells)[0] == ("cpu (Test CPU): bounded by the device: served 95% of the device alone (tool "
+                                  "ceiling ≥ 192.0 req/s (2× the answer)). the model "
                                   "on the device bounded this answer: cpu-off served 95.0 images/s at capacity = 95% "
                                   "of cpu (Test CPU) alone (100.0 images/s at batch 1).")
 
@@ -124,10 +124,9 @@ def test_a_floor_within_twice_the_runtime_round_trip_names_the_runtime():
     # The floor: 1,600 images/s at batch 1 = 625 µs a call; JAX's trivial round trip 620 µs (within 2×), PyTorch's
     # 44 µs; 1,000 req/s confirmed (990 images/s = 62% of the floor), the GPU 4% busy.
     jax_floor = floor((1, 1600.0), runtime="jax", round_trip_us=620.0, device_round_trip_us=44.0)
-    cells = capacity(GPU, 1000.0, device_floor=jax_floor, gpu_utilization_percent=4.0)
+    cells = paired(capacity(GPU, 1000.0, device_floor=jax_floor, gpu_utilization_percent=4.0), CALM, GPU)
     assert findings(cells)[0] == ("gpu (Test GPU): bounded by the runtime's dispatch: served 62% of the device "
-                                  "alone, the run's drift not measured (tool ceiling ≥ 2,000.0 req/s (2× the "
-                                  "answer)). the runtime (JAX, 0.62 ms per call) bounded this answer, not the gpu "
+                                  "alone (tool ceiling ≥ 2,000.0 req/s (2× the answer)). the runtime (JAX, 0.62 ms per call) bounded this answer, not the gpu "
                                   "(Test GPU) (GPU 4% busy, its own round trip 0.044 ms): 990.0 images/s served = 62% "
                                   "of the floor, which timed the runtime's own round trip.")
     slow_model = replace(jax_floor, round_trip_us=300.0)  # 625 µs > 2 × 300 µs: the floor timed the model
@@ -212,18 +211,24 @@ def test_the_second_h100_run_never_says_the_gpu_bounded_it(tmp_path):
     md = report.run([tmp_path / "results.jsonl"])[1].read_text()
     lead = lead_finding(md)
     assert "on the device bounded" not in md
-    assert lead.startswith("the runtime (JAX, 0.68 ms per call) bounded this answer, not the gpu (NVIDIA H100 80GB "
-                           "HBM3) (GPU 4% busy): 940.5 images/s served = 82% of the floor"), lead
+    # unpaired: how far the machine moved over the run was not measured, so no share clears its line (#68)
+    assert lead == ("the device is not shown to have bounded this answer, so the serving path is taken to: gpu-off "
+                    "served 940.5 images/s at its peak = 82% of gpu (NVIDIA H100 80GB HBM3) alone (1,149.7 images/s "
+                    "at batch 1), and how far the machine's speed drifted over the run was not measured (no reference "
+                    "cells: a search outside a paired comparison)."), lead
     verbatim = printed_bounds(cells)
     assert verbatim and not any("on the device bounded" in line for line in verbatim)
 
 
-def paired(cells, speeds: tuple[float, ...]):
+CALM = (400.0, 420.0)  # reference cells 5% apart: the machine moved 5% over the run
+
+
+def paired(cells, speeds: tuple[float, ...], label=NULL):
     """`cells` (one search and its twin) in a paired comparison whose reference cells read `speeds` req/s, in order."""
-    comparison = {"id": "cmp", "repeat": 1, "paired": True, "servers": ["cpu-off"]}
+    comparison = {"id": "cmp", "repeat": 1, "paired": True, "servers": [label.name]}
     tagged = [replace(c, search=replace(c.search, comparison=ComparisonTag.from_dict(comparison)))
               if c.search and c.search.role != "tool_ceiling" else c for c in cells]
-    references = [cell(NULL, mode="closed", concurrency=1, rps=speed, index=50 + i,
+    references = [cell(label, mode="closed", concurrency=1, rps=speed, index=50 + i,
                        search={"id": "cmp/reference", "role": "reference", "p99_objective_ms": 10.0,
                                "offered_rps": None, "comparison": comparison})
                   for i, speed in enumerate(speeds)]
@@ -252,3 +257,15 @@ def test_a_share_over_its_line_but_within_the_runs_drift_is_not_the_devices():
                         "the 100% the machine's speed drifted over the run (its reference cells) of 50%."), lines[0]
     assert printed_bounds(drifting) == lines[:1]
     assert not any("on the device bounded" in line for line in lines)
+
+
+def test_a_share_over_its_line_in_a_run_that_measured_no_drift_is_not_the_devices():
+    """#68: a search outside a paired comparison has no reference cells, and its drift was read as none, so 51% of
+    the device alone was "the device", FOR BUYING. How far the machine moved is not known there: no share clears."""
+    cells = capacity(NULL, 96.0, device_floor=floor((1, 180.0)), server_cpu_percent=85.0)  # 53% of the device alone
+    lines = findings(cells)
+    assert lines[0].startswith("cpu (Test CPU): bounded by the stand-in's serving path: served 53% of the device "
+                               "alone, the run's drift not measured"), lines[0]
+    assert lines[0].endswith("and how far the machine's speed drifted over the run was not measured (no reference "
+                             "cells: a search outside a paired comparison)."), lines[0]
+    assert findings(paired(cells, CALM))[0].startswith("cpu (Test CPU): bounded by the device: served 53%")  # 5% moved
