@@ -331,8 +331,7 @@ class CapacitySearch:
 
     # ------------------------------------------------------------------ bounds
 
-    def _bracket_too_wide(self) -> bool:
-        """Whether the answer's bracket is wider than the precision asked for (or has no upper end)."""
+    def _bracket_too_wide(self) -> bool:  # than the precision asked for, or no upper end
         conclusion = conclude(self.steps, self.settings.objective)
         upper = conclusion.upper_rps()
         if conclusion.capacity is None or upper is None:
@@ -345,8 +344,7 @@ class CapacitySearch:
     def _time_left(self) -> float:
         return self.deadline - self.clock()
 
-    def time_left_s(self) -> float:
-        """Seconds of the search's budget left (its own clock: in a paired comparison, not while it waits)."""
+    def time_left_s(self) -> float:  # its own clock: in a paired comparison, not while it waits
         return max(0.0, self._time_left())
 
     def _cell_s(self, rate: float, window_s: float | None) -> float:
@@ -354,17 +352,20 @@ class CapacitySearch:
         needed_s = conf.requests_to_pass(0, confidence=self.settings.confidence) / rate
         return self.settings.cell_overhead_s + max(window_s or 0.0, needed_s)
 
-    def _room_to_climb(self, rate: float, low: float) -> bool:
-        """Whether a step at `rate` fits and, while the passing rate `low` below it is not confirmed yet, still
-        leaves a step and the time to confirm it (the answer). Once `low` is confirmed, what is left is spent
-        higher up: a pass there is answered too, as "passed, not confirmed"."""
+    def _climb_needs(self, rate: float, low: float) -> tuple[int, float]:
+        """(cells, seconds) a step at `rate` needs: with `low` below it unconfirmed, the step and `low`'s confirmation;
+        with `low` confirmed, the step alone (a pass is answered as "passed, not confirmed"). Paired, the final round
+        also measures the upper end again, and the confirmation again."""
         step_s = self._cell_s(rate, self._first_window_s(rate, False))
-        if self._confirmed(low) and self.pairing is None:  # paired, the final confirmation is measured again
-            return self._steps_left() > 0 and step_s <= self._time_left()
+        if self._confirmed(low) and self.pairing is None:
+            return 1, step_s
         if self.pairing is None:
-            return self._steps_left() > 1 and step_s + self._confirm_s(low) <= self._time_left()
-        # paired: the final round also measures the upper end again (a cell like this one)
-        return self._steps_left() > 2 and 2 * step_s + self._confirm_s(low) <= self._time_left()
+            return 2, step_s + self._confirm_s(low)
+        return 3, 2 * step_s + self._confirm_s(low)
+
+    def _room_to_climb(self, rate: float, low: float) -> bool:
+        cells, seconds = self._climb_needs(rate, low)  # whether they are left
+        return self._steps_left() >= cells and seconds <= self._time_left()
 
     def _cut_short(self) -> str:
         """Why a search that converged nowhere near the precision stopped: its steps, or its time."""
@@ -372,7 +373,10 @@ class CapacitySearch:
         if self._steps_left() <= 0:
             return f"step limit ({s.max_steps} cells)"
         answer = conclude(self.steps, s.objective).capacity
-        if answer is not None and not self._room_to_climb(answer.rate_rps * (1 + s.precision), answer.rate_rps):
+        cells, seconds = self._climb_needs(answer.rate_rps * (1 + s.precision), answer.rate_rps) if answer else (0, 0)
+        if self._steps_left() < cells:  # a paired search stopped here with 2 of its cells left, said "time limit"
+            return f"step limit ({s.max_steps} cells): {self._steps_left()} left, too few for a higher rate's round"
+        if seconds > self._time_left():
             return f"time limit ({s.max_s:g} s): {self._time_left():.1f} s left, too little for a higher rate"
         inside = undecided_inside(self.steps, answer.rate_rps) if answer is not None else []
         if inside:

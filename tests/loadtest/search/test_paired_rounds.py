@@ -223,3 +223,23 @@ def test_an_upper_end_that_does_not_fail_again_is_searched_above(monkeypatch):
     after = own[own.index((1350.0, Role.RECHECK)) + 1:]
     assert any(role == Role.BISECT and rate > 1350.0 for rate, role in after), own
     assert found_a.capacity.rate_rps > 1125.0 and found_a.conclusion.upper_rps() > 1400.0  # above the first answer
+
+
+def test_a_paired_search_out_of_cells_for_its_final_round_says_its_step_limit_not_its_time():
+    """A paired search climbs only where three cells are left (a step, its upper end again, its confirmation): with
+    two left and nearly all its time, it said "time limit (10000 s): 9,9xx s left, too little for a higher rate"
+    (a live paired run of two 25 ms servers with --max-steps 3 read "time limit (900 s): 889.6 s left")."""
+    machine = Machine()
+
+    def body(server: OnMachine):
+        def run(turn: Turn) -> CapacityAnswer:
+            def measure(rate, role, window_s, attempt=0, held=False):
+                return turn.call(lambda: server.measure_on(rate, role, window_s, attempt), held=held)
+            settings = SearchSettings(objective=OBJECTIVE, start_rps=300.0, max_steps=4, max_s=10_000)
+            return CapacitySearch(settings, measure, clock=server.clock, pairing=turn).run()
+        return run
+
+    answers = interleave([body(OnMachine("A", 1000.0, machine)), body(OnMachine("B", 1000.0, machine))])
+    for found in answers:
+        assert found.capacity is not None and found.capacity.rate_rps < 1000.0 * 0.9  # stopped well below
+        assert found.ended_because.startswith("step limit (4 cells): "), found.ended_because
