@@ -4,7 +4,7 @@ server), in the order measured, and, per search, the movement over its compariso
 `Drift` and `drift_of` give one comparison's; `search_movements` gives every paired search's, by search id, which a
 verdict reads to say whether a served share clears its line by more than the machine moved
 (`loadtest.report.answers.bound.ServedShare.clear`). A search outside a paired comparison has no reference cells:
-its movement is not measured (absent).
+its movement is not measured (absent), and no served share clears its line there.
 
 Not for: the machine's speed at one cell or how ratios went with it (`loadtest.report.answers.drift`).
 """
