@@ -163,7 +163,8 @@ def _drift_words(moved: float | None) -> str:
     if moved is None:
         return ("and how far the machine's speed drifted over the run was not measured (no reference cells: a search "
                 "outside a paired comparison)")
-    return f"within the {moved:.0%} the machine's speed drifted over the run (its reference cells) of {SERVED_SHARE:.0%}"
+    return (f"within the {moved:.0%} the machine's speed drifted over the run (its reference cells) of "
+            f"{SERVED_SHARE:.0%}")
 
 
 def runtime_name(floor: DeviceFloorRecord | None) -> str:

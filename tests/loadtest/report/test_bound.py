@@ -126,7 +126,8 @@ def test_a_floor_within_twice_the_runtime_round_trip_names_the_runtime():
     jax_floor = floor((1, 1600.0), runtime="jax", round_trip_us=620.0, device_round_trip_us=44.0)
     cells = paired(capacity(GPU, 1000.0, device_floor=jax_floor, gpu_utilization_percent=4.0), CALM, GPU)
     assert findings(cells)[0] == ("gpu (Test GPU): bounded by the runtime's dispatch: served 62% of the device "
-                                  "alone (tool ceiling ≥ 2,000.0 req/s (2× the answer)). the runtime (JAX, 0.62 ms per call) bounded this answer, not the gpu "
+                                  "alone (tool ceiling ≥ 2,000.0 req/s (2× the answer)). the runtime (JAX, 0.62 ms "
+                                  "per call) bounded this answer, not the gpu "
                                   "(Test GPU) (GPU 4% busy, its own round trip 0.044 ms): 990.0 images/s served = 62% "
                                   "of the floor, which timed the runtime's own round trip.")
     slow_model = replace(jax_floor, round_trip_us=300.0)  # 625 µs > 2 × 300 µs: the floor timed the model
