@@ -16,7 +16,7 @@ BATCHING ?= off
 PLAN ?= loadtest/plans/quick.toml
 EXPORT_ARGS ?=
 
-.PHONY: setup browser h2load lint test test-fast export bench-server bench-workers bench-shapes bench-soak bench-runtime-calls bench-runtimes bench-loadgen bench-demo bench-drift bench-calibrate bench-queue-search serve serve-cpu serve-gpu stop \
+.PHONY: setup browser h2load lint test test-fast mutation export bench-server bench-workers bench-shapes bench-soak bench-runtime-calls bench-runtimes bench-loadgen bench-demo bench-drift bench-calibrate bench-queue-search serve serve-cpu serve-gpu stop \
 	loadtest capacity tune locust-ui report size k8s demo device-bundle clean-venv
 
 setup: $(STAMP)
@@ -58,6 +58,23 @@ browser:
 test: setup browser
 	$(PY) -m pytest -q -m "not integration or untimed" -n $(TEST_WORKERS) --dist loadfile
 	$(PY) -m pytest -q -m "integration and not untimed"
+
+# Mutation testing of the modules that decide: the judge, what bounded an answer, a ratio's one value, sizing
+# ([tool.mutmut] in pyproject.toml). mutmut 3.8.1 mutates them in a copy under mutants/ and runs each mutant against
+# the unit tests that reach it, one mutant at a time; `bench mutation-score` then prints killed / counted (a mutant
+# that changes only a prose string's words not counted) and each survivor, and fails below MUTATION_MIN.
+# mutmut (pinned here, its dependencies in requirements.lock) is installed by this target only, not by `make setup`.
+# mutants/ keeps results: a rerun tests only what changed. MUTANTS narrows it to mutmut's names, e.g.
+# MUTANTS='loadtest.judge.tool_ceiling.*' (the unit tests still run once first, to map tests to functions).
+MUTANTS ?=
+MUTATION_MIN ?= 0.85
+
+MUTMUT = mutmut==3.8.1
+
+mutation: setup
+	$(PY) -m pip install -q -c requirements.lock $(MUTMUT)
+	$(VENV)/bin/mutmut run --max-children 1 $(foreach m,$(MUTANTS),'$(m)')
+	$(CLI) bench mutation-score --min-score $(MUTATION_MIN) $(foreach m,$(MUTANTS),--only '$(m)')
 
 # Benchmarks print ratios measured within one run, server and client pinned to different cores.
 bench-server: setup

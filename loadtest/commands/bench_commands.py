@@ -1,4 +1,5 @@
-"""`mnist-bench bench server|runtimes|loadgen|probe|reproduce|drift|calibrate|queue-search`: the benchmarks' CLI.
+"""`mnist-bench bench server|runtimes|loadgen|probe|reproduce|drift|calibrate|queue-search|mutation-score`: the
+benchmarks' CLI.
 
     mnist-bench bench server --model-base-path models/mnist --samples models/mnist-samples.npz
     mnist-bench bench runtimes --model-base-path models/mnist --samples models/mnist-samples.npz
@@ -8,6 +9,7 @@
     mnist-bench bench drift --runs 3   (make bench-drift: two identical servers compared under a planted drift)
     mnist-bench bench calibrate --runs 10   (make bench-calibrate: ranges held against queueing theory's answers)
     mnist-bench bench queue-search --searches 100   (make bench-queue-search: the search against simulated queues)
+    mnist-bench bench mutation-score --min-score 0.85   (make mutation: mutmut's results scored)
 
 The commands only parse options and print the outcome; `loadtest.benchmarks.serving_path.overhead.run`,
 `loadtest.benchmarks.serving_path.runtime_compare.run` and `loadtest.benchmarks.loadgen.run` do the work and
@@ -390,3 +392,21 @@ def queue_search(searches: int, budget_s: float, precision: float) -> None:
     from loadtest.benchmarks import queue_search as simulated
 
     simulated.run(list(simulated.CASES), searches, budget_s, precision, echo=click.echo)
+
+
+@bench.command("mutation-score")
+@click.option("--mutants", "mutants_dir", type=DIRECTORY, default=Path("mutants"), show_default=True,
+              help="where `mutmut run` left its results")
+@click.option("--only", multiple=True, metavar="GLOB",
+              help="score only the mutants whose names match (mutmut's, e.g. 'loadtest.judge.tool_ceiling.*')")
+@click.option("--min-score", type=click.FloatRange(min=0, max=1), default=None,
+              help="fail (exit 1) where fewer than this share of the counted mutants were killed")
+def mutation_score(mutants_dir: Path, only: tuple[str, ...], min_score: float | None) -> None:
+    """The mutation score of `make mutation`'s modules: killed ÷ counted, a mutant that changes only a prose string's
+    words left out, and every counted mutant not killed with the line it changed."""
+    from loadtest.benchmarks import mutation_score as mutation
+
+    score = mutation.read_mutants(mutants_dir, only)
+    mutation.report(score, mutation.TARGET if min_score is None else min_score, echo=click.echo)
+    if score.score is None or (min_score is not None and score.score < min_score):
+        raise SystemExit(1)

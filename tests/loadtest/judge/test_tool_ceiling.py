@@ -6,8 +6,19 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from loadtest.evidence.records import read_results
-from loadtest.judge.tool_ceiling import Stood, is_twin, schedule_short, twin_failure, twin_passed, who_stood
+from loadtest.evidence.records import ValidityFlag, read_results
+from loadtest.evidence.vocab import CellStatus, Flag
+from loadtest.judge.tool_ceiling import (
+    Stood,
+    check_rate,
+    is_twin,
+    lag_over,
+    loadgen_busy,
+    schedule_short,
+    twin_failure,
+    twin_passed,
+    who_stood,
+)
 from loadtest.report.answers.answers import answer
 from loadtest.report.answers.verdict import verdict_in
 from tests.loadtest.report.handmade import server, twin
@@ -96,3 +107,48 @@ def test_a_recorded_twin_beside_seven_busy_loops_on_its_core_is_the_load_generat
     verdict = verdict_in(answers.searches[0], answers)
     assert verdict.bounded == "the tool" and verdict.ceiling.text() == (
         "tool ceiling under 800.0 req/s (the load generator stood: dispatch lag p99 16162.82 ms over its 5 ms limit)")
+
+
+# The rule's edges, each for a mutant of `tool_ceiling` that survived every unit test (`make mutation`, 2026-12-07).
+
+def test_the_check_rate_is_twice_the_answer_or_the_searchs_upper_end_where_higher():
+    assert check_rate(100.0) == 200.0 and check_rate(100.0, None) == 200.0
+    assert check_rate(100.0, 250.0) == 250.0 and check_rate(100.0, 150.0) == 200.0
+
+
+def test_a_failed_twin_without_a_reason_names_its_status():
+    cell = replace(twin(server("cpu-off", "off"), "s", 2000.0), status=CellStatus.FAILED, failure_reason="")
+    assert twin_failure(cell, P99_MS) == "the cell did not run: failed"
+
+
+def test_dispatch_lag_at_its_limit_is_within_it_and_a_microsecond_over_is_not():
+    cell = scheduled(2000.0, 2000.0)
+    at = replace(cell, load=replace(cell.load, dispatch_lag_limit_ms=2.0), dispatch_lag_p99_us=2000.0)
+    assert lag_over(at) == "" and twin_passed(at, P99_MS)
+    over = replace(at, dispatch_lag_p99_us=2001.0)
+    assert lag_over(over) == "dispatch lag p99 2.00 ms over its 2 ms limit"
+    assert twin_failure(over, P99_MS) == ("dispatch lag p99 2.00 ms over its 2 ms limit, which the host probe on its "
+                                          "cores does not explain")
+    assert lag_over(replace(over, load=replace(over.load, dispatch_lag_limit_ms=None))) == ""
+    assert lag_over(replace(over, dispatch_lag_p99_us=None)) == ""
+
+
+def test_a_locust_process_is_busy_from_90_percent_of_a_core_or_where_its_cell_was_flagged_saturated():
+    cell = scheduled(2000.0, 2000.0)
+    assert loadgen_busy(cell) == ""
+    assert loadgen_busy(replace(cell, loadgen_process_cpu_percent=[89.9])) == ""
+    assert loadgen_busy(replace(cell, loadgen_process_cpu_percent=[90.0])) == "a Locust process at 90% of a core"
+    flagged = replace(cell, flags=[ValidityFlag(Flag.UNSTABLE, "the load generator used 95% of its cores"),
+                                   ValidityFlag(Flag.SATURATED, "a load generator process used 95% of a core")])
+    assert loadgen_busy(flagged) == "a load generator process used 95% of a core"
+    assert loadgen_busy(replace(cell, flags=[ValidityFlag(Flag.SATURATED, "the server used 95% of a core")])) == ""
+
+
+def test_who_stood_names_the_twins_server_by_its_cores_and_nothing_where_nothing_stood():
+    cell = scheduled(2000.0, 2000.0)
+    assert who_stood(cell) == (Stood.UNKNOWN, "")
+    assert who_stood(replace(cell, server_cpu_percent=89.0)) == (Stood.UNKNOWN, "")
+    one = replace(cell, server_cpu_percent=90.0, server_cpu_cores=1.0)
+    assert who_stood(one) == (Stood.TWIN_SERVER, "its CPU at 90% of 1 core")
+    assert who_stood(replace(one, server_cpu_cores=2.0)) == (Stood.TWIN_SERVER, "its CPU at 90% of 2 cores")
+    assert who_stood(replace(one, server_cpu_cores=None)) == (Stood.TWIN_SERVER, "its CPU at 90% of its cores")
