@@ -1,24 +1,16 @@
-"""`mnist-bench bench server|runtimes|loadgen|probe|reproduce|drift|calibrate|queue-search|mutation-score`: the
-benchmarks' CLI.
+"""`mnist-bench bench server|runtimes|loadgen|probe|reproduce|drift|calibrate|queue-search|…`: the benchmarks' CLI.
 
-    mnist-bench bench server --model-base-path models/mnist --samples models/mnist-samples.npz
-    mnist-bench bench runtimes --model-base-path models/mnist --samples models/mnist-samples.npz
-    mnist-bench bench loadgen --model-base-path models/mnist --samples models/mnist-samples.npz
+    mnist-bench bench server|runtimes|loadgen --model-base-path models/mnist --samples models/mnist-samples.npz
     mnist-bench bench probe --model-base-path models/mnist
     mnist-bench bench reproduce --runs 5 -- CAPACITY ARGS   (make bench-demo: the demo's comparison)
     mnist-bench bench drift --runs 3   (make bench-drift: two identical servers compared under a planted drift)
     mnist-bench bench calibrate --runs 10   (make bench-calibrate: ranges held against queueing theory's answers)
     mnist-bench bench queue-search --searches 100   (make bench-queue-search: the search against simulated queues)
-    mnist-bench bench mutation-score --min-score 0.85   (make mutation: mutmut's results scored)
 
-The commands only parse options and print the outcome; `loadtest.benchmarks.serving_path.overhead.run`,
-`loadtest.benchmarks.serving_path.runtime_compare.run` and `loadtest.benchmarks.loadgen.run` do the work and
-raise, which becomes one `click.ClickException` line (exit 1); a malformed option is a usage error (exit 2).
-Imports of the benchmarks themselves (TensorFlow, JAX, gRPC, Locust's runner) wait until a command
-runs, so the root command starts fast.
-
-Not for: the in-process baseline child (`python -m loadtest.benchmarks.serving_path.inprocess`, internal) or
-what is measured (`loadtest.benchmarks.serving_path.overhead`, `loadtest.benchmarks.loadgen`).
+The commands only parse options and print the outcome; the benchmarks' modules do the work and raise, which becomes
+one `click.ClickException` line (exit 1); a malformed option is a usage error (exit 2). Their imports (TensorFlow,
+JAX, gRPC, Locust's runner) wait until a command runs, so the root command starts fast. Not for: the in-process
+baseline child (`python -m loadtest.benchmarks.serving_path.inprocess`, internal) or what is measured.
 """
 
 from __future__ import annotations
@@ -395,15 +387,11 @@ def queue_search(searches: int, budget_s: float, precision: float) -> None:
 
 
 @bench.command("mutation-score")
-@click.option("--mutants", "mutants_dir", type=DIRECTORY, default=Path("mutants"), show_default=True,
-              help="where `mutmut run` left its results")
-@click.option("--only", multiple=True, metavar="GLOB",
-              help="score only the mutants whose names match (mutmut's, e.g. 'loadtest.judge.tool_ceiling.*')")
-@click.option("--min-score", type=click.FloatRange(min=0, max=1), default=None,
-              help="fail (exit 1) where fewer than this share of the counted mutants were killed")
+@click.option("--mutants", "mutants_dir", type=DIRECTORY, default=Path("mutants"), show_default=True)
+@click.option("--only", multiple=True, metavar="GLOB", help="mutmut's names, e.g. 'loadtest.judge.tool_ceiling.*'")
+@click.option("--min-score", type=click.FloatRange(min=0, max=1), default=None, help="exit 1 below this share")
 def mutation_score(mutants_dir: Path, only: tuple[str, ...], min_score: float | None) -> None:
-    """The mutation score of `make mutation`'s modules: killed ÷ counted, a mutant that changes only a prose string's
-    words left out, and every counted mutant not killed with the line it changed."""
+    """make mutation's score: killed ÷ counted (prose-only string mutants left out), and each survivor."""
     from loadtest.benchmarks import mutation_score as mutation
 
     score = mutation.read_mutants(mutants_dir, only)
