@@ -54,14 +54,19 @@ def paired_body(server: OnMachine, start: float, paired: bool):
 
 
 
-def coarse_body(server: OnMachine):
-    """A paired search from 900 req/s at precision 0.5: a few steps, so its confirmations are easy to follow."""
+def searched_paired(server: OnMachine, **settings):
+    """A paired search of `server` with `settings` (`SearchSettings`' fields beside the objective and max_s)."""
     def run(turn: Turn) -> CapacityAnswer:
         def measure(rate, role, window_s, attempt=0, held=False):
             return turn.call(lambda: server.measure_on(rate, role, window_s, attempt), held=held)
-        settings = SearchSettings(objective=OBJECTIVE, start_rps=900.0, precision=0.5, max_s=10_000)
-        return CapacitySearch(settings, measure, clock=server.clock, pairing=turn).run()
+        chosen = SearchSettings(objective=OBJECTIVE, max_s=10_000, **settings)
+        return CapacitySearch(chosen, measure, clock=server.clock, pairing=turn).run()
     return run
+
+
+def coarse_body(server: OnMachine):
+    """A paired search from 900 req/s at precision 0.5: a few steps, so its confirmations are easy to follow."""
+    return searched_paired(server, start_rps=900.0, precision=0.5)
 
 def compare(paired: bool) -> tuple[Machine, list[CapacityAnswer]]:
     machine = Machine()
@@ -230,16 +235,8 @@ def test_a_paired_search_out_of_cells_for_its_final_round_says_its_step_limit_no
     two left and nearly all its time, it said "time limit (10000 s): 9,9xx s left, too little for a higher rate"
     (a live paired run of two 25 ms servers with --max-steps 3 read "time limit (900 s): 889.6 s left")."""
     machine = Machine()
-
-    def body(server: OnMachine):
-        def run(turn: Turn) -> CapacityAnswer:
-            def measure(rate, role, window_s, attempt=0, held=False):
-                return turn.call(lambda: server.measure_on(rate, role, window_s, attempt), held=held)
-            settings = SearchSettings(objective=OBJECTIVE, start_rps=300.0, max_steps=4, max_s=10_000)
-            return CapacitySearch(settings, measure, clock=server.clock, pairing=turn).run()
-        return run
-
-    answers = interleave([body(OnMachine("A", 1000.0, machine)), body(OnMachine("B", 1000.0, machine))])
+    answers = interleave([searched_paired(OnMachine(name, 1000.0, machine), start_rps=300.0, max_steps=4)
+                          for name in ("A", "B")])
     for found in answers:
         assert found.capacity is not None and found.capacity.rate_rps < 1000.0 * 0.9  # stopped well below
         assert found.ended_because.startswith("step limit (4 cells): "), found.ended_because
