@@ -8,7 +8,7 @@ measured: Poisson arrivals at the rate offered, a deterministic service time, th
 sojourn times by the same rule as a real cell's, clusters included (its windows' histograms, by arrival time). The
 search's clock is the simulated seconds plus `OVERHEAD_S` a cell, as on the build machine.
 
-    mnist-bench bench queue-search --searches 100      (three rules: phi lent, each rate's own phi, independent)
+    mnist-bench bench queue-search --searches 100      (three rules: phi lent, own phi, independent; a fit)
 
 Not for: real servers (`loadtest.benchmarks.calibrate`).
 """
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loadtest.benchmarks.knee_fit import knee_fit
 from loadtest.benchmarks.queueing import Queue, constant
 from loadtest.evidence.objective import Objective
 from loadtest.evidence.provenance_record import Provenance
@@ -113,14 +114,17 @@ class Outcome:
         return self.high / self.low if self.low and self.high else None
 
 
-def search_once(case: Case, truth: float, seed: int, budget_s: float, precision: float) -> Outcome:
+def search_once(case: Case, truth: float, seed: int, budget_s: float, precision: float) -> tuple[Outcome, Outcome]:
+    """The search's own range, and the candidate fit's over the same search's cells (`loadtest.benchmarks.knee_fit`)."""
     server = SimulatedServer(case, np.random.default_rng(seed))
     settings = SearchSettings(objective=Objective(case.objective_s * 1000), start_rps=round(0.5 / case.service_s, 1),
                               precision=precision, max_s=budget_s, max_rate_s=20.0, window_s=3.0,
                               confirm_window_s=6.0, cell_overhead_s=OVERHEAD_S)
     answer = CapacitySearch(settings, server.measure, clock=lambda: server.clock_s).run()
     low = answer.conclusion.capacity_rps
-    return Outcome(low, answer.conclusion.upper_rps() if low is not None else None, truth)
+    fitted = knee_fit(answer.steps, case.objective_s * 1000)
+    return (Outcome(low, answer.conclusion.upper_rps() if low is not None else None, truth),
+            Outcome(fitted.low_rps if fitted else None, fitted.high_rps if fitted else None, truth))
 
 
 @contextmanager
@@ -141,6 +145,8 @@ LENT = "effective N, phi lent by the rate above where a rate cannot show its own
 OWN_ONLY = "effective N, each rate's own phi only"
 INDEPENDENT = "every request independent (the rule before #67)"
 RULES = (LENT, OWN_ONLY, INDEPENDENT)
+FIT = ("a fit over every cell near the knee, its phi pooled (a candidate, `knee_fit`: not the tool's rule), "
+       "on the first rule's searches")
 
 
 def tally(outcomes: list[Outcome]) -> str:
@@ -158,7 +164,11 @@ def run(cases: list[Case], searches: int, budget_s: float, precision: float,
         truth = case.truth_rps()
         echo(f"M/D/1, S {case.service_s * 1000:g} ms, p99 <= {case.objective_s * 1000:g} ms: capacity {truth:.1f} "
              f"req/s ({truth * case.service_s:.0%} busy); {searches} searches of {budget_s:g} s each")
+        fitted: list[Outcome] = []
         for name in RULES:
             with rule(name):
                 found = [search_once(case, truth, seed, budget_s, precision) for seed in range(searches)]
-            echo(f"  {name}: {tally(found)}")
+            echo(f"  {name}: {tally([bracket for bracket, _ in found])}")
+            if name == LENT:
+                fitted = [fit for _, fit in found]
+        echo(f"  {FIT}: {tally(fitted)}")
