@@ -2,8 +2,8 @@
 
 - `ceiling_figure`: the first screen's chart, per configuration and request batch what the server served at its
   answer as a share of the device alone, on a linear axis from 0 with the 50% line.
-- `capacity_figure`: capacity against the p99 objective per configuration, the objective table's own values (a lower
-  bound hollow with an arrow up), and each target's rate as a line.
+- `capacity_figure`: capacity against the p99 objective per configuration, the objective table's own values (confirmed
+  and passed as two series, a lower bound hollow with an arrow up), and each target's rate as a line.
 - `rate_latency_figure`: each search's pooled rates, latency against achieved req/s.
 - `objective_figure`: per target and device, USD/h against the p99 objective (the card's arithmetic).
 
@@ -30,6 +30,7 @@ from matplotlib.transforms import offset_copy  # isort: skip
 PERCENT = FuncFormatter(lambda v, _: f"{v:.0%}")
 USD_PER_HOUR = FuncFormatter(lambda v, _: f"{v:,.2f}")  # as the card and `size` print it
 TARGET = "#222222"
+TARGET_REACH = 3.0  # a target's rate is drawn as a line up to this many times the highest capacity; above, named
 
 
 # ----------------------------------------------------------------------------- served ÷ device alone
@@ -73,12 +74,20 @@ def ceiling_figure(bars: Sequence[CeilingBar], colours: Sequence[str]) -> bytes 
 
 @dataclass(frozen=True)
 class CapacityPoint:
-    """One configuration's capacity at one objective, as the objective table prints it."""
+    """One configuration's cell of the objective table at one objective: its confirmed figure and the pass above it,
+    each a lower bound where the table prints its `≥`."""
 
     p99_objective_ms: float
-    capacity_rps: float
-    confirmed: bool  # else passed, not confirmed
-    lower_bound: bool  # `≥` on the figure in the table: the search stopped, or the load generator's limit
+    confirmed_rps: float | None  # the highest rate confirmed there (None: none confirmed)
+    passed_rps: float | None  # the highest pass above it, not confirmed (None: none)
+    confirmed_lower: bool = False  # `≥` on the confirmed figure: no higher rate failed, none passed above it
+    passed_lower: bool = False  # `≥` on the pass: no higher rate failed
+
+    @property
+    def marks(self) -> tuple[tuple[float, bool, bool], ...]:
+        """(req/s, confirmed, a lower bound) of each figure drawn."""
+        out = [(self.confirmed_rps, True, self.confirmed_lower), (self.passed_rps, False, self.passed_lower)]
+        return tuple((rate, confirmed, lower) for rate, confirmed, lower in out if rate is not None)
 
 
 @dataclass(frozen=True)
@@ -92,18 +101,22 @@ class CapacityLine:
 
 
 def _capacity_line(ax, line: CapacityLine, style: str) -> None:
-    """The line through the capacities; a filled circle where confirmed, a filled diamond where passed, not
-    confirmed; a hollow marker with an arrow up where only a lower bound."""
-    ax.plot([p.p99_objective_ms for p in line.points], [p.capacity_rps for p in line.points], color=line.colour,
-            linestyle=style, linewidth=1.5)
+    """Confirmed figures joined in the line's style with filled circles, passes above them joined by a thin dotted
+    line with filled diamonds: two series, each never falling as the objective loosens (the table's figures are
+    carried up, `loadtest.judge.objectives.carried`); any lower bound hollow with an arrow up."""
+    for confirmed, width, dash in ((True, 1.5, style), (False, 1.0, ":")):
+        drawn = [(p.p99_objective_ms, rate) for p in line.points for rate, c, _ in p.marks if c == confirmed]
+        if len(drawn) > 1:
+            ax.plot(*zip(*drawn), color=line.colour, linestyle=dash, linewidth=width)
     up = offset_copy(ax.transData, fig=ax.figure, x=0, y=18, units="points")
     for p in line.points:
-        ax.plot(p.p99_objective_ms, p.capacity_rps, marker="o" if p.confirmed else "D", markersize=7,
-                color=line.colour, markerfacecolor="white" if p.lower_bound else line.colour, markeredgewidth=1.5)
-        if p.lower_bound:
-            ax.annotate("", xy=(p.p99_objective_ms, p.capacity_rps), xycoords=up,
-                        xytext=(p.p99_objective_ms, p.capacity_rps), textcoords="data",
-                        arrowprops={"arrowstyle": "-|>", "color": line.colour, "lw": 1.5, "shrinkA": 4, "shrinkB": 0})
+        for rate, confirmed, lower in p.marks:
+            ax.plot(p.p99_objective_ms, rate, marker="o" if confirmed else "D", markersize=7, color=line.colour,
+                    markerfacecolor="white" if lower else line.colour, markeredgewidth=1.5)
+            if lower:
+                ax.annotate("", xy=(p.p99_objective_ms, rate), xycoords=up, xytext=(p.p99_objective_ms, rate),
+                            textcoords="data", arrowprops={"arrowstyle": "-|>", "color": line.colour, "lw": 1.5,
+                                                           "shrinkA": 4, "shrinkB": 0})
 
 
 def _capacity_panel(ax, batch: int, lines: Sequence[CapacityLine], targets: Sequence[tuple[float, float]]) -> None:
@@ -111,16 +124,21 @@ def _capacity_panel(ax, batch: int, lines: Sequence[CapacityLine], targets: Sequ
     for line in lines:
         seen[line.colour] = seen.get(line.colour, -1) + 1  # a configuration's repeats: its colour, another style
         _capacity_line(ax, line, LINESTYLES[seen[line.colour] % len(LINESTYLES)])
+    top = max(rate for line in lines for p in line.points for rate, _, _ in p.marks) * 1.18
     for rate, _ in targets:
-        ax.axhline(rate, color=TARGET, linestyle="--", linewidth=1.2)
+        if rate <= top * TARGET_REACH:
+            ax.axhline(rate, color=TARGET, linestyle="--", linewidth=1.2)
+            top = max(top, rate * 1.18)
+        else:  # drawn to scale, it would flatten every capacity into the axis
+            ax.annotate(f"target {rate:,g} req/s: above the chart", (0.99, 0.97), xycoords="axes fraction",
+                        ha="right", va="top", fontsize=8, color=TARGET)
     objectives = sorted({p.p99_objective_ms for line in lines for p in line.points})
     log_scale(ax, "x", objectives)
     if objectives:
         ax.set_xticks(objectives, [f"{o:g}" for o in objectives])
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlim(objectives[0] / 1.3, objectives[-1] * 1.3)
-    ax.set_ylim(bottom=0, top=max([p.capacity_rps for line in lines for p in line.points]
-                                  + [rate for rate, _ in targets] + [1.0]) * 1.18)
+    ax.set_ylim(bottom=0, top=top)
     ax.set_title(f"request batch {batch}", fontsize=10)
     ax.set_xlabel("p99 objective ms (log)")
     ax.set_ylabel("capacity req/s")
@@ -130,7 +148,8 @@ def _capacity_panel(ax, batch: int, lines: Sequence[CapacityLine], targets: Sequ
 def capacity_figure(lines: Sequence[CapacityLine], targets: Sequence[tuple[int, float, float]]) -> bytes | None:
     """Capacity req/s against the p99 objective, one panel per request batch, one line per row of the objective
     table; `targets`: (request batch, rate req/s, p99 objective ms) of each target with a rate, drawn as a dashed
-    line. None without a capacity."""
+    line (named in the panel instead where it is over `TARGET_REACH` times the highest capacity). None without a
+    capacity."""
     lines = [line for line in lines if line.points]
     if not lines:
         return None
@@ -142,8 +161,8 @@ def capacity_figure(lines: Sequence[CapacityLine], targets: Sequence[tuple[int, 
                         [(rate, ms) for b, rate, ms in targets if b == batch])
     named = {line.label: line.colour for line in lines}  # the panel names the request batch
     handles = [Line2D([], [], color=colour, label=label) for label, colour in named.items()]
-    handles += [Line2D([], [], color=GREY, marker="o", linestyle="", label="confirmed"),
-                Line2D([], [], color=GREY, marker="D", linestyle="", label="passed, not confirmed"),
+    handles += [Line2D([], [], color=GREY, marker="o", label="confirmed"),
+                Line2D([], [], color=GREY, marker="D", linestyle=":", label="passed, not confirmed"),
                 Line2D([], [], color=GREY, marker="o", markerfacecolor="white", linestyle="",
                        label="hollow, arrow up: ≥, a lower bound (no higher rate failed)")]
     words = {f"target {rate:,g} req/s (p99 ≤ {ms:g} ms)" for b, rate, ms in targets if b in batches}

@@ -91,15 +91,14 @@ def capacity_lines(searches: Sequence[SearchAnswer], labels: Labels, colours: Co
 
 
 def capacity_point(at: ObjectiveAnswer) -> CapacityPoint:
-    """The figure a table cell leads with (`answers.figure_text.capacity_text`): the confirmed capacity where one
-    was confirmed, else the highest pass; a lower bound where that figure carries the "≥"."""
+    """The figures a table cell prints (`answers.figure_text.capacity_text`): the confirmed capacity, and the pass
+    above it, each a lower bound where that figure carries the "≥"."""
     from loadtest.report.answer_plots import CapacityPoint
 
     assert at.capacity_rps is not None
-    confirmed = at.confirmed_rps is not None
-    leading = at.confirmed_rps if at.confirmed_rps is not None else at.capacity_rps
-    lower = at.bound != Bound.NONE and (not confirmed or at.passed_rps is None)
-    return CapacityPoint(at.p99_objective_ms, leading, confirmed, lower)
+    bounded = at.bound != Bound.NONE
+    passed = at.passed_rps if at.confirmed_rps is not None else at.capacity_rps
+    return CapacityPoint(at.p99_objective_ms, at.confirmed_rps, passed, bounded and passed is None, bounded)
 
 
 def target_rates(targets: Iterable[Target]) -> list[tuple[int, float, float]]:
@@ -121,10 +120,11 @@ def capacity_chart(answers: Answers, labels: Labels, colours: Colours, targets: 
     return [Figure("Capacity against the p99 objective, per configuration",
                    "The table \"Capacity at each p99 objective\" drawn: per configuration and request batch, the "
                    "capacity at each objective its cells were answered at, one colour per configuration as in every "
-                   "chart. Filled circle: confirmed; filled diamond: passed, not confirmed; hollow with an arrow up "
-                   "(≥ in the table): a lower bound, no higher rate failed there. An objective where nothing passed "
-                   "has no point."
-                   + (" Dashed: the target's rate." if rates else ""), png)]
+                   "chart. Filled circles joined: confirmed; filled diamonds joined by dots: the pass above it, not "
+                   "confirmed; hollow with an arrow up (≥ in the table): a lower bound, no higher rate failed there. "
+                   "An objective where nothing passed has no point."
+                   + (" Dashed: the target's rate (named instead where it is far above every capacity)."
+                      if rates else ""), png)]
 
 
 def curves(results: Sequence[CellResult], answers: Answers, labels: Labels, colours: Colours, series: list[Series],

@@ -172,19 +172,41 @@ def test_capacity_chart_draws_the_objective_tables_values(drawn):
         printed = {o: text for o, text in zip(objectives, row[2:-1]) if re.search(r"\d", text)}
         assert {p.p99_objective_ms for p in line.points} == set(printed), (run, row)
         for p in line.points:
-            leading = re.search(r"(≥ )?([\d,]+\.?\d*)", printed[p.p99_objective_ms])
-            assert float(leading[2].replace(",", "")) == pytest.approx(p.capacity_rps, abs=0.06), (run, row)
-            assert p.lower_bound == bool(leading[1]), (run, row)
-            assert p.confirmed == ("none confirmed" not in printed[p.p99_objective_ms]), (run, row)
+            figures_printed = re.findall(r"(≥ )?([\d,]+\.?\d*) (confirmed|passed)", printed[p.p99_objective_ms])
+            assert [(float(rate.replace(",", "")), kind == "confirmed", bool(at_least))
+                    for at_least, rate, kind in figures_printed] == [
+                (pytest.approx(rate, abs=0.06), confirmed, lower) for rate, confirmed, lower in p.marks], (run, row)
+        for confirmed in (True, False):  # each series never falls as the objective loosens
+            series = [rate for p in line.points for rate, c, _ in p.marks if c == confirmed]
+            assert series == sorted(series), (run, row)
     [fig] = [f for f in chart(figures, "p99 objective ms") if f.axes[0].get_ylabel() == "capacity req/s"]
-    bounds = sum(p.lower_bound for line in lines for p in line.points)
+    bounds = sum(lower for line in lines for p in line.points for _, _, lower in p.marks)
     arrows = [a for ax in fig.axes for a in ax.texts if getattr(a, "arrow_patch", None) is not None]
     hollow = [m for ax in fig.axes for m in ax.get_lines() if m.get_markerfacecolor() in ("white", (1, 1, 1, 1))]
     assert len(arrows) == len(hollow) == bounds
     if run == "h100-run":
         assert bounds > 0 and len(fig.axes) == 2  # request batches 1 and 32, each a panel
-    targets = [line for ax in fig.axes for line in ax.get_lines() if list(line.get_ydata()) == [5000.0, 5000.0]]
-    assert len(targets) == (len(fig.axes) if REPORTS[run] else 0)  # the target at each request batch searched
+    for ax in fig.axes:  # the target at each request batch searched: a line, or named where far above the data
+        drawn = [line for line in ax.get_lines() if list(line.get_ydata()) == [5000.0, 5000.0]]
+        named = [t for t in ax.texts if "5,000 req/s: above the chart" in t.get_text()]
+        assert (len(drawn), len(named)) in (((1, 0), (0, 1)) if REPORTS[run] else ((0, 0),))
+
+
+def test_a_target_far_above_every_capacity_is_named_not_drawn_to_scale():
+    """A target of 10,000 req/s beside capacities near 500 would flatten them into the axis: it is named instead."""
+    from loadtest.report.answer_plots import CapacityLine, CapacityPoint, capacity_figure
+
+    line = CapacityLine("cpu", "#1f77b4", 1, (CapacityPoint(25.0, 480.0, 520.0, False, False),
+                                             CapacityPoint(50.0, 500.0, None, True, True)))
+    plt.close("all")
+    with mock.patch.object(plt, "close", lambda *_: None):
+        assert capacity_figure([line], [(1, 10_000.0, 25.0)]) is not None
+        assert capacity_figure([line], [(1, 1_000.0, 25.0)]) is not None
+    far, near = (plt.figure(n).axes[0] for n in plt.get_fignums())
+    plt.close("all")
+    assert far.get_ylim()[1] < 1_000 and any("10,000 req/s: above the chart" in t.get_text() for t in far.texts)
+    assert [list(h.get_ydata()) for h in near.get_lines() if h.get_linestyle() == "--"] == [[1_000.0, 1_000.0]]
+    assert near.get_ylim()[1] > 1_000
 
 
 def test_the_overlap_check_catches_text_over_text():
