@@ -4,8 +4,9 @@ report's tables and sentences, the console, `figures.csv`, `figures.json` and so
 
 Per configuration and request batch:
 
-- **the answer's cell**: the cell its highest confirmed capacity stands on (any objective searched),
-  else its peak; `at` says which ("capacity 656.6 req/s", "peak 367.5 req/s");
+- **the answer's cell**: the cell its highest confirmed capacity stands on (any objective searched), else its
+  highest unconfirmed pass's (the cell the card's verdict reads), else its peak; `at` says which ("capacity 656.6
+  req/s", "a pass at 1,351.8 req/s", "peak 367.5 req/s");
 - **the peak**: its valid cell with the highest images/s, whatever the load mode and the latency; an
   overloaded cell (the server fell behind) is never a peak. Named with its load mode and level;
 - at the answer's cell: the client's mean latency, the server's own mean request latency, their
@@ -101,7 +102,7 @@ class Figures:
     config: Config
     label: str
     request_batch: int
-    at: str  # "capacity 656.6 req/s" (the highest a search confirmed) or "peak 367.5 req/s"
+    at: str  # "capacity 656.6 req/s" (the highest a search confirmed), "a pass at 1,351.8 req/s" or "peak 367.5 req/s"
     cell: CellResult = field(compare=False, repr=False)
     client_mean_ms: float | None
     server_mean_ms: float | None
@@ -119,7 +120,8 @@ class Figures:
     @property
     def at_words(self) -> str:
         """`at capacity` or `at its peak`: where the answer's figures were measured (the tables give the rate)."""
-        return "at its peak" if self.at.startswith("peak") else "at capacity"
+        return "at its peak" if self.at.startswith("peak") else "at its highest pass" if self.at.startswith("a pass") \
+            else "at capacity"
 
     def floor_text(self) -> str:
         """`12,271.8 images/s (batch 8)`: the device alone at the batch the server ran; "—" when not measured."""
@@ -164,14 +166,17 @@ def peak_of(cells: Sequence[CellResult]) -> Peak | None:
 
 
 def _capacity_cells(answers: Answers) -> dict[tuple[Config, int], tuple[CellResult, str, ToolCeiling]]:
-    """Per configuration and request batch: the cell of its highest confirmed capacity, any objective (of
-    repeated searches, their `typical` answer's, as the decision's), and that search's tool ceiling."""
+    """Per configuration and request batch: the cell its answer stands on, the one every verdict reads
+    (`loadtest.report.answers.verdict.answer_cell`: the confirmation's, else the highest pass's), of its highest
+    confirmed capacity at any objective, else of its highest pass (of repeated searches, their `typical` answer's,
+    as the decision's), and that search's tool ceiling."""
     out: dict[tuple[Config, int], tuple[CellResult, str, ToolCeiling]] = {}
-    for s in sorted((s for s in typical(answers.searches) if s.met), key=lambda s: s.capacity_rps or 0.0):
-        capacity = s.conclusion.capacity if s.conclusion else None
-        if capacity is not None:
-            out[(s.config, s.request_batch_size)] = (capacity.result, f"capacity {fmt(s.capacity_rps)} req/s",
-                                                     ceiling_for(s.search_id, answers.ceilings))
+    answered = [s for s in typical(answers.searches) if s.conclusion and s.conclusion.answer]
+    for s in sorted(answered, key=lambda s: (s.met, s.figure_rps or 0.0)):
+        step = s.conclusion.answer if s.conclusion else None
+        if step is not None:
+            at = f"capacity {fmt(s.capacity_rps)} req/s" if s.met else f"a pass at {fmt(step.rate_rps)} req/s"
+            out[(s.config, s.request_batch_size)] = (step.result, at, ceiling_for(s.search_id, answers.ceilings))
     return out
 
 
