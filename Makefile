@@ -16,7 +16,7 @@ BATCHING ?= off
 PLAN ?= loadtest/plans/quick.toml
 EXPORT_ARGS ?=
 
-.PHONY: setup browser h2load lint test test-fast mutation export bench-server bench-workers bench-shapes bench-soak bench-runtime-calls bench-runtimes bench-loadgen bench-demo bench-drift bench-calibrate bench-queue-search serve serve-cpu serve-gpu stop \
+.PHONY: setup browser h2load lint test test-fast mutation glossary export bench-server bench-workers bench-shapes bench-soak bench-runtime-calls bench-runtimes bench-loadgen bench-demo bench-drift bench-calibrate bench-queue-search serve serve-cpu serve-gpu stop \
 	loadtest capacity tune locust-ui report size k8s demo device-bundle clean-venv
 
 setup: $(STAMP)
@@ -58,6 +58,12 @@ browser:
 test: setup browser
 	$(PY) -m pytest -q -m "not integration or untimed" -n $(TEST_WORKERS) --dist loadfile
 	$(PY) -m pytest -q -m "integration and not untimed"
+
+# docs/glossary.md, written from the one glossary (loadtest/report/answers/terms.py) that every report's and card's
+# Terms read; test_decision fails while the page is stale.
+glossary: setup
+	$(PY) -c "import pathlib; from loadtest.report.glossary import glossary_markdown; \
+	pathlib.Path('docs/glossary.md').write_text(glossary_markdown())"
 
 # Mutation testing of the modules that decide: the judge, what bounded an answer, a ratio's one value, sizing
 # ([tool.mutmut] in pyproject.toml). mutmut 3.8.1 mutates them in a copy under mutants/ and runs each mutant against

@@ -14,11 +14,6 @@ from __future__ import annotations
 from loadtest.judge.objectives import Bound, ObjectiveAnswer
 from loadtest.report.formatting import number as fmt
 
-BOUND_TERM = ("≥: a lower bound, with why: the search stopped (no higher rate failed: it did not go high enough) or "
-              "the load generator's limit (it could not offer more)")
-UPPER_TERM = ("upper end: the lowest rate above the capacity shown to fail (never one whose verdict stayed open): "
-              "the true capacity lies between")
-
 
 def bounded(rate: float, bound: Bound) -> str:
     """`1,218.0`, or `≥ 1,218.0` ... with its reason appended by the caller (`reason`)."""

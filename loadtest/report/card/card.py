@@ -126,7 +126,7 @@ class Card:
                 *([SHARED_CORES] if any(r.shared_cores for r in self.rows) else [])]
         used += [*([STAND_IN] if STAND_IN in self.title else []), UPPER_END, LOWER_BOUND]
         meanings = {**TERMS, "best setup": SHAPED_SETUP} if SHAPES in used else TERMS
-        return [f"{term}: {meanings[term]}" for term in used if term in meanings]
+        return [f"{term}: {meanings[term]}." for term in used if term in meanings]
 
     def as_dict(self) -> dict:
         return {"title": self.title, "for_buying": self.for_buying, "header": list(self.header()),

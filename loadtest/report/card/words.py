@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from loadtest.report.answers.terms import CARD_LABELS, GLOSSARY, meaning
 from loadtest.report.blocks import DEVICES
 from loadtest.report.card.records import CardRow
 from loadtest.report.configs import Config
@@ -18,71 +19,12 @@ BOUNDED_BY = "bounded by"
 AT_MOST = "≤ boxes"  # a NOT FOR BUYING row's boxes and prices: the most a server at least this fast needs
 SHAPES = "k-core replicas"  # a row sized on a measured replica shape
 SHARED_CORES = "shared cores"  # that shape's capacity is a lower bound: it shared the load generator's cores
-SHAPED_SETUP = ("the configuration and replica shape whose boxes cost least on that device at the target (a tie: the "
-                "smaller shape; without a price, the most capacity a core).")  # "best setup" where shapes were
+SHAPED_SETUP = GLOSSARY["best setup, shapes measured"]  # "best setup" where shapes were measured
 STAND_IN = "embedded stand-in"
 UPPER_END = "upper end"
 LOWER_BOUND = "≥"
 UNPAIRED = " unpaired"  # a ratio of searches run one after the other: its range does not allow for the drift
-TERMS = {
-    "target": "what must be served: requests a second, the p99 latency objective, images in one request.",
-    "best setup": "the batching configuration with the highest capacity on that device at the target's objective.",
-    "capacity req/s": "the highest offered rate (open loop) whose p99 stayed within the objective, confirmed at the "
-                      "stated confidence (MLPerf's early-stopping rule) by a separate, longer measurement; in "
-                      "brackets a higher rate that passed without one; \"none confirmed (… passed)\": no rate was "
-                      "confirmed, the highest pass is the figure; a higher figure of another setup on the device is "
-                      "named after it.",
-    "p99 upper estimate ms": "the early-stopping rule's upper confidence bound on the true p99 at the capacity, "
-                             "client side, from the intended send (the answer table's column of that name).",
-    "busy": "the server's CPU (% of the cores it may use, and how many) and GPU utilisation while serving at the "
-            "capacity.",
-    "served ÷ device alone": "images/s served at the capacity ÷ the model alone on its device at the batch the "
-                             "server ran; under 50%, or within the run's drift (its reference cells) of 50%: our "
-                             "serving path, not the device, bounded the answer.",
-    "boxes": "instances for the target rate with the headroom (for bursts only), over the capacity's range: fewest "
-             "at its top, most at its bottom (one search: its upper end and its capacity; repeated searches: the "
-             "highest repeat's upper end and the lowest repeat's capacity); + k spare: k instances more, so the "
-             "target is still served with k instances lost (N + 1 unless --spare-instances says); not for buying: "
-             "\"≤\", the most only; an unconfirmed answer: no boxes; the arithmetic: the sizing table below.",
-    "USD/h": "what the boxes at the capacity (the most) cost an hour at the price list's prices (of repeated "
-             "searches, at the typical one: their lower median).",
-    "USD per million requests": "USD/h ÷ the requests served in that hour, × 1,000,000 (per image, for a request "
-                                "of several, below the card).",
-    STAND_IN: "this project's own gRPC server (serving/), speaking TF Serving's Predict API with the same model "
-              "weights and batching parameters: it stands in for TF Serving where no container runs, so its figures "
-              "are its own, not TF Serving's.",
-    UPPER_END: "the lowest rate above the capacity shown to fail (never one whose verdict stayed open): the true "
-               "capacity lies between, at 99% confidence each end, slow requests that came in clusters counted as "
-               "fewer.",
-    LOWER_BOUND: "a lower bound, with why: the search stopped (no higher rate failed: it did not go high enough) or "
-                 "the load generator's limit (it could not offer more).",
-    "for buying": "the device or the production server (a TF Serving container) bounded the answer (\"bounded by\") "
-                  "and it is priced; the title says FOR BUYING when each target's cheapest row is.",
-    "ranges": "×ratio (low–high): the paired comparison's ratio and the range its repeats and the machine's drift "
-              "allow; \"tie\": a range that holds ×1.0, no measurable difference (a best setup \"tie with\" the "
-              "other is no better than it). GPU/CPU: the best GPU setup's capacity ÷ the best CPU setup's; batching: "
-              "batching on ÷ off on that device; unpaired, not paired: from searches run one after the other, whose "
-              "range does not allow for the machine's drift.",
-    BOUNDED_BY: "what bounded the answer, the first that applies: unconfirmed (passed, not confirmed, or a lower "
-                "bound, with why); the tool (its tool ceiling not measured or under 2× the answer, or the load "
-                "generator saturated); the host (its stalls, measured by the host probe, explain the dispatch lag or "
-                "the tail); device alone not measured; the stand-in's serving path (served under 50% of the device "
-                "alone, or within the run's drift of 50%); the runtime's dispatch; an idle device; the device; the "
-                "production server (a TF Serving container).",
-    "tool ceiling": "what the load generator and the path to the model sustained in the same run with a model that "
-                    "costs nothing (the embedded server's null backend, shaped as the configuration): \"≥ X (2× the "
-                    "answer)\": it carried twice the answer, so it did not bound it (the 2× is ours); \"X\": the "
-                    "highest rate it carried, where it did not carry 2×, with what stood at 2× (the load generator, "
-                    "or the twin's own server, which a TF Serving container's requests do not cross); not "
-                    "measured: why.",
-    AT_MOST: "a row not for buying with a confirmed answer: its boxes and prices are the most a server at least this "
-             "fast needs (an upper bound: the capacity is a floor on what the device serves), not a quote.",
-    SHAPES: "the replica shape sized on: each shape measured (k cores, k frontends a replica) is priced and the "
-            "cheapest taken (a tie: the smaller); no shape between or beyond them is priced. \"8 per general-16\": "
-            "one general-16 holds 8 replicas, each on its own cores.",
-    SHARED_CORES: "a lower bound: some of the replica's cores were also the load generator's, so its cores alone "
-                  "serve at least this.",
-}
+TERMS = {label: meaning(label) for label in CARD_LABELS}  # the one glossary's words, under the card's labels
 
 
 def memory_note(rows: Sequence[CardRow]) -> tuple[str, ...]:

@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from loadtest.report.answers.answers import Answers, DeviceAnswer, SearchAnswer
-from loadtest.report.answers.figure_text import BOUND_TERM, capacity_text
+from loadtest.report.answers.figure_text import capacity_text
 from loadtest.report.answers.ratios import Paired, gain_value, gpu_cpu_value, has_figure
+from loadtest.report.answers.terms import CHECK, defined
 from loadtest.report.answers.tool_ceiling import ceiling_for
 from loadtest.report.blocks import Table
 from loadtest.report.configs import Config
@@ -84,13 +85,13 @@ def objective_table(answers: Answers, labels: Labels, paired: Paired | None = No
                  "measurement) passed p99 ≤ the objective at the stated confidence; in brackets a higher rate whose "
                  "own windows passed, not confirmed; none confirmed (… passed): no rate was confirmed, the highest "
                  "pass is the figure. A rate that passes at an objective passes at every looser one, so a "
-                 f"configuration's capacity never falls to the right. {BOUND_TERM}. Batching gain: best "
+                 f"configuration's capacity never falls to the right. {defined('≥')}. Batching gain: best "
                  "batching-enabled ÷ batching-off capacity on that device; GPU/CPU: best GPU ÷ best CPU capacity; "
                  "each ratio with its range (×ratio (low–high), paired where the searches ran at once), the same "
                  "value as the card, the findings and the log; where one capacity in it is a lower bound, only the "
                  "end that holds (at least / at most); — where there is no ratio. Tool ceiling: what the load "
                  "generator and the path to the model carried in the same run with a model that costs nothing, "
-                 "checked at 2× the search's own answer.",
+                 f"checked at {CHECK} the search's own answer.",
                  ("configuration", "request batch", *(f"p99 ≤ {o:g} ms" for o in objectives), "tool ceiling"),
                  tuple(rows), tuple(marks))
 

@@ -191,7 +191,7 @@ def test_the_glossary_page_the_readme_links_is_the_reports_terms_table():
     from tests.support.paths import REPO
 
     assert (REPO / "docs" / "glossary.md").read_text() == glossary_markdown(), \
-        "docs/glossary.md is stale: write glossary_markdown() to it"
+        "docs/glossary.md is stale: run make glossary"
     assert "(docs/glossary.md)" in (REPO / "README.md").read_text()
 
 
