@@ -78,6 +78,7 @@ from loadtest.report.formatting import number as fmt
 from loadtest.report.shape_sizing import UNKNOWN_REPLICA, sized_on
 from loadtest.report.sizing.fleet import CapacityRange, capacity_range, fleet, moved_words, sizing_line
 from loadtest.report.sizing.instances import Pricing, with_replicas
+from serving.endpoint import ServerKind
 
 HEADER = ("target", "device", "best setup", "capacity req/s", "p99 upper estimate ms", BOUNDED_BY)
 PRICED_HEADER = ("boxes", "USD/h", "USD per million requests")
@@ -277,7 +278,8 @@ def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None, answers: Answ
                   bounded_by=verdict.with_ceiling_text(), at_most=not verdict.for_buying,
                   repeats=capacities.repeats if capacities else 1,
                   range_rps=(capacities.low_rps, capacities.high_rps) if capacities and repeated else None,
-                  moved=moved_words(capacities) if capacities and capacities.moved else "")
+                  moved=moved_words(capacities) if capacities and capacities.moved else "",
+                  stand_in=best.config.kind != ServerKind.CONTAINER)
     if not verdict.confirmed or not best.met:
         return replace(row, why_not=verdict.text())
     if pricing is None or not target.rate_rps or capacities is None:

@@ -48,6 +48,7 @@ class CardRow:
     tool_ceiling: str = ""  # the answer's tool ceiling (`ToolCeiling.value`)
     bounded_by: str = ""  # the verdict and its tool ceiling, the ceiling said once: the card's "bounded by"
     at_most: bool = False  # not for buying: the boxes and prices are the most a server at least this fast needs
+    stand_in: bool = False  # the figures are the embedded stand-in's, not a TF Serving container's
 
     def as_dict(self) -> dict:
         """figures.json's row: its target under the keys figures.json has always had (`p99_ms`: the objective)."""

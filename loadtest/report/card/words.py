@@ -40,8 +40,7 @@ def title(for_buying: bool, rows: Sequence[CardRow], configs: Sequence[Config], 
            pricing: Pricing | None) -> str:
     measured = f"{_server(configs)} on {_machines(configs)}"
     if for_buying:
-        stand_in = "; figures are the stand-in's" if any(c.kind != ServerKind.CONTAINER for c in configs) else ""
-        return f"FOR BUYING — {measured}{stand_in}" + ("; example prices" if example else "")
+        return f"FOR BUYING — {measured}{_whose(rows)}" + ("; example prices" if example else "")
     return f"NOT FOR BUYING — {measured}: {_why_not(rows, pricing)}" + ("; example prices" if example else "")
 
 
@@ -71,12 +70,31 @@ def _bounded_every(answered: Sequence[CardRow]) -> str:
     if what == "the tool" and all("not measured" in r.tool_ceiling for r in answered):
         return "tool ceiling not measured"
     if what == "unconfirmed":
-        return "no answer was confirmed"
+        return _unconfirmed_every(answered)
     if what == "device alone not measured":
         return "the device alone was not measured"
     devices = list(dict.fromkeys(DEVICES.get(r.device, r.device) for r in answered))
     device = f"the {devices[0]}" if len(devices) == 1 else "a device"
     return f"{what}, not {device}, bounded every answer"
+
+
+def _whose(rows: Sequence[CardRow]) -> str:
+    """Whose figures the rows for buying are, where any is the stand-in's: every one, or those bounded by the device
+    (a TF Serving container's read "the production server")."""
+    buying = [r for r in rows if r.for_buying]
+    if not any(r.stand_in for r in buying):
+        return ""
+    return "; figures are the stand-in's" if all(r.stand_in for r in buying) else \
+        "; the stand-in's figures where the device bounded them"
+
+
+def _unconfirmed_every(answered: Sequence[CardRow]) -> str:
+    """Why not, where every answer is unconfirmed: none confirmed, each confirmed only as a lower bound, or both."""
+    bounds = [r.at_least and not r.state.startswith("none confirmed") for r in answered]
+    if not any(bounds):
+        return "no answer was confirmed"
+    return "every answer confirmed is only a lower bound" if all(bounds) else \
+        "each answer unconfirmed or only a lower bound"
 
 
 def _server(configs: Sequence[Config]) -> str:

@@ -58,9 +58,10 @@ def test_markdown_opens_with_the_card_then_its_terms_then_the_findings_and_the_a
     lines = md.splitlines()
     # The card first: its title the page's heading, one row per target and device, with what bounded each answer
     # and its tool ceiling: the GPU container's row is the production server's (for buying), the CPU stand-in's
-    # device alone was not measured (not for buying: the most it needs, "≤")
+    # device alone was not measured (not for buying: the most it needs, "≤"); the row for buying is the container's,
+    # so the title does not call its figures the stand-in's (#68)
     assert lines[0] == ("# FOR BUYING — TF Serving containers and the embedded stand-in (runtime not recorded) on "
-                        "Intel Xeon Platinum 8375C and NVIDIA H100 80GB HBM3; figures are the stand-in's")
+                        "Intel Xeon Platinum 8375C and NVIDIA H100 80GB HBM3")
     assert lines[2] == ("| target | device | best setup | capacity req/s | p99 upper estimate ms | bounded by | "
                         "boxes | USD/h | USD per million requests |")
     rows = [line for line in lines[4:] if line.startswith("| ")][:3]
