@@ -219,6 +219,9 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
             comparisons.append(line)
         if not _target_for_buying(found) and here:
             nexts.append(run_next(_configs(answers), targets, prices))
+    idle = _idle_replicas(rows)
+    if idle:  # priced on cores it did not use: measure smaller replica shapes
+        nexts = [run_next(_configs(answers), targets, prices, shapes=True)]
     priced = any(r.boxes is not None for r in rows)
     for_buying = bool(targets) and all(_target_for_buying([r for r in rows if r.target == t]) for t in targets)
     example = priced and pricing is not None and pricing.prices.example
@@ -228,7 +231,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
         if r.usd_per_m_images is not None else f"not priced: {r.refused}.") for r in rows
         if (r.usd_per_m_images is not None and r.target.batch > 1) or r.refused) + memory_note(rows) + tuple(
         f"{r.target.words()}, {DEVICES.get(r.device, r.device)}: {r.moved}." for r in rows if r.moved) + tuple(
-        filter(None, [stand_in_again(_configs(answers), targets, prices, flags) if nexts else ""]))
+        filter(None, [stand_in_again(_configs(answers), targets, prices, flags, idle) if nexts else ""]))
     return Card(heading, for_buying, tuple(rows), tuple(comparisons), nexts[0] if nexts else "", notes,
                 pricing.prices.currency if pricing else "USD", priced, ratios)
 
@@ -307,7 +310,19 @@ def _priced(row: CardRow, best: SearchAnswer, capacities: CapacityRange, target:
                    usd_per_m_requests=per_hour / (target.rate_rps * 3600.0) * 1e6,
                    usd_per_m_images=at.costs.per_million, spare=pricing.spare,
                    memory_counted=bool(at.placement and at.placement.memory_counted),
-                   sizing=sizing_line(boxes, replica))
+                   sizing=sizing_line(boxes, replica, _busy_cores(best)))
+
+
+def _busy_cores(best: SearchAnswer) -> float | None:
+    """How many of its cores the server kept busy at its answer: its CPU % of the cores it could use."""
+    if best.server_cpu_percent is None or best.server_cpu_cores is None:
+        return None
+    return best.server_cpu_percent / 100.0 * best.server_cpu_cores
+
+
+def _idle_replicas(rows: Sequence[CardRow]) -> bool:
+    """A priced CPU row's replica busy on under half the cores it was given, no replica shape (a sweep's) measured."""
+    return any(r.sizing is not None and r.sizing.idle and r.replica_cores is None and r.device == "cpu" for r in rows)
 
 
 def _target_for_buying(rows: Sequence[CardRow]) -> bool:

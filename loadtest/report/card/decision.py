@@ -65,13 +65,14 @@ def _configs(here: Sequence[DeviceAnswer]) -> list[Config]:
     return [s.config for d in here for s in d.searches]
 
 
-def run_next(configs: Sequence[Config], targets: Sequence[Target], prices: str = "") -> str:
+def run_next(configs: Sequence[Config], targets: Sequence[Target], prices: str = "", shapes: bool = False) -> str:
     """The command that gets an answer the device bounds, and where: the run's own targets (`GOALS`, as
     `make capacity` takes them) and its price list where it was not the default (`DEFAULT_PRICES`, which `make
     capacity` reads without one), on TF Serving itself where the embedded server was measured (none of the embedded
-    server's flags: TF Serving takes its own; `stand_in_again` gives them), else with the batching tuned. Pasted as
-    printed, it runs what it says."""
-    command = f"`make capacity {' '.join(_capacity_words(configs, targets, prices))}`"
+    server's flags: TF Serving takes its own; `stand_in_again` gives them), else with the batching tuned; `shapes`:
+    with `SHAPES=auto`, where a replica was priced on cores it kept idle. Pasted as printed, it runs what it says."""
+    words = [*_capacity_words(configs, targets, prices), *(["SHAPES=auto"] if shapes else [])]
+    command = f"`make capacity {' '.join(words)}`"
     if any(c.kind == ServerKind.EMBEDDED for c in configs):
         return f"{command} on TF Serving."
     device = next((c.device for c in configs if c.batching_on), configs[0].device if configs else "cpu")
@@ -79,14 +80,14 @@ def run_next(configs: Sequence[Config], targets: Sequence[Target], prices: str =
 
 
 def stand_in_again(configs: Sequence[Config], targets: Sequence[Target], prices: str = "",
-                   server_flags: Sequence[str] = ()) -> str:
+                   server_flags: Sequence[str] = (), shapes: bool = False) -> str:
     """A line under the card, `Run the stand-in again as measured: ` and the `make capacity` command with its
     `LOADTEST_ARGS="--server-flags=…"`: the embedded server rerun with the flags the run launched it with; "" where it
-    ran without any, or was not measured."""
+    ran without any, or was not measured; `SHAPES=auto` as `run_next` has it."""
     if not server_flags or not any(c.kind == ServerKind.EMBEDDED for c in configs):
         return ""
     flags = f"LOADTEST_ARGS={_make_value('--server-flags=' + shlex.quote(shlex.join(server_flags)))}"
-    words = " ".join([*_capacity_words(configs, targets, prices), flags])
+    words = " ".join([*_capacity_words(configs, targets, prices), *(["SHAPES=auto"] if shapes else []), flags])
     return f"Run the stand-in again as measured: `make capacity {words}`."
 
 

@@ -2,7 +2,8 @@
 on instances (issue #60, item 4), and under it the rule (the caption the device table used to carry).
 
 Per line: the instance, its vCPUs and memory, replicas one instance holds by its cores, by its memory and by its
-GPUs (the binding one, the fewest, marked), the replicas needed at the capacity priced, the instances with the
+GPUs (the binding one, the fewest, marked; by cores, "12 cores given, 1.1 busy" where the replica kept under half the
+cores it was given busy at its answer), the replicas needed at the capacity priced, the instances with the
 spare, and USD/h. Each figure is the row's own (`loadtest.report.sizing.fleet.SizingLine`), computed once.
 
 Not for: the card (`loadtest.report.card.card`) or the arithmetic (`loadtest.report.sizing`).
@@ -42,7 +43,8 @@ def sizing_row(row: CardRow) -> tuple[str, ...] | None:
     if s is None or row.boxes is None:
         return None
     return (row.target.words(), DEVICES.get(row.device, row.device), s.instance, f"{s.vcpus:g}",
-            MISSING if s.memory_gib is None else f"{s.memory_gib:g}", _count(s.by_cores, CORES, s.binding),
+            MISSING if s.memory_gib is None else f"{s.memory_gib:g}",
+            "; ".join(filter(None, [_count(s.by_cores, CORES, s.binding), s.idle_words()])),
             _count(s.by_memory, MEMORY, s.binding, NOT_COUNTED), _count(s.by_gpus, GPUS, s.binding),
             str(s.replicas), f"{s.instances} + {s.spare}", f"{s.usd_per_hour:,.2f}")
 

@@ -188,6 +188,9 @@ def fleet(target: float, capacities: CapacityRange, headroom: float, images_per_
 # ----------------------------------------------------------------------------- the arithmetic, one line
 
 
+IDLE_SHARE = 0.5  # a replica busy on under this share of its cores is priced on cores it did not use
+
+
 @dataclass(frozen=True)
 class SizingLine:
     """The card's sizing arithmetic for one row: the instance, what limits its replicas, and the fleet."""
@@ -203,17 +206,30 @@ class SizingLine:
     instances: int  # serving the target, the spare apart
     spare: int
     usd_per_hour: float
+    cores_given: float | None = None  # the replica's cores, each held on an instance (None: not known)
+    cores_busy: float | None = None  # how many of them it kept busy at its answer (None: not measured)
+
+    @property
+    def idle(self) -> bool:
+        """Busy on under `IDLE_SHARE` of the cores it was given: priced on cores it did not use."""
+        return (self.cores_given is not None and self.cores_busy is not None
+                and self.cores_busy < IDLE_SHARE * self.cores_given)
+
+    def idle_words(self) -> str:
+        """`12 cores given, 1.1 busy` where `idle`, else ""."""
+        return f"{self.cores_given:g} cores given, {self.cores_busy:.1f} busy" if self.idle else ""
 
 
-def sizing_line(f: Fleet, replica: Replica) -> SizingLine | None:
-    """`f`'s arithmetic on its instance; None where priced per replica or refused (no instance)."""
+def sizing_line(f: Fleet, replica: Replica, busy_cores: float | None = None) -> SizingLine | None:
+    """`f`'s arithmetic on its instance, with `busy_cores` of the replica's kept busy at the answer; None where priced
+    per replica or refused (no instance)."""
     placed = f.priced.placement
     if placed is None:
         return None
     counts = fits(replica, placed.instance)
     return SizingLine(placed.instance.name, placed.instance.vcpus, placed.instance.memory_gib, counts.get(CORES),
                       counts.get(MEMORY), counts.get(GPUS), placed.binding, f.priced.costs.replicas, placed.serving,
-                      placed.spare, placed.cost_per_hour)
+                      placed.spare, placed.cost_per_hour, replica.cpus, busy_cores)
 
 
 __all__ = ["CapacityRange", "Costs", "Fleet", "Priced", "SizingLine", "capacity_range", "cost_per_hour",

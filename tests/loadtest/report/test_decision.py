@@ -314,7 +314,8 @@ def test_run_next_parses_as_make_capacity_with_the_runs_goals_prices_and_server_
     assigned = dict(word.split("=", 1) for word in stand_in[2:])
     assert dict(word.split("=", 1) for word in tf_serving[2:]) == {k: v for k, v in assigned.items()
                                                                    if k != "LOADTEST_ARGS"}
-    assert set(assigned) == {"SERVE", "GOALS", "PRICES", "LOADTEST_ARGS"}
+    assert set(assigned) == {"SERVE", "GOALS", "PRICES", "SHAPES", "LOADTEST_ARGS"}
+    assert assigned["SHAPES"] == "auto"  # its CPU replica kept 0.8 of its 12 cores busy
     assert [parse_goal(goal) for goal in assigned["GOALS"].split()] == [Target(25.0, 1, 2000.0)]
     assert assigned["SERVE"].split() == ["cpu/cpu", "cpu/off", "gpu/gpu", "gpu/off"]
     assert Path(assigned["PRICES"]) == own

@@ -47,9 +47,11 @@ def test_the_paired_h200_run_answers_with_the_gpu_cpu_ratio_and_the_drift(tmp_pa
     # one line of comparisons: each ratio once, with its range; a range that holds ×1.0 says so
     assert lines[7] == ("25 ms, 1 image: GPU/CPU tie ×1.76 (×0.87–×2.42); batching: CPU tie ×0.84 (×0.41–×1.73), GPU "
                         "×2.30 (×1.21–×3.26).")
-    # the default price list, which `make capacity` reads without PRICES: not printed
-    assert lines[8] == ('Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" GOALS="2000:25:1"` on TF '
-                        "Serving.")
+    # the default price list, which `make capacity` reads without PRICES: not printed; the CPU replica was priced on
+    # the 12 cores it was pinned to while it kept 0.8 of them busy: SHAPES=auto measures smaller shapes (#68 item 7)
+    assert lines[8] == ('Run next: `make capacity SERVE="cpu/cpu cpu/off gpu/gpu gpu/off" GOALS="2000:25:1" '
+                        'SHAPES=auto` on TF Serving.')
+    assert "| general-16 | 16 | 64 | 1 (binding); 12 cores given, 0.8 busy |" in md
     assert "Run the stand-in again as measured: `make capacity " in md  # under the card, off its first screen
     assert "FOR BUYING" not in "\n".join(lines[1:10])
     found = findings(md)
