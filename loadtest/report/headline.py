@@ -29,6 +29,7 @@ from loadtest.report.answers.sources import highest_passing
 from loadtest.report.answers.tool_ceiling import ToolCeiling, ceiling_for
 from loadtest.report.answers.verdict import finding, verdict_of
 from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Figure, Table, device_name
+from loadtest.report.card.capacity_table import capacity_table
 from loadtest.report.card.card import Card, card_for
 from loadtest.report.card.decision import why_none_lines
 from loadtest.report.card.sizing_table import rule, sizing_table
@@ -55,6 +56,7 @@ class Summary:
     card: Card | None = None  # the first screen: for buying or not, per target and device (`loadtest.report.card.card`)
     cost_chart: Figure | None = None  # per target and device, USD/h (or capacity) against the p99 objective
     sizing: Table | None = None  # the card's boxes worked, under its Terms (`loadtest.report.card.sizing_table`)
+    capacities: Table | None = None  # the card's capacities in full, above it (`loadtest.report.card.capacity_table`)
 
 
 def _rps(s: SearchAnswer) -> str:
@@ -288,7 +290,7 @@ def _summarise(results: Sequence[CellResult], answers: Answers, labels: Labels, 
                        (device_table(devices, answers.ratios, labels, pricing, keyed, sizing is not None,
                                      answers.ceilings),
                         *((table,) if table else ()), *((by_objective,) if by_objective else ())), card=card,
-                       sizing=sizing)
+                       sizing=sizing, capacities=capacity_table(card))
     objective = p99_objective_ms if p99_objective_ms is not None else DEFAULT_P99_MS
     if answers.searches:
         searched = ", ".join(sorted({f"{s.p99_objective_ms:g} ms" for s in answers.searches}))

@@ -158,8 +158,9 @@ def render_markdown(report: Report, html_name: str) -> str:
     """The card first (its title the page's heading; its notes and the chart's link under its Terms, so the first
     screen holds only the card), then the findings and the answer table; then how it was made, then the summary
     tables."""
-    card, sizing = report.summary.card, report.summary.sizing
-    worked = [f"## {sizing.title}", "", *md_rows(sizing), "", sizing.caption, ""] if sizing is not None else []
+    card = report.summary.card
+    worked = [line for t in (report.summary.capacities, report.summary.sizing) if t is not None
+              for line in (f"## {t.title}", "", *md_rows(t), "", t.caption, "")]
     parts = [*card.lines(notes=False), "", "## Terms of the card", "", *(item for n in card.notes for item in (n, "")),
              f"The chart, each answer beside its device alone: [{html_name}]({html_name}).", "",
              *(f"- {term}" for term in card.terms()), "", *worked, "## Findings", ""] \

@@ -23,8 +23,8 @@ GLOSSARY: dict[str, str] = {
     "capacity": "the highest offered rate (requests/s, open loop: sends on a schedule, latency timed from the "
                 "intended send) whose p99 met the objective at the stated confidence (MLPerf's early-stopping rule), "
                 "confirmed by a separate, longer measurement; \"(… passed)\": a higher rate that passed without one; "
-                "\"none confirmed (… passed)\": no rate was confirmed, the highest pass is the figure; on the card, "
-                "a higher figure of another setup on the device is named after it",
+                "\"none confirmed (… passed)\": no rate was confirmed, the highest pass is the figure; the card gives "
+                "the first figure, the table under it the rest and any higher figure of another setup on the device",
     "confirmed": "a separate, longer measurement at that rate passed too; the answer rests on it",
     "passed, not confirmed": "the rate's own windows passed, but no confirmation was measured (a search cut short)",
     "at least, ≥": "a lower bound, with why: the search stopped (no higher rate failed: it did not go high enough) or "

@@ -136,13 +136,8 @@ class Card:
 
 
 def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
-    capacity = row.state or "none"
-    if row.range_rps is not None:
-        capacity += f", typical of {row.repeats} repeats, range {fmt(row.range_rps[0])}–{fmt(row.range_rps[1])}"
-    elif row.failed_rps is not None:
-        capacity += f", upper end {fmt(row.failed_rps)}"
-    if row.higher:
-        capacity += f"; {row.higher}"
+    state = row.state or "none"  # one figure: a higher pass, the upper end and other setups go to the table under it
+    capacity = state if state.startswith("none") else state.split(" (", 1)[0]
     base = (row.target.words(), DEVICES.get(row.device, row.device), _setup_cell(row), capacity,
             fmt(row.p99_ms, 2) if row.p99_ms is not None else "—", row.bounded_by or "—")
     if not priced:

@@ -22,6 +22,7 @@ from loadtest.evidence.cell_parts import ServerResources
 from loadtest.evidence.records import CellResult
 from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import answer
+from loadtest.report.card.capacity_table import capacity_row
 from loadtest.report.card.card import card_for
 from loadtest.report.card.sizing_table import HEADER, sizing_table
 from loadtest.report.sizing import size
@@ -69,7 +70,8 @@ def test_with_repeats_the_boxes_run_from_the_lowest_capacity_to_the_highest_uppe
     # fewest, at 660: 4000 / 528 = 7.6 -> 8 replicas -> 4 instances; most, at 400: 4000 / 320 = 12.5 -> 13 -> 7
     card, row, shown = card_row(repeated(400.0, 500.0, 600.0), prices(tmp_path, SMALL_2))
     assert row.capacity_rps == 500.0 and row.repeats == 3 and row.range_rps == (400.0, pytest.approx(660.0))
-    assert shown["capacity req/s"] == "500.0 confirmed, typical of 3 repeats, range 400.0–660.0"
+    assert shown["capacity req/s"] == "500.0 confirmed"  # one figure; its range in the table under the card
+    assert capacity_row(row)[3:5] == ("500.0 confirmed", "typical of 3 repeats, range 400.0–660.0")
     assert shown["boxes"] == "4–7 + 1 spare × small-2" and shown["USD/h"] == "1.20"
     # 400 lies below the bracket of the one priced (500–550): by how much, under the card (600 / 400 = x1.50)
     assert ("4,000 req/s · p99 ≤ 10 ms · 1 image, CPU: the 3 repeats' capacities ran 400.0–600.0 req/s (×1.50), "
@@ -102,7 +104,7 @@ def test_without_repeats_the_boxes_span_the_bracket_as_before(tmp_path):
     # most at 500: 10 -> 5; the capacity cell gives the upper end, not a range
     _, row, shown = card_row(repeated(500.0), prices(tmp_path, SMALL_2))
     assert row.repeats == 1 and row.range_rps is None
-    assert shown["capacity req/s"] == "500.0 confirmed, upper end 550.0"
+    assert shown["capacity req/s"] == "500.0 confirmed" and capacity_row(row)[4] == "550.0"
     assert shown["boxes"] == "5 + 1 spare × small-2"
 
 

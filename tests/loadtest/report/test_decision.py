@@ -11,6 +11,7 @@ from loadtest.evidence.records import read_results
 from loadtest.judge.goals import Target
 from loadtest.report import page as report
 from loadtest.report.answers.answers import answer
+from loadtest.report.card.capacity_table import capacity_row
 from loadtest.report.card.card import card_for
 from loadtest.report.card.decision import run_next, why_none_lines
 from loadtest.report.configs import config_labels, config_of
@@ -82,7 +83,8 @@ def test_a_target_at_a_looser_objective_is_answered_from_the_same_cells_and_unco
                                    "measured: no twin was run")
     assert dict(zip(card.header(), gpu))["bounded by"] == ("unconfirmed: passed, not confirmed; tool ceiling not "
                                                            "measured: no twin was run")
-    assert gpu[1:3] == ("GPU", "batching off") and gpu[3] == "none confirmed (58.8 passed), upper end 117.5"
+    assert gpu[1:3] == ("GPU", "batching off") and gpu[3] == "none confirmed (58.8 passed)"
+    assert capacity_row(card.rows[1])[4] == "117.5"  # its upper end, in the table under the card
     assert not card.priced and all(r.usd_per_hour is None and r.boxes is None for r in card.rows)
 
 
@@ -114,7 +116,8 @@ def test_the_cards_boxes_and_cost_are_the_sizing_arithmetic_on_the_capacitys_ran
     # not for buying: the most a server at least this fast needs, marked "≤"
     assert cells["boxes"] == "≤ 1 + 1 spare × h100-1" and cells["USD/h"] == "≤ 8.00"
     assert cells["bounded by"] == "the tool: tool ceiling not measured: no twin was run"  # the ceiling said once
-    assert cells["capacity req/s"] == "6,250.0 confirmed, upper end 7,000.0"  # 6,500 stayed inconclusive: no end
+    assert cells["capacity req/s"] == "6,250.0 confirmed"
+    assert capacity_row(card.rows[1])[4] == "7,000.0"  # 6,500 stayed inconclusive: no end
     cpu = next(r for r in card.rows if r.device == "cpu" and r.target.batch == 1)
     assert cpu.capacity_rps == 675.0 and cpu.failed_rps == 700.0 and not cpu.for_buying and cpu.boxes is None
     md = report.run([_copy(tmp_path, "capacity-run")], target_rps=5000, prices=DEFAULT_PRICES)[1].read_text()
@@ -158,7 +161,7 @@ def test_an_answer_the_serving_path_bounded_gets_at_most_boxes_and_what_to_run_n
                           "path, not the CPU, bounded every answer; example prices")
     [row] = card.table_rows()
     assert row[:6] == ("5,000 req/s · p99 ≤ 10 ms · 1 image", "CPU", "batching on (profile cpu)",
-                       "1,005.1 confirmed, upper end 1,082.4", "9.55",
+                       "1,005.1 confirmed", "9.55",
                        "the stand-in's serving path: served 27% of the device alone; tool ceiling ≥ 2,010.2 req/s (2× "
                        "the answer)")
     assert all(cell.startswith("≤ ") for cell in row[6:]), row
@@ -238,7 +241,7 @@ def test_passes_below_a_failed_confirmation_are_a_why_not_a_capacity():
     card = card_for(cells)
     assert card is not None and card.rows[0].capacity_rps == 1239.2
     assert card.rows[0].why_not == card.rows[0].verdict == "unconfirmed: passed, not confirmed"
-    assert card.table_rows()[0][3] == f"{figure}, upper end 1,295.5"
+    assert card.table_rows()[0][3] == figure and capacity_row(card.rows[0])[4] == "1,295.5"
 
 
 def test_a_card_row_carries_one_upper_end_per_answer():
@@ -247,7 +250,8 @@ def test_a_card_row_carries_one_upper_end_per_answer():
     card = card_for(cells)
     assert card is not None
     # cpu-cpu's range ends at 550 (1.1 x 500, failed); no second upper end beside it
-    assert card.table_rows()[0][2:4] == ("batching on (profile cpu)", "500.0 confirmed, upper end 550.0")
+    assert card.table_rows()[0][2:4] == ("batching on (profile cpu)", "500.0 confirmed")
+    assert capacity_row(card.rows[0])[3:5] == ("500.0 confirmed", "550.0")
 
 
 def test_each_targets_cost_at_every_objective_is_the_cards_arithmetic_at_that_capacity():

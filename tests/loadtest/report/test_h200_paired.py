@@ -38,12 +38,14 @@ def test_the_paired_h200_run_answers_with_the_gpu_cpu_ratio_and_the_drift(tmp_pa
     # (what bounded it and its tool ceiling in one cell, said once; how busy each device was is the tables' below)
     # its batching gain holds ×1.0, so the best setup is named with the other's tie (issue #67)
     assert lines[4] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | CPU | batching off (tie with batching on) | 690.5 "
-                        "confirmed, upper end "
-                        "1,381.0; batching on (profile cpu) 874.5 passed | 5.18 | the tool: tool ceiling not measured: "
+                        "confirmed | 5.18 | the tool: tool ceiling not measured: "
                         "no twin was run | ≤ 4 + 1 spare × general-16 | ≤ 3.40 | ≤ 0.472 |")
-    assert lines[5] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | GPU | batching on (profile gpu) | 1,218.0 confirmed, "
-                        "upper end 1,624.0 | 16.37 | the tool: tool ceiling not measured: no twin was run | "
+    assert lines[5] == ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | GPU | batching on (profile gpu) | 1,218.0 confirmed "
+                        "| 16.37 | the tool: tool ceiling not measured: no twin was run | "
                         "≤ 3 + 1 spare × h200-1 | ≤ 20.00 | ≤ 2.78 |")
+    # one figure a cell (#68 item 7): the upper ends and the other setup's higher pass in the table under the card
+    assert ("| 2,000 req/s · p99 ≤ 25 ms · 1 image | CPU | batching off (tie with batching on) | 690.5 confirmed | "
+            "1,381.0 | batching on (profile cpu) 874.5 passed |") in md
     # one line of comparisons: each ratio once, with its range; a range that holds ×1.0 says so
     assert lines[7] == ("25 ms, 1 image: GPU/CPU tie ×1.76 (×0.87–×2.42); batching: CPU tie ×0.84 (×0.41–×1.73), GPU "
                         "×2.30 (×1.21–×3.26).")
@@ -117,7 +119,7 @@ def test_the_first_lines_of_the_report_and_the_console_say_what_was_measured_wha
         assert "NOT FOR BUYING — the embedded stand-in (JAX)" in head
         assert "Run next: `make capacity" in head  # the tool may have bounded it: what to run, not what to buy
         assert "not measured: no twin was run" in head  # its tool ceiling, beside each answer
-        assert "690.5 confirmed, upper end 1,381.0" in head  # the answer's range
+        assert "| 690.5 confirmed |" in head or "690.5 confirmed  " in head  # one figure; its range under the card
         # each figure at most once: the card's capacities and ratios are not repeated in its first screen
         for figure in ("690.5", "1,218.0", "×1.76", "×0.84", "×2.30"):
             assert head.count(figure) == 1, figure
@@ -170,15 +172,18 @@ def test_the_cards_capacity_is_the_tables_for_its_best_setup_and_nothing_higher_
     objectives = md[md.index("| configuration | request batch | p99 ≤ 5 ms"):].splitlines()[0].strip("|").split(" | ")
     column = [c.strip() for c in objectives].index("p99 ≤ 25 ms")
     table = {r[0]: r[column] for r in header if r[0] in setups}
-    for row in _table(md, "| target | device"):
+    card = _table(md, "| target | device")
+    full = _table(md[md.index("## The card's capacities in full"):], "| target | device")  # the table under it
+    assert len(card) == len(full) == 2
+    for row, whole in zip(card, full, strict=True):
         device, setup, capacity = row[1].lower(), TIE.sub("", row[2]), row[3]
         [label] = [name for name, (d, s) in setups.items() if (d, s) == (device, setup)]
-        assert capacity.startswith(table[label]), (capacity, table[label])
+        assert table[label].startswith(capacity) and whole[3] == table[label], (capacity, table[label])
         shown = max(_figures(table[label]))
         for other, (d, s) in setups.items():
             higher = max(_figures(table[other]))
             if d == device and other != label and higher > shown:
-                assert f"{s} {higher:,.1f}" in capacity, (other, capacity)
+                assert f"{s} {higher:,.1f}" in whole[5], (other, whole)
 
 
 def test_each_ratio_shows_one_value_in_the_card_findings_tables_console_and_device_run(tmp_path):
