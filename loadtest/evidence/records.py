@@ -157,6 +157,7 @@ class CellResult:
     # window_histograms_us: per throughput window, by intended send time, its OK calls' latencies (HdrHistogram,
     # µs, encoded; "" where none): how the slow requests cluster in time, at any objective (`judge.dispersion`).
     window_histograms_us: list[str] = field(default_factory=list)
+    abandoned_calls: int | None = None  # calls still in flight past the request timeout at the cell's end; None: older
 
     @property
     def tag(self) -> SearchTag:

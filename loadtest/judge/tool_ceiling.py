@@ -17,7 +17,10 @@ checks, at `CHECK_RATIO` × the answer (or the search's upper end where that is 
   the load generator's cores explains it while its CPU was calm (`loadtest.judge.noise.host_explains_lateness`: the
   host's stalls held it, which no faster tool would undo; the answer's verdict names the host);
 - its p99 stayed within the objective;
-- it failed no request (the null backend's answers are checked for shape, not classes).
+- it failed no request (the null backend's answers are checked for shape, not classes), and abandoned no call (one
+  still in flight past the request timeout when the cell ended: `CellResult.abandoned_calls`);
+- no validity flag says otherwise (`flag_failure`): its load generator's CPU saturated, or its throughput strayed
+  from its schedule.
 
 `CHECK_RATIO` is ours: a tool that carries twice the answer did not bound it, with room for the run's drift (15–70%
 within minutes on the build machine). Anchors: Triton measures its own ceiling with an identity model
@@ -73,9 +76,14 @@ def twin_failure(cell: CellResult, p99_objective_ms: float) -> str:
     short = schedule_short(cell)
     if short:
         return short
+    if cell.abandoned_calls:
+        return f"{cell.abandoned_calls} calls never completed (abandoned past the request timeout)"
     served, sent, span_s = served_of_sent(cell, offered)
     if shortfall(sent, served, 1 - SERVED_SHARE) is not None:
         return f"served {served / span_s:.1f} of {sent / span_s:.1f} req/s offered (under {SERVED_SHARE:.0%})"
+    flagged = flag_failure(cell)
+    if flagged:
+        return flagged
     limit_ms = cell.load.dispatch_lag_limit_ms
     lag_ms = None if cell.dispatch_lag_p99_us is None else cell.dispatch_lag_p99_us / 1000
     if limit_ms is not None and lag_ms is not None and lag_ms > limit_ms and not host_explains_lateness(cell):
@@ -83,6 +91,16 @@ def twin_failure(cell: CellResult, p99_objective_ms: float) -> str:
                 "does not explain")
     if cell.latency_p99_ms is None or cell.latency_p99_ms > p99_objective_ms:
         return f"p99 {cell.latency_p99_ms} ms over the objective's {p99_objective_ms:g} ms"
+    return ""
+
+
+def flag_failure(cell: CellResult) -> str:
+    """The cell's validity flags that say it did not carry its rate: its load generator's CPU saturated, or its
+    throughput strayed from its schedule (`loadtest.evidence.stats.validity_flags`); late sends are the dispatch
+    lag's rule (the host's stalls may explain them); "" where none."""
+    for f in cell.flags:
+        if f.flag == Flag.UNSTABLE or (f.flag == Flag.SATURATED and "used" in f.reason):
+            return f"flagged {f.flag.value}: {f.reason}"
     return ""
 
 

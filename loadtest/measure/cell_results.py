@@ -102,7 +102,7 @@ def measured_result(ctx: CellContext, index: int, label: ServerLabel, spec: Load
         dispatch_lag_max_us=lag_us(summary, "max_ms"), **telemetry_fields(device or Telemetry()),
         server_phases=server_phases, device_floor=device_floor,
         window_scheduled_rps=summary.window_scheduled_rps, window_latency_ms=summary.window_latency_ms,
-        window_histograms_us=summary.window_histograms_us)
+        window_histograms_us=summary.window_histograms_us, abandoned_calls=summary.in_flight_abandoned)
 
 
 def telemetry_fields(device: Telemetry) -> dict:

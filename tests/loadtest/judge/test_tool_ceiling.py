@@ -116,6 +116,27 @@ def test_the_check_rate_is_twice_the_answer_or_the_searchs_upper_end_where_highe
     assert check_rate(100.0, 250.0) == 250.0 and check_rate(100.0, 150.0) == 200.0
 
 
+def test_a_twin_that_abandoned_calls_fails_and_one_of_older_records_is_judged_without_them():
+    """#68 item 4: calls still in flight past the request timeout at the cell's end are recorded and counted."""
+    cell = scheduled(2000.0, 2000.0)
+    assert cell.abandoned_calls is None and twin_passed(cell, P99_MS)  # a record made before they were kept
+    assert twin_passed(replace(cell, abandoned_calls=0), P99_MS)
+    stuck = replace(cell, abandoned_calls=3)
+    assert twin_failure(stuck, P99_MS) == "3 calls never completed (abandoned past the request timeout)"
+
+
+def test_a_twins_validity_flags_are_read_its_late_sends_left_to_the_dispatch_lag_rule():
+    """#68 item 4: a twin whose load generator's CPU saturated, or whose throughput strayed from its schedule, did not
+    carry its rate whatever it served; late sends alone are the dispatch lag's to judge (the host may explain them)."""
+    cell = scheduled(2000.0, 2000.0)
+    busy = ValidityFlag(Flag.SATURATED, "a load generator process used 97% of a core")
+    assert twin_failure(replace(cell, flags=[busy], valid=False), P99_MS) == f"flagged saturated: {busy.reason}"
+    strayed = ValidityFlag(Flag.UNSTABLE, "throughput moved 40% between windows")
+    assert twin_failure(replace(cell, flags=[strayed], valid=False), P99_MS) == f"flagged unstable: {strayed.reason}"
+    late = ValidityFlag(Flag.SATURATED, "2.0% of sends left late (limit 1%)")
+    assert twin_passed(replace(cell, flags=[late], valid=False), P99_MS)
+
+
 def test_a_failed_twin_without_a_reason_names_its_status():
     cell = replace(twin(server("cpu-off", "off"), "s", 2000.0), status=CellStatus.FAILED, failure_reason="")
     assert twin_failure(cell, P99_MS) == "the cell did not run: failed"
