@@ -39,9 +39,9 @@ REVIEWED: dict[str, str] = {
         "lower bounds only: a delay held to its deadline, a stall timed from before its window opens; never shorter",
     "tests/serving/server/test_backends.py::test_null_backend_spends_a_fixed_cpu_time_per_call":
         "bounds this thread's CPU time (not wall time) and wall >= CPU, which a loaded machine cannot break",
-    "tests/serving/server/test_batching.py::test_full_batch_runs_without_waiting_for_the_timeout":
+    "tests/serving/server/handling/test_batching.py::test_full_batch_runs_without_waiting_for_the_timeout":
         "a full batch runs in ms against a 30 s batch timeout: its 5 s bound only catches a wait for that timeout",
-    "tests/serving/server/test_batching.py::test_open_batch_runs_after_the_timeout":
+    "tests/serving/server/handling/test_batching.py::test_open_batch_runs_after_the_timeout":
         "a lower bound: an open batch never runs before its 30 ms timeout, however slow the machine",
     "tests/serving/server/test_fuzz.py::test_mutated_requests_get_tf_serving_statuses_and_the_server_survives":
         "reads the clock only to print the barrage's time; checks answers, counts of a derandomized barrage and memory",

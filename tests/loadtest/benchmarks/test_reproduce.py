@@ -14,7 +14,7 @@ from loadtest.benchmarks.reproduce import Run, read, speed_line, summary
 from loadtest.evidence.records import append_result
 from loadtest.report.answers.movement import Drift
 from loadtest.report.answers.paired import PairedRatio, RepeatRatio
-from tests.loadtest.report.test_bound import NULL, capacity, floor, paired
+from tests.loadtest.report.answers.test_bound import NULL, capacity, floor, paired
 from tests.support.cli import command
 from tests.support.paths import REPO
 from tests.support.waiting import wait_for

@@ -1,6 +1,6 @@
 """Repeats past `--repeat` (`loadtest.search.comparison.Repeats`, as `Capacities` runs them): one more while a
 comparison's repeats have no majority that agree, up to the cap. Each repeat's searches are stood in for by
-hand-made cells appended to the run's own (`tests.loadtest.report.test_paired.comparison`), and the run asks the
+hand-made cells appended to the run's own (`tests.loadtest.report.answers.test_paired.comparison`), and the run asks the
 real `paired.without_majority` of them. Under a run's time budget (`--budget-min`), a repeat that does not fit is not
 started: the stand-ins move a hand-driven clock."""
 
@@ -16,7 +16,7 @@ from loadtest.report.answers.paired import without_majority
 from loadtest.search.capacity_search import Capacities, CapacityRequest
 from loadtest.search.comparison import Repeats
 from loadtest.search.run_budget import RunBudget
-from tests.loadtest.report.test_paired import comparison
+from tests.loadtest.report.answers.test_paired import comparison
 from tests.support.cli import invoke
 from tests.support.paths import REPO
 

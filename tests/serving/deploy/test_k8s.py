@@ -266,7 +266,7 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(tmp_path, args, code, message
 
 
 def test_from_sizing_reads_replicas_from_size_json(tmp_path):
-    # The analysis fixtures at p99 <= 50 ms, 5000 req/s (tests/loadtest/report/test_size.py): cpu-off is the
+    # The analysis fixtures at p99 <= 50 ms, 5000 req/s (tests/loadtest/report/sizing/test_size.py): cpu-off is the
     # cheapest CPU answer with 8 replicas, the GPU ones need 2.
     fixtures = [str(ANALYSIS_FIXTURES / run / "results.jsonl") for run in ("cpu-run", "gpu-run")]
     sized = invoke("size", "--p99-ms", "50", "--target-rps", "5000", "--prices",

@@ -15,8 +15,8 @@ from loadtest.report.card.card import card_for
 from loadtest.report.sizing.instances import Pricing
 from loadtest.report.sizing.prices import load_prices
 from tests.loadtest.judge.test_noise import HOST_STALLS, side
+from tests.loadtest.report.answers.test_bound import paired
 from tests.loadtest.report.handmade import search, server, twin, with_twin
-from tests.loadtest.report.test_bound import paired
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
 STAND_IN = server("cpu-off", "off")
