@@ -57,13 +57,13 @@ def _window_counts(step: Step, threshold_us: float) -> list[tuple[int, int]]:
     return out
 
 
-def _batches(steps: Sequence[Step], objective_ms: float, batch_s: float) -> list[Counts]:
+def _batches(windows: Sequence[tuple[Step, list[tuple[int, int]]]], batch_s: float) -> list[Counts]:
+    """(log rate, requests, over) of each batch of about `batch_s` of each step's windows."""
     out: list[Counts] = []
-    for step in steps:
-        windows = _window_counts(step, objective_ms * 1000.0)
-        size = max(1, round(batch_s / step.result.load.window_s)) if step.result.load.window_s else len(windows)
-        for i in range(0, len(windows) - size + 1, size):
-            n, k = sum(w[0] for w in windows[i:i + size]), sum(w[1] for w in windows[i:i + size])
+    for step, counts in windows:
+        size = max(1, round(batch_s / step.result.load.window_s)) if step.result.load.window_s else len(counts)
+        for i in range(0, len(counts) - size + 1, size):
+            n, k = sum(w[0] for w in counts[i:i + size]), sum(w[1] for w in counts[i:i + size])
             if n:
                 out.append((math.log(step.rate_rps), n, k))
     return out
@@ -114,17 +114,19 @@ def _phi(batches: Sequence[Counts], center: float, slope: float) -> float:
 def knee_fit(steps: Sequence[Step], objective_ms: float, level: float = LEVEL) -> KneeFit | None:
     """The capacity fitted to `steps` (a search's, every cell), with its interval at `level`; None with fewer than
     two server-bound rates near the knee."""
-    bound = [s for s in steps if not client_limited(s.result) and s.result.window_histograms_us]
-    everything = _pooled(_batches(bound, objective_ms, BATCHES_S[0]))
+    threshold_us = objective_ms * 1000.0
+    bound = [(s, _window_counts(s, threshold_us)) for s in steps
+             if not client_limited(s.result) and s.result.window_histograms_us]  # each window decoded once
+    everything = _pooled(_batches(bound, BATCHES_S[0]))
     if len(everything) < 2 or everything[:, 2].sum() == 0:
         return None
     first, _ = _best(everything)
-    near = [s for s in bound if abs(math.log(s.rate_rps) - first) <= math.log(WINDOW)]
-    data = _pooled(_batches(near, objective_ms, BATCHES_S[0]))
+    near = [(s, w) for s, w in bound if abs(math.log(s.rate_rps) - first) <= math.log(WINDOW)]
+    data = _pooled(_batches(near, BATCHES_S[0]))
     if len(data) < 2:
         return None
     center, slope = _best(data)
-    phi = max(_phi(_batches(near, objective_ms, size), center, slope) for size in BATCHES_S)
+    phi = max(_phi(_batches(near, size), center, slope) for size in BATCHES_S)
     scaled = data * np.array([1.0, 1 / phi, 1 / phi])
     low, high = _interval(scaled, center, level)
     return KneeFit(math.exp(center), low, high, phi, len(data))

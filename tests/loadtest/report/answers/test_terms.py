@@ -4,6 +4,7 @@ the same words, each term is defined once per report, and the meanings state the
 from __future__ import annotations
 
 import re
+from functools import cache
 
 from loadtest.judge.tool_ceiling import CHECK_RATIO
 from loadtest.report import page
@@ -13,6 +14,7 @@ from loadtest.report.glossary import glossary_markdown
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 
 
+@cache
 def report_md(run: str) -> str:
     report = page.read_report([FIXTURES / run / "results.jsonl"], target_rps=2000.0, prices=FIXTURES / "prices.toml")
     return page.render_markdown(report, "report.html")
