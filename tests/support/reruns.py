@@ -5,12 +5,14 @@ pytest-rerunfailures' `flaky` marker with one rerun, 5 s later, on the condition
 it is a `tests.support.timing.TimingMiss` itself (by type, the outermost exception only, never a word in a chain
 of messages): a plain assert, a crashed command or any other error fails at once. Every rerun is printed at the
 end of the run with its test and its first failure's message, and more than `MAX_RERUNS` in one run fail it: a
-machine so slow that many timed tests miss is said so, not passed on second tries.
+machine so slow that many timed tests miss is said so, not passed on second tries. Before a rerun, the module- and
+class-scoped fixtures the test uses are torn down (`measure_again`), so it measures again.
 """
 
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -43,14 +45,35 @@ def _first_line(report: pytest.TestReport) -> str:
     return text.strip().splitlines()[0] if text.strip() else "(no message)"
 
 
+def measure_again(item: pytest.Item) -> None:
+    """Tear down the module- and class-scoped fixtures `item` uses, so its rerun measures again: a fixture that
+    measured once for several tests (a sweep) would otherwise hand the rerun the very figures that missed."""
+    infos = getattr(item, "_fixtureinfo", None)
+    if infos is None:
+        return
+    request = SimpleNamespace(node=item, config=item.config)  # what `finish` and its hooks read (the item's own is
+    for definitions in infos.name2fixturedefs.values():        # gone once it is torn down)
+        for definition in definitions:
+            if definition.scope in ("module", "class") and definition.cached_result is not None:
+                definition.finish(request)
+
+
 class RerunLog:
     def __init__(self) -> None:
         self.reruns: list[tuple[str, str]] = []
+        self.items: dict[str, pytest.Item] = {}
+
+    @pytest.hookimpl
+    def pytest_runtest_protocol(self, item: pytest.Item) -> None:
+        self.items[item.nodeid] = item
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.outcome == "rerun":
             self.reruns.append((report.nodeid, _first_line(report)))
+            item = self.items.get(report.nodeid)
+            if item is not None:
+                measure_again(item)
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter) -> None:

@@ -58,6 +58,21 @@ def test_capacity():
                                "needs >= 150 (a slow host)"])
 
 
+def test_a_rerun_measures_again_where_its_measurement_is_a_module_fixture(pytester):
+    """A sweep measured once for several tests (a module-scoped fixture) is measured again for a rerun: without it
+    the rerun read the same figures that missed (the shape sweep's {1: 89.0, 2: 178.0}, twice)."""
+    done = run(pytester, """
+@pytest.fixture(scope="module")
+def measured():
+    return 100.0 * tries("sweep")
+
+def test_capacity(measured):
+    at_least("capacity req/s", measured, 150.0, "a slow host")
+""")
+    assert outcomes(done) == {"passed": 1, "rerun": 1}
+    assert (pytester.path / "tries-sweep").read_text() == "2"
+
+
 def test_a_plain_assert_a_crashed_command_and_another_error_fail_at_once(pytester):
     done = run(pytester, """
 def test_assert():
