@@ -25,7 +25,7 @@ import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 from scipy.stats import chi2
 
-from loadtest.evidence.stats import decode, recorded_buckets
+from loadtest.judge.dispersion import grouped, window_counts
 from loadtest.judge.verdicts import Step, client_limited
 
 PERCENTILE_SHARE = 0.01  # the share over the objective at the capacity (p99)
@@ -47,25 +47,12 @@ class KneeFit:
     rates: int  # the rates fitted
 
 
-def _window_counts(step: Step, threshold_us: float) -> list[tuple[int, int]]:
-    out = []
-    for encoded in step.result.window_histograms_us:
-        histogram = decode(encoded) if encoded else None
-        total = histogram.get_total_count() if histogram else 0
-        over = sum(c for v, c in recorded_buckets(histogram) if v > threshold_us) if histogram else 0
-        out.append((total, over))
-    return out
-
-
 def _batches(windows: Sequence[tuple[Step, list[tuple[int, int]]]], batch_s: float) -> list[Counts]:
     """(log rate, requests, over) of each batch of about `batch_s` of each step's windows."""
     out: list[Counts] = []
     for step, counts in windows:
         size = max(1, round(batch_s / step.result.load.window_s)) if step.result.load.window_s else len(counts)
-        for i in range(0, len(counts) - size + 1, size):
-            n, k = sum(w[0] for w in counts[i:i + size]), sum(w[1] for w in counts[i:i + size])
-            if n:
-                out.append((math.log(step.rate_rps), n, k))
+        out += [(math.log(step.rate_rps), n, k) for n, k in grouped(counts, size) if n]
     return out
 
 
@@ -115,7 +102,7 @@ def knee_fit(steps: Sequence[Step], objective_ms: float, level: float = LEVEL) -
     """The capacity fitted to `steps` (a search's, every cell), with its interval at `level`; None with fewer than
     two server-bound rates near the knee."""
     threshold_us = objective_ms * 1000.0
-    bound = [(s, _window_counts(s, threshold_us)) for s in steps
+    bound = [(s, window_counts(s.result, threshold_us)) for s in steps
              if not client_limited(s.result) and s.result.window_histograms_us]  # each window decoded once
     everything = _pooled(_batches(bound, BATCHES_S[0]))
     if len(everything) < 2 or everything[:, 2].sum() == 0:
@@ -139,8 +126,11 @@ def _interval(data: np.ndarray, center: float, level: float) -> tuple[float | No
     edges = (data[:, 0].min() - MARGIN, data[:, 0].max() + MARGIN)
     if min(_profile(data, e)[0] for e in edges) <= cut:
         return None, None
+
     def above_cut(c: float) -> float:
         return _profile(data, c)[0] - cut
+
     return math.exp(brentq(above_cut, edges[0], center)), math.exp(brentq(above_cut, center, edges[1]))
+
 
 __all__ = ["KneeFit", "knee_fit"]

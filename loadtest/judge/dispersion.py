@@ -57,7 +57,7 @@ def _over(histogram: HdrHistogram, threshold_us: float) -> int:
     return sum(count for value, count in recorded_buckets(histogram) if value > threshold_us)
 
 
-def _windows(cell: CellResult, threshold_us: float) -> list[tuple[int, int]]:
+def window_counts(cell: CellResult, threshold_us: float) -> list[tuple[int, int]]:
     """(requests, over the threshold) of each of the cell's windows, in order."""
     out = []
     for encoded in cell.window_histograms_us:
@@ -83,7 +83,8 @@ def _pearson(groups: Sequence[tuple[int, int]], share: float) -> float | None:
     return statistic / freedom
 
 
-def _grouped(windows: Sequence[tuple[int, int]], size: int) -> list[tuple[int, int]]:
+def grouped(windows: Sequence[tuple[int, int]], size: int) -> list[tuple[int, int]]:
+    """(requests, over) of consecutive `size` windows summed, a remainder shorter than `size` left out."""
     return [(sum(n for n, _ in windows[i:i + size]), sum(o for _, o in windows[i:i + size]))
             for i in range(0, len(windows) - size + 1, size)]
 
@@ -91,15 +92,15 @@ def _grouped(windows: Sequence[tuple[int, int]], size: int) -> list[tuple[int, i
 def _batches(cell: CellResult, windows: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """The cell's windows in batches of about `BATCH_S`; window by window where that leaves fewer than `MIN_GROUPS`
     (a bracket's 3 s cell: three 1 s batches, too few for the statistic, six 0.5 s windows enough)."""
-    grouped = _grouped(windows, max(1, round(BATCH_S / cell.load.window_s)))
-    return grouped if len(grouped) >= MIN_GROUPS else list(windows)
+    batches = grouped(windows, max(1, round(BATCH_S / cell.load.window_s)))
+    return batches if len(batches) >= MIN_GROUPS else list(windows)
 
 
 def own_dispersion(cells: Sequence[CellResult], objective_ms: float) -> tuple[float, float] | None:
     """(phi, share over the objective) read from `cells` (one rate's, pooled); None where they cannot show how their
     slow requests cluster (fewer than `MIN_OVERS` over the objective, or no windows kept)."""
     kept = [c for c in cells if c.window_histograms_us]
-    per_cell = [_windows(c, objective_ms * 1000.0) for c in kept]
+    per_cell = [window_counts(c, objective_ms * 1000.0) for c in kept]
     requests = sum(n for windows in per_cell for n, _ in windows)
     over = sum(o for windows in per_cell for _, o in windows)
     if over < MIN_OVERS or requests == 0:
@@ -126,4 +127,5 @@ def dispersion(cells: Sequence[CellResult], objective_ms: float,
     return 1.0
 
 
-__all__ = ["BATCH_S", "LEND_MAX_RATIO", "LEND_MAX_SHARE", "MIN_OVERS", "dispersion", "own_dispersion"]
+__all__ = ["BATCH_S", "LEND_MAX_RATIO", "LEND_MAX_SHARE", "MIN_OVERS", "dispersion", "grouped", "own_dispersion",
+           "window_counts"]

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from loadtest.evidence.records import CellResult
+from loadtest.evidence.records import CellResult, ValidityFlag
 from loadtest.evidence.vocab import CellStatus, Flag, Role
 from loadtest.judge.noise import host_explains_lateness
 from loadtest.judge.overload import shortfall
@@ -98,10 +98,13 @@ def flag_failure(cell: CellResult) -> str:
     """The cell's validity flags that say it did not carry its rate: its load generator's CPU saturated, or its
     throughput strayed from its schedule (`loadtest.evidence.stats.validity_flags`); late sends are the dispatch
     lag's rule (the host's stalls may explain them); "" where none."""
-    for f in cell.flags:
-        if f.flag == Flag.UNSTABLE or (f.flag == Flag.SATURATED and "used" in f.reason):
-            return f"flagged {f.flag.value}: {f.reason}"
-    return ""
+    return next((f"flagged {f.flag.value}: {f.reason}" for f in cell.flags
+                 if f.flag == Flag.UNSTABLE or _cpu_saturated(f)), "")
+
+
+def _cpu_saturated(flag: ValidityFlag) -> bool:
+    """A `saturated` flag for the load generator's CPU ("... used 97% of a core"), not for its late sends."""
+    return flag.flag == Flag.SATURATED and "load generator" in flag.reason and "used" in flag.reason
 
 
 def served_of_sent(cell: CellResult, offered_rps: float) -> tuple[float, float, float]:
@@ -140,8 +143,7 @@ def loadgen_busy(cell: CellResult) -> str:
     busiest = max(cell.loadgen_process_cpu_percent, default=0.0)
     if busiest >= LOADGEN_BUSY_PERCENT:
         return f"a Locust process at {busiest:.0f}% of a core"
-    return next((f.reason for f in cell.flags if f.flag == Flag.SATURATED
-                 and "load generator" in f.reason and "used" in f.reason), "")
+    return next((f.reason for f in cell.flags if _cpu_saturated(f)), "")
 
 
 def lag_over(cell: CellResult) -> str:
