@@ -59,7 +59,8 @@ from serving.endpoint import Device
 
 __all__ = ["UNRESOLVED", "Evaluated", "Stage", "TuneAnswer", "TuneSettings", "Tuner", "Visit"]
 
-UNRESOLVED = "unresolved"  # a challenger whose unconfirmed pass beat the bar and its confirmed capacity did not
+UNRESOLVED = "unresolved"  # a challenger confirmed under the bar that may yet beat it: an unconfirmed pass above the
+# bar, or no rate above its capacity shown to fail
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,8 @@ class Visit:
     profile: BatchingProfile
     result: Evaluated
     decision: str  # "baseline", "start", "kept: +12%", "within the uncertainty: +3%", "worse: -20%", "unmet: ...",
-    # "unresolved: ..." (its confirmed capacity does not beat the bar, a pass it did not confirm does)
+    # "unresolved: ..." (its confirmed capacity does not beat the bar; a pass it did not confirm does, or no rate above
+    # it was shown to fail)
     moved_field: str | None = None  # the field the ascent moved; None for off and the advice
     duration_s: float = 0.0
     against: Evaluated | None = None  # paired: the incumbent measured beside it, the bar it was judged by
@@ -331,6 +333,17 @@ class Tuner:
                     f"confirmed {change}")
         if result.score >= best * (1 - self.settings.min_gain):
             return f"within the uncertainty: {change}" + (f" (not above {upper:g} req/s)" if upper else "")
+        return self._below(result, best, change)
+
+    @staticmethod
+    def _below(result: Evaluated, best: float, change: str) -> str:
+        """A challenger confirmed below the bar is worse only where a rate at or under the bar failed for it: with
+        no rate above its capacity shown to fail (a search cut short, the load generator the limit) it is
+        unresolved; with its upper end above the bar, the two ranges overlap."""
+        if result.upper_rps is None:
+            return f"{UNRESOLVED}: no rate above {result.score:g} req/s shown to fail; confirmed {change}"
+        if result.upper_rps > best:
+            return f"within the uncertainty: {change} (its upper end {result.upper_rps:g} req/s is above {best:g})"
         return f"worse: {change}"
 
     def _check_budget(self) -> None:

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from loadtest.evidence.tables import plain_table
 from loadtest.search.ladders import TUNED_FIELDS
-from loadtest.search.tuning import UNRESOLVED, Gain, TuneAnswer, Visit
+from loadtest.search.tuning import UNRESOLVED, Evaluated, Gain, TuneAnswer, Visit
 from serving.deploy.config import BATCHING_FIELDS, BatchingProfile
 from serving.deploy.tfs_files import batching_parameters_text
 from serving.endpoint import Device
@@ -159,8 +159,8 @@ def answer_lines(answer: TuneAnswer, file: Path | None) -> list[str]:
                      "loadgen_cpus, processes) to tell these configurations apart")
     unresolved = [v for v in answer.trail if v.decision.startswith(UNRESOLVED)]
     for visit in unresolved:
-        lines.append(f"not settled: {visit.profile.name} passed {visit.result.passed_rps:g} req/s, not confirmed, "
-                     "above what it was compared with: search it longer (--max-minutes) to settle it")
+        lines.append(f"not settled: {visit.profile.name} {_unsettled(visit.result)}: search it longer "
+                     "(--max-minutes) to settle it")
     off = answer.gain_vs_off.ratio
     if off is not None and off < 1 / (1 + answer.min_gain):
         lines.append("batching off serves more than any batching configuration confirmed: keep BATCHING=off"
@@ -169,6 +169,13 @@ def answer_lines(answer: TuneAnswer, file: Path | None) -> list[str]:
         lines.append(f"file: {file} (use with --batching_parameters_file, or paste the profile block above "
                      f"into {CONFIG_FILE})")
     return lines
+
+
+def _unsettled(result: Evaluated) -> str:
+    """Why an unresolved challenger may yet beat what it was compared with."""
+    if result.passed_rps is not None:
+        return f"passed {result.passed_rps:g} req/s, not confirmed, above what it was compared with"
+    return f"confirmed {result.score:g} req/s and no rate above it was shown to fail"
 
 
 def _winner_line(answer: TuneAnswer) -> str:
