@@ -31,19 +31,23 @@ QUICK = ("--check", "shape", "--warmup-s", "0.5", "--measure-s", "1.5")
 # intended send whatever the threshold; 5 ms keeps that noise, not this test's subject, from ending a search.
 LOADGEN_LATENESS = {"LOADTEST_LATE_THRESHOLD_MS": "5", "LOADTEST_DISPATCH_LAG_LIMIT_MS": "5"}
 # Each of the tuner's searches bounded (the defaults, 15 min a search and 30 s a rate, took the test to ~9 min on a
-# busy 2-core machine): a minute a search brackets batching 4's capacity far above batching off's. 15 s a rate holds
-# the 459 requests a pass needs from ~34 req/s. The tuner's server takes 5 ms a call and its objective is 40 ms (both
-# half of what they were: the same queueing at twice the rates, so each window holds a pass's requests in half the
-# time); batching 4, not 16, keeps its capacity (at most 800 req/s) where one Locust process offers it on time: at
-# batching 16 and 10 ms (1,600 req/s) a search that overran Locust at 1,558 req/s failed its next confirmation and ran
-# out of its minute at its first pass, and the tuner kept batching off (2026-11-28, a quiet machine).
+# busy 2-core machine). 15 s a rate holds the 459 requests a pass needs from ~34 req/s. The tuner's server takes 7 ms
+# a call and its objective is 60 ms: batching off and max_batch_size 1 serve at most 143 req/s (their searches
+# converge at 100-140), batching 4 up to 571, which its search confirms at 400-ish (2026-12-07, a quiet machine: 409.8,
+# between 409.8 and 546.4) and, where one Locust process stops sending on time, as "at least" a rate still far above
+# the start's upper end. Precision 0.5: every search converged within its minute. At 5 ms and 40 ms batching 4's search
+# ran into Locust's limit at 381 req/s and out of its minute before confirming 190.6 (a quiet machine), or in CI, under
+# this host's own 15-25 ms stalls, left 94 req/s inconclusive twice (2026-12-07); at 10 ms and 80 ms each cell at
+# ~50 req/s took ~10 s to hold a pass's requests and the searches ran out of time. At batching 16 and 10 ms
+# (1,600 req/s) a search that overran Locust at 1,558 req/s failed its next confirmation (2026-11-28).
+TUNE_SERVER = "--backend null --null_delay_ms 7"
 TUNE_BOUNDS = ("--max-minutes", "1", "--max-rate-s", "15", "--confirm-factor", "2")
 
 
-def run_cli(tmp_path, exported_model, *args: str) -> subprocess.CompletedProcess:
+def run_cli(tmp_path, exported_model, *args: str, server_flags: str = NULL_SERVER) -> subprocess.CompletedProcess:
     env = {**os.environ, "SERVING_STATE_FILE": str(tmp_path / "state" / "servers.json"), **LOADGEN_LATENESS}
     return subprocess.run([*command(*args), "--models-dir", str(exported_model.output_dir), "--server-flags",
-                           NULL_SERVER, "--samples", str(exported_model.samples_path), "--results-dir",
+                           server_flags, "--samples", str(exported_model.samples_path), "--results-dir",
                            str(tmp_path / "results"), *QUICK], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=900)
 
@@ -91,10 +95,10 @@ def test_the_tuner_picks_the_configuration_known_to_serve_more(tmp_path, exporte
     config = tmp_path / "serving.toml"  # a start that cannot batch: max_batch_size 1
     config.write_text("[profiles.single]\nenable_batching = true\nmax_batch_size = 1\nbatch_timeout_micros = 0\n"
                       "max_enqueued_batches = 64\nnum_batch_threads = 1\n")
-    done = run_cli(tmp_path, exported_model, "tune", "--p99-ms", "40", "--precision", "0.2", "--serving-config",
+    done = run_cli(tmp_path, exported_model, "tune", "--p99-ms", "60", "--precision", "0.5", "--serving-config",
                    config, "--start-profile", "single", "--ladder", "max_batch_size=1,4", "--ladder",
                    "batch_timeout_micros=", "--ladder", "num_batch_threads=", "--ladder", "max_enqueued_batches=",
-                   *TUNE_BOUNDS, "--no-report")
+                   *TUNE_BOUNDS, "--no-report", server_flags=TUNE_SERVER)
     # exit 1 with no error line and no traceback: no configuration met the objective within its search's minute (a
     # slow host); any other exit is a crash
     unmet = done.returncode == 1 and "Traceback" not in done.stderr and "mnist-bench tune: error:" not in done.stderr
@@ -107,8 +111,9 @@ def test_the_tuner_picks_the_configuration_known_to_serve_more(tmp_path, exporte
                  done.stdout[-6000:])
     gains = next(line for line in lines if line.startswith("batching gain"))
     gain = float(gains.split("×")[1].split()[0])
-    # 4 calls per delay against 1: far beyond the noise (a lower bound where "at least")
-    timing.holds("batching gain > 2", gain > 2, gains)
+    # 4 calls per delay against 1: far beyond the noise (a lower bound where "at least", which Locust's limit can hold
+    # under 2x on a slow host)
+    timing.holds("batching gain > 1.5", gain > 1.5, gains)
     assert ("at least" in winner) == ("at least" in gains)  # the load generator's limit, said where it was hit
     parameters_file = lines[-1].split()[1]
     parsed = text_format.Parse(open(parameters_file).read(), BatchingParameters())
