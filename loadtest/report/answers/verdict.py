@@ -41,6 +41,7 @@ from loadtest.judge.tool_ceiling import CHECK_RATIO, Stood, lag_over, loadgen_bu
 from loadtest.report.answers.answers import Answers, SearchAnswer, lower_bound
 from loadtest.report.answers.bound import Held, ServedShare, held_by, served_share
 from loadtest.report.answers.tool_ceiling import NAME, NOT_MEASURED, ToolCeiling, ceiling_for
+from loadtest.report.formatting import number as fmt
 from serving.endpoint import ServerKind
 
 NOT_MEASURED_WHY = f"{NAME} not measured"  # the tool's why where no twin measured the answer's ceiling
@@ -122,19 +123,19 @@ def verdict_of(search: SearchAnswer | None, ceiling: ToolCeiling = NOT_MEASURED,
         return RowVerdict(Bounded.NOTHING, "", ceiling)
     cell = answer_cell(search)
     served = served_share(cell, moved) if cell is not None else None
-    first = (_unconfirmed(search) or _tool(search, cell, ceiling) or _host(search, cell)
+    first = (_unconfirmed(search, ceiling) or _tool(search, cell, ceiling) or _host(search, cell)
              or _held(search, cell, served))
     return RowVerdict(first[0], first[1], ceiling, served)
 
 
-def _unconfirmed(search: SearchAnswer) -> tuple[Bounded, str] | None:
+def _unconfirmed(search: SearchAnswer, ceiling: ToolCeiling = NOT_MEASURED) -> tuple[Bounded, str] | None:
     """The figure's own state as every table prints it (`figure_text.capacity_text`): a "≥" on a higher unconfirmed
     pass beside a confirmed capacity qualifies that pass, not the capacity."""
     if lower_bound(search) and (search.capacity_rps is None or search.passed_rps is None):
         why = search.bound.value
         limit = search.conclusion.loadgen_limit if search.conclusion else None
         if search.bound == Bound.LOADGEN and limit is not None:
-            why = f"{why} ({_what_limited(limit.result)})"
+            why = f"{why} ({_what_limited(limit.result)}){_carried_elsewhere(search, ceiling)}"
         return Bounded.UNCONFIRMED, f"a lower bound: {why}"
     if search.kind != AnswerKind.CONFIRMED:
         return Bounded.UNCONFIRMED, "passed, not confirmed"
@@ -190,6 +191,17 @@ def _held(search: SearchAnswer, cell: CellResult | None, served: ServedShare | N
 
 def _share_words(served: ServedShare | None) -> str:
     return served.words() if served is not None else ""
+
+
+def _carried_elsewhere(search: SearchAnswer, ceiling: ToolCeiling) -> str:
+    """Where the twin carried the rate the search blamed on the load generator: the same load generator, beside a
+    server that costs nothing, sent it on time, so what it lacked in the search was the share of the host the
+    server took, not a ceiling of its own."""
+    limited = search.conclusion.loadgen_limited_rps if search.conclusion else None
+    if limited is None or not ceiling.measured or ceiling.rps is None or ceiling.rps < limited:
+        return ""
+    return (f", though it carried {fmt(ceiling.rps)} req/s against its twin: the host it shares with the server, "
+            "not its own ceiling")
 
 
 def _what_limited(cell: CellResult) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from loadtest.evidence.cell_parts import HostProbe
 from loadtest.evidence.floor_record import DeviceFloorRecord
 from loadtest.judge.goals import Target
@@ -123,10 +125,28 @@ def test_a_lower_bound_is_never_bought_and_gets_no_boxes():
     cells = with_twin(search(CONTAINER, "s", steps))
     card, row, shown = row_of(cells)
     said = ("unconfirmed: a lower bound: the load generator's limit (its dispatch: sends late, its CPU not recorded, "
-            "no host probe on its cores)")
+            "no host probe on its cores), though it carried 2,000.0 req/s against its twin: the host it shares with "
+            "the server, not its own ceiling")
     assert bounded(shown) == said
     assert not row.for_buying and not card.for_buying and row.boxes is None
     assert row.why_not == said and not card.priced
+
+
+@pytest.mark.parametrize(("times", "carried"), [(None, False), (1.05, False), (1.1, True)])
+def test_a_load_generator_blamed_at_a_rate_its_twin_carried_is_said_to_have_carried_it(times, carried):
+    """#68's live run: "≥ 327.5 confirmed: the load generator's limit (its dispatch: sends late…)" beside "tool ceiling
+    ≥ 655.0 req/s (2× the answer)": the same load generator carried twice the rate it was blamed for, against a
+    server that costs nothing. The row says so where the twin carried the rate blamed (1,100 here), never where it
+    was not run or carried less (1,050)."""
+    steps = [("bracket", 1000, 8.0), ("bracket", 1100, 12.0, "saturated", "2% of sends left late"),
+             ("confirm", 1000, 9.0)]
+    cells = search(CONTAINER, "s", steps)
+    _, _, shown = row_of(cells if times is None else with_twin(cells, times=times))
+    assert bounded(shown).startswith("unconfirmed: a lower bound: the load generator's limit (its dispatch: ")
+    assert ("though it carried" in bounded(shown)) == carried, bounded(shown)
+    if carried:
+        assert bounded(shown).endswith(", though it carried 1,100.0 req/s against its twin: the host it shares with "
+                                       "the server, not its own ceiling")
 
 
 def test_a_lower_bound_names_what_in_the_load_generator_limited_it_from_the_cell_at_its_limit():
@@ -141,7 +161,9 @@ def test_a_lower_bound_names_what_in_the_load_generator_limited_it_from_the_cell
                          load=replace(c.load, late_threshold_ms=2.0)) if c.tag.offered_rps == 75.0 else c
                  for c in search(CONTAINER, "s", steps)]
         _, _, shown = row_of(with_twin(cells))
-        assert bounded(shown) == f"unconfirmed: a lower bound: the load generator's limit ({said})"
+        assert bounded(shown) == (f"unconfirmed: a lower bound: the load generator's limit ({said}), though it "
+                                  "carried 145.4 req/s against its twin: the host it shares with the server, not its "
+                                  "own ceiling")
 
 
 def test_a_twin_that_could_not_start_is_named_with_why_never_a_crash():
