@@ -33,6 +33,7 @@ CROSS = {
     "tests/loadtest/report/test_report_browser.py": "report.html in headless Chromium",
     "tests/loadtest/report/test_report_words.py": "the words of the card, the tables and the glossary across a report",
     "tests/loadtest/report/test_spare_and_resources.py": "N + 1 and every resource limiting replicas, card to `size`",
+    "tests/loadtest/report/test_views_agree.py": "generated runs: card, `size` and figures give one value a fact",
     "tests/loadtest/search/test_capacity_budget.py": "`mnist-bench capacity` on a short budget against a real server",
     "tests/loadtest/search/test_capacity_noise.py": "a capacity search telling a host's stall from the server's",
     "tests/loadtest/search/test_capacity_repeats.py": "repeats past --repeat, the comparison and the report's ratios",

@@ -107,6 +107,7 @@ class ConfigCapacity:
     cells_used: int
     cells_not_used: tuple[str, ...]
     bounded: str = ""  # a search's answer: what bounded it (`loadtest.report.answers.verdict`, the card's verdict)
+    for_buying: bool | None = None  # that verdict's (None: no search, no verdict); False: the card's "≤" boxes
     search: SearchAnswer | None = field(default=None, compare=False, repr=False)  # the search it comes from
     repeats: tuple[SearchAnswer, ...] = field(default=(), compare=False, repr=False)  # that search's repeats (all)
 
@@ -136,7 +137,7 @@ def _from_search(config: Config, batch: int, search: SearchAnswer, p99_objective
     verdict = verdict_of_answer(search, ceiling_for(search.search_id, ceilings), moved)
     bounded = verdict.text() + ("" if verdict.for_buying else ", not for buying") + f"; {verdict.ceiling.text()}"
     return ConfigCapacity(config, batch, search.capacity_rps, search.capacity_ips, Source.SEARCH, lower_bound(search),
-                          note, search.cells, (), bounded, search, tuple(repeats))
+                          note, search.cells, (), bounded, verdict.for_buying, search, tuple(repeats))
 
 
 def _from_cells(config: Config, batch: int, source: Source, high: Highest) -> ConfigCapacity:

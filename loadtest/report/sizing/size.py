@@ -104,6 +104,7 @@ class SizingAnswer:
     capacity_range: tuple[float, float] | None = None  # the range the boxes cover, in the objective's unit
     repeats: int = 1  # the searches the capacity stands on
     bounded: str = ""  # a search's answer: what bounded it, the card's verdict (`sources.ConfigCapacity.bounded`)
+    at_most: bool = False  # not for buying (that verdict's): boxes and cost are the most a server this fast needs
 
     @property
     def how(self) -> str:
@@ -126,11 +127,13 @@ def size_option(found: ConfigCapacity, label: str, objective: Objective, prices:
     capacity = found.capacity_rps if objective.unit == "rps" else found.capacity_ips
     base = SizingAnswer(c, label, found.request_batch_size, False, None, found.source or "", found.lower_bound,
                         None, None, None, None, found.note, found.cells_used, found.cells_not_used,
-                        replica=replica.describe(), bounded=found.bounded)
+                        replica=replica.describe(), bounded=found.bounded, at_most=found.for_buying is False)
     if capacity is None or capacity <= 0:
         return base if capacity is None else replace(base, note=f"{found.note}; no throughput measured")
     boxes = fleet(objective.target, _range(found, capacity), objective.headroom,
                   objective.images_per_s(found.request_batch_size), prices, c, replica, spare=objective.spare)
+    if base.at_most:  # not for buying: the most boxes, and what they cost, from the range's bottom (as the card)
+        boxes = boxes.at_bottom()
     p, placed = boxes.priced, boxes.priced.placement
     unpriced = prices.per_replica and p.price_per_hour is None
     note = found.note + (f"; no price for {c.device_name!r} or device {c.device!r}" if unpriced else "")
@@ -208,7 +211,12 @@ def fleet_text(a: SizingAnswer) -> str:
     serving = (a.instances or 0) - a.spare
     low, high = a.fewest or serving, max(a.most or serving, serving)
     count = f"{low}–{high}" if low != high else f"{serving}"
-    return f"{count}{f' + {a.spare} spare' if a.spare else ''} × {a.instance}"
+    return f"{_most(a)}{count}{f' + {a.spare} spare' if a.spare else ''} × {a.instance}"
+
+
+def _most(a: SizingAnswer) -> str:
+    """ "≤ " before a figure of boxes or money where the answer is not for buying, as the card prints it."""
+    return "≤ " if a.at_most else ""
 
 
 def instances_text(a: SizingAnswer) -> str:
@@ -227,9 +235,9 @@ def answer_table(answers: Sequence[SizingAnswer], unit: str, prices: PriceBook) 
         table.add_column(name, no_wrap=True)
     for a in answers:
         if a.meets:
-            table.add_row(str(a.rank), a.label, a.server(), a.replica, f"{a.capacity:,.1f}", a.how, str(a.replicas),
-                          *((instances_text(a),) if on_instances else ()), number(a.cost_per_hour, 2),
-                          money(a.cost_per_million))
+            table.add_row(str(a.rank), a.label, a.server(), a.replica, f"{a.capacity:,.1f}", a.how,
+                          f"{_most(a)}{a.replicas}", *((instances_text(a),) if on_instances else ()),
+                          _most(a) + number(a.cost_per_hour, 2), _most(a) + money(a.cost_per_million))
     return plain_table(table, 10_000) if table.row_count else ""
 
 
@@ -273,11 +281,14 @@ def _verdict(answers: Sequence[SizingAnswer], currency: str, unit: str, any_meet
         bounds = (f" Cheaper with only a lower bound, so ranked after it: {', '.join(cheaper)}."
                   if cheaper and not best.lower_bound else "")
         assumed = f" Assumed: {best.assumption}." if best.assumption else ""
-        return (f"Cheapest meeting the objective{only_bounds}: {best.label} ({best.server()}) on "
-                f"{best.config.device_name}, request batch {best.request_batch_size}: {best.replicas} replica(s)"
+        most = _most(best)
+        lead = ("NOT FOR BUYING, the most a server at least this fast needs" if best.at_most
+                else "Cheapest meeting the objective")
+        return (f"{lead}{only_bounds}: {best.label} ({best.server()}) on "
+                f"{best.config.device_name}, request batch {best.request_batch_size}: {most}{best.replicas} replica(s)"
                 f"{_on_instances(best)}, "
-                f"{number(best.cost_per_hour, 2)} {currency}/h, {money(best.cost_per_million)} {currency} per "
-                f"million images; capacity {best.capacity:,.1f} {unit} from {best.how}.{bounds}{assumed}"
+                f"{most}{number(best.cost_per_hour, 2)} {currency}/h, {most}{money(best.cost_per_million)} {currency} "
+                f"per million images; capacity {best.capacity:,.1f} {unit} from {best.how}.{bounds}{assumed}"
                 + (f" Bounded by {best.bounded}." if best.bounded else ""))
     if any(a.refused for a in answers):
         return "Options meet the objective but none maps onto an instance in the price file: see Not priced below."

@@ -60,11 +60,12 @@ def test_spare_0_prices_only_the_instances_the_target_needs():
 
 def test_spare_instances_flag_and_make_spare(tmp_path):
     """The demo: cpu-cpu 1005.1 req/s; 5000 / (1005.1 x 0.8) = 6.2 -> 7 one-core replicas, 1 general-16 (0.68 USD/h);
-    --spare-instances 0: 1 instance, 0.68 USD/h; default: 1 + 1 spare, 1.36 USD/h; 2: 1 + 2 spare, 2.04 USD/h."""
+    --spare-instances 0: 1 instance, 0.68 USD/h; default: 1 + 1 spare, 1.36 USD/h; 2: 1 + 2 spare, 2.04 USD/h (each
+    "≤": not for buying, no twin ran)."""
     prices_path = price_file(tmp_path, '[instances."general-16"]\nvcpus = 16\nprice_per_hour = 0.68\n')
     demo = FIXTURES / "demo-run" / "results.jsonl"
     for flags, fleet, cost in (((), "1 + 1 spare × general-16", "1.36 USD/h"),
-                               (("--spare-instances", "0"), "on 1 × general-16", "0.68 USD/h"),
+                               (("--spare-instances", "0"), "on ≤ 1 × general-16", "0.68 USD/h"),
                                (("--spare-instances", "2"), "1 + 2 spare × general-16", "2.04 USD/h")):
         done = invoke("size", "--p99-ms", "10", "--target-rps", "5000", "--prices", prices_path, *flags, demo)
         assert done.exit_code == 0, done.stderr
