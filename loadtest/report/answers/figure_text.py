@@ -38,6 +38,14 @@ def capacity_text(at: ObjectiveAnswer | None) -> str:
     return f"{fmt(at.confirmed_rps)} confirmed ({bounded(at.passed_rps, at.bound)} passed{reason(at.bound)})"
 
 
+def figure_only(at: ObjectiveAnswer | None) -> str:
+    """`capacity_text` without a higher pass beside a confirmed capacity: the card's one figure a cell
+    (`583.0 confirmed`; the higher pass goes to the table under the card)."""
+    if at is None or at.confirmed_rps is None or at.passed_rps is None:
+        return capacity_text(at)
+    return f"{fmt(at.confirmed_rps)} confirmed"
+
+
 def range_text(rate: float | None, upper_rps: float | None, bound: Bound) -> str:
     """A search's figure and its upper end as the tables print both: `between 583.0 and 1,166.0 req/s`; a lower
     bound `≥ 583.0 req/s: the search stopped`; "" without a figure."""

@@ -39,7 +39,7 @@ from loadtest.report.answers.answers import (
     lower_bound,
     typical,
 )
-from loadtest.report.answers.figure_text import capacity_text
+from loadtest.report.answers.figure_text import capacity_text, figure_only
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios
 from loadtest.report.answers.ratios import (
     TIE,
@@ -136,8 +136,7 @@ class Card:
 
 
 def _cells(row: CardRow, priced: bool) -> tuple[str, ...]:
-    state = row.state or "none"  # one figure: a higher pass, the upper end and other setups go to the table under it
-    capacity = state if state.startswith("none") else state.split(" (", 1)[0]
+    capacity = row.figure or "none"  # one figure: a higher pass, the upper end, other setups: the table under it
     base = (row.target.words(), DEVICES.get(row.device, row.device), _setup_cell(row), capacity,
             fmt(row.p99_ms, 2) if row.p99_ms is not None else "—", row.bounded_by or "—")
     if not priced:
@@ -269,7 +268,7 @@ def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None, answers: Answ
                   best.estimate_ms,
                   busy_text(best.server_cpu_percent, best.gpu_utilization_percent, best.server_cpu_cores),
                   verdict.served.share if verdict.served else None, False,
-                  state=capacity_text(best.at), higher=_higher(d, best),
+                  state=capacity_text(best.at), figure=figure_only(best.at), higher=_higher(d, best),
                   replica_cores=best.shape.cores if best.shape else None,
                   shared_cores=bool(best.shape and best.shape.shares_loadgen), bounded=verdict.bounded.value,
                   verdict=verdict.text(), tool_ceiling=verdict.ceiling.value(),
@@ -277,7 +276,8 @@ def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None, answers: Answ
                   repeats=capacities.repeats if capacities else 1,
                   range_rps=(capacities.low_rps, capacities.high_rps) if capacities and repeated else None,
                   moved=moved_words(capacities) if capacities and capacities.moved else "",
-                  stand_in=best.config.kind != ServerKind.CONTAINER)
+                  stand_in=best.config.kind != ServerKind.CONTAINER,
+                  confirmed=best.at is not None and best.at.confirmed_rps is not None)
     if not verdict.confirmed or not best.met:
         return replace(row, why_not=verdict.text())
     if pricing is None or not target.rate_rps or capacities is None:

@@ -34,6 +34,8 @@ class CardRow:
     usd_per_m_images: float | None = None
     why_not: str = ""  # why no price: the serving path bounded it, nothing met, no instance holds it
     state: str = ""  # the figure as every table prints it (`loadtest.report.answers.figure_text.capacity_text`)
+    figure: str = ""  # the card's one figure of it (`figure_text.figure_only`: no higher pass beside it)
+    confirmed: bool = False  # a rate was confirmed at the objective ("none confirmed" where not)
     higher: str = ""  # other setups on the device with a higher unconfirmed pass, named: "batching on 874.5 passed"
     refused: str = ""  # why the price list prices no instance for it
     replica_cores: int | None = None  # the replica shape sized on, in a shape sweep (None: no shape measured)

@@ -90,7 +90,7 @@ def _whose(rows: Sequence[CardRow]) -> str:
 
 def _unconfirmed_every(answered: Sequence[CardRow]) -> str:
     """Why not, where every answer is unconfirmed: none confirmed, each confirmed only as a lower bound, or both."""
-    bounds = [r.at_least and not r.state.startswith("none confirmed") for r in answered]
+    bounds = [r.at_least and r.confirmed for r in answered]
     if not any(bounds):
         return "no answer was confirmed"
     return "every answer confirmed is only a lower bound" if all(bounds) else \

@@ -1,12 +1,12 @@
 """Generated runs (Hypothesis): the card, `size` and the figures give each row one value of each fact (#68 item 3).
 
 A run is one to three configurations on distinct devices, each with one capacity search of a kind drawn at random
-(confirmed, a pass above its confirmed rate never confirmed, a lower bound at the load generator's limit, stopped before any rate failed,
-unmet), its twin passed at 2×, passed under 2×, could not start, or was not run; a device floor that puts its share
-of the device alone under, near or far over 50%; and, for a single configuration, a paired comparison whose
-reference cells moved the machine's speed 0-100%. For each device the card answers, `size`'s option of the same
-configuration must read the card's capacity, verdict, boxes and USD/h, "≤" where the card says not for buying, and
-the figures (figures.csv/json, the time table) its served share.
+(confirmed; a pass above its confirmed rate, never confirmed; a lower bound at the load generator's limit; stopped
+before any rate failed; unmet), its twin passed at 2×, passed under 2×, could not start, or was not run; a device floor
+that puts its share of the device alone under, near or far over 50%; and, for a single configuration, a paired
+comparison whose reference cells moved the machine's speed 0-100%. For each device the card answers, `size`'s option
+of the same configuration must read the card's capacity, verdict, boxes and USD/h, "≤" where the card says not for
+buying, and the figures (figures.csv/json, the time table) its served share.
 """
 
 from __future__ import annotations

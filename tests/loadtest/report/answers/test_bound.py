@@ -143,8 +143,9 @@ def test_when_the_load_generator_was_the_limit_it_is_named_instead():
     cells = with_twin([replace(c, device_floor=floor((1, 25000.0))) for c in search(NULL, "s", steps)])
     # unconfirmed comes first: the one-figure rule's state (a lower bound: the load generator's limit), read
     assert findings(cells)[0] == ("cpu (Test CPU): bounded by unconfirmed: a lower bound: the load generator's "
-                                  "limit (its dispatch: sends late, its CPU not recorded, no host probe on its cores) "
-                                  "(tool ceiling ≥ 800.0 req/s (2× the answer)).")
+                                  "limit (its dispatch: sends late, its CPU not recorded, no host probe on its cores), "
+                                  "though it carried 800.0 req/s against its twin: the host it shares with the server, "
+                                  "not its own ceiling (tool ceiling ≥ 800.0 req/s (2× the answer)).")
 
 
 def test_without_a_floor_a_busy_device_reads_device_alone_not_measured():

@@ -11,15 +11,18 @@ from loadtest.report.card.records import CardRow
 from loadtest.report.card.words import title
 
 ROW = CardRow(Target(25.0, 1, 2000.0), "cpu", "batching off", 687.2, None, True, 21.0, "", 0.6, False,
-              state="≥ 687.2 confirmed: the search stopped", bounded="unconfirmed")
-PASSED = replace(ROW, device="gpu", at_least=False, state="none confirmed (1,351.8 passed)")
+              state="≥ 687.2 confirmed: the search stopped", figure="≥ 687.2 confirmed: the search stopped",
+              confirmed=True, bounded="unconfirmed")
+PASSED = replace(ROW, device="gpu", at_least=False, state="none confirmed (1,351.8 passed)",
+                 figure="none confirmed (1,351.8 passed)", confirmed=False)
 
 
 def test_a_lower_bound_that_was_confirmed_is_not_called_unconfirmed():
     assert title(False, [ROW], [], False, None).endswith(": every answer confirmed is only a lower bound")
     assert title(False, [PASSED], [], False, None).endswith(": no answer was confirmed")
     assert title(False, [ROW, PASSED], [], False, None).endswith(": each answer unconfirmed or only a lower bound")
-    unconfirmed_bound = replace(ROW, state="none confirmed (≥ 107.5 passed: the load generator's limit)")
+    unconfirmed_bound = replace(ROW, state="none confirmed (≥ 107.5 passed: the load generator's limit)",
+                                figure="none confirmed (≥ 107.5 passed: the load generator's limit)", confirmed=False)
     assert title(False, [unconfirmed_bound], [], False, None).endswith(": no answer was confirmed")
 
 
