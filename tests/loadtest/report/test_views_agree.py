@@ -3,7 +3,8 @@
 A run is one to three configurations on distinct devices, each with one capacity search of a kind drawn at random
 (confirmed; a pass above its confirmed rate, never confirmed; a lower bound at the load generator's limit; stopped
 before any rate failed; unmet), its twin passed at 2×, passed under 2×, could not start, or was not run; a device floor
-that puts its share of the device alone under, near or far over 50%; and, for a single configuration, a paired
+that puts its share of the device alone under, near or far over 50%; the embedded stand-in or a TF Serving container;
+searched once, or twice (a comparison's repeats, ×0.8 or ×1.25); and, for a single configuration, a paired
 comparison whose reference cells moved the machine's speed 0-100%. For each device the card answers, `size`'s option
 of the same configuration must read the card's capacity, verdict, boxes and USD/h, "≤" where the card says not for
 buying, and the figures (figures.csv/json, the time table) its served share.
@@ -46,20 +47,32 @@ def steps(kind: str, c: float) -> list[tuple]:
     }[kind]
 
 
+def searched(label, search_id: str, c: float, kind: str, share: float | None, twin_kind) -> list:
+    """One search of `label` (see `run_of`) with its device floor and its twin."""
+    fields = {} if share is None else {"device_floor": floor((1, c / share)), "server_cpu_percent": 85.0}
+    own = [replace(x, **fields) for x in search(label, search_id, steps(kind, c))]
+    if twin_kind == "failed":
+        own.append(twin(label, search_id, 2 * c, failed="could not start"))
+    elif twin_kind is not None:
+        own.append(twin(label, search_id, twin_kind * c))
+    return own
+
+
 def run_of(configs: list[tuple], moved: float | None = None) -> list:
-    """The cells of one run: per (device, capacity, kind, share, twin) a configuration's search, its device floor
-    (`share`: served ÷ the device alone at its answer; None: no floor) and its twin (× the capacity, "failed", or
-    None); `moved`: paired, its reference cells moving the machine's speed that much (one configuration only)."""
+    """The cells of one run: per (device, capacity, kind, share, twin[, container, repeat]) a configuration's search,
+    its device floor (`share`: served ÷ the device alone at its answer; None: no floor) and its twin (× the capacity,
+    "failed", or None); a TF Serving container's where `container`; searched again at `repeat` × the capacity where
+    given (a comparison's repeats); `moved`: paired, its reference cells moving the machine's speed that much (one
+    configuration only)."""
     cells = []
-    for n, (device, c, kind, share, twin_kind) in enumerate(configs):
+    for n, (device, c, kind, share, twin_kind, *more) in enumerate(configs):
+        container, repeat = (more + [False, None])[:2]
         name, profile = CONFIGS[device]
         label = server(name, profile, device)
-        fields = {} if share is None else {"device_floor": floor((1, c / share)), "server_cpu_percent": 85.0}
-        own = [replace(x, **fields) for x in search(label, f"s{n}", steps(kind, c))]
-        if twin_kind == "failed":
-            own.append(twin(label, f"s{n}", 2 * c, failed="could not start"))
-        elif twin_kind is not None:
-            own.append(twin(label, f"s{n}", twin_kind * c))
+        label = replace(label, kind="tfserving-container", name=f"tfs-{device}") if container else label
+        own = searched(label, f"s{n}", c, kind, share, twin_kind)
+        if repeat is not None:
+            own += searched(label, f"s{n}-again", round(c * repeat, 1), kind, share, twin_kind)
         cells += own if moved is None else paired(own, (500.0, 500.0 * (1 + moved)), label)
     return [replace(x, cell_index=i) for i, x in enumerate(cells)]
 
@@ -69,7 +82,8 @@ def runs(draw) -> list:
     devices = draw(st.sampled_from([("cpu",), ("gpu",), ("cpu", "gpu")]))
     configs = [(device, draw(st.floats(50.0, 3000.0).map(lambda x: round(x, 1))),
                 draw(st.sampled_from(["confirmed", "unconfirmed", "loadgen", "stopped", "unmet"])),
-                draw(st.sampled_from([None, 0.3, 0.55, 0.95])), draw(st.sampled_from([None, 2.0, 1.2, "failed"])))
+                draw(st.sampled_from([None, 0.3, 0.55, 0.95])), draw(st.sampled_from([None, 2.0, 1.2, "failed"])),
+                draw(st.booleans()), draw(st.sampled_from([None, 0.8, 1.25])))
                for device in devices]
     moved = draw(st.sampled_from([None, 0.0, 0.2, 0.6, 1.0])) if len(devices) == 1 else None
     return run_of(configs, moved)
