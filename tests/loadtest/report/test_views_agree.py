@@ -7,7 +7,8 @@ that puts its share of the device alone under, near or far over 50%; the embedde
 searched once, or twice (a comparison's repeats, ×0.8 or ×1.25); and, for a single configuration, a paired
 comparison whose reference cells moved the machine's speed 0-100%. For each device the card answers, `size`'s option
 of the same configuration must read the card's capacity, verdict, boxes and USD/h, "≤" where the card says not for
-buying, and the figures (figures.csv/json, the time table) its served share.
+buying; the findings (the report's and `capacity`'s) its "bounded by"; and the figures (figures.csv/json, the time
+table) its served share.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from loadtest.report.answers.answers import answer
 from loadtest.report.card.card import card_for
 from loadtest.report.configs import config_labels, config_of
 from loadtest.report.figures import figures_of
+from loadtest.report.headline import bound_lines
 from loadtest.report.sizing.instances import Pricing
 from loadtest.report.sizing.prices import load_prices
 from loadtest.report.sizing.size import Objective, size
@@ -97,7 +99,9 @@ def test_the_card_size_and_the_figures_read_one_value_of_each_fact(cells):
     card = card_for(cells, Pricing(RATE, 0.2, PRICES, {}), [Target(OBJECTIVE_MS, 1, RATE)])
     options = {a.config.device: a for a in size(cells, Objective(OBJECTIVE_MS, RATE, "rps", 0.2), PRICES)}
     answers = answer(cells)
-    figures = figures_of(cells, answers, config_labels(config_of(c) for c in cells))
+    labels = config_labels(config_of(c) for c in cells)
+    figures = figures_of(cells, answers, labels)
+    findings = bound_lines(cells, answers, labels, figures)
     for row in card.rows if card else ():
         option = options[row.device]
         if row.capacity_rps is None or not option.bounded:  # no search answered: size reads the cells alone
@@ -108,6 +112,12 @@ def test_the_card_size_and_the_figures_read_one_value_of_each_fact(cells):
             assert option.capacity == row.capacity_rps
             assert (option.fewest, option.most) == row.boxes, (row.verdict, option.fewest, option.most, row.boxes)
             assert option.cost_per_hour == row.usd_per_hour
+        # the findings (the report's, and what `capacity` prints): "cpu (Test CPU): bounded by WHAT (ASIDE). [DETAIL]"
+        # where the card's cell reads "WHAT; ASIDE" (or "WHAT: ASIDE"), ASIDE the tool ceiling
+        [line] = [f for f in findings if f.startswith(f"{row.device} (")]
+        what, rest = line.split(": bounded by ", 1)[1].split(" (tool ceiling", 1)
+        aside = "tool ceiling" + rest.split(").", 1)[0]
+        assert row.bounded_by in (f"{what}; {aside}", f"{what}: {aside}"), (row.bounded_by, line)
         figure = figures[(option.config, 1)]
         if figure.at.startswith(("capacity", "a pass at")):  # the figures stand on the answer's cell
             assert (figure.served.share if figure.served else None) == row.served_share, (figure.at, row.verdict)
