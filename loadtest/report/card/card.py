@@ -291,15 +291,12 @@ def _priced(row: CardRow, best: SearchAnswer, capacities: CapacityRange, target:
     assert target.rate_rps is not None
     replica = pricing.replicas.get(best.config, UNKNOWN_REPLICA)
     boxes = fleet(target.rate_rps, capacities, pricing.headroom, target.rate_rps * target.batch, pricing.prices,
-                  best.config, replica, spare=pricing.spare)
-    if row.at_most:  # not for buying: the most boxes, and what they cost, from the range's bottom
-        boxes = boxes.at_bottom()
+                  best.config, replica, spare=pricing.spare, at_most=row.at_most)  # not for buying: range's bottom
     at = boxes.priced
     if at.refused or at.costs.per_hour is None:
         return replace(row, why_not="not priced", refused=at.refused or "the price list has no price for it")
     per_hour = at.costs.per_hour
-    low = boxes.most if row.at_most else boxes.fewest  # not for buying: only the most a server this fast needs
-    return replace(row, for_buying=not row.at_most, boxes=(low, boxes.most),
+    return replace(row, for_buying=not row.at_most, boxes=(boxes.fewest, boxes.most),
                    instance=at.placement.instance.name if at.placement else "", usd_per_hour=per_hour,
                    per_instance=at.placement.per_instance if at.placement and row.replica_cores else None,
                    usd_per_m_requests=per_hour / (target.rate_rps * 3600.0) * 1e6,

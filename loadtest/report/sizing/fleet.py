@@ -175,14 +175,16 @@ def _boxes(at: Priced, on: Priced) -> int:
 
 
 def fleet(target: float, capacities: CapacityRange, headroom: float, images_per_s: float, prices: PriceBook,
-          config: Config, replica: Replica, *, spare: int) -> Fleet:
+          config: Config, replica: Replica, *, spare: int, at_most: bool = False) -> Fleet:
     """`target` (in the range's unit) served by replicas of `replica`: priced at the capacity sized on, the boxes'
-    range from the range's ends (`priced` each)."""
+    range from the range's ends (`priced` each); `at_most` (an answer not for buying): at the range's bottom alone,
+    the most boxes a server at least this fast needs (`Fleet.at_bottom`)."""
     def at(rate: float) -> Priced:
         return priced(target, rate, headroom, images_per_s, prices, config, replica, spare=spare)
 
     chosen, bottom = at(capacities.capacity_rps), at(capacities.low_rps)
-    return Fleet(capacities, chosen, _boxes(at(capacities.high_rps), chosen), _boxes(bottom, chosen), bottom)
+    boxes = Fleet(capacities, chosen, _boxes(at(capacities.high_rps), chosen), _boxes(bottom, chosen), bottom)
+    return boxes.at_bottom() if at_most else boxes
 
 
 # ----------------------------------------------------------------------------- the arithmetic, one line

@@ -131,9 +131,8 @@ def size_option(found: ConfigCapacity, label: str, objective: Objective, prices:
     if capacity is None or capacity <= 0:
         return base if capacity is None else replace(base, note=f"{found.note}; no throughput measured")
     boxes = fleet(objective.target, _range(found, capacity), objective.headroom,
-                  objective.images_per_s(found.request_batch_size), prices, c, replica, spare=objective.spare)
-    if base.at_most:  # not for buying: the most boxes, and what they cost, from the range's bottom (as the card)
-        boxes = boxes.at_bottom()
+                  objective.images_per_s(found.request_batch_size), prices, c, replica, spare=objective.spare,
+                  at_most=base.at_most)  # not for buying: the most boxes and their cost, as the card
     p, placed = boxes.priced, boxes.priced.placement
     unpriced = prices.per_replica and p.price_per_hour is None
     note = found.note + (f"; no price for {c.device_name!r} or device {c.device!r}" if unpriced else "")
