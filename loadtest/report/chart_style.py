@@ -101,8 +101,7 @@ def widen_log(ax, which: str) -> None:
 def legend_below(fig, handles, columns: int = 2) -> None:
     """The figure's one legend, under its panels and their axis labels: never over a bar, a line or a label. Call it
     once the panels are labelled (where their labels end is measured)."""
-    fig.canvas.draw()  # lays the labels out, so their extent is known
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # get_tightbbox lays the labels out itself: no draw needed beforehand
     drawn = [ax.get_tightbbox(renderer) for ax in fig.axes if ax.get_visible()]
     bottom = min((box.y0 for box in drawn if box is not None), default=0.0)
     below = fig.transFigure.inverted().transform((0.0, bottom))[1] - 0.02
