@@ -144,3 +144,13 @@ def test_unstable_reads_the_schedule_when_it_was_counted_else_the_old_rule():
                                  window_scheduled_rps=seeded)
     assert short == [("unstable", "a window's completions and the sends scheduled in it differed by 50% "
                                   "(limit 10%, beyond counting noise)")]
+
+
+@pytest.mark.parametrize("values_us", [[1, 2, 3, 2047, 2048, 2049, 10**9, stats.HIGHEST_US],
+                                       [int(1.7**k) for k in range(41)] * 3])
+def test_recorded_buckets_are_the_librarys_recorded_iterator(values_us):
+    # the table of bucket values (built once a layout) gives what HdrHistogram's own iterator yields, edges included
+    histogram = stats.histogram_of(values_us)
+    expected = [(v.value_iterated_to, v.count_at_value_iterated_to) for v in histogram.get_recorded_iterator()]
+    assert stats.recorded_buckets(histogram) == expected
+    assert sum(count for _, count in expected) == len(values_us)
