@@ -7,6 +7,9 @@ from __future__ import annotations
 import re
 import shutil
 import warnings
+from pathlib import Path
+
+import pytest
 
 from loadtest.report import page as report
 from loadtest.report.answers.paired import GPU_CPU
@@ -20,14 +23,21 @@ def rebuilt(tmp_path, run: str) -> str:
                       prices=DEFAULT_PRICES)[1].read_text()
 
 
+@pytest.fixture(scope="module")
+def h200(tmp_path_factory) -> tuple[str, Path]:
+    """The H200 run's report built once for the tests below that only read it: (its markdown, the run's folder)."""
+    root = tmp_path_factory.mktemp("h200")
+    return rebuilt(root, "h200-paired"), root / "h200-paired"
+
+
 def findings(md: str) -> list[str]:
     """The paragraphs under the report's "## Findings"."""
     below = md.split("\n## Findings\n\n", 1)[1].split("\n|", 1)[0]
     return [line for line in below.splitlines() if line]
 
 
-def test_the_paired_h200_run_answers_with_the_gpu_cpu_ratio_and_the_drift(tmp_path):
-    md = rebuilt(tmp_path, "h200-paired")
+def test_the_paired_h200_run_answers_with_the_gpu_cpu_ratio_and_the_drift(h200):
+    md = h200[0]
     lines = md.splitlines()
     # what was measured, and why not for buying: no twin measured the tool ceiling (records from before it), so the
     # tool may have bounded every answer, whatever they served of the device alone (10% and 5%)
@@ -68,8 +78,8 @@ def test_the_paired_h200_run_answers_with_the_gpu_cpu_ratio_and_the_drift(tmp_pa
     assert "gpu (NVIDIA H200): bounded by the tool (tool ceiling not measured: no twin was run)." in found
 
 
-def test_the_objective_table_gives_the_headlines_ratio_at_the_searches_own_objective(tmp_path):
-    md = rebuilt(tmp_path, "h200-paired")
+def test_the_objective_table_gives_the_headlines_ratio_at_the_searches_own_objective(h200):
+    md = h200[0]
     table = md[md.index("| configuration | request batch | p99 ≤ 5 ms"):]
     # every objective's ratios are of the confirmed capacities, as at 25 ms (cpu-cpu's 874.5 passed, not confirmed)
     # (each with its range: at 25 ms the paired comparison's, at the others the two brackets')
@@ -97,20 +107,20 @@ def test_searches_cut_short_give_lower_bounds_and_ratios_without_a_range(tmp_pat
                           "nothing")
 
 
-def test_the_configurations_table_names_what_exported_the_model_and_leaves_out_what_is_not_installed(tmp_path):
-    md = rebuilt(tmp_path, "h200-paired")
+def test_the_configurations_table_names_what_exported_the_model_and_leaves_out_what_is_not_installed(h200):
+    md = h200[0]
     table = md[md.index("## Configurations"):].split("\n\n## ", 1)[0]
     assert "model exported by TensorFlow 2.21.0" in table and "runtime=jax" in table
     assert "not installed" not in table and "model_tensorflow" not in table
 
 
-def test_the_first_lines_of_the_report_and_the_console_say_what_was_measured_what_to_do_and_how_sure(tmp_path):
+def test_the_first_lines_of_the_report_and_the_console_say_what_was_measured_what_to_do_and_how_sure(h200):
     from loadtest.evidence.records import read_results
     from loadtest.report.headline import console_end
     from loadtest.report.sizing.instances import Pricing
     from loadtest.report.sizing.prices import load_prices
 
-    md_head = "\n".join(rebuilt(tmp_path, "h200-paired").splitlines()[:25])
+    md_head = "\n".join(h200[0].splitlines()[:25])
     results = read_results(FIXTURES / "h200-paired" / "results.jsonl")
     console = console_end(results, Pricing(2000.0, 0.2, load_prices(DEFAULT_PRICES)))
     card_at = next(i for i, line in enumerate(console) if "FOR BUYING — " in line)  # after the figures table
@@ -155,8 +165,8 @@ def _setups(md: str) -> dict[str, tuple[str, str]]:
     return {r[0]: (r[2], "batching off" if r[4] == "off" else f"batching on (profile {r[4]})") for r in rows}
 
 
-def test_no_configurations_capacity_falls_as_the_objective_loosens(tmp_path):
-    md = rebuilt(tmp_path, "h200-paired")
+def test_no_configurations_capacity_falls_as_the_objective_loosens(h200):
+    md = h200[0]
     rows = [r for r in _table(md, "| configuration | request batch | p99 ≤ 5 ms") if r[0] in _setups(md)]
     assert len(rows) == 4
     for row in rows:
@@ -165,8 +175,8 @@ def test_no_configurations_capacity_falls_as_the_objective_loosens(tmp_path):
             assert looser[0] >= stricter[0] and max(looser) >= max(stricter), row
 
 
-def test_the_cards_capacity_is_the_tables_for_its_best_setup_and_nothing_higher_goes_unnamed(tmp_path):
-    md = rebuilt(tmp_path, "h200-paired")
+def test_the_cards_capacity_is_the_tables_for_its_best_setup_and_nothing_higher_goes_unnamed(h200):
+    md = h200[0]
     setups = _setups(md)
     header = _table(md, "| configuration | request batch | p99 ≤ 5 ms")
     objectives = md[md.index("| configuration | request batch | p99 ≤ 5 ms"):].splitlines()[0].strip("|").split(" | ")
@@ -186,15 +196,15 @@ def test_the_cards_capacity_is_the_tables_for_its_best_setup_and_nothing_higher_
                 assert f"{s} {higher:,.1f}" in whole[5], (other, whole)
 
 
-def test_each_ratio_shows_one_value_in_the_card_findings_tables_console_and_device_run(tmp_path):
+def test_each_ratio_shows_one_value_in_the_card_findings_tables_console_and_device_run(h200):
     from loadtest.bundle.run_outputs import figures_record
     from loadtest.evidence.records import read_results
     from loadtest.report.headline import console_end
     from loadtest.report.sizing.instances import Pricing
     from loadtest.report.sizing.prices import load_prices
 
-    md = rebuilt(tmp_path, "h200-paired")
-    record = figures_record(tmp_path / "h200-paired" / "figures.json")  # what device-run.json keeps
+    md = h200[0]
+    record = figures_record(h200[1] / "figures.json")  # what device-run.json keeps
     results = read_results(FIXTURES / "h200-paired" / "results.jsonl")
     console = "\n".join(console_end(results, Pricing(2000.0, 0.2, load_prices(DEFAULT_PRICES))))
     card_line = md.splitlines()[7]
