@@ -24,7 +24,7 @@ from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import Answers, DeviceAnswer, DeviceRatio, SearchAnswer, answer, lower_bound
 from loadtest.report.answers.bound import bound_line, device_text
 from loadtest.report.answers.figure_text import range_text, reason
-from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios, paired_table
+from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, holds_one, paired_ratios, paired_table
 from loadtest.report.answers.sources import highest_passing
 from loadtest.report.answers.tool_ceiling import ToolCeiling, ceiling_for
 from loadtest.report.answers.verdict import finding, verdict_of
@@ -106,7 +106,8 @@ def headline(devices: Sequence[DeviceAnswer], labels: Labels, results: Sequence[
             lines.append(_paired_text(compared, host_floor_ms(results, d.device, batch)))
         elif d.gain.ratio is not None and on and off:
             value = ratio_value(d.gain.ratio, d.gain.low, d.gain.high)
-            lines.append(f"batching gain {value} on {_device(d)} {where}: {labels[on.config]} "
+            lines.append(f"batching gain {value} on {_device(d)} {where}{_tie(d.gain.ratio, d.gain.low, d.gain.high)}: "
+                         f"{labels[on.config]} "
                          f"{_rps(on)} ({_range(on)}) vs {labels[off.config]} {_rps(off)} ({_range(off)}).")
         elif d.best:
             lines.append(f"capacity on {_device(d)} {where}: {labels[d.best.config]} {_rps(d.best)} "
@@ -122,9 +123,15 @@ def headline(devices: Sequence[DeviceAnswer], labels: Labels, results: Sequence[
         return (*lines, _paired_text(compared))
     for r in answers.ratios:
         if (r.request_batch_size, r.p99_objective_ms) == (batch, p99_objective_ms) and r.ratio and r.gpu and r.cpu:
-            lines.append(f"GPU/CPU {ratio_value(r.ratio, r.low, r.high)} {where}: {labels[r.gpu.config]} "
+            lines.append(f"GPU/CPU {ratio_value(r.ratio, r.low, r.high)} {where}{_tie(r.ratio, r.low, r.high)}: "
+                         f"{labels[r.gpu.config]} "
                          f"{_rps(r.gpu)} vs {labels[r.cpu.config]} {_rps(r.cpu)}.")
     return tuple(lines)
+
+
+def _tie(ratio: float | None, low: float | None, high: float | None) -> str:
+    """An unpaired ratio's verdict where its range holds ×1.0, as the card's "tie" and a paired ratio's words say it."""
+    return ", no measurable difference" if holds_one(ratio, low, high) else ""
 
 
 def _bound(d: DeviceAnswer, figures: Mapping[tuple[Config, int], Figures], results: Sequence[CellResult],
