@@ -25,9 +25,9 @@ FAR = answer(run_of([("cpu", 400.0, "confirmed", None, 2.0), ("cpu-batching", 16
 ONLY_CPU = answer(run_of([("cpu", 400.0, "confirmed", None, 2.0)]))
 
 
-def compared(value: str, no_difference: bool, paired: bool = True) -> SimpleNamespace:
-    """A paired comparison as the ratios read it: its value, its verdict, whether it was paired."""
-    return SimpleNamespace(ratio=1.0, value=lambda: value, no_difference=no_difference, paired=paired)
+def compared(value: str, no_difference: bool, paired: bool = True, ratio: float | None = 1.0) -> SimpleNamespace:
+    """A paired comparison as the ratios read it: its ratio (None: it has none), value, verdict, whether paired."""
+    return SimpleNamespace(ratio=ratio, value=lambda: value, no_difference=no_difference, paired=paired)
 
 
 def test_without_a_paired_comparison_the_unpaired_ratio_and_its_verdict_are_read():
@@ -51,6 +51,14 @@ def test_a_paired_comparison_is_the_one_value_and_verdict_where_the_run_has_one(
                                   OBJECTIVE_MS)
     assert not gain_no_difference(FAR, {gain_key("cpu", 32, OBJECTIVE_MS): compared("×1.0", True)}, "cpu", 1,
                                   OBJECTIVE_MS)
+
+
+def test_a_paired_comparison_without_a_ratio_leaves_the_unpaired_one():
+    """Both capacities lower bounds, say: the comparison has no ratio, so the answers' own ratio is read."""
+    paired = {gain_key("cpu", 1, OBJECTIVE_MS): compared("— both capacities are lower bounds", True, ratio=None)}
+    assert gain_value(FAR, paired, "cpu", 1, OBJECTIVE_MS).startswith("×4.00 (")
+    assert not gain_no_difference(FAR, paired, "cpu", 1, OBJECTIVE_MS)
+    assert not is_paired(paired, gain_key("cpu", 1, OBJECTIVE_MS))
 
 
 def test_nothing_to_compare_reads_no_value_and_no_tie():
