@@ -27,7 +27,7 @@ from loadtest.report.answers.figure_text import range_text, reason
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, holds_one, paired_ratios, paired_table
 from loadtest.report.answers.sources import highest_passing
 from loadtest.report.answers.tool_ceiling import ToolCeiling, ceiling_for
-from loadtest.report.answers.verdict import finding, verdict_of
+from loadtest.report.answers.verdict import finding, what_bounded
 from loadtest.report.blocks import OFFERED_VS_SERVED_REF, Figure, Table, device_name
 from loadtest.report.card.capacity_table import capacity_table
 from loadtest.report.card.card import Card, card_for
@@ -143,7 +143,7 @@ def _bound(d: DeviceAnswer, figures: Mapping[tuple[Config, int], Figures], resul
     if d.best is None or d.best.figure_rps is None:
         return detail
     search_id = d.best.search_id
-    verdict = verdict_of(d.best, ceiling_for(search_id, answers.ceilings), answers.movements.get(search_id))
+    verdict = what_bounded(d.best, ceiling_for(search_id, answers.ceilings), answers.movements.get(search_id))
     return finding(device_text(d.device, d.device_name), verdict, detail)
 
 

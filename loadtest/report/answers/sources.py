@@ -33,7 +33,7 @@ from loadtest.report.answers.answers import SearchAnswer, best, lower_bound, sea
 from loadtest.report.answers.figure_text import capacity_text
 from loadtest.report.answers.movement import search_movements
 from loadtest.report.answers.tool_ceiling import ToolCeiling, ceiling_for, tool_ceilings
-from loadtest.report.answers.verdict import verdict_of as verdict_of_answer
+from loadtest.report.answers.verdict import what_bounded
 from loadtest.report.configs import Config, config_of
 from loadtest.report.formatting import number as fmt
 from loadtest.report.series import level_name, load_level, unusable_reason, usable
@@ -134,7 +134,7 @@ def _from_search(config: Config, batch: int, search: SearchAnswer, p99_objective
     note = (f"search {search.search_id}: {capacity_text(search.at)} at p99 <= {p99_objective_ms:g} ms, {estimate}"
             + (f"; upper end {search.upper_rps:g} req/s" if search.upper_rps is not None else ""))
     moved = (movements or {}).get(search.search_id)
-    verdict = verdict_of_answer(search, ceiling_for(search.search_id, ceilings), moved)
+    verdict = what_bounded(search, ceiling_for(search.search_id, ceilings), moved)
     bounded = verdict.text() + ("" if verdict.for_buying else ", not for buying") + f"; {verdict.ceiling.text()}"
     return ConfigCapacity(config, batch, search.capacity_rps, search.capacity_ips, Source.SEARCH, lower_bound(search),
                           note, search.cells, (), bounded, verdict.for_buying, search, tuple(repeats))

@@ -1,4 +1,4 @@
-"""What bounded one answer: one verdict per card row, from one function (`verdict_of`), which the card, the findings,
+"""What bounded one answer: one verdict per card row, from one function (`what_bounded`), which the card, the findings,
 `size` and figures.json read and none recomputes.
 
 The first that applies, from the answer (`SearchAnswer` at the row's objective), its answering cell and its tool
@@ -48,7 +48,7 @@ NOT_MEASURED_WHY = f"{NAME} not measured"  # the tool's why where no twin measur
 
 
 class Bounded(StrEnum):
-    """What bounded an answer, in the order `verdict_of` tries them."""
+    """What bounded an answer, in the order `what_bounded` tries them."""
 
     NOTHING = "nothing passed"
     UNCONFIRMED = "unconfirmed"
@@ -115,7 +115,7 @@ def answer_cell(search: SearchAnswer) -> CellResult | None:
     return step.result if step is not None else None
 
 
-def verdict_of(search: SearchAnswer | None, ceiling: ToolCeiling = NOT_MEASURED,
+def what_bounded(search: SearchAnswer | None, ceiling: ToolCeiling = NOT_MEASURED,
                moved: float | None = None) -> RowVerdict:
     """What bounded `search`'s answer at its objective, the first that applies (see the module); `moved`: how far
     the machine's speed moved over its run (`loadtest.report.answers.movement`; None: not measured)."""
@@ -228,11 +228,12 @@ def finding(device: str, verdict: RowVerdict, detail: str) -> str:
 
 
 def verdict_in(search: SearchAnswer | None, answers: Answers) -> RowVerdict:
-    """`verdict_of` with the search's own tool ceiling (not measured where no twin checked it) and the machine's
+    """`what_bounded` with the search's own tool ceiling (not measured where no twin checked it) and the machine's
     movement over its run, from `answers`."""
     if search is None:
-        return verdict_of(None)
-    return verdict_of(search, ceiling_for(search.search_id, answers.ceilings), answers.movements.get(search.search_id))
+        return what_bounded(None)
+    return what_bounded(search, ceiling_for(search.search_id, answers.ceilings),
+                        answers.movements.get(search.search_id))
 
 
-__all__ = ["BUYABLE", "Bounded", "RowVerdict", "answer_cell", "finding", "verdict_in", "verdict_of"]
+__all__ = ["BUYABLE", "Bounded", "RowVerdict", "answer_cell", "finding", "verdict_in", "what_bounded"]

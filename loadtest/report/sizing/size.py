@@ -56,7 +56,10 @@ UNITS = {"rps": "requests/s", "ips": "images/s"}
 
 
 @dataclass(frozen=True)
-class Objective:
+class SizingGoal:
+    """What `size` answers for: a p99 objective, a target load (req/s or images/s), headroom for bursts and spare
+    instances (the p99 alone is `loadtest.evidence.objective.Objective`)."""
+
     p99_ms: float
     target: float
     unit: str  # "rps" or "ips"
@@ -118,7 +121,7 @@ class SizingAnswer:
         return f"{config.device} {server_with_runtime(config.kind, config.runtime)}, batching {config.batching_profile}"
 
 
-def size_option(found: ConfigCapacity, label: str, objective: Objective, prices: PriceBook,
+def size_option(found: ConfigCapacity, label: str, objective: SizingGoal, prices: PriceBook,
                 replica: Replica, shapes: Sequence[int] = ()) -> SizingAnswer:
     """Replicas, instances and cost of one configuration; `meets` False where the data cannot say. `shapes`: the
     replica shapes its family was measured at, where a shape sweep measured two or more (its assumption then
@@ -182,7 +185,7 @@ def chosen_batch(results: Sequence[CellResult], batch_size: int | None) -> int:
     return batch_size
 
 
-def size(results: Sequence[CellResult], objective: Objective, prices: PriceBook,
+def size(results: Sequence[CellResult], objective: SizingGoal, prices: PriceBook,
          batch_size: int | None = None) -> list[SizingAnswer]:
     """Every configuration measured at the chosen request batch size, sized and ranked."""
     batch = chosen_batch(results, batch_size)
@@ -246,7 +249,7 @@ SOURCES_LEGEND = ("source: capacity search = a search's confirmed answer at this
                   "not an open-loop capacity; (lower bound) = capacity may be higher.")
 
 
-def format_answers(answers: Sequence[SizingAnswer], objective: Objective, prices: PriceBook,
+def format_answers(answers: Sequence[SizingAnswer], objective: SizingGoal, prices: PriceBook,
                    measured_batches: Sequence[int] = ()) -> str:
     """The plain-text answer: a ranked table, the cheapest option, and what could not be sized."""
     batch = answers[0].request_batch_size if answers else None
@@ -340,7 +343,7 @@ def check_objective(p99_ms: float, target: float, unit: str, headroom: float) ->
 
 
 def objective_from(p99_ms: float, target_rps: float | None, target_ips: float | None, headroom: float,
-                   spare: int = SPARE_INSTANCES) -> Objective:
+                   spare: int = SPARE_INSTANCES) -> SizingGoal:
     """The objective the flags describe; AnalysisError names a flag out of range."""
     unit, target = ("rps", target_rps) if target_rps is not None else ("ips", target_ips)
     if target is None:
@@ -348,10 +351,10 @@ def objective_from(p99_ms: float, target_rps: float | None, target_ips: float | 
     check_objective(p99_ms, target, unit, headroom)
     if isinstance(spare, bool) or not isinstance(spare, int) or spare < 0:
         raise AnalysisError(f"--spare-instances must be a whole number >= 0, got {spare!r}")
-    return Objective(p99_ms, target, unit, headroom, spare)
+    return SizingGoal(p99_ms, target, unit, headroom, spare)
 
 
-def run(results: Sequence[Path], objective: Objective, prices: Path = DEFAULT_PRICES, as_json: bool = False, *,
+def run(results: Sequence[Path], objective: SizingGoal, prices: Path = DEFAULT_PRICES, as_json: bool = False, *,
         batch_size: int | None = None) -> tuple[list[SizingAnswer], str]:
     """Read, size at one request batch size; returns the answers and their text (JSON or the table).
 

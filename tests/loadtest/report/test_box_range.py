@@ -111,7 +111,7 @@ def test_without_repeats_the_boxes_span_the_bracket_as_before(tmp_path):
 def test_size_sizes_on_the_cards_capacity_over_the_cards_range(tmp_path):
     """`size` answers through the same path: 500 req/s (the lower median), 4–7 instances over 400–660, 1.20 USD/h."""
     cells, book = repeated(400.0, 500.0, 600.0), load_prices(prices(tmp_path, SMALL_2))
-    [found] = size.size(cells, size.Objective(10.0, 4000.0, "rps", 0.2, 1), book)
+    [found] = size.size(cells, size.SizingGoal(10.0, 4000.0, "rps", 0.2, 1), book)
     assert found.capacity == 500.0 and found.replicas == 10 and found.cost_per_hour == pytest.approx(1.20)
     assert (found.fewest, found.most, found.repeats) == (4, 7, 3)
     assert found.capacity_range == (400.0, pytest.approx(660.0))

@@ -156,7 +156,7 @@ def test_each_answer_stands_on_the_cell_its_verdict_reads():
     the cell the verdict reads (its confirmation's, else its highest pass's), never the peak beside an unconfirmed
     pass (#68: the card read 19% at the highest pass, the time table and figures.json 28.5% at the peak)."""
     from loadtest.report.answers.answers import typical
-    from loadtest.report.answers.verdict import answer_cell, verdict_of
+    from loadtest.report.answers.verdict import answer_cell, what_bounded
 
     checked = {"confirmed": 0, "passed": 0}
     runs = {p.name: read_results(p / "results.jsonl") for p in sorted(FIXTURES.iterdir())
@@ -171,7 +171,7 @@ def test_each_answer_stands_on_the_cell_its_verdict_reads():
                 continue  # several objectives: figures read the highest confirmed of them
             f = figures[(s.config, s.request_batch_size)]
             assert f.cell is answer_cell(s), (run, s.search_id)
-            served = verdict_of(s).served
+            served = what_bounded(s).served
             assert (f.served.share if f.served else None) == (served.share if served else None), (run, s.search_id)
             checked["confirmed" if s.met else "passed"] += 1
             assert f.at.startswith("capacity" if s.met else "a pass at"), (run, f.at)

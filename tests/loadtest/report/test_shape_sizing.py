@@ -159,7 +159,7 @@ def caption(cells, priced: Pricing) -> str:
 
 
 def sizing_text(cells, prices: Path) -> str:
-    objective = size.Objective(10.0, 4000.0, "rps", 0.2)
+    objective = size.SizingGoal(10.0, 4000.0, "rps", 0.2)
     book = load_prices(prices)
     return size.format_answers(size.size(cells, objective, book), objective, book)
 

@@ -40,7 +40,7 @@ from loadtest.report.figures import figures_of
 from loadtest.report.headline import bound_lines, console_end, summarise
 from loadtest.report.sizing.instances import Pricing
 from loadtest.report.sizing.prices import load_prices
-from loadtest.report.sizing.size import Objective, size
+from loadtest.report.sizing.size import SizingGoal, size
 from tests.loadtest.report.answers.test_bound import floor, paired
 from tests.loadtest.report.handmade import search, server, twin
 from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
@@ -126,7 +126,7 @@ def runs(draw) -> list:
 @example(run_of([("cpu", 400.0, "confirmed", 0.55, 2.0)], moved=0.2))  # a share over 50% within the drift
 def test_the_card_size_and_the_figures_read_one_value_of_each_fact(cells):
     card = card_for(cells, Pricing(RATE, 0.2, PRICES, {}), [Target(OBJECTIVE_MS, 1, RATE)])
-    options = {a.config.device: a for a in size(cells, Objective(OBJECTIVE_MS, RATE, "rps", 0.2), PRICES)}
+    options = {a.config.device: a for a in size(cells, SizingGoal(OBJECTIVE_MS, RATE, "rps", 0.2), PRICES)}
     answers = answer(cells)
     labels = config_labels(config_of(c) for c in cells)
     figures = figures_of(cells, answers, labels)

@@ -269,13 +269,13 @@ def test_size_judges_each_answer_with_its_runs_drift_as_the_card_does(monkeypatc
     movements = answer(results).movements
     assert movements  # a paired run: its reference cells measured the drift
     seen: dict[str, float | None] = {}
-    judge = sources.verdict_of_answer
+    judge = sources.what_bounded
 
     def recording(search, ceiling, moved=None):
         seen[search.search_id] = moved
         return judge(search, ceiling, moved)
 
-    monkeypatch.setattr(sources, "verdict_of_answer", recording)
+    monkeypatch.setattr(sources, "what_bounded", recording)
     for batch in sources.request_batches(results):
         sources.capacities(results, batch, 10.0)
     assert seen and seen == {search_id: movements[search_id] for search_id in seen}
