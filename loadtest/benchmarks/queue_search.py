@@ -100,7 +100,9 @@ class SimulatedServer:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ScoredRange:
+    """A range against the truth it should hold: whether it does, and how wide it is."""
+
     low: float | None
     high: float | None
     truth: float
@@ -114,7 +116,8 @@ class Outcome:
         return self.high / self.low if self.low and self.high else None
 
 
-def search_once(case: Case, truth: float, seed: int, budget_s: float, precision: float) -> tuple[Outcome, Outcome]:
+def search_once(case: Case, truth: float, seed: int, budget_s: float,
+                precision: float) -> tuple[ScoredRange, ScoredRange]:
     """The search's own range, and the candidate fit's over the same search's cells (`loadtest.benchmarks.knee_fit`)."""
     server = SimulatedServer(case, np.random.default_rng(seed))
     settings = SearchSettings(objective=Objective(case.objective_s * 1000), start_rps=round(0.5 / case.service_s, 1),
@@ -123,8 +126,8 @@ def search_once(case: Case, truth: float, seed: int, budget_s: float, precision:
     answer = CapacitySearch(settings, server.measure, clock=lambda: server.clock_s).run()
     low = answer.conclusion.capacity_rps
     fitted = knee_fit(answer.steps, case.objective_s * 1000)
-    return (Outcome(low, answer.conclusion.upper_rps() if low is not None else None, truth),
-            Outcome(fitted.low_rps if fitted else None, fitted.high_rps if fitted else None, truth))
+    return (ScoredRange(low, answer.conclusion.upper_rps() if low is not None else None, truth),
+            ScoredRange(fitted.low_rps if fitted else None, fitted.high_rps if fitted else None, truth))
 
 
 @contextmanager
@@ -149,7 +152,7 @@ FIT = ("a fit over every cell near the knee, its phi pooled (a candidate, `knee_
        "on the first rule's searches")
 
 
-def tally(outcomes: list[Outcome]) -> str:
+def tally(outcomes: list[ScoredRange]) -> str:
     widths = [o.width for o in outcomes if o.width is not None]
     holds = sum(o.holds for o in outcomes)
     one_sided = sum(o.width is None for o in outcomes)
@@ -164,7 +167,7 @@ def run(cases: list[Case], searches: int, budget_s: float, precision: float,
         truth = case.truth_rps()
         echo(f"M/D/1, S {case.service_s * 1000:g} ms, p99 <= {case.objective_s * 1000:g} ms: capacity {truth:.1f} "
              f"req/s ({truth * case.service_s:.0%} busy); {searches} searches of {budget_s:g} s each")
-        fitted: list[Outcome] = []
+        fitted: list[ScoredRange] = []
         for name in RULES:
             with rule(name):
                 found = [search_once(case, truth, seed, budget_s, precision) for seed in range(searches)]

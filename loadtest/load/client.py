@@ -35,7 +35,7 @@ from loadtest.evidence.vocab import Check, InputKind, Protocol
 from loadtest.load import outputs
 from loadtest.load.collector import WRONG_ANSWER, CallRecord
 from loadtest.load.inputs import InputOptions, InputSource, ModelInputs, RequestInputs, model_inputs
-from loadtest.load.outputs import Outcome
+from loadtest.load.outputs import ResponseCheck
 from loadtest.load.signature import fetch_signature
 from model_export.data import IMAGE_PIXELS, NUM_CLASSES
 from serving.protocol import tensors
@@ -97,24 +97,24 @@ class PreparedRequest:
     expected_outputs: dict | None = None  # any model: expected output values, when the user gave them
 
 
-def check_classes(classes: np.ndarray, scores_shape: tuple, prepared: PreparedRequest) -> Outcome:
+def check_classes(classes: np.ndarray, scores_shape: tuple, prepared: PreparedRequest) -> ResponseCheck:
     """Shapes must be [N] and [N, 10]; every class must equal the model's own prediction."""
     outcome = check_shapes(classes, scores_shape, prepared)
     if outcome.status != "OK":
         return outcome
     wrong = int(np.count_nonzero(classes != prepared.expected))
     if wrong:
-        return Outcome(WRONG_ANSWER, f"{wrong} of {len(classes)} classes differ from the exported model's "
+        return ResponseCheck(WRONG_ANSWER, f"{wrong} of {len(classes)} classes differ from the exported model's "
                                      f"predictions", 0, 0)
-    return Outcome("OK", "", int(np.count_nonzero(classes == prepared.labels)), len(classes))
+    return ResponseCheck("OK", "", int(np.count_nonzero(classes == prepared.labels)), len(classes))
 
 
-def check_shapes(classes: np.ndarray, scores_shape: tuple, prepared: PreparedRequest) -> Outcome:
+def check_shapes(classes: np.ndarray, scores_shape: tuple, prepared: PreparedRequest) -> ResponseCheck:
     n = prepared.rows
     if classes.shape != (n,) or tuple(scores_shape) != (n, NUM_CLASSES):
-        return Outcome(WRONG_ANSWER, f"output shapes classes={list(classes.shape)} scores={list(scores_shape)}, "
+        return ResponseCheck(WRONG_ANSWER, f"output shapes classes={list(classes.shape)} scores={list(scores_shape)}, "
                                      f"expected [{n}] and [{n}, {NUM_CLASSES}]", 0, 0)
-    return Outcome("OK", "", 0, 0)
+    return ResponseCheck("OK", "", 0, 0)
 
 
 CHECKS = {Check.CLASSES: check_classes, Check.SHAPE: check_shapes, Check.OUTPUTS: None}
@@ -215,11 +215,11 @@ class GrpcPredictClient:
             return clock.failure(clock.latency_us(), "CLIENT_ERROR", f"{type(exc).__name__}: {exc}", images)
         return clock.record(latency_us, outcome, images)
 
-    def _judge(self, response, prepared: PreparedRequest) -> Outcome:
+    def _judge(self, response, prepared: PreparedRequest) -> ResponseCheck:
         if self.signature is not None:
             return outputs.check_grpc(response.outputs, self.signature, prepared.rows, prepared.expected_outputs or {})
         if "classes" not in response.outputs or "scores" not in response.outputs:
-            return Outcome(WRONG_ANSWER, f"response outputs {sorted(response.outputs)} lack classes/scores", 0, 0)
+            return ResponseCheck(WRONG_ANSWER, f"response outputs {sorted(response.outputs)} lack classes/scores", 0, 0)
         classes = tensors.to_numpy(response.outputs["classes"])
         scores_shape = tensors.proto_shape(response.outputs["scores"])
         return self.check(classes, scores_shape, prepared)
@@ -270,12 +270,12 @@ class RestPredictClient:
             return clock.failure(clock.latency_us(), "CLIENT_ERROR", f"{type(exc).__name__}: {exc}", images)
         return clock.record(latency_us, outcome, images)
 
-    def _judge(self, body: dict, prepared: PreparedRequest) -> Outcome:
+    def _judge(self, body: dict, prepared: PreparedRequest) -> ResponseCheck:
         answer = body.get("outputs")
         if self.signature is not None:
             return outputs.check_rest(answer, self.signature, prepared.rows, prepared.expected_outputs or {})
         if not isinstance(answer, dict) or "classes" not in answer or "scores" not in answer:
-            return Outcome(WRONG_ANSWER, f"response has no outputs.classes/scores: {str(body)[:200]}", 0, 0)
+            return ResponseCheck(WRONG_ANSWER, f"response has no outputs.classes/scores: {str(body)[:200]}", 0, 0)
         classes = np.asarray(answer["classes"], dtype=np.int64)
         return self.check(classes, np.asarray(answer["scores"]).shape, prepared)
 
@@ -304,7 +304,7 @@ class CallClock:
         """The monotonic call duration so far plus how late the call left."""
         return (time.perf_counter() - self.start) * 1e6 + max(0.0, self.sent - self.intended) * 1e6
 
-    def record(self, latency_us: float, outcome: Outcome, images: int) -> CallRecord:
+    def record(self, latency_us: float, outcome: ResponseCheck, images: int) -> CallRecord:
         return CallRecord(self.intended, self.sent, latency_us, outcome.status == "OK", outcome.status,
                           outcome.error, images, outcome.correct, outcome.checked, self.scheduled)
 

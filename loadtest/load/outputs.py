@@ -24,7 +24,7 @@ from serving.protocol.signatures import TensorSpec
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ResponseCheck:
     """A response's verdict: status, error text, and how many rows matched what was expected."""
 
     status: str
@@ -33,11 +33,11 @@ class Outcome:
     checked: int
 
 
-OK = Outcome("OK", "", 0, 0)
+OK = ResponseCheck("OK", "", 0, 0)
 
 
-def wrong(text: str) -> Outcome:
-    return Outcome(WRONG_ANSWER, text, 0, 0)
+def wrong(text: str) -> ResponseCheck:
+    return ResponseCheck(WRONG_ANSWER, text, 0, 0)
 
 
 def shape_problem(shape: tuple[int, ...], info: TensorSpec, rows: int) -> str:
@@ -71,7 +71,7 @@ def matching_rows(got: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarr
     return int(np.count_nonzero(good))
 
 
-def check_grpc(outputs, signature: Signature, rows: int, expected: Mapping[str, np.ndarray]) -> Outcome:
+def check_grpc(outputs, signature: Signature, rows: int, expected: Mapping[str, np.ndarray]) -> ResponseCheck:
     """A gRPC PredictResponse's `outputs` map against the signature (and the expected values, if any)."""
     problem = names_problem(outputs.keys(), signature)
     if problem:
@@ -87,13 +87,13 @@ def check_grpc(outputs, signature: Signature, rows: int, expected: Mapping[str, 
     if not expected:
         return OK
     got = {name: tensors.to_numpy(outputs[name]) for name in expected}
-    return Outcome("OK", "", matching_rows(got, expected, rows), rows)
+    return ResponseCheck("OK", "", matching_rows(got, expected, rows), rows)
 
 
 REST_KINDS = {"f": "fiu", "i": "iu", "u": "iu", "b": "b", "O": "USO"}  # JSON loses widths: kinds only
 
 
-def check_rest(body_outputs, signature: Signature, rows: int, expected: Mapping[str, np.ndarray]) -> Outcome:
+def check_rest(body_outputs, signature: Signature, rows: int, expected: Mapping[str, np.ndarray]) -> ResponseCheck:
     """A REST (columnar) response's `outputs`: a dict by name, or the bare value of a single output."""
     if len(signature.outputs) == 1 and not (isinstance(body_outputs, dict) and set(body_outputs) ==
                                             set(signature.outputs)):
@@ -115,7 +115,7 @@ def check_rest(body_outputs, signature: Signature, rows: int, expected: Mapping[
     if not expected:
         return OK
     decoded = {name: _rest_decoded(got[name], expected[name]) for name in expected}
-    return Outcome("OK", "", matching_rows(decoded, expected, rows), rows)
+    return ResponseCheck("OK", "", matching_rows(decoded, expected, rows), rows)
 
 
 def _rest_decoded(values: np.ndarray, like: np.ndarray) -> np.ndarray:

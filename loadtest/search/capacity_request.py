@@ -1,4 +1,4 @@
-"""What a capacity run searches, and how one search ended: `CapacityRequest` and `Outcome`.
+"""What a capacity run searches, and how one search ended: `CapacityRequest` and `SearchEnd`.
 
 A request names the plan (its [run] settings and its [capacity] objective per request batch, and targets), the
 default objective (`--p99-ms`) and the search's bounds. `searches_at` says which searches run at a request batch:
@@ -48,7 +48,7 @@ class CapacityRequest:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SearchEnd:
     """One search's end: its answer, or why it could not run (`answer` None)."""
 
     server: str
@@ -69,4 +69,4 @@ class Outcome:
         return self.answer is not None and self.answer.kind != AnswerKind.NONE
 
 
-__all__ = ["CapacityRequest", "Outcome"]
+__all__ = ["CapacityRequest", "SearchEnd"]

@@ -29,7 +29,7 @@ from loadtest.measure.cell_sweep import CellRunner, Interrupted
 from loadtest.measure.probe import Prober
 from loadtest.measure.servers import Slot, StartFailed, ToStart
 from loadtest.search.capacity_output import Progress, outcome_line, trail_table
-from loadtest.search.capacity_request import CapacityRequest, Outcome
+from loadtest.search.capacity_request import CapacityRequest, SearchEnd
 from loadtest.search.capacity_run import CapacityRun, NotMeasured, search_tag
 from loadtest.search.comparison import REFERENCE_USERS, Reference, Repeats, comparison_tag
 from loadtest.search.interleave import Turn, interleave
@@ -50,7 +50,7 @@ class Capacities:
     results_root: Path
     out: TextIO = sys.stdout
     plan_path: str = ""
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: list[SearchEnd] = field(default_factory=list)
     repeats: Repeats = field(default_factory=Repeats)  # how many times the whole comparison runs
     interleaved: bool = True  # several servers: paired (False: searched one after the other)
     budget_s: float | None = None  # the searches' whole time (--budget-min's, a shape sweep's), shared as they begin
@@ -88,7 +88,7 @@ class Capacities:
     def paired(self) -> bool:
         return self.interleaved and len(self.servers) > 1
 
-    def run(self) -> list[Outcome]:
+    def run(self) -> list[SearchEnd]:
         """Every search; Interrupted (Ctrl-C, SIGTERM) propagates after the running cell was recorded and the
         running searches answered from the cells before it (their outcomes kept in `outcomes`)."""
         how = "paired: all up, their cells interleaved" if self.paired else "one after the other"
@@ -142,7 +142,7 @@ class Capacities:
                         self._compare(answering, batch, repeat, objective=objective)
             self._tool_ceilings(began)  # the servers still up
 
-    def compare(self, slots: Sequence[Slot], batch_size: int) -> list[Outcome]:
+    def compare(self, slots: Sequence[Slot], batch_size: int) -> list[SearchEnd]:
         """One paired comparison of `slots` at `batch_size` (the tuner's unit: its incumbent and a challenger): all
         started, searched interleaved, stopped; their outcomes in the slots' order."""
         first = len(self.outcomes)
@@ -190,7 +190,7 @@ class Capacities:
                        f"{' against '.join(t.name for t in targets)} at request batch {batch}, their cells "
                        f"interleaved; reference cell: {targets[0].name}, {REFERENCE_USERS} users back to back")
         self._share(len(targets), True)
-        ended: dict[int, Outcome] = {}
+        ended: dict[int, SearchEnd] = {}
         starts: dict[int, float] = {}
         bodies = [self._paired_body(t, batch, search_id, comparison, ended, i, version, starts, objective)
                   for i, ((t, version), search_id) in enumerate(zip(answering, ids, strict=True))]
@@ -203,9 +203,9 @@ class Capacities:
                 self._ended(ended[i])
 
     def _paired_body(self, target: ServedEndpoint, batch: int, search_id: str, comparison: ComparisonTag,
-                     ended: dict[int, Outcome], index: int, version: int | None,
-                     starts: dict[int, float], objective: Objective) -> Callable[[Turn], Outcome]:
-        def body(turn: Turn) -> Outcome:
+                     ended: dict[int, SearchEnd], index: int, version: int | None,
+                     starts: dict[int, float], objective: Objective) -> Callable[[Turn], SearchEnd]:
+        def body(turn: Turn) -> SearchEnd:
             def measure_cell(*args: Any, held: bool = False, **kwargs: Any) -> Any:
                 return turn.call(lambda: self.cells.measure(*args, **kwargs), held=held)
 
@@ -221,7 +221,7 @@ class Capacities:
             return outcome
         return body
 
-    def search(self, slot: Slot, batch_size: int, beat_rps: float | None = None) -> Outcome:
+    def search(self, slot: Slot, batch_size: int, beat_rps: float | None = None) -> SearchEnd:
         """One search on one server (started for it when it is a configuration); the tuner's unit. With
         `beat_rps`, the search starts there and ends at once unless the server passes at it."""
         try:
@@ -231,7 +231,7 @@ class Capacities:
             return self._not_searched(failed.planned, batch_size, failed.reason)
 
     def _search(self, target: ServedEndpoint, batch_size: int, beat_rps: float | None = None,
-                comparison: ComparisonTag | None = None, objective: Objective | None = None) -> Outcome:
+                comparison: ComparisonTag | None = None, objective: Objective | None = None) -> SearchEnd:
         search_id = self._next_id()
         probe = self.prober.probe(target)
         if not probe.ok:
@@ -243,7 +243,7 @@ class Capacities:
         return outcome
 
     def _searched(self, target: ServedEndpoint, batch_size: int, search_id: str, comparison: ComparisonTag | None,
-                  beat_rps: float | None = None, model_version: int | None = None, **hooks: Any) -> Outcome:
+                  beat_rps: float | None = None, model_version: int | None = None, **hooks: Any) -> SearchEnd:
         """One search on an answering server, its trail and answer printed (not yet in `outcomes`)."""
         request = self.request if self._max_s is None else replace(self.request,
                                                                    max_s=min(self.request.max_s, self._max_s))
@@ -255,8 +255,8 @@ class Capacities:
         try:
             answer = run.run()
         except NotMeasured as exc:
-            return Outcome(target.name, batch_size, None, str(exc), run.objective, search_id)
-        outcome = Outcome(target.name, batch_size, answer, objective=run.objective, search_id=search_id)
+            return SearchEnd(target.name, batch_size, None, str(exc), run.objective, search_id)
+        outcome = SearchEnd(target.name, batch_size, answer, objective=run.objective, search_id=search_id)
         self.cells.say(plain_table(trail_table(answer), 10_000) + "\n" + outcome_line(outcome, run.objective, True))
         return outcome
 
@@ -283,7 +283,7 @@ class Capacities:
         return f"{self.request.objective}" + (f" ({others}: the plan's [capacity])" if others else "")
 
     def _not_searched(self, target: ServedEndpoint, batch_size: int, reason: str, search_id: str = "",
-                      objective: Objective | None = None) -> Outcome:
+                      objective: Objective | None = None) -> SearchEnd:
         search_id = search_id or self._next_id()
         cell = plans.Cell(LoadMode.OPEN, batch_size, None, None)
         objective = objective or self.request.objective_at(batch_size)
@@ -291,8 +291,8 @@ class Capacities:
                          objectives=self.request.objectives)
         self.cells.not_run(target, cell, self.request.plan.run, reason, 0,
                            search=replace(tag, shape=self.shapes.get(target.name)))
-        return self._ended(Outcome(target.name, batch_size, None, reason, objective, search_id))
+        return self._ended(SearchEnd(target.name, batch_size, None, reason, objective, search_id))
 
-    def _ended(self, outcome: Outcome) -> Outcome:
+    def _ended(self, outcome: SearchEnd) -> SearchEnd:
         self.outcomes.append(outcome)
         return outcome

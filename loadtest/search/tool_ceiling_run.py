@@ -34,7 +34,7 @@ from loadtest.measure.cell_sweep import CellRunner, Interrupted
 from loadtest.measure.probe import Prober
 from loadtest.measure.servers import Slot, StartFailed, ToStart
 from loadtest.search.capacity_output import answer_line
-from loadtest.search.capacity_request import CapacityRequest, Outcome
+from loadtest.search.capacity_request import CapacityRequest, SearchEnd
 from loadtest.search.capacity_run import CapacityRun, search_tag
 from serving.deploy.request import LaunchKind
 from serving.endpoint import ServedEndpoint
@@ -101,7 +101,7 @@ class ToolCeilings:
     build_dir: Path  # where the twins' servers keep their files and logs
     clock: TwinClock
 
-    def check(self, slot: Slot, outcomes: Sequence[Outcome]) -> None:
+    def check(self, slot: Slot, outcomes: Sequence[SearchEnd]) -> None:
         """`slot`'s twin checks each outcome with an answer; one failed twin cell per outcome where it cannot."""
         answered = [o for o in outcomes if o.answer is not None and o.answer.conclusion.answer is not None]
         if not answered:
@@ -119,7 +119,7 @@ class ToolCeilings:
         except StartFailed as failed:
             self._not_started(failed.planned, answered, failed.reason)
 
-    def _check_one(self, target: ServedEndpoint, outcome: Outcome, version: int | None) -> None:
+    def _check_one(self, target: ServedEndpoint, outcome: SearchEnd, version: int | None) -> None:
         assert outcome.answer is not None and outcome.objective is not None
         conclusion = outcome.answer.conclusion
         answer = conclusion.answer
@@ -139,7 +139,7 @@ class ToolCeilings:
                        f"({why}): searching its own capacity, {max(0.0, self.clock.left_s()):.0f} s left")
         self._search_twin(target, outcome, answer.rate_rps, run, version)
 
-    def _search_twin(self, target: ServedEndpoint, outcome: Outcome, start_rps: float, run: plans.RunSettings,
+    def _search_twin(self, target: ServedEndpoint, outcome: SearchEnd, start_rps: float, run: plans.RunSettings,
                      version: int | None) -> None:
         left = self.clock.left_s()
         if left <= 0:
@@ -166,20 +166,20 @@ class ToolCeilings:
         run = self.request.plan.run
         return replace(run, check=Check.SHAPE, processes=max(run.processes, answered.load.processes))
 
-    def _tag(self, outcome: Outcome, rate: float | None) -> SearchTag:
+    def _tag(self, outcome: SearchEnd, rate: float | None) -> SearchTag:
         assert outcome.objective is not None
         tag = search_tag(outcome.search_id, Role.TOOL_CEILING, outcome.objective, rate, self.request.confidence,
                          objectives=self.request.objectives)
         return self._retag(tag, outcome)
 
     @staticmethod
-    def _retag(tag: SearchTag, outcome: Outcome, role: Role = Role.TOOL_CEILING) -> SearchTag:
+    def _retag(tag: SearchTag, outcome: SearchEnd, role: Role = Role.TOOL_CEILING) -> SearchTag:
         """A twin's cell: id `<search>/tool-ceiling`, `checks` the search; role `tool_ceiling` for its check, the
         search's own (bracket, confirm...) for its own search's cells, so the report concludes that search as the
         console did. No replica shape: the twin is not a shape searched (its server's name and cores say where)."""
         return replace(tag, id=f"{outcome.search_id}/{TWIN}", role=role, checks=outcome.search_id, shape=None)
 
-    def _not_started(self, planned: ServedEndpoint, outcomes: Sequence[Outcome], reason: str) -> None:
+    def _not_started(self, planned: ServedEndpoint, outcomes: Sequence[SearchEnd], reason: str) -> None:
         why = f"tool ceiling not measured: {reason}"
         self.cells.say(why)
         for outcome in outcomes:

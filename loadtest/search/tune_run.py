@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from loadtest.measure.servers import ToStart, serving_config
-from loadtest.search.capacity_search import Capacities, CapacityRequest, Outcome
+from loadtest.search.capacity_search import Capacities, CapacityRequest, SearchEnd
 from loadtest.search.run_budget import share_of
 from loadtest.search.tuning import Evaluated, TuneAnswer, Tuner, TuneSettings
 from loadtest.search.tuning_output import TuneFiles, write_winner
@@ -81,7 +81,7 @@ class TuneRun:
         self.searches.limit_each(share_of(self.deadline - time.monotonic(), searches, paired=searches > 1))
 
 
-def evaluated(outcome: Outcome) -> Evaluated:
+def evaluated(outcome: SearchEnd) -> Evaluated:
     """A search's outcome as the tuner reads it."""
     if outcome.answer is None:
         return Evaluated(None, note=outcome.failure)

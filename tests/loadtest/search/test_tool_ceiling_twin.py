@@ -14,7 +14,7 @@ from loadtest.evidence.search_tag import SearchTag
 from loadtest.evidence.vocab import Role
 from loadtest.measure import plan as plans
 from loadtest.measure.servers import Running, StartFailed, ToStart
-from loadtest.search.capacity_request import CapacityRequest, Outcome
+from loadtest.search.capacity_request import CapacityRequest, SearchEnd
 from loadtest.search.tool_ceiling_run import NoTwin, ToolCeilings, TwinClock, null_flags, twin_slot
 from serving.deploy.config import BatchingProfile, load_config
 from serving.endpoint import ServedEndpoint
@@ -68,10 +68,10 @@ class Cells:
         self.failed.append((target.name, reason, search))
 
 
-def answered(search_id: str) -> Outcome:
+def answered(search_id: str) -> SearchEnd:
     """An outcome whose search answered a rate (only what `ToolCeilings.check` reads of it)."""
     answer = SimpleNamespace(conclusion=SimpleNamespace(answer=SimpleNamespace(rate_rps=100.0)))
-    return Outcome("cpu-off", 1, answer, objective=Objective(25.0), search_id=search_id)  # type: ignore[arg-type]
+    return SearchEnd("cpu-off", 1, answer, objective=Objective(25.0), search_id=search_id)  # type: ignore[arg-type]
 
 
 def test_a_twin_whose_start_fails_is_one_failed_cell_a_search_naming_why(monkeypatch, tmp_path):
@@ -86,7 +86,7 @@ def test_a_twin_whose_start_fails_is_one_failed_cell_a_search_naming_why(monkeyp
     twins = ToolCeilings(CapacityRequest(plan, Objective(25.0)), cells, None, tmp_path,  # type: ignore[arg-type]
                          TwinClock(0.0, 0.15))
     slot = ToStart("cpu", BatchingProfile(name="off"), load_config(None), plan.launch)
-    twins.check(slot, [answered("r/1"), answered("r/2"), Outcome("cpu-off", 1, None, "no start", search_id="r/3")])
+    twins.check(slot, [answered("r/1"), answered("r/2"), SearchEnd("cpu-off", 1, None, "no start", search_id="r/3")])
     assert [(name, tag.id, tag.checks, tag.role) for name, _, tag in cells.failed] == [
         ("cpu-off-tool-ceiling", "r/1/tool-ceiling", "r/1", Role.TOOL_CEILING),
         ("cpu-off-tool-ceiling", "r/2/tool-ceiling", "r/2", Role.TOOL_CEILING)]
