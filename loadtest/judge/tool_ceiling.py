@@ -10,7 +10,7 @@ checks, at `CHECK_RATIO` × the answer (or the search's upper end where that is 
   a Locust process, or its users, missing makes a schedule of half the rate, which its server then serves in full;
   sends are counted as their calls are recorded, and recorded cells here counted 1-6% short of the rate asked at
   rates their servers carried, so the allowance is the verdicts' own for a late load generator);
-- it served at least `SERVED_SHARE` of what was offered: of the sends its schedule made (`served_of_sent`),
+- it served at least `CARRIED_SHARE` of what was offered: of the sends its schedule made (`served_of_sent`),
   beyond counting noise (`loadtest.judge.overload.shortfall`); perf_analyzer and Locust warn when the client falls
   behind; the share is ours;
 - its dispatch lag p99 stayed within the cell's limit (the load generator kept its schedule), or the host probe on
@@ -39,7 +39,8 @@ from loadtest.judge.noise import host_explains_lateness
 from loadtest.judge.overload import shortfall
 
 CHECK_RATIO = 2.0  # the twin is checked at this many times the answer
-SERVED_SHARE = 0.99  # a twin's cell must serve at least this share of the rate offered
+CARRIED_SHARE = 0.99  # a twin carried its rate where its cell served at least this share of what was offered (not
+# `report.answers.bound.SERVED_SHARE`, the share of the device alone under which the serving path bounded an answer)
 SCHEDULE_SHORT_ALLOWED = 0.05  # its schedule may send this share under the rate asked (`verdicts.SHORT_ALLOWED`)
 LOADGEN_BUSY_PERCENT = 90.0  # of one core, per Locust process: Locust warns above it
 SERVER_BUSY_PERCENT = 90.0  # of the cores a twin's server may use: its own CPU stood, not the load generator
@@ -79,8 +80,8 @@ def twin_failure(cell: CellResult, p99_objective_ms: float) -> str:
     if cell.abandoned_calls:
         return f"{cell.abandoned_calls} calls never completed (abandoned past the request timeout)"
     served, sent, span_s = served_of_sent(cell, offered)
-    if shortfall(sent, served, 1 - SERVED_SHARE) is not None:
-        return f"served {served / span_s:.1f} of {sent / span_s:.1f} req/s offered (under {SERVED_SHARE:.0%})"
+    if shortfall(sent, served, 1 - CARRIED_SHARE) is not None:
+        return f"served {served / span_s:.1f} of {sent / span_s:.1f} req/s offered (under {CARRIED_SHARE:.0%})"
     flagged = flag_failure(cell)
     if flagged:
         return flagged
