@@ -71,9 +71,10 @@ def floor_from_snapshot(snapshot: Snapshot | None) -> DeviceFloorRecord | None:
         "batches": sorted(batches, key=lambda e: e["batch_size"]), "round_trip_us": trip[0] if trip else None})
 
 
-def floor_batch_sizes(batching: dict, extra: tuple[int, ...] = ()) -> tuple[int, ...]:
-    """The padded batch sizes worth measuring for a configuration: its allowed batch sizes and maximum
-    (batching on), else the defaults, and any request batch sizes asked for."""
+def container_floor_sizes(batching: dict, extra: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """The padded batch sizes worth measuring for a container's configuration (from its batching parameters): its
+    allowed batch sizes and maximum (batching on), else the defaults, and any request batch sizes asked for (the
+    embedded server picks its own: `serving.server.handling.runner.floor_batch_sizes`)."""
     if batching.get("max_batch_size"):
         sizes = {int(s) for s in batching.get("allowed_batch_sizes") or ()} | {int(batching["max_batch_size"])}
     else:
@@ -178,6 +179,6 @@ class FloorSource:
 
             base = load_config().model.base_path
         try:
-            return measure_here(target, base, floor_batch_sizes(target.batching))
+            return measure_here(target, base, container_floor_sizes(target.batching))
         except Exception as exc:  # noqa: BLE001 - a floor that cannot be measured is unknown, never a failed cell
             return unknown(f"measuring the container's model here failed: {exc}")

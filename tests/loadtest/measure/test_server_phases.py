@@ -114,9 +114,9 @@ def test_a_containers_floor_is_unknown_where_it_cannot_be_measured_here():
         "the server reported no device floor")
 
 
-def test_floor_batch_sizes_cover_what_the_server_may_run():
-    assert floors.floor_batch_sizes({}) == (1, 8, 32, 64, 128, 256)
-    assert floors.floor_batch_sizes({"max_batch_size": 64, "allowed_batch_sizes": [8, 16, 64]}, (32,)) == (
+def test_a_containers_floor_sizes_cover_what_the_server_may_run():
+    assert floors.container_floor_sizes({}) == (1, 8, 32, 64, 128, 256)
+    assert floors.container_floor_sizes({"max_batch_size": 64, "allowed_batch_sizes": [8, 16, 64]}, (32,)) == (
         1, 8, 16, 32, 64)
 
 
