@@ -4,9 +4,10 @@ unpaired ratio of the two answers; its verdict ("tie": the range holds ×1.0) re
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import cast
 
 from loadtest.report.answers.answers import answer
-from loadtest.report.answers.paired import GPU_CPU
+from loadtest.report.answers.paired import GPU_CPU, PairedRatio
 from loadtest.report.answers.ratios import (
     device_answer,
     gain_key,
@@ -25,9 +26,10 @@ FAR = answer(run_of([("cpu", 400.0, "confirmed", None, 2.0), ("cpu-batching", 16
 ONLY_CPU = answer(run_of([("cpu", 400.0, "confirmed", None, 2.0)]))
 
 
-def compared(value: str, no_difference: bool, paired: bool = True, ratio: float | None = 1.0) -> SimpleNamespace:
+def compared(value: str, no_difference: bool, paired: bool = True, ratio: float | None = 1.0) -> PairedRatio:
     """A paired comparison as the ratios read it: its ratio (None: it has none), value, verdict, whether paired."""
-    return SimpleNamespace(ratio=ratio, value=lambda: value, no_difference=no_difference, paired=paired)
+    return cast(PairedRatio, SimpleNamespace(ratio=ratio, value=lambda: value, no_difference=no_difference,
+                                             paired=paired))
 
 
 def test_without_a_paired_comparison_the_unpaired_ratio_and_its_verdict_are_read():
