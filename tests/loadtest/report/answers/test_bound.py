@@ -271,3 +271,32 @@ def test_a_share_over_its_line_in_a_run_that_measured_no_drift_is_not_the_device
     assert lines[0].endswith("and how far the machine's speed drifted over the run was not measured (no reference "
                              "cells: a search outside a paired comparison)."), lines[0]
     assert findings(paired(cells, CALM))[0].startswith("cpu (Test CPU): bounded by the device: served 53%")  # 5% moved
+
+
+# The runtime's sentence and its parts at their edges, each for a survivor of `make mutation` on bound.py (2026-12-07).
+
+def test_a_floor_without_a_runtime_names_the_runtime_generically():
+    assert bound.runtime_name(None) == "the runtime"
+    assert bound.runtime_name(floor((1, 1000.0), runtime="")) == "the runtime"
+    assert bound.runtime_name(floor((1, 1000.0), runtime="jax")) != "the runtime"
+
+
+def test_without_a_floor_or_a_round_trip_the_dispatch_did_not_bound_it():
+    plain = cell(server("cpu-off", "off"), rate=100.0, rps=100.0)
+    served = bound.ServedShare(500.0, bound.FloorEntry(1, 500.0, 2_000.0))
+    assert plain.device_floor is None and not bound.dispatch_bound(plain, served)
+    timed = replace(plain, device_floor=floor((1, 500.0), round_trip_us=1_500.0))
+    assert bound.dispatch_bound(timed, served)  # 2 ms a call within 2× a 1.5 ms round trip
+    assert not bound.dispatch_bound(replace(plain, device_floor=floor((1, 500.0), round_trip_us=0.0)), served)
+
+
+def test_the_runtime_sentence_gives_the_devices_own_round_trip_only_where_measured():
+    served = bound.ServedShare(450.0, bound.FloorEntry(1, 500.0, 2_000.0))
+    base = cell(server("cpu-off", "off"), rate=100.0, rps=100.0)
+    with_own = replace(base, device_floor=floor((1, 500.0), runtime="jax", round_trip_us=1_500.0,
+                                                device_round_trip_us=250.0))
+    said = bound.runtime_sentence("CPU", with_own, served)
+    assert ", its own round trip 0.250 ms" in said and "1.50 ms per call" in said and "= 90% of the floor" in said
+    without = replace(base, device_floor=floor((1, 500.0), runtime="jax", round_trip_us=1_500.0))
+    assert "its own round trip" not in bound.runtime_sentence("CPU", without, served)
+    assert "(the runtime, 0.00 ms per call)" in bound.runtime_sentence("CPU", base, served)  # no floor at all
