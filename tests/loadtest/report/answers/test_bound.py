@@ -300,3 +300,25 @@ def test_the_runtime_sentence_gives_the_devices_own_round_trip_only_where_measur
     without = replace(base, device_floor=floor((1, 500.0), runtime="jax", round_trip_us=1_500.0))
     assert "its own round trip" not in bound.runtime_sentence("CPU", without, served)
     assert "(the runtime, 0.00 ms per call)" in bound.runtime_sentence("CPU", base, served)  # no floor at all
+
+
+def test_the_dispatch_rule_at_its_edges():
+    """Within `DISPATCH_RATIO` of the round trip counts, at it too; a floor that timed no round trip (none, zero) never
+    reads as the dispatch, however fast its calls."""
+    plain = cell(server("cpu-off", "off"), rate=100.0, rps=100.0)
+
+    def at(latency_us: float, trip_us: float | None) -> bool:
+        served = bound.ServedShare(500.0, bound.FloorEntry(1, 500.0, latency_us))
+        record = None if trip_us is None else floor((1, 500.0), round_trip_us=trip_us)
+        return bound.dispatch_bound(replace(plain, device_floor=record), served)
+
+    assert at(2_000.0, 1_000.0) and not at(2_000.1, 1_000.0)  # 2× the round trip exactly: within
+    assert at(2.0, 1.0)  # a 1 µs round trip is one
+    assert not at(1.0, None) and not at(1.0, 0.0) and not at(0.0, 0.0)
+
+
+def test_a_share_at_exactly_half_without_a_measured_drift_says_so():
+    half = bound.ServedShare(250.0, bound.FloorEntry(1, 500.0))
+    assert half.share == bound.SERVED_SHARE and half.words() == ("served 50% of the device alone, the run's drift not "
+                                                                 "measured")
+    assert bound.ServedShare(249.0, bound.FloorEntry(1, 500.0)).words() == "served 50% of the device alone"
