@@ -105,15 +105,16 @@ def check_classes(classes: np.ndarray, scores_shape: tuple, prepared: PreparedRe
     wrong = int(np.count_nonzero(classes != prepared.expected))
     if wrong:
         return ResponseCheck(WRONG_ANSWER, f"{wrong} of {len(classes)} classes differ from the exported model's "
-                                     f"predictions", 0, 0)
+                                           f"predictions", 0, 0)
     return ResponseCheck("OK", "", int(np.count_nonzero(classes == prepared.labels)), len(classes))
 
 
 def check_shapes(classes: np.ndarray, scores_shape: tuple, prepared: PreparedRequest) -> ResponseCheck:
     n = prepared.rows
     if classes.shape != (n,) or tuple(scores_shape) != (n, NUM_CLASSES):
-        return ResponseCheck(WRONG_ANSWER, f"output shapes classes={list(classes.shape)} scores={list(scores_shape)}, "
-                                     f"expected [{n}] and [{n}, {NUM_CLASSES}]", 0, 0)
+        return ResponseCheck(WRONG_ANSWER, f"output shapes classes={list(classes.shape)} "
+                                           f"scores={list(scores_shape)}, expected [{n}] and [{n}, {NUM_CLASSES}]",
+                             0, 0)
     return ResponseCheck("OK", "", 0, 0)
 
 

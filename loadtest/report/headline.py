@@ -105,9 +105,9 @@ def headline(devices: Sequence[DeviceAnswer], labels: Labels, results: Sequence[
         if (compared := paired.get((f"batching gain on {d.device}", batch, p99_objective_ms))) is not None:
             lines.append(_paired_text(compared, host_floor_ms(results, d.device, batch)))
         elif d.gain.ratio is not None and on and off:
-            value = ratio_value(d.gain.ratio, d.gain.low, d.gain.high)
-            lines.append(f"batching gain {value} on {_device(d)} {where}{_tie(d.gain.ratio, d.gain.low, d.gain.high)}: "
-                         f"{labels[on.config]} "
+            g = d.gain
+            value, tie = ratio_value(g.ratio, g.low, g.high), _tie(g.ratio, g.low, g.high)
+            lines.append(f"batching gain {value} on {_device(d)} {where}{tie}: {labels[on.config]} "
                          f"{_rps(on)} ({_range(on)}) vs {labels[off.config]} {_rps(off)} ({_range(off)}).")
         elif d.best:
             lines.append(f"capacity on {_device(d)} {where}: {labels[d.best.config]} {_rps(d.best)} "
@@ -123,8 +123,8 @@ def headline(devices: Sequence[DeviceAnswer], labels: Labels, results: Sequence[
         return (*lines, _paired_text(compared))
     for r in answers.ratios:
         if (r.request_batch_size, r.p99_objective_ms) == (batch, p99_objective_ms) and r.ratio and r.gpu and r.cpu:
-            lines.append(f"GPU/CPU {ratio_value(r.ratio, r.low, r.high)} {where}{_tie(r.ratio, r.low, r.high)}: "
-                         f"{labels[r.gpu.config]} "
+            value, tie = ratio_value(r.ratio, r.low, r.high), _tie(r.ratio, r.low, r.high)
+            lines.append(f"GPU/CPU {value} {where}{tie}: {labels[r.gpu.config]} "
                          f"{_rps(r.gpu)} vs {labels[r.cpu.config]} {_rps(r.cpu)}.")
     return tuple(lines)
 

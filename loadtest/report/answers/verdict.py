@@ -116,7 +116,7 @@ def answer_cell(search: SearchAnswer) -> CellResult | None:
 
 
 def what_bounded(search: SearchAnswer | None, ceiling: ToolCeiling = NOT_MEASURED,
-               moved: float | None = None) -> RowVerdict:
+                 moved: float | None = None) -> RowVerdict:
     """What bounded `search`'s answer at its objective, the first that applies (see the module); `moved`: how far
     the machine's speed moved over its run (`loadtest.report.answers.movement`; None: not measured)."""
     if search is None or search.figure_rps is None:
