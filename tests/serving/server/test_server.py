@@ -103,7 +103,14 @@ def test_sigterm_finishes_in_flight_requests_and_exits_zero(exported_model):
         results = [call.result() for call in calls]  # raises if any in-flight request was lost
         assert server.proc.wait(timeout=60) == 0
     assert all(r.outputs["scores"].float_val or r.outputs["scores"].tensor_content for r in results)
-    assert late.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+    assert late.code() in NOT_SERVED, late
+
+
+# How a request sent to a draining server may end: refused, cancelled, or never answered. A clean clone's CI saw the
+# third once (stop 74): a probe sent around the SIGTERM ran out its 10 s deadline while the 8 in-flight calls were
+# answered and the server exited 0. Which of the three it gets depends on where gRPC's shutdown found it, a race of
+# the host's timing, so the test asks only that it was not served.
+NOT_SERVED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def refusal(stub) -> grpc.RpcError | None:
