@@ -8,7 +8,7 @@ new names (`report-2.html`, `figures-2.csv`, ...) when earlier reports exist: no
 
 Order: first the answer (`loadtest.report.headline`: the batching gain and capacity under the
 objective per device, or plainly that no capacity search was run), then the curves
-(`loadtest.report.charts`: capacity against the objective, latency vs offered load with the capacity
+(`loadtest.report.charts.assembly`: capacity against the objective, latency vs offered load with the capacity
 found, throughput vs load, latency vs throughput, server batch sizes; after a shape sweep, the replica
 shapes: `loadtest.report.sections.shapes_table`), then the
 details (`loadtest.report.sections.details`), among them what was measured, stated once
@@ -19,7 +19,7 @@ The HTML page is rendered from a Jinja2 template (`templates/report.html.j2`, au
 Markdown summary is written directly (it is a file format of its own, not a drawn table).
 
 Not for: sizing (`loadtest.report.sizing.size`, whose arithmetic the answer's replicas and cost use),
-grouping into series (`loadtest.report.series`), what each chart draws (`loadtest.report.charts`) or
+grouping into series (`loadtest.report.series`), what each chart draws (`loadtest.report.charts.assembly`) or
 measuring anything.
 
     mnist-bench report RESULTS.jsonl... [--compare OTHER.jsonl...] [--out DIR]
@@ -43,14 +43,14 @@ from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import answer
 from loadtest.report.blocks import Figure, Table
 from loadtest.report.card.card import targets_of
-from loadtest.report.charts import ceiling_chart, colours_of, curves, objective_chart
+from loadtest.report.charts.assembly import ceiling_chart, colours_of, curves, objective_chart, shapes_chart
 from loadtest.report.configs import config_labels, config_of
 from loadtest.report.figures import Figures, console_lines, csv_text, figures_of
 from loadtest.report.glossary import glossary_table, glossed, header_link
 from loadtest.report.headline import DEFAULT_P99_MS, Summary, lead_of, summarise
 from loadtest.report.sections import details, noise_table, request_time, versions_table
 from loadtest.report.sections.objective_table import rates_table
-from loadtest.report.sections.shapes_table import shapes_blocks
+from loadtest.report.sections.shapes_table import shapes_table
 from loadtest.report.series import group_series, read_all, usable
 from loadtest.report.shape_sizing import ShapePoint, shape_curves
 from loadtest.report.sizing import size
@@ -84,7 +84,7 @@ def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = 
     colours = colours_of(labels)
     drawn = targets or targets_of(answers, pricing, p99_ms)
     blocks: list[Table | Figure] = [*curves(results, answers, labels, colours, series, names, objective, drawn),
-                                    *shapes_blocks(shapes, labels, colours)]
+                                    *(b for b in (shapes_table(shapes), shapes_chart(shapes, labels, colours)) if b)]
     if answers.searches:
         blocks.append(details.searches_table(answers.searches, labels, answers.ceilings))
         rates = rates_table(answers, labels)

@@ -6,8 +6,8 @@ Only valid, finished cells are evidence (`usable`); the others say why not (`unu
 The report's curves and detail tables group results this way; the answer and the sizing compare
 configurations (`loadtest.report.configs.Config`) at one request batch size instead.
 
-Not for: sizing arithmetic (`loadtest.report.sizing.size`) or drawing (`loadtest.report.plots`,
-`loadtest.report.answer_plots`).
+Not for: sizing arithmetic (`loadtest.report.sizing.size`) or drawing (`loadtest.report.charts.cells`,
+`loadtest.report.charts.answers`).
 """
 
 from __future__ import annotations

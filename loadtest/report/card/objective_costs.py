@@ -5,7 +5,7 @@ default): the best setup's capacity there, and on a card for buying, USD/h for t
 sizing arithmetic at that capacity; where replica shapes were measured, the shape the card sizes on,
 `loadtest.report.shape_sizing.sized_on`). A buyer sees what loosening or tightening the objective is worth.
 
-Not for: the card itself (`loadtest.report.card.card`) or drawing (`loadtest.report.answer_plots.objective_figure`).
+Not for: the card itself (`loadtest.report.card.card`) or drawing (`loadtest.report.charts.answers.objective_figure`).
 """
 
 from __future__ import annotations

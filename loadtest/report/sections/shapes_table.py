@@ -1,17 +1,17 @@
 """The report's "Replica shapes" section: per configuration family, request batch and objective, what each replica
 shape measured (capacity against cores per replica), beside linear from one core, and the scaling efficiency with
-its range; and the figure of the same curves. Only where a search has a shape tag (a shape sweep).
+its range. Only where a search has a shape tag (a shape sweep).
 
-Not for: the curves' arithmetic (`loadtest.report.shape_sizing`) or which shape a target is sized on (the card's,
+Not for: the figure of the same curves (`loadtest.report.charts.assembly.shapes_chart`), the curves' arithmetic
+(`loadtest.report.shape_sizing`) or which shape a target is sized on (the card's,
 `loadtest.report.shape_sizing.sized_on`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from loadtest.report.blocks import Figure, Table
-from loadtest.report.configs import Config
+from loadtest.report.blocks import Table
 from loadtest.report.formatting import number as fmt
 from loadtest.report.formatting import ratio_range
 from loadtest.report.shape_sizing import SHARED, ShapeCurve, ShapePoint
@@ -66,30 +66,4 @@ def shapes_table(curves: Sequence[ShapeCurve]) -> Table | None:
                                                      for c in curves for p in c.points))
 
 
-def shapes_figure(curves: Sequence[ShapeCurve], labels: Mapping[Config, str], colours: Mapping[str, str]
-                  ) -> Figure | None:
-    """Capacity against cores per replica, one line per family, request batch and objective, each shape in its
-    configuration's colour (`colours`: configuration label -> colour, as every chart), with the perfect-linear line
-    from its 1-core capacity; None without a shape sweep."""
-    from loadtest.report import plots  # matplotlib is slow to import; only the report needs it
-
-    drawn = [c for c in curves if any(p.capacity_rps for p in c.points)]
-    if not drawn:
-        return None
-    named = [[(labels[p.config], colours[labels[p.config]]) for p in c.points] for c in drawn]
-    return Figure(f"{TITLE}: capacity against cores per replica",
-                  "Per configuration family, request batch and objective (a dark line, its marker naming the family): "
-                  "each shape's capacity, in its configuration's colour as in every chart (the whisker reaches "
-                  "the lowest rate above it shown to fail; hollow, without one: a lower bound, it shared the load "
-                  "generator's cores or the load generator was the limit) and, dashed, linear from its 1-core capacity "
-                  "(k × capacity at 1 core).", plots.shapes_figure(drawn, named))
-
-
-def shapes_blocks(curves: Sequence[ShapeCurve], labels: Mapping[Config, str], colours: Mapping[str, str]
-                  ) -> list[Table | Figure]:
-    """The section's table and figure, or nothing without a shape sweep."""
-    table, figure = shapes_table(curves), shapes_figure(curves, labels, colours)
-    return [*([table] if table else []), *([figure] if figure else [])]
-
-
-__all__ = ["TITLE", "capacity_text", "efficiency_text", "shapes_blocks", "shapes_figure", "shapes_table"]
+__all__ = ["TITLE", "capacity_text", "efficiency_text", "shapes_table"]

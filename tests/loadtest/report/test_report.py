@@ -280,7 +280,7 @@ def test_report_of_a_run_whose_every_cell_failed(tmp_path):
 def test_a_search_whose_server_never_started_is_reported_not_plotted(runs):
     from loadtest.evidence.records import append_result, read_results
     from loadtest.report.answers.answers import answer
-    from loadtest.report.charts import colours_of, offered_lines
+    from loadtest.report.charts.assembly import colours_of, offered_lines
     from loadtest.report.configs import config_labels, config_of
     from tests.loadtest.report.handmade import cell, server
 

@@ -1,6 +1,6 @@
 """The report's HTML opened in headless Chromium with no console error, no request leaving the
 page, plots visible on a screenshot, the answer on the first screen, and every chart shown at its own size with
-no text over it (the texts inside a chart are checked apart in matplotlib's boxes: `test_charts.py`).
+no text over it (the texts inside a chart are checked apart in matplotlib's boxes: `charts/test_assembly.py`).
 
 Playwright drives Debian's `chromium` (installed by `make browser`, which `make test` runs; the
 test installs nothing itself and fails, not skips, without it).
@@ -19,7 +19,7 @@ import pytest
 from matplotlib import image as mpimg
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from loadtest.report.chart_style import png
+from loadtest.report.charts.style import png
 
 pytestmark = [pytest.mark.integration, pytest.mark.untimed]
 
@@ -183,7 +183,8 @@ def paired(tmp_path_factory) -> Path:
 
 def test_charts_read_at_1280_px_and_no_text_lies_over_them(paired, searched, browser):
     """At 1280 px every chart is shown at (nearly) its own size, so its labels keep the sizes
-    `test_charts.py` checked apart in matplotlib's boxes, and no heading, caption or table text lies over a chart."""
+    `charts/test_assembly.py` checked apart in matplotlib's boxes, and no heading, caption or table text lies over a
+    chart."""
     for html in (paired, searched[0]):
         charts, texts = charts_on(browser, html)
         assert len(charts) >= 6, html

@@ -235,7 +235,7 @@ def test_the_shapes_chart_draws_each_shape_in_its_configurations_colour(tmp_path
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_hex
 
-    from loadtest.report.charts import colours_of
+    from loadtest.report.charts.assembly import colours_of
 
     cells = shape_run({1: 500.0, 2: 900.0})
     colours = colours_of(config_labels(config_of(c) for c in cells))

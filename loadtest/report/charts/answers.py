@@ -7,10 +7,10 @@
 - `rate_latency_figure`: each search's pooled rates, latency against achieved req/s.
 - `objective_figure`: per target and device, USD/h against the p99 objective (the card's arithmetic).
 
-Each configuration keeps its colour (`loadtest.report.chart_style.config_colours`); legends sit under the panels.
+Each configuration keeps its colour (`loadtest.report.charts.style.config_colours`); legends sit under the panels.
 
-Not for: the charts of cells (`loadtest.report.plots`) or choosing the values drawn (`loadtest.report.charts` hands
-them over from the records the tables print).
+Not for: the charts of cells (`loadtest.report.charts.cells`) or choosing the values drawn
+(`loadtest.report.charts.assembly` hands them over from the records the tables print).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from loadtest.report.chart_style import GREY, LINESTYLES, legend_below, log_scale, plain_log, plt, png
+from loadtest.report.charts.style import GREY, LINESTYLES, legend_below, log_scale, plain_log, plt, png
 from loadtest.report.figures import CeilingBar
 
 from matplotlib.lines import Line2D  # isort: skip  # after chart_style, which chooses the Agg backend

@@ -21,7 +21,7 @@ from matplotlib.transforms import Bbox
 
 from loadtest.report import page
 from loadtest.report.answers.answers import answer
-from loadtest.report.charts import capacity_lines, colours_of
+from loadtest.report.charts.assembly import capacity_lines, colours_of
 from loadtest.report.configs import config_labels, config_of
 from loadtest.report.figures import ceiling_bars, figures_of
 from loadtest.report.sections.objective_table import objective_table
@@ -194,7 +194,7 @@ def test_capacity_chart_draws_the_objective_tables_values(drawn):
 
 def test_a_target_far_above_every_capacity_is_named_not_drawn_to_scale():
     """A target of 10,000 req/s beside capacities near 500 would flatten them into the axis: it is named instead."""
-    from loadtest.report.answer_plots import CapacityLine, CapacityPoint, capacity_figure
+    from loadtest.report.charts.answers import CapacityLine, CapacityPoint, capacity_figure
 
     line = CapacityLine("cpu", "#1f77b4", 1, (CapacityPoint(25.0, 480.0, 520.0, False, False),
                                              CapacityPoint(50.0, 500.0, None, True, True)))

@@ -5,7 +5,7 @@ One mapping, configuration label -> colour (`config_colours`), is built once per
 so a configuration has the same colour in each. Within a colour, the load mode is the marker (closed loop: square,
 open loop: circle) and the request batch the line style (`series_style`).
 
-Not for: what a chart draws (`loadtest.report.plots`, `loadtest.report.answer_plots`).
+Not for: what a chart draws (`loadtest.report.charts.cells`, `loadtest.report.charts.answers`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The report's charts of cells, drawn with matplotlib's Agg backend and returned as PNG bytes.
 
 Each draws one line per series (device × batching profile × request batch size × load mode): its configuration's
-colour (`loadtest.report.chart_style.config_colours`), its load mode's marker and its request batch's line style,
+colour (`loadtest.report.charts.style.config_colours`), its load mode's marker and its request batch's line style,
 except the latency-vs-offered-load figure: one panel per configuration × request batch size, with the capacity a
 search found marked on it. Valid cells are filled markers joined by the line; invalid cells are hollow markers,
 failed cells are crosses at the foot of the axis: shown, never dropped. Legends sit under the panels.
 
-Not for: deciding what is valid (the sweep did), the charts of answers (`loadtest.report.answer_plots`) or laying
+Not for: deciding what is valid (the sweep did), the charts of answers (`loadtest.report.charts.answers`) or laying
 out the report (`loadtest.report.page`).
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from loadtest.evidence.records import CellResult
 from loadtest.evidence.vocab import CellStatus, LoadMode
-from loadtest.report.chart_style import (
+from loadtest.report.charts.style import (
     GREY,
     grid_shape,
     legend_below,

@@ -2,16 +2,16 @@
 
 Every chart takes its values from the records the tables print (the capacity against the objective from each
 search's `ObjectiveAnswer`s, as the objective table; the first screen's chart from each configuration's figures)
-and one mapping, configuration label -> colour (`loadtest.report.chart_style.config_colours`), built once here.
+and one mapping, configuration label -> colour (`loadtest.report.charts.style.config_colours`), built once here.
 matplotlib is imported only when a chart is drawn (it is slow to import).
 
-Not for: drawing (`loadtest.report.plots`, `loadtest.report.answer_plots`) or the page around the charts
+Not for: drawing (`loadtest.report.charts.cells`, `loadtest.report.charts.answers`) or the page around the charts
 (`loadtest.report.page`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from loadtest.evidence.records import CellResult
@@ -25,12 +25,14 @@ from loadtest.report.card.objective_costs import objective_curves
 from loadtest.report.configs import Config, config_of
 from loadtest.report.figures import Figures, ceiling_bars
 from loadtest.report.sections.objective_table import repeat_labels
+from loadtest.report.sections.shapes_table import TITLE as SHAPES_TITLE
 from loadtest.report.series import Series, load_level
+from loadtest.report.shape_sizing import ShapeCurve
 from loadtest.report.sizing.instances import Pricing
 
 if TYPE_CHECKING:
-    from loadtest.report.answer_plots import CapacityLine, CapacityPoint, RateCurve
-    from loadtest.report.plots import OfferedLine
+    from loadtest.report.charts.answers import CapacityLine, CapacityPoint, RateCurve
+    from loadtest.report.charts.cells import OfferedLine
 
 Labels = dict[Config, str]
 Colours = dict[str, str]  # configuration label -> its colour in every chart
@@ -38,7 +40,7 @@ Colours = dict[str, str]  # configuration label -> its colour in every chart
 
 def colours_of(labels: Labels) -> Colours:
     """The report's one configuration -> colour mapping, in `config_labels`' order."""
-    from loadtest.report.chart_style import config_colours
+    from loadtest.report.charts.style import config_colours
 
     return config_colours(labels.values())
 
@@ -50,7 +52,7 @@ def offered_lines(results: Sequence[CellResult], answers: Answers, labels: Label
                   p99_ms: float | None = None) -> list[OfferedLine]:
     """One latency-vs-offered-load panel per configuration × request batch with open-loop cells; the
     objectives drawn are those searched there, else `p99_ms` (the summary's lower bounds are at it)."""
-    from loadtest.report.plots import OfferedLine
+    from loadtest.report.charts.cells import OfferedLine
 
     groups: dict[tuple[Config, int], list[CellResult]] = {}
     for c in results:
@@ -69,7 +71,7 @@ def offered_lines(results: Sequence[CellResult], answers: Answers, labels: Label
 
 def rate_panels(answers: Answers, labels: Labels, colours: Colours) -> list[tuple[int, list[RateCurve], list[float]]]:
     """Per request batch: one curve per search (its pooled rates) and the objectives answered."""
-    from loadtest.report.answer_plots import RateCurve
+    from loadtest.report.charts.answers import RateCurve
 
     panels = []
     for batch in sorted({s.request_batch_size for s in answers.searches}):
@@ -83,7 +85,7 @@ def rate_panels(answers: Answers, labels: Labels, colours: Colours) -> list[tupl
 def capacity_lines(searches: Sequence[SearchAnswer], labels: Labels, colours: Colours) -> list[CapacityLine]:
     """The objective table's rows (`loadtest.report.sections.objective_table`: its labels, each search's answer at
     each objective, as its cell leads with it) as lines; objectives without a capacity are left out."""
-    from loadtest.report.answer_plots import CapacityLine
+    from loadtest.report.charts.answers import CapacityLine
 
     return [CapacityLine(name, colours[labels[s.config]], s.request_batch_size,
                          tuple(capacity_point(a) for a in s.objectives if a.capacity_rps is not None))
@@ -93,7 +95,7 @@ def capacity_lines(searches: Sequence[SearchAnswer], labels: Labels, colours: Co
 def capacity_point(at: ObjectiveAnswer) -> CapacityPoint:
     """The figures a table cell prints (`answers.figure_text.capacity_text`): the confirmed capacity, and the pass
     above it, each a lower bound where that figure carries the "≥"."""
-    from loadtest.report.answer_plots import CapacityPoint
+    from loadtest.report.charts.answers import CapacityPoint
 
     assert at.capacity_rps is not None
     bounded = at.bound != Bound.NONE
@@ -111,7 +113,7 @@ def target_rates(targets: Iterable[Target]) -> list[tuple[int, float, float]]:
 
 def capacity_chart(answers: Answers, labels: Labels, colours: Colours, targets: Sequence[Target]) -> list[Figure]:
     """Capacity against the p99 objective, per configuration, the objective table's values; [] without one."""
-    from loadtest.report import answer_plots
+    from loadtest.report.charts import answers as answer_plots
 
     rates = target_rates(targets)
     png = answer_plots.capacity_figure(capacity_lines(answers.searches, labels, colours), rates)
@@ -130,7 +132,8 @@ def capacity_chart(answers: Answers, labels: Labels, colours: Colours, targets: 
 def curves(results: Sequence[CellResult], answers: Answers, labels: Labels, colours: Colours, series: list[Series],
            series_names: list[str], p99_ms: float, targets: Sequence[Target]) -> list[Figure]:
     """The charts after the answer: capacity against the objective, the searches' rates, then the cells'."""
-    from loadtest.report import answer_plots, plots
+    from loadtest.report.charts import answers as answer_plots
+    from loadtest.report.charts import cells as plots
 
     series_colours = [colours[labels[config_of(s.cells[0])]] for s in series]
     offered_png = plots.offered_latency_figure(offered_lines(results, answers, labels, colours, p99_ms))
@@ -170,7 +173,7 @@ def objective_chart(answers: Answers, card: Card | None, pricing: Pricing | None
                     targets: Sequence[Target] | None, p99_ms: float | None) -> Figure | None:
     """Below a card for buying: each target's USD/h per device against the p99 objective; None otherwise (the
     capacities are `capacity_chart`'s, per configuration)."""
-    from loadtest.report import answer_plots
+    from loadtest.report.charts import answers as answer_plots
 
     if card is None or not card.for_buying or pricing is None:
         return None
@@ -188,7 +191,7 @@ def ceiling_chart(figures: dict[tuple[Config, int], Figures], answers: Answers, 
                   colours: Colours) -> Figure | None:
     """The first screen's chart: each searched configuration's answer as a share of the device alone (its
     `Figures.served`), in its configuration's colour; None without a capacity search."""
-    from loadtest.report import answer_plots
+    from loadtest.report.charts import answers as answer_plots
 
     bars = ceiling_bars(figures, answers)
     if not bars:
@@ -201,3 +204,22 @@ def ceiling_chart(figures: dict[tuple[Config, int], Figures], answers: Answers, 
                   "end, the lowest rate shown to fail; the dashed line is 50%). A short bar: the serving path, "
                   "not the device, bounded that answer." + unmeasured,
                   answer_plots.ceiling_figure(bars, [colours[labels[b.config]] for b in bars]))
+
+
+def shapes_chart(curves: Sequence[ShapeCurve], labels: Mapping[Config, str], colours: Mapping[str, str]
+                  ) -> Figure | None:
+    """Capacity against cores per replica, one line per family, request batch and objective, each shape in its
+    configuration's colour (`colours`: configuration label -> colour, as every chart), with the perfect-linear line
+    from its 1-core capacity; None without a shape sweep."""
+    from loadtest.report.charts import cells as plots
+
+    drawn = [c for c in curves if any(p.capacity_rps for p in c.points)]
+    if not drawn:
+        return None
+    named = [[(labels[p.config], colours[labels[p.config]]) for p in c.points] for c in drawn]
+    return Figure(f"{SHAPES_TITLE}: capacity against cores per replica",
+                  "Per configuration family, request batch and objective (a dark line, its marker naming the family): "
+                  "each shape's capacity, in its configuration's colour as in every chart (the whisker reaches "
+                  "the lowest rate above it shown to fail; hollow, without one: a lower bound, it shared the load "
+                  "generator's cores or the load generator was the limit) and, dashed, linear from its 1-core capacity "
+                  "(k × capacity at 1 core).", plots.shapes_figure(drawn, named))
