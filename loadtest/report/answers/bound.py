@@ -18,7 +18,7 @@ A capacity is the device's only if the device was what stopped it. Two ways to t
   Otherwise nothing is said: a busy device is not proof that the device bounded it.
 
 Pure functions over `CellResult`s. Not for: where each request's time went
-(`loadtest.report.sections.request_time`) or the headline's other sentences (`loadtest.report.headline`).
+(`loadtest.report.sections.request_time`) or the findings' other sentences (`loadtest.report.findings`).
 """
 
 from __future__ import annotations

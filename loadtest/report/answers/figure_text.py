@@ -12,6 +12,7 @@ Pure functions. Not for: the answers themselves (`loadtest.report.answers.answer
 from __future__ import annotations
 
 from loadtest.judge.objectives import Bound, ObjectiveAnswer
+from loadtest.report.answers.answers import SearchAnswer, lower_bound
 from loadtest.report.formatting import number as fmt
 
 
@@ -44,6 +45,17 @@ def figure_only(at: ObjectiveAnswer | None) -> str:
     if at is None or at.confirmed_rps is None or at.passed_rps is None:
         return capacity_text(at)
     return f"{fmt(at.confirmed_rps)} confirmed"
+
+
+def search_capacity(s: SearchAnswer) -> str:
+    """A search's capacity as the findings and the answer table print it: `675.0`, or `≥ 687.2` where its figure is
+    a lower bound (`search_rps` adds why)."""
+    return f"{'≥ ' if lower_bound(s) else ''}{fmt(s.capacity_rps)}"
+
+
+def search_rps(s: SearchAnswer) -> str:
+    """`675.0 req/s`, or a lower bound with why: `≥ 687.2 req/s: the search stopped`."""
+    return f"{search_capacity(s)} req/s{reason(s.bound) if lower_bound(s) else ''}"
 
 
 def range_text(rate: float | None, upper_rps: float | None, bound: Bound) -> str:

@@ -216,7 +216,7 @@ def findings_say(lines) -> dict[str, tuple[str, bool | None]]:
 
 
 def table_says(summary) -> dict[str, tuple[str, bool | None]]:
-    """The answer table's gain and GPU/CPU columns (`headline.device_table`): per ratio its value ("—" for none)."""
+    """The answer table's gain and GPU/CPU columns (`answer_table.device_table`): per ratio its value ("—" for none)."""
     table = summary.tables[0]
     gain, across = table.header.index("batching gain over off"), table.header.index("GPU/CPU")
     out: dict[str, tuple[str, bool | None]] = {}
