@@ -30,33 +30,14 @@ from dataclasses import dataclass, field, replace
 
 from loadtest.evidence.records import CellResult
 from loadtest.judge.goals import Target
-from loadtest.report.answers.answers import (
-    Answers,
-    DeviceAnswer,
-    SearchAnswer,
-    answer,
-    capacity,
-    lower_bound,
-    typical,
-)
-from loadtest.report.answers.figure_text import capacity_text, figure_only
-from loadtest.report.answers.paired import GPU_CPU, PairedRatio, by_key, paired_ratios
-from loadtest.report.answers.ratios import (
-    TIE,
-    gain_key,
-    gain_no_difference,
-    gain_value,
-    gpu_cpu_no_difference,
-    gpu_cpu_value,
-    has_figure,
-    is_paired,
-)
+from loadtest.report.answers.answers import Answers, answer
+from loadtest.report.answers.paired import PairedRatio, by_key, paired_ratios
 from loadtest.report.answers.tool_ceiling import NAME as TOOL_CEILING
-from loadtest.report.answers.verdict import verdict_in
 from loadtest.report.blocks import DEVICES
+from loadtest.report.card.comparison import comparison_line, setup_settled
 from loadtest.report.card.decision import run_next, server_flags, stand_in_again
-from loadtest.report.card.objective_costs import answers_by_objective
 from loadtest.report.card.records import CardRow
+from loadtest.report.card.rows import card_row, devices_at
 from loadtest.report.card.words import (
     AT_MOST,
     BOUNDED_BY,
@@ -66,19 +47,14 @@ from loadtest.report.card.words import (
     SHARED_CORES,
     STAND_IN,
     TERMS,
-    UNPAIRED,
     UPPER_END,
     memory_note,
 )
 from loadtest.report.card.words import title as card_title
 from loadtest.report.configs import Config, models_named
-from loadtest.report.device_use import busy_text
 from loadtest.report.formatting import money
 from loadtest.report.formatting import number as fmt
-from loadtest.report.shape_sizing import UNKNOWN_REPLICA, sized_on
-from loadtest.report.sizing.fleet import CapacityRange, capacity_range, fleet, moved_words, sizing_line
 from loadtest.report.sizing.instances import Pricing, with_replicas
-from serving.endpoint import ServerKind
 
 HEADER = ("target", "device", "best setup", "capacity req/s", "p99 upper estimate ms", BOUNDED_BY)
 PRICED_HEADER = ("boxes", "USD/h", "USD per million requests")
@@ -205,10 +181,10 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
     ratios: dict = {}
     nexts: list[str] = []
     for target in targets:
-        here = _devices_at(answers, target)
-        found = [_setup_settled(_row(target, d, pricing, answers), answers, paired) for d in here]
+        here = devices_at(answers, target)
+        found = [setup_settled(card_row(target, d, pricing, answers), answers, paired) for d in here]
         rows += found
-        line = _comparison(target, here, found, paired, ratios, answers)
+        line = comparison_line(target, here, found, paired, ratios, answers)
         if line:
             comparisons.append(line)
         if not _target_for_buying(found) and here:
@@ -230,86 +206,8 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
                 pricing.prices.currency if pricing else "USD", priced, ratios)
 
 
-def _devices_at(answers: Answers, target: Target) -> list[DeviceAnswer]:
-    """Each device's answer at the target's objective and request batch: a search's own, else from its cells."""
-    by_key = answers_by_objective(answers)
-    return [by_key[key] for key in sorted(by_key) if key[1:] == (target.batch, target.p99_objective_ms)]
-
-
 def _configs(answers: Answers) -> list[Config]:
     return list(dict.fromkeys(s.config for s in answers.searches))
-
-
-def _setup(config: Config) -> str:
-    return f"batching on (profile {config.batching_profile})" if config.batching_on else "batching off"
-
-
-def _higher(d: DeviceAnswer, best: SearchAnswer) -> str:
-    """Every other setup on the device whose table cell at this objective shows more than `best`'s figure, named
-    (a higher unconfirmed pass never left out): `batching on (profile cpu) 874.5 passed`."""
-    top = capacity(best)
-    shown = [(s, r) for s in typical(d.searches) if s.config != best.config
-             for r in (s.passed_rps, s.capacity_rps) if r is not None and r > top]
-    return "; ".join(f"{_setup(s.config)} {fmt(r)} {'confirmed' if r == s.capacity_rps else 'passed'}"
-                     for s, r in sorted(shown, key=lambda sr: -sr[1]))
-
-
-def _row(target: Target, d: DeviceAnswer, pricing: Pricing | None, answers: Answers) -> CardRow:
-    """One row: its best answer, what bounded it (`verdict_in`, the one verdict) and its tool ceiling; boxes and
-    prices where confirmed: a range where for buying, else the most a server at least this fast needs."""
-    best = sized_on(d, target, pricing)
-    if best is None or best.figure_rps is None:
-        return CardRow(target, d.device, "", None, None, False, None, "", None, False,
-                       why_not=f"none passed p99 ≤ {target.p99_objective_ms:g} ms")
-    verdict = verdict_in(best, answers)
-    capacities = capacity_range(best, d.searches)
-    repeated = capacities is not None and capacities.repeats > 1
-    row = CardRow(target, d.device, _setup(best.config), best.figure_rps, best.upper_rps, lower_bound(best),
-                  best.estimate_ms,
-                  busy_text(best.server_cpu_percent, best.gpu_utilization_percent, best.server_cpu_cores),
-                  verdict.served.share if verdict.served else None, False,
-                  state=capacity_text(best.at), figure=figure_only(best.at), higher=_higher(d, best),
-                  replica_cores=best.shape.cores if best.shape else None,
-                  shared_cores=bool(best.shape and best.shape.shares_loadgen), bounded=verdict.bounded.value,
-                  verdict=verdict.text(), tool_ceiling=verdict.ceiling.value(),
-                  bounded_by=verdict.with_ceiling_text(), at_most=not verdict.for_buying,
-                  repeats=capacities.repeats if capacities else 1,
-                  range_rps=(capacities.low_rps, capacities.high_rps) if capacities and repeated else None,
-                  moved=moved_words(capacities) if capacities and capacities.moved else "",
-                  stand_in=best.config.kind != ServerKind.CONTAINER,
-                  confirmed=best.at is not None and best.at.confirmed_rps is not None)
-    if not verdict.confirmed or not best.met:
-        return replace(row, why_not=verdict.text())
-    if pricing is None or not target.rate_rps or capacities is None:
-        return replace(row, why_not="no target rate")
-    return _priced(row, best, capacities, target, pricing)
-
-
-def _priced(row: CardRow, best: SearchAnswer, capacities: CapacityRange, target: Target, pricing: Pricing) -> CardRow:
-    """Boxes over the capacity's range (`loadtest.report.sizing.fleet`: fewest at its top, most at its bottom),
-    priced at the capacity (of repeats, the typical one); a replica no instance holds gets no price."""
-    assert target.rate_rps is not None
-    replica = pricing.replicas.get(best.config, UNKNOWN_REPLICA)
-    boxes = fleet(target.rate_rps, capacities, pricing.headroom, target.rate_rps * target.batch, pricing.prices,
-                  best.config, replica, spare=pricing.spare, at_most=row.at_most)  # not for buying: range's bottom
-    at = boxes.priced
-    if at.refused or at.costs.per_hour is None:
-        return replace(row, why_not="not priced", refused=at.refused or "the price list has no price for it")
-    per_hour = at.costs.per_hour
-    return replace(row, for_buying=not row.at_most, boxes=(boxes.fewest, boxes.most),
-                   instance=at.placement.instance.name if at.placement else "", usd_per_hour=per_hour,
-                   per_instance=at.placement.per_instance if at.placement and row.replica_cores else None,
-                   usd_per_m_requests=per_hour / (target.rate_rps * 3600.0) * 1e6,
-                   usd_per_m_images=at.costs.per_million, spare=pricing.spare,
-                   memory_counted=bool(at.placement and at.placement.memory_counted),
-                   sizing=sizing_line(boxes, replica, _busy_cores(best)))
-
-
-def _busy_cores(best: SearchAnswer) -> float | None:
-    """How many of its cores the server kept busy at its answer: its CPU % of the cores it could use."""
-    if best.server_cpu_percent is None or best.server_cpu_cores is None:
-        return None
-    return best.server_cpu_percent / 100.0 * best.server_cpu_cores
 
 
 def _idle_replicas(rows: Sequence[CardRow]) -> bool:
@@ -320,73 +218,6 @@ def _idle_replicas(rows: Sequence[CardRow]) -> bool:
 def _target_for_buying(rows: Sequence[CardRow]) -> bool:
     """A target is for buying when its cheapest priced row is (every priced row is: prices only go where it is)."""
     return any(r.for_buying for r in rows)
-
-
-def _comparison(target: Target, here: Sequence[DeviceAnswer], rows: Sequence[CardRow],
-                paired: Mapping[tuple, PairedRatio], ratios: dict, answers: Answers) -> str:
-    """One line: across devices (the cheaper and by how much where both are priced, else GPU/CPU with its range),
-    then batching on ÷ off per device, each figure once and the one value every table gives it
-    (`loadtest.report.answers.ratios`)."""
-    where = f"{target.p99_objective_ms:g} ms, {target.batch} image{'s' if target.batch > 1 else ''}"
-    batch, objective = target.batch, target.p99_objective_ms
-    parts = []
-    priced = {r.device: r for r in rows if r.usd_per_m_requests and r.for_buying}  # never a "≤" row's price
-    across = gpu_cpu_value(answers, paired, batch, objective)
-    if len(priced) == 2:
-        cheap, dear = sorted(priced.values(), key=lambda r: r.usd_per_m_requests or 0.0)
-        times = (dear.usd_per_m_requests or 0.0) / (cheap.usd_per_m_requests or 1.0)
-        parts.append(f"{DEVICES[cheap.device]} ×{times:.2f} cheaper a request" if times >= 1.005 else
-                     "CPU and GPU cost the same a request")
-        ratios[f"cheaper at {where}"] = {"device": cheap.device, "ratio": round(times, 4)}
-    elif has_figure(across):
-        key = (GPU_CPU, batch, objective)
-        same = gpu_cpu_no_difference(answers, paired, batch, objective)
-        parts.append(f"GPU/CPU {_verdict(same)}{across}{'' if is_paired(paired, key) else UNPAIRED}")
-        ratios[f"GPU/CPU at {where}"] = _record(across, paired.get(key), same)
-    gains = []
-    for d in here:
-        value = gain_value(answers, paired, d.device, batch, objective)
-        if has_figure(value):
-            key = gain_key(d.device, batch, objective)
-            same = gain_no_difference(answers, paired, d.device, batch, objective)
-            gains.append(f"{DEVICES.get(d.device, d.device)} {_verdict(same)}{value}"
-                         f"{'' if is_paired(paired, key) else UNPAIRED}")
-            ratios[f"batching gain on {d.device} at {where}"] = _record(value, paired.get(key), same)
-    if gains:
-        parts.append("batching: " + ", ".join(gains))
-    if not parts:
-        return ""
-    line = f"{where}: " + "; ".join(parts)
-    if line.count(UNPAIRED) == len(gains) + ("GPU/CPU" in line) and UNPAIRED in line:  # all of it: said once
-        return line.replace(UNPAIRED, "") + " (not paired)."
-    return line + "."
-
-
-def _verdict(same: bool) -> str:
-    return f"{TIE} " if same else ""
-
-
-def _record(value: str, compared: PairedRatio | None, same: bool) -> dict:
-    """figures.json's (and device-run.json's) record of a ratio: the value as printed, whether its range holds ×1.0,
-    and its paired figures."""
-    if compared is None or compared.ratio is None:
-        return {"value": value, "paired": False, "no_difference": same}
-    return {"value": value, **_ratio_record(compared)}
-
-
-def _setup_settled(row: CardRow, answers: Answers, paired: Mapping[tuple, PairedRatio]) -> CardRow:
-    """The row's best setup, and where the device's batching gain holds ×1.0, that the other setup is no measurably
-    different: `batching off (tie with batching on)`, so a best setup is never read off a tie."""
-    target = row.target
-    if not row.setup or not gain_no_difference(answers, paired, row.device, target.batch, target.p99_objective_ms):
-        return row
-    other = "batching off" if row.setup.startswith("batching on") else "batching on"
-    return replace(row, setup=f"{row.setup} ({TIE} with {other})")
-
-
-def _ratio_record(compared: PairedRatio) -> dict:
-    return {"ratio": compared.ratio, "low": compared.low, "high": compared.high, "paired": compared.paired,
-            "repeats": len(compared.repeats), "no_difference": compared.no_difference}
 
 
 __all__ = ["Card", "CardRow", "Target", "card_for", "card_of", "targets_of"]
