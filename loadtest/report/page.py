@@ -6,21 +6,14 @@ offline), `report.md`, and the figures of every configuration (`figures.csv`, `f
 `loadtest.report.figures`, the same values the tables print) beside the first results file, under
 new names (`report-2.html`, `figures-2.csv`, ...) when earlier reports exist: nothing is overwritten.
 
-Order: first the answer (`loadtest.report.headline`: the batching gain and capacity under the
-objective per device, or plainly that no capacity search was run), then the curves
-(`loadtest.report.charts.assembly`: capacity against the objective, latency vs offered load with the capacity
-found, throughput vs load, latency vs throughput, server batch sizes; after a shape sweep, the replica
-shapes: `loadtest.report.sections.shapes_table`), then the
-details (`loadtest.report.sections.details`), among them what was measured, stated once
-per configuration. Invalid and failed cells are drawn hollow or as crosses and listed with their
-reasons, never dropped.
+The report is built once (`loadtest.report.build`: the answer first, then the charts, then the details); this
+module renders and writes it.
 
 The HTML page is rendered from a Jinja2 template (`templates/report.html.j2`, autoescaped); the
 Markdown summary is written directly (it is a file format of its own, not a drawn table).
 
-Not for: sizing (`loadtest.report.sizing.size`, whose arithmetic the answer's replicas and cost use),
-grouping into series (`loadtest.report.series`), what each chart draws (`loadtest.report.charts.assembly`) or
-measuring anything.
+Not for: building the report (`loadtest.report.build`), sizing (`loadtest.report.sizing.size`, whose arithmetic the
+answer's replicas and cost use), what each chart draws (`loadtest.report.charts.assembly`) or measuring anything.
 
     mnist-bench report RESULTS.jsonl... [--compare OTHER.jsonl...] [--out DIR]
 """
@@ -31,88 +24,20 @@ import base64
 import itertools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 import jinja2
 
-from loadtest.evidence.records import CellResult
-from loadtest.evidence.vocab import CellStatus
 from loadtest.judge.goals import Target
-from loadtest.report.answers.answers import answer
 from loadtest.report.blocks import Figure, Table
-from loadtest.report.card.card import targets_of
-from loadtest.report.charts.assembly import ceiling_chart, colours_of, curves, objective_chart, shapes_chart
-from loadtest.report.configs import config_labels, config_of
-from loadtest.report.figures import Figures, console_lines, csv_text, figures_of
-from loadtest.report.glossary import glossary_table, glossed, header_link
-from loadtest.report.headline import DEFAULT_P99_MS, Summary, lead_of, summarise
-from loadtest.report.sections import details, noise_table, request_time, versions_table
-from loadtest.report.sections.objective_table import rates_table
-from loadtest.report.sections.shapes_table import shapes_table
-from loadtest.report.series import group_series, read_all, usable
-from loadtest.report.shape_sizing import ShapePoint, shape_curves
+from loadtest.report.build import Report, build_report
+from loadtest.report.figures import console_lines, csv_text
+from loadtest.report.glossary import glossed, header_link
+from loadtest.report.headline import DEFAULT_P99_MS
+from loadtest.report.series import read_all
 from loadtest.report.sizing import size
 from loadtest.report.sizing.instances import SPARE_INSTANCES, Pricing
 from loadtest.report.sizing.prices import DEFAULT_PRICES, load_prices
-
-
-@dataclass(frozen=True)
-class Report:
-    title: str
-    summary: Summary  # the answer: first screen of the page, first lines of the summary
-    intro: tuple[str, ...]
-    blocks: tuple[Table | Figure, ...] = field(default_factory=tuple)
-    figures: tuple[Figures, ...] = ()  # per configuration and request batch: what figures.csv and .json carry
-    shapes: tuple[ShapePoint, ...] = ()  # each replica shape measured (a shape sweep): figures.json's "shapes"
-
-
-# ----------------------------------------------------------------------------- assembly
-
-
-def build_report(results: Sequence[CellResult], compare: Sequence[CellResult] = (), sources: Sequence[Path] = (),
-                 *, p99_ms: float | None = None, pricing: Pricing | None = None,
-                 targets: Sequence[Target] | None = None, spare: int = SPARE_INSTANCES) -> Report:
-    """Every table and figure of the report, computed once; rendering only formats them."""
-    answers = answer(results)
-    labels = config_labels(config_of(c) for c in results)
-    series = group_series(results)
-    names = details.series_labels(series, labels)
-    objective = p99_ms if p99_ms is not None else DEFAULT_P99_MS
-    shapes = shape_curves(answers.searches)
-    colours = colours_of(labels)
-    drawn = targets or targets_of(answers, pricing, p99_ms)
-    blocks: list[Table | Figure] = [*curves(results, answers, labels, colours, series, names, objective, drawn),
-                                    *(b for b in (shapes_table(shapes), shapes_chart(shapes, labels, colours)) if b)]
-    if answers.searches:
-        blocks.append(details.searches_table(answers.searches, labels, answers.ceilings))
-        rates = rates_table(answers, labels)
-        blocks += [rates] if rates else []
-    figures = figures_of(results, answers, labels)
-    blocks.append(request_time.request_time_table(figures))
-    objectives = answers.objectives_ms() or (objective,)
-    blocks.append(noise_table.noise_table(results, labels, objectives))
-    blocks += [details.configurations_table(results, labels), details.peak_table(series, names, labels, figures),
-               details.cells_table(series, names, only_unusable=True)]
-    if compare:
-        blocks.append(details.compare_table(results, compare))
-    blocks += [details.cells_table(series, names, only_unusable=False), glossary_table(labels)]
-    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    intro = (f"Generated {now} from {', '.join(str(p) for p in sources) or 'results'}"
-             f" ({len(results)} cells in {len(series)} series, {len(labels)} configuration(s), "
-             f"{len(answers.searches)} capacity search(es)"
-             f"{f'; compared with {len(compare)} cells' if compare else ''}).",
-             f"{sum(usable(c) for c in results)} valid, "
-             f"{sum(c.status == CellStatus.OK and not usable(c) for c in results)} invalid, "
-             f"{sum(c.status != CellStatus.OK for c in results)} failed cells.",
-             *versions_table.notes(results))  # a model written by a newer TensorFlow than its server, or unknown
-    summary = summarise(results, answers, labels, p99_ms, pricing, figures, targets)
-    summary = replace(summary, lead=lead_of(summary.headline), chart=ceiling_chart(figures, answers, labels, colours),
-                      cost_chart=objective_chart(answers, summary.card, pricing, targets, p99_ms))
-    return Report("Inference load test report", summary, intro, tuple(blocks), tuple(figures.values()),
-                  tuple(p for c in shapes for p in c.points))
-
 
 # ----------------------------------------------------------------------------- rendering
 

@@ -1,12 +1,13 @@
-"""The report's charts assembled: which records each draws, in which configuration's colour, under which caption.
+"""The report's charts below its first screen assembled: which records each draws, in which configuration's colour,
+under which caption.
 
 Every chart takes its values from the records the tables print (the capacity against the objective from each
-search's `ObjectiveAnswer`s, as the objective table; the first screen's chart from each configuration's figures)
-and one mapping, configuration label -> colour (`loadtest.report.charts.style.config_colours`), built once here.
-matplotlib is imported only when a chart is drawn (it is slow to import).
+search's `ObjectiveAnswer`s, as the objective table) and one mapping, configuration label -> colour
+(`loadtest.report.charts.style.config_colours`), built once here. matplotlib is imported only when a chart is drawn
+(it is slow to import).
 
-Not for: drawing (`loadtest.report.charts.cells`, `loadtest.report.charts.answers`) or the page around the charts
-(`loadtest.report.page`).
+Not for: the first screen's charts (`loadtest.report.charts.first_screen`), drawing (`loadtest.report.charts.cells`,
+`loadtest.report.charts.answers`) or the page around the charts (`loadtest.report.build`).
 """
 
 from __future__ import annotations
@@ -20,15 +21,11 @@ from loadtest.judge.goals import Target
 from loadtest.judge.objectives import Bound, ObjectiveAnswer
 from loadtest.report.answers.answers import Answers, SearchAnswer
 from loadtest.report.blocks import Figure
-from loadtest.report.card.card import Card, targets_of
-from loadtest.report.card.objective_costs import objective_curves
 from loadtest.report.configs import Config, config_of
-from loadtest.report.figures import Figures, ceiling_bars
 from loadtest.report.sections.objective_table import repeat_labels
 from loadtest.report.sections.shapes_table import TITLE as SHAPES_TITLE
 from loadtest.report.series import Series, load_level
 from loadtest.report.shape_sizing import ShapeCurve
-from loadtest.report.sizing.instances import Pricing
 
 if TYPE_CHECKING:
     from loadtest.report.charts.answers import CapacityLine, CapacityPoint, RateCurve
@@ -167,43 +164,6 @@ def curves(results: Sequence[CellResult], answers: Answers, labels: Labels, colo
                if batch_png else "No server-side batch sizes were recorded in these results (the server exposed "
                "no batching metrics).", batch_png),
     ]
-
-
-def objective_chart(answers: Answers, card: Card | None, pricing: Pricing | None,
-                    targets: Sequence[Target] | None, p99_ms: float | None) -> Figure | None:
-    """Below a card for buying: each target's USD/h per device against the p99 objective; None otherwise (the
-    capacities are `capacity_chart`'s, per configuration)."""
-    from loadtest.report.charts import answers as answer_plots
-
-    if card is None or not card.for_buying or pricing is None:
-        return None
-    curves = objective_curves(answers, targets or targets_of(answers, pricing, p99_ms), pricing, True)
-    figure = answer_plots.objective_figure(curves, f"{pricing.prices.currency}/h")
-    if figure is None:
-        return None
-    return Figure("USD/h for each target at each p99 objective", "Per target and device, at each p99 objective the "
-                  "cells answer: what the best setup's boxes for the target's rate cost an hour (the card's "
-                  "arithmetic). Greys: a device's best setup, which may be another configuration at each objective.",
-                  figure)
-
-
-def ceiling_chart(figures: dict[tuple[Config, int], Figures], answers: Answers, labels: Labels,
-                  colours: Colours) -> Figure | None:
-    """The first screen's chart: each searched configuration's answer as a share of the device alone (its
-    `Figures.served`), in its configuration's colour; None without a capacity search."""
-    from loadtest.report.charts import answers as answer_plots
-
-    bars = ceiling_bars(figures, answers)
-    if not bars:
-        return None
-    unmeasured = " The device alone was not measured here, so there is no share to draw." \
-        if all(b.share is None for b in bars) else ""
-    return Figure("What the server served, against the device alone",
-                  "Per configuration and request batch: images/s served at its answer as a share of the model alone "
-                  "on the device at the batch the server ran (linear, from 0; the whisker reaches the answer's upper "
-                  "end, the lowest rate shown to fail; the dashed line is 50%). A short bar: the serving path, "
-                  "not the device, bounded that answer." + unmeasured,
-                  answer_plots.ceiling_figure(bars, [colours[labels[b.config]] for b in bars]))
 
 
 def shapes_chart(curves: Sequence[ShapeCurve], labels: Mapping[Config, str], colours: Mapping[str, str]

@@ -22,6 +22,7 @@ from loadtest.evidence.cell_parts import ServerResources
 from loadtest.evidence.records import CellResult
 from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import answer
+from loadtest.report.build import build_report
 from loadtest.report.card.capacity_table import capacity_row
 from loadtest.report.card.card import card_for
 from loadtest.report.card.sizing_table import HEADER, sizing_table
@@ -139,7 +140,7 @@ def test_the_sizing_table_sits_under_the_cards_terms_and_the_formula_is_not_repe
 
     cells = one_core(rates(server("cpu-cpu", "cpu"), 500.0, "s1"))
     book = prices(tmp_path, SMALL_2)
-    md = page.render_markdown(page.build_report(cells, pricing=Pricing(4000.0, 0.2, load_prices(book), spare=1),
+    md = page.render_markdown(build_report(cells, pricing=Pricing(4000.0, 0.2, load_prices(book), spare=1),
                                                 targets=[TARGET]), "report.html")
     terms, table, findings = (md.index("## Terms of the card"), md.index("## Sizing: the card's boxes, worked"),
                               md.index("## Findings"))
@@ -148,6 +149,6 @@ def test_the_sizing_table_sits_under_the_cards_terms_and_the_formula_is_not_repe
     # small-2 holds 2 by cores; memory not recorded: not counted; 10 replicas -> 5 + 1 instances, 1.20 USD/h
     assert "| 4,000 req/s · p99 ≤ 10 ms · 1 image | CPU | small-2 | 2 | — | 2 (binding) | not counted | — | 10 | " \
            "5 + 1 | 1.20 |" in md
-    html = page.render_html(page.build_report(cells, pricing=Pricing(4000.0, 0.2, load_prices(book), spare=1),
+    html = page.render_html(build_report(cells, pricing=Pricing(4000.0, 0.2, load_prices(book), spare=1),
                                               targets=[TARGET]))
     assert html.index('id="card-terms"') < html.index('id="card-sizing"') < html.index("<h2>Findings</h2>")

@@ -22,6 +22,7 @@ from loadtest.evidence.search_tag import ShapeTag
 from loadtest.judge.goals import Target
 from loadtest.report import page as report
 from loadtest.report.answers.answers import answer
+from loadtest.report.build import build_report
 from loadtest.report.card.capacity_table import capacity_row
 from loadtest.report.card.card import card_for
 from loadtest.report.card.objective_costs import objective_curves
@@ -217,7 +218,7 @@ def test_without_a_one_core_shape_there_is_no_efficiency():
 
 def test_the_report_has_the_section_and_figures_json_each_point(tmp_path):
     cells = shape_run({1: 500.0, 2: 900.0})
-    built = report.build_report(cells, pricing=pricing(cells, prices_of(tmp_path, 0.10, 0.18)))
+    built = build_report(cells, pricing=pricing(cells, prices_of(tmp_path, 0.10, 0.18)))
     page = report.render_html(built)
     assert "Replica shapes" in page and "Replica shapes: capacity against cores per replica" in page
     assert "## Replica shapes" in report.render_markdown(built, "report.html")
@@ -241,7 +242,7 @@ def test_the_shapes_chart_draws_each_shape_in_its_configurations_colour(tmp_path
     colours = colours_of(config_labels(config_of(c) for c in cells))
     plt.close("all")
     monkeypatch.setattr(plt, "close", lambda *_: None)
-    report.build_report(cells)
+    build_report(cells)
     [fig] = [plt.figure(n) for n in plt.get_fignums() if plt.figure(n).axes[0].get_xlabel() == "cores per replica"]
     points = [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) == 1 and line.get_marker() == "o"]
     assert {(int(p.get_xdata()[0]), to_hex(p.get_color())) for p in points} == \
@@ -251,7 +252,7 @@ def test_the_shapes_chart_draws_each_shape_in_its_configurations_colour(tmp_path
 
 
 def test_an_unswept_report_has_no_shapes():
-    built = report.build_report(rates(server("cpu-off", "off"), 500.0, "s1"))
+    built = build_report(rates(server("cpu-off", "off"), 500.0, "s1"))
     assert "Replica shapes" not in report.render_html(built) and "shapes" not in json.loads(report.figures_json(built))
 
 

@@ -195,7 +195,8 @@ def test_the_card_row_the_findings_and_figures_json_carry_one_verdict():
     this test compared the card's row with its own dict, and read neither the findings nor figures.json)."""
     import json
 
-    from loadtest.report.page import build_report, figures_json
+    from loadtest.report.build import build_report
+    from loadtest.report.page import figures_json
 
     cells = with_twin(confirmed(CONTAINER, 1000.0))
     card, row, shown = row_of(cells)

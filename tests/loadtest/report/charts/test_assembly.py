@@ -21,6 +21,7 @@ from matplotlib.transforms import Bbox
 
 from loadtest.report import page
 from loadtest.report.answers.answers import answer
+from loadtest.report.build import Report
 from loadtest.report.charts.assembly import capacity_lines, colours_of
 from loadtest.report.configs import config_labels, config_of
 from loadtest.report.figures import ceiling_bars, figures_of
@@ -33,7 +34,7 @@ from tests.support.paths import ANALYSIS_FIXTURES as FIXTURES
 REPORTS = {"h100-run": None, "h200-paired": None, "capacity-run": 5000.0}
 
 
-def report_figures(run: str, target_rps: float | None) -> tuple[page.Report, list[Figure]]:
+def report_figures(run: str, target_rps: float | None) -> tuple[Report, list[Figure]]:
     """The report of a fixture and every matplotlib figure it drew, left open (`png` closes them otherwise)."""
     plt.close("all")
     with mock.patch.object(plt, "close", lambda *_: None):
@@ -43,7 +44,7 @@ def report_figures(run: str, target_rps: float | None) -> tuple[page.Report, lis
 
 
 @pytest.fixture(scope="module", params=sorted(REPORTS))
-def drawn(request) -> Iterator[tuple[str, page.Report, list[Figure]]]:
+def drawn(request) -> Iterator[tuple[str, Report, list[Figure]]]:
     report, figures = report_figures(request.param, REPORTS[request.param])
     yield request.param, report, figures
     plt.close("all")

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from loadtest.evidence.provenance_record import Provenance
 from loadtest.report import page as report
+from loadtest.report.build import build_report
 from loadtest.report.sections import versions_table
 from tests.loadtest.report import handmade
 
@@ -52,8 +53,8 @@ def test_older_records_read_the_plans_models_dir_when_it_is_here(tmp_path):
 
 def test_the_report_shows_the_note_under_its_intro():
     cells = [served_by({**OLD_IMAGE, "model_tensorflow": "2.21.0"})]
-    built = report.build_report(cells)
+    built = build_report(cells)
     assert built.intro[-1].startswith("Warning: model mnist version 1 was written by TensorFlow 2.21.0")
     assert built.intro[-1] in report.render_markdown(built, "report.html")
-    silent = report.build_report([served_by({"image": "tensorflow/serving:2.21.0", "model_tensorflow": "2.21.0"})])
+    silent = build_report([served_by({"image": "tensorflow/serving:2.21.0", "model_tensorflow": "2.21.0"})])
     assert not any("TensorFlow" in line for line in silent.intro)
