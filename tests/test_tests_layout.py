@@ -60,6 +60,7 @@ CROSS = {
     "tests/support/test_reruns.py": "the reruns plugin on a real pytest run in a subprocess",
     "tests/test_clock_use.py": "every unit and untimed test, read for clocks and sleeps",
     "tests/test_layout_doc.py": "docs/layout.md against every module of serving/ and loadtest/",
+    "tests/test_report_imports.py": "every module of loadtest/report/, counted for the project's modules it imports",
     "tests/test_tests_layout.py": "tests/ against the source tree",
 }
 
