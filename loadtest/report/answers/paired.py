@@ -61,6 +61,33 @@ class RepeatRatio:
             return f"— {self.reason}"
         return ratio_value(self.ratio, self.low, self.high)
 
+    @property
+    def bracket_width(self) -> float | None:
+        """high ÷ low as the two searches' brackets give it alone, before the machine's speed change widens it
+        (`_ratio_of`); None where an end is open."""
+        n, d = self.numerator, self.denominator
+        if self.low is None or self.high is None or n is None or d is None:
+            return None
+        if not (n.capacity_rps and d.capacity_rps and n.upper_rps and d.upper_rps):
+            return None
+        return n.upper_rps / n.capacity_rps * (d.upper_rps / d.capacity_rps)
+
+
+@dataclass(frozen=True)
+class WidthParts:
+    """What makes a comparison's range as wide as it is (high ÷ low = brackets × drift × spread)."""
+
+    width: float  # high ÷ low of the comparison's range
+    brackets: float  # of its widest repeat: the two searches' brackets alone
+    drift: float  # that repeat's widening for the machine's speed change between the cells it stands on
+    spread: float  # the repeats' ranges apart from one another (1.0 with one repeat)
+
+    def words(self) -> str:
+        """`×2.76 wide: the searches' brackets ×2.67, the machine's speed between its cells ×1.03`."""
+        spread = f", the repeats' spread ×{self.spread:.2f}" if self.spread >= 1.005 else ""
+        return (f"×{self.width:.2f} wide: the searches' brackets ×{self.brackets:.2f}, the machine's speed between "
+                f"its cells ×{self.drift:.2f}{spread}")
+
 
 @dataclass(frozen=True)
 class PairedRatio:
@@ -141,6 +168,18 @@ class PairedRatio:
         """`×1.62 (×1.55–×1.70)`, or only the bound where an end is open (`at least ×0.50`): never a point estimate
         beside an open range."""
         return ratio_value(self.ratio, self.low, self.high)
+
+    def width_parts(self) -> WidthParts | None:
+        """What its range's width is made of, from its widest repeat; None where an end is open."""
+        if self.ratio is None or self.low is None or self.high is None:
+            return None
+        measured = [r for r in self.repeats if r.bracket_width is not None and r.low and r.high]
+        if not measured:
+            return None
+        widest = max(measured, key=lambda r: (r.high or 0.0) / (r.low or 1.0))
+        own = (widest.high or 0.0) / (widest.low or 1.0)
+        brackets = widest.bracket_width or 1.0
+        return WidthParts(self.high / self.low, brackets, own / brackets, self.high / self.low / own)
 
     def short(self) -> str:
         """`×1.62 (×1.55–×1.70), paired, median of 3 repeats`: the ratio as a table cell gives it."""

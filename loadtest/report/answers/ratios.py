@@ -59,6 +59,7 @@ def gpu_cpu_value(answers: Answers, paired: Paired, batch: int, objective: float
 
 
 TIE = "tie"  # the card's word for a comparison whose range holds ×1.0: no measurable difference
+DECIDE_WIDTH = 1.3  # high ÷ low of a range a decision can rest on: it tells a 30% difference from none (#67)
 
 
 def gain_no_difference(answers: Answers, paired: Paired, device: str, batch: int, objective: float) -> bool:

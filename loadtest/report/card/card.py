@@ -34,7 +34,7 @@ from loadtest.report.answers.answers import Answers, answer
 from loadtest.report.answers.paired import PairedRatio, by_key, paired_ratios
 from loadtest.report.answers.tool_ceiling import NAME as TOOL_CEILING
 from loadtest.report.blocks import DEVICES
-from loadtest.report.card.comparison import comparison_line, setup_settled
+from loadtest.report.card.comparison import comparison_line, setup_settled, width_notes
 from loadtest.report.card.decision import run_next, server_flags, stand_in_again
 from loadtest.report.card.records import CardRow
 from loadtest.report.card.rows import card_row, devices_at
@@ -178,6 +178,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
     rows: list[CardRow] = []
     prices = pricing.prices.source if pricing else ""
     comparisons: list[str] = []
+    wide: list[str] = []  # comparisons too wide to decide on, and why
     ratios: dict = {}
     nexts: list[str] = []
     for target in targets:
@@ -187,6 +188,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
         line = comparison_line(target, here, found, paired, ratios, answers)
         if line:
             comparisons.append(line)
+        wide += width_notes(target, here, paired)
         if not _target_for_buying(found) and here:
             nexts.append(run_next(_configs(answers), targets, prices))
     idle = _idle_replicas(rows)
@@ -201,7 +203,7 @@ def card_of(answers: Answers, pricing: Pricing | None, paired: Mapping[tuple, Pa
         if r.usd_per_m_images is not None else f"not priced: {r.refused}.") for r in rows
         if (r.usd_per_m_images is not None and r.target.batch > 1) or r.refused) + memory_note(rows) + tuple(
         f"{r.target.words()}, {DEVICES.get(r.device, r.device)}: {r.moved}." for r in rows if r.moved) + tuple(
-        filter(None, [stand_in_again(_configs(answers), targets, prices, flags, idle) if nexts else ""]))
+        wide) + tuple(filter(None, [stand_in_again(_configs(answers), targets, prices, flags, idle) if nexts else ""]))
     return Card(heading, for_buying, tuple(rows), tuple(comparisons), nexts[0] if nexts else "", notes,
                 pricing.prices.currency if pricing else "USD", priced, ratios)
 

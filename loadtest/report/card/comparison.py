@@ -14,6 +14,7 @@ from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import Answers, DeviceAnswer
 from loadtest.report.answers.paired import GPU_CPU, PairedRatio
 from loadtest.report.answers.ratios import (
+    DECIDE_WIDTH,
     TIE,
     gain_key,
     gain_no_difference,
@@ -68,6 +69,27 @@ def comparison_line(target: Target, here: Sequence[DeviceAnswer], rows: Sequence
     return line + "."
 
 
+def width_notes(target: Target, here: Sequence[DeviceAnswer], paired: Mapping[tuple, PairedRatio]) -> tuple[str, ...]:
+    """Under the card: each paired comparison of the target wider than `DECIDE_WIDTH`, with what made it that wide
+    (`PairedRatio.width_parts`) and what would narrow it."""
+    batch, objective = target.batch, target.p99_objective_ms
+    gains = ((gain_key(d.device, batch, objective), f"{DEVICES.get(d.device, d.device)} batching on ÷ off")
+             for d in here)
+    keys = [((GPU_CPU, batch, objective), "GPU/CPU"), *gains]
+    notes = []
+    for key, label in keys:
+        compared = paired.get(key)
+        parts = compared.width_parts() if compared is not None else None
+        if compared is None or parts is None or parts.width <= DECIDE_WIDTH:
+            continue
+        narrower = ("the brackets set most of it: a longer --budget-min narrows them"
+                    if parts.brackets >= parts.drift * parts.spread else
+                    "the machine's drift set most of it: a quieter machine, or more repeats (--repeat), narrows it")
+        notes.append(f"{target.words()}, {label}: its range is {parts.words()}; over the ×{DECIDE_WIDTH:g} a "
+                     f"decision needs, {narrower}.")  # the ratio itself is the card's line, said once
+    return tuple(notes)
+
+
 def _verdict(same: bool) -> str:
     return f"{TIE} " if same else ""
 
@@ -95,4 +117,4 @@ def _ratio_record(compared: PairedRatio) -> dict:
             "repeats": len(compared.repeats), "no_difference": compared.no_difference}
 
 
-__all__ = ["comparison_line", "setup_settled"]
+__all__ = ["comparison_line", "setup_settled", "width_notes"]
