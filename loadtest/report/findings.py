@@ -3,7 +3,9 @@
 Per device at the smallest request batch and objective searched: what bounded its answer (its verdict,
 `loadtest.report.answers.verdict`, with the detail of the device floor's rule, `loadtest.report.answers.bound`), then
 its batching gain with both capacities (a paired comparison's ratio where the run was paired); then the GPU/CPU ratio
-where both devices were searched. A ratio whose range holds ×1.0 says "no measurable difference".
+where both devices were searched. A ratio whose range holds ×1.0 says "no measurable difference". `every_finding`
+gives them in the report's order: why none met first, these, the ratios at every other objective, then the objectives
+the host's own stalls put out of reach.
 
 Not for: the answer table beside them (`loadtest.report.answer_table`), the card (`loadtest.report.card`) or the
 summary that holds them all (`loadtest.report.headline`).
