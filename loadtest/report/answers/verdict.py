@@ -104,10 +104,6 @@ class RowVerdict:
         what, aside = self.with_ceiling()
         return f"{what}{':' if self.why.startswith(NAME) else ';'} {aside}"
 
-    def as_dict(self) -> dict:
-        return {"bounded": self.bounded.value, "why": self.why, "text": self.text(), "for_buying": self.for_buying,
-                "tool_ceiling": self.ceiling.as_dict()}
-
 
 def answer_cell(search: SearchAnswer) -> CellResult | None:
     """The cell the answer stands on: its confirmation's, else its highest pass's."""
