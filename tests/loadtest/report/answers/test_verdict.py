@@ -320,3 +320,15 @@ def test_a_containers_twin_stopped_by_its_own_server_leaves_the_answer_to_the_pr
     assert ceiling_of(neither).value() == "1,500.0 req/s"
     _, row, shown = row_of([*confirmed(CONTAINER, 1000.0), *neither])
     assert bounded(shown) == "the tool: tool ceiling 1,500.0 req/s, under 2× the answer" and not row.for_buying
+
+
+def test_a_search_that_passed_nothing_is_bounded_by_nothing_and_keeps_its_ceiling():
+    from loadtest.report.answers.tool_ceiling import ToolCeiling
+    from loadtest.report.answers.verdict import what_bounded
+
+    ceiling = ToolCeiling(rps=900.0, checked=True, why_not="")  # a measured ceiling, carried whatever the answer
+    [failed] = answer(search(STAND_IN, "s", [("bracket", 100.0, 30.0), ("bracket", 50.0, 25.0)])).searches
+    assert failed.figure_rps is None  # every rate failed the 10 ms objective
+    for nothing in (None, failed):
+        verdict = what_bounded(nothing, ceiling, 0.1)
+        assert (verdict.bounded, verdict.why, verdict.ceiling, verdict.served) == (Bounded.NOTHING, "", ceiling, None)
