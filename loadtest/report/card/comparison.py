@@ -23,6 +23,7 @@ from loadtest.report.answers.ratios import (
     gpu_cpu_value,
     has_figure,
     is_paired,
+    paired_at,
 )
 from loadtest.report.blocks import DEVICES
 from loadtest.report.card.records import CardRow
@@ -78,7 +79,7 @@ def width_notes(target: Target, here: Sequence[DeviceAnswer], paired: Mapping[tu
     keys = [((GPU_CPU, batch, objective), "GPU/CPU"), *gains]
     notes = []
     for key, label in keys:
-        compared = paired.get(key)
+        compared = paired_at(paired, key)
         parts = compared.width_parts() if compared is not None else None
         if compared is None or parts is None or parts.width <= DECIDE_WIDTH:
             continue

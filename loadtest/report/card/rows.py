@@ -31,7 +31,7 @@ def devices_at(answers: Answers, target: Target) -> list[DeviceAnswer]:
     return [by_key[key] for key in sorted(by_key) if key[1:] == (target.batch, target.p99_objective_ms)]
 
 
-def setup_words(config: Config) -> str:
+def _setup_words(config: Config) -> str:
     return f"batching on (profile {config.batching_profile})" if config.batching_on else "batching off"
 
 
@@ -41,7 +41,7 @@ def _higher(d: DeviceAnswer, best: SearchAnswer) -> str:
     top = capacity(best)
     shown = [(s, r) for s in typical(d.searches) if s.config != best.config
              for r in (s.passed_rps, s.capacity_rps) if r is not None and r > top]
-    return "; ".join(f"{setup_words(s.config)} {fmt(r)} {'confirmed' if r == s.capacity_rps else 'passed'}"
+    return "; ".join(f"{_setup_words(s.config)} {fmt(r)} {'confirmed' if r == s.capacity_rps else 'passed'}"
                      for s, r in sorted(shown, key=lambda sr: -sr[1]))
 
 
@@ -55,7 +55,7 @@ def card_row(target: Target, d: DeviceAnswer, pricing: Pricing | None, answers: 
     verdict = verdict_in(best, answers)
     capacities = capacity_range(best, d.searches)
     repeated = capacities is not None and capacities.repeats > 1
-    row = CardRow(target, d.device, setup_words(best.config), best.figure_rps, best.upper_rps, lower_bound(best),
+    row = CardRow(target, d.device, _setup_words(best.config), best.figure_rps, best.upper_rps, lower_bound(best),
                   best.estimate_ms,
                   busy_text(best.server_cpu_percent, best.gpu_utilization_percent, best.server_cpu_cores),
                   verdict.served.share if verdict.served else None, False,
@@ -103,4 +103,4 @@ def _busy_cores(best: SearchAnswer) -> float | None:
     return best.server_cpu_percent / 100.0 * best.server_cpu_cores
 
 
-__all__ = ["card_row", "devices_at", "setup_words"]
+__all__ = ["card_row", "devices_at"]
