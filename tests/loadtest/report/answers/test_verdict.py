@@ -9,6 +9,7 @@ import pytest
 
 from loadtest.evidence.cell_parts import HostProbe
 from loadtest.evidence.floor_record import DeviceFloorRecord
+from loadtest.evidence.stats import encode, histogram_of
 from loadtest.judge.goals import Target
 from loadtest.report.answers.answers import answer
 from loadtest.report.answers.tool_ceiling import ceiling_of
@@ -144,9 +145,14 @@ def test_a_load_generator_blamed_at_a_rate_its_twin_carried_is_said_to_have_carr
     _, _, shown = row_of(cells if times is None else with_twin(cells, times=times))
     assert bounded(shown).startswith("unconfirmed: a lower bound: the load generator's limit (its dispatch: ")
     assert ("though it carried" in bounded(shown)) == carried, bounded(shown)
+    if not carried:  # nothing said after what limited it
+        assert bounded(shown).endswith("(its dispatch: sends late, its CPU not recorded, no host probe on its cores)")
     if carried:
         assert bounded(shown).endswith(", though it carried 1,100.0 req/s against its twin: the host it shares with "
                                        "the server, not its own ceiling")
+    # a twin that carried exactly the rate blamed carried it
+    _, _, exact = row_of([*cells, twin(CONTAINER, "s", 1100.0)])
+    assert ", though it carried 1,100.0 req/s against its twin" in bounded(exact), bounded(exact)
 
 
 def test_a_lower_bound_names_what_in_the_load_generator_limited_it_from_the_cell_at_its_limit():
@@ -332,3 +338,59 @@ def test_a_search_that_passed_nothing_is_bounded_by_nothing_and_keeps_its_ceilin
     for nothing in (None, failed):
         verdict = what_bounded(nothing, ceiling, 0.1)
         assert (verdict.bounded, verdict.why, verdict.ceiling, verdict.served) == (Bounded.NOTHING, "", ceiling, None)
+
+
+def slow_tail(over: int, requests: int = 100_000) -> str:
+    """A client histogram of `requests`: `over` of them at 12 ms (over a 10 ms objective), the rest at 3 ms."""
+    return encode(histogram_of([12_000.0] * over + [3_000.0] * (requests - over)))
+
+
+def stalled(cells, over: int, probe: HostProbe | None) -> list:
+    """`cells` whose confirmation had `over` of its 100,000 requests over the objective, with the host `probe`."""
+    return [replace(c, histogram_us=slow_tail(over), host_probe=probe, requests=100_000, ok_requests=100_000)
+            if c.search and c.search.role == "confirm" else c for c in cells]
+
+
+@pytest.mark.parametrize(("over", "probe", "said"), [
+    (600, HostProbe(1.0, HOST_STALLS, None), "the server's cores explain the requests over 10 ms (0.6% at the client)"),
+    (600, HostProbe(1.0, None, HOST_STALLS), "the load generator's cores explain the requests over 10 ms (0.6% at "
+                                             "the client)"),
+    (500, HostProbe(1.0, HOST_STALLS, None), "the server's cores explain the requests over 10 ms (0.5% at the client)"),
+    (499, HostProbe(1.0, HOST_STALLS, None), None),  # under half the 1% a p99 allows: the answer stands
+    (600, None, None),  # no probe: nothing says the host made them slow
+    (600, HostProbe(1.0, side([], samples=10_000, duration_s=10.0), None), None),  # a quiet host explains nothing
+])
+def test_requests_over_the_objective_that_the_hosts_stalls_explain_are_the_host(over, probe, said):
+    """A confirmed answer whose requests over the objective are at least half the 1% a p99 allows
+    (`noise.HOST_SHARE_LIMIT`), where the host probe's stalls on either side explain them: the host, named by the side
+    it stalled on, never for buying; under that share, or with no stall to explain them, the answer is the server's."""
+    _, row, shown = row_of(stalled(with_twin(confirmed(CONTAINER, 1000.0)), over, probe))
+    if said is None:
+        assert bounded(shown) == "the production server" and row.for_buying
+    else:
+        assert bounded(shown) == f"the host: its stalls on {said}" and not row.for_buying
+
+
+BUSY = {"server_cpu_percent": 85.0, "gpu_utilization_percent": 90.0}
+
+
+@pytest.mark.parametrize(("label", "device_floor", "busy", "moved", "said", "buy"), [
+    # a TF Serving container: the device where the device alone bounded it, else the production server
+    (CONTAINER, floor(100.0), BUSY, (400.0, 600.0), "the device: served 95% of the device alone", True),
+    (CONTAINER, floor(100.0), BUSY, None, "the production server", True),  # drift not measured: not the device
+    (CONTAINER, floor(100.0), {}, (400.0, 600.0), "the production server", True),  # an idle device
+    (CONTAINER, None, BUSY, (400.0, 600.0), "the production server", True),  # no device alone
+    # the stand-in: only the device is for buying; drift not measured is never read as none
+    (STAND_IN, floor(100.0), BUSY, (400.0, 600.0), "the device: served 95% of the device alone", True),
+    (STAND_IN, floor(100.0), BUSY, None,
+     "the stand-in's serving path: served 95% of the device alone, the run's drift not measured", False),
+    (STAND_IN, floor(100.0), {}, (400.0, 600.0), "an idle device: served 95% of the device alone", False),
+    (STAND_IN, None, BUSY, (400.0, 600.0), "device alone not measured", False),
+])
+def test_what_held_an_answer_the_tool_and_host_did_not_bound(label, device_floor, busy, moved, said, buy):
+    """What held a confirmed answer that neither the tool nor the host bounded (`verdict._held`), for each server kind:
+    its share of the device alone, clear of 50% by the run's drift, and whether the device was busy."""
+    cells = with_twin(confirmed(label, 96.0, device_floor=device_floor, **busy))
+    _, row, shown = row_of(paired(cells, moved) if moved else cells)
+    assert bounded(shown) == said and row.for_buying == buy
+    assert (row.served_share is not None) == (device_floor is not None)
