@@ -322,3 +322,56 @@ def test_a_share_at_exactly_half_without_a_measured_drift_says_so():
     assert half.share == bound.SERVED_SHARE and half.words() == ("served 50% of the device alone, the run's drift not "
                                                                  "measured")
     assert bound.ServedShare(249.0, bound.FloorEntry(1, 500.0)).words() == "served 50% of the device alone"
+
+
+def test_a_share_at_exactly_half_inside_the_runs_drift_says_so():
+    half = bound.ServedShare(250.0, bound.FloorEntry(1, 500.0), 0.1)
+    assert not half.clear and half.words() == "served 50% of the device alone, within the run's 10% drift of 50%"
+
+
+def test_the_runtime_sentence_in_full():
+    """Every figure of it as printed: the runtime's round trip (ms, two places), the device's own (three), the share."""
+    served = bound.ServedShare(450.0, bound.FloorEntry(1, 500.0, 2_000.0))
+    base = cell(server("cpu-off", "off"), rate=100.0, rps=100.0)
+    timed = floor((1, 500.0), runtime="jax", round_trip_us=9_990.0, device_round_trip_us=1_234.0)
+    assert bound.runtime_sentence("CPU", replace(base, device_floor=timed), served) == (
+        "the runtime (JAX, 9.99 ms per call) bounded this answer, not the CPU (its use not recorded, its own round "
+        "trip 1.234 ms): 450.0 images/s served = 90% of the floor, which timed the runtime's own round trip.")
+    untimed = floor((1, 500.0), runtime="jax", round_trip_us=9_990.0)
+    assert bound.runtime_sentence("CPU", replace(base, device_floor=untimed), served) == (
+        "the runtime (JAX, 9.99 ms per call) bounded this answer, not the CPU (its use not recorded): 450.0 images/s "
+        "served = 90% of the floor, which timed the runtime's own round trip.")
+
+
+def test_the_load_generators_sentence_in_full():
+    served = bound.ServedShare(1_234.5, bound.FloorEntry(1, 5_000.0))
+    assert bound.loadgen_sentence("cpu (Test CPU)", "cpu-off", served) == (
+        "the load generator bounded this answer, not the device: cpu-off served at least 1,234.5 images/s, 25% of "
+        "cpu (Test CPU) alone (5,000.0 images/s at batch 1).")
+
+
+def test_the_floor_arithmetic_at_its_edges():
+    """The floor's entries skip a batch with no images/s; the batch the server ran rounds its mean up, at least 1;
+    a cell that served nothing has no share; the device is busy from its limit on; ×k keeps a decimal under 10."""
+    record = DeviceFloorRecord.from_dict({"source": "test", "device": "Test CPU", "runtime": "none", "batches": [
+        {"batch_size": 1, "latency_us": 1000.0, "images_per_s": 0.5},
+        {"batch_size": 2, "latency_us": 1000.0, "images_per_s": 0.0},
+        {"batch_size": 4, "latency_us": 1000.0, "images_per_s": -3.0},
+        {"batch_size": 0, "latency_us": 1000.0, "images_per_s": 9.0}]})
+    assert [(e.batch_size, e.images_per_s) for e in bound.floor_entries(record)] == [(1, 0.5)]
+    plain = cell(server("cpu-off", "off"), rate=100.0, rps=100.0)
+    assert [bound.padded_batch(replace(plain, server_batch_size_mean=mean)) for mean in (0.4, 2.0, 2.2)] == [1, 2, 3]
+    floored = replace(plain, device_floor=floor((1, 500.0)))
+    assert bound.served_share(replace(floored, throughput_ips=0.0)) is None
+    assert bound.served_share(replace(floored, throughput_ips=0.5)) is not None
+    busy_at_limit = replace(floored, server_cpu_percent=60.0)  # device_use.CPU_BUSY_PERCENT
+    clear = bound.ServedShare(450.0, bound.FloorEntry(1, 500.0), 0.05)
+    assert bound.held_by(busy_at_limit, clear) == bound.Held.DEVICE
+    assert bound.held_by(replace(floored, server_cpu_percent=59.9), clear) == bound.Held.IDLE_DEVICE
+    assert [bound.times_text(t) for t in (5.0, 9.94, 10.0, 10.4, 1234.0)] == ["×5.0", "×9.9", "×10", "×10", "×1,234"]
+
+
+def test_the_floor_sentence_at_exactly_half_is_not_the_serving_paths():
+    half = bound.ServedShare(250.0, bound.FloorEntry(1, 500.0), 0.0)
+    said = bound.floor_sentence("cpu (Test CPU)", "cpu-off", "at its capacity", half)
+    assert said.startswith("the model on the device bounded this answer: cpu-off served 250.0 images/s"), said
