@@ -375,3 +375,26 @@ def test_the_floor_sentence_at_exactly_half_is_not_the_serving_paths():
     half = bound.ServedShare(250.0, bound.FloorEntry(1, 500.0), 0.0)
     said = bound.floor_sentence("cpu (Test CPU)", "cpu-off", "at its capacity", half)
     assert said.startswith("the model on the device bounded this answer: cpu-off served 250.0 images/s"), said
+
+
+def test_the_bound_line_of_a_lower_bound_names_the_load_generator_with_the_configurations_label():
+    """`bound_line` straight, as the whole report's tests reach it: a lower bound (the load generator's limit) with a
+    floor leads with the load generator, the configuration named by its label; without the cell, the idle device's
+    sentence where every cell left it idle, else nothing."""
+    steps = [("bracket", 400, 8.0), ("bracket", 440, 12.0, "saturated", "2% of sends left late"),
+             ("confirm", 400, 9.0)]
+    cells = [replace(c, server_cpu_percent=10.0)  # every cell, the twin's too: the device far from busy
+             for c in with_twin([replace(c, device_floor=floor((1, 25000.0))) for c in search(NULL, "s", steps)])]
+    answers = answer(cells)
+    [d] = answers.devices
+    cell = next(c for c in cells if c.search and c.search.role == "confirm")
+    labels = {config_of(cell): "the-label"}
+    line = bound.bound_line(d, cell, "at its capacity", cells, labels, answers.movements)
+    assert line == ("the load generator bounded this answer, not the device: the-label served at least 396.0 images/s, "
+                    "2% of cpu (Test CPU) alone (25,000.0 images/s at batch 1).")
+    assert "cpu-off served at least" in bound.bound_line(d, cell, "at its capacity", cells, {}, answers.movements)
+    assert bound.bound_line(d, None, "at its peak", cells, labels, {}) == (
+        "the cpu (Test CPU) did not bound this run (it was ≤ 10% busy), so what it measured is the serving path on "
+        "that machine.")
+    assert bound.bound_line(d, None, "at its peak", [replace(c, server_cpu_percent=None) for c in cells], labels,
+                            {}) == ""
