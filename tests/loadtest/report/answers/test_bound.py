@@ -18,6 +18,7 @@ from loadtest.report.answers import bound
 from loadtest.report.answers.answers import answer
 from loadtest.report.answers.movement import search_movements
 from loadtest.report.configs import config_labels, config_of
+from loadtest.report.device_use import CPU_BUSY_PERCENT
 from loadtest.report.figures import figures_of
 from loadtest.report.headline import bound_lines
 from loadtest.report.sections.request_time import request_time_table
@@ -364,10 +365,10 @@ def test_the_floor_arithmetic_at_its_edges():
     floored = replace(plain, device_floor=floor((1, 500.0)))
     assert bound.served_share(replace(floored, throughput_ips=0.0)) is None
     assert bound.served_share(replace(floored, throughput_ips=0.5)) is not None
-    busy_at_limit = replace(floored, server_cpu_percent=60.0)  # device_use.CPU_BUSY_PERCENT
+    busy_at_limit = replace(floored, server_cpu_percent=CPU_BUSY_PERCENT)
     clear = bound.ServedShare(450.0, bound.FloorEntry(1, 500.0), 0.05)
     assert bound.held_by(busy_at_limit, clear) == bound.Held.DEVICE
-    assert bound.held_by(replace(floored, server_cpu_percent=59.9), clear) == bound.Held.IDLE_DEVICE
+    assert bound.held_by(replace(floored, server_cpu_percent=CPU_BUSY_PERCENT - 0.1), clear) == bound.Held.IDLE_DEVICE
     assert [bound.times_text(t) for t in (5.0, 9.94, 10.0, 10.4, 1234.0)] == ["×5.0", "×9.9", "×10", "×10", "×1,234"]
 
 
